@@ -1,0 +1,72 @@
+//===- ShardcDialect.cpp - The shardc dialect -----------------------------===//
+#include "ir/ShardcDialect.h"
+
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+
+#include "ir/ShardcDialect.cpp.inc"
+
+namespace shardc {
+
+void ShardcDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "ir/ShardcOps.cpp.inc"
+      >();
+}
+
+Operation *ShardcDialect::materializeConstant(OpBuilder &builder,
+                                              Attribute value, Type type,
+                                              Location loc) {
+  auto elements = dyn_cast<ElementsAttr>(value);
+  if (!elements || elements.getType() != type)
+    return nullptr;
+  return builder.create<ConstantOp>(loc, type, elements);
+}
+
+int64_t onnxTypeCode(Type t) {
+  if (t.isF32())
+    return 1;
+  if (t.isUnsignedInteger(8))
+    return 2;
+  if (t.isSignlessInteger(8))
+    return 3;
+  if (t.isSignlessInteger(32))
+    return 6;
+  if (t.isSignlessInteger(64))
+    return 7;
+  if (t.isSignlessInteger(1))
+    return 9;
+  if (t.isF16())
+    return 10;
+  if (t.isF64())
+    return 11;
+  return -1;
+}
+
+Type elementTypeFromOnnxCode(MLIRContext *ctx, int64_t code) {
+  Builder b(ctx);
+  switch (code) {
+  case 1:
+    return b.getF32Type();
+  case 2:
+    return IntegerType::get(ctx, 8, IntegerType::Unsigned);
+  case 3:
+    return b.getIntegerType(8);
+  case 6:
+    return b.getIntegerType(32);
+  case 7:
+    return b.getIntegerType(64);
+  case 9:
+    return b.getI1Type();
+  case 10:
+    return b.getF16Type();
+  case 11:
+    return b.getF64Type();
+  default:
+    return nullptr;
+  }
+}
+
+} // namespace shardc

@@ -1,0 +1,34 @@
+//===- ShardcDialect.h - The shardc dialect ---------------------*- C++ -*-===//
+#ifndef SHARDC_IR_SHARDCDIALECT_H
+#define SHARDC_IR_SHARDCDIALECT_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "ir/ShardcDialect.h.inc"
+
+#define GET_OP_CLASSES
+#include "ir/ShardcOps.h.inc"
+
+namespace shardc {
+
+/// ONNX TensorProto.DataType code of an MLIR element type, or -1.
+int64_t onnxTypeCode(mlir::Type elementType);
+/// The MLIR element type of an ONNX TensorProto.DataType code, or null.
+mlir::Type elementTypeFromOnnxCode(mlir::MLIRContext *ctx, int64_t code);
+
+/// Argument attribute names on the entry function: a graph input carries
+/// `shardc.input = "<name>"`, a parameter `shardc.param = "<name>"`.
+constexpr llvm::StringLiteral kInputAttrName = "shardc.input";
+constexpr llvm::StringLiteral kParamAttrName = "shardc.param";
+/// Function attribute: an array of the graph output names.
+constexpr llvm::StringLiteral kOutputNamesAttrName = "shardc.output_names";
+
+} // namespace shardc
+
+#endif // SHARDC_IR_SHARDCDIALECT_H

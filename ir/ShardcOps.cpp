@@ -1,0 +1,539 @@
+//===- ShardcOps.cpp - Verifiers and folders of shardc ops ----------------===//
+//
+// Verifiers check what the ODS type constraints cannot: that the static
+// result shapes are the ones the op's semantics produce from its operands and
+// attributes. The importer builds result types from ONNX shape inference, so
+// these checks catch both importer bugs and inconsistent models.
+//
+//===----------------------------------------------------------------------===//
+#include "ir/ShardcDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Matchers.h"
+
+#include <optional>
+
+using namespace mlir;
+
+namespace shardc {
+namespace {
+
+ArrayRef<int64_t> shapeOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getShape();
+}
+Type elemOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getElementType();
+}
+
+std::string fmt(ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+/// numpy broadcasting of several shapes; nullopt if incompatible.
+std::optional<SmallVector<int64_t>>
+broadcast(ArrayRef<ArrayRef<int64_t>> shapes) {
+  size_t rank = 0;
+  for (auto s : shapes)
+    rank = std::max(rank, s.size());
+  SmallVector<int64_t> out(rank, 1);
+  for (auto s : shapes) {
+    for (size_t i = 0; i < s.size(); ++i) {
+      int64_t &o = out[rank - s.size() + i];
+      int64_t d = s[i];
+      if (d == o || d == 1)
+        continue;
+      if (o != 1)
+        return std::nullopt;
+      o = d;
+    }
+  }
+  return out;
+}
+
+LogicalResult verifyBroadcastResult(Operation *op,
+                                    ArrayRef<ArrayRef<int64_t>> shapes,
+                                    ArrayRef<int64_t> result) {
+  auto expected = broadcast(shapes);
+  if (!expected) {
+    std::string list;
+    for (auto s : shapes)
+      list += (list.empty() ? "" : " and ") + fmt(s);
+    return op->emitOpError("operand shapes ") << list << " do not broadcast";
+  }
+  if (ArrayRef<int64_t>(*expected) != result)
+    return op->emitOpError("result shape ")
+           << fmt(result) << " is not the broadcast shape " << fmt(*expected);
+  return success();
+}
+
+LogicalResult verifyAxis(Operation *op, int64_t axis, int64_t rank,
+                         StringRef what = "axis") {
+  if (axis < 0 || axis >= std::max<int64_t>(rank, 1))
+    return op->emitOpError() << what << " " << axis
+                             << " is out of range for rank " << rank;
+  return success();
+}
+
+/// Output size of a pooling/convolution window along one spatial dim.
+int64_t windowOut(int64_t in, int64_t k, int64_t stride, int64_t dilation,
+                  int64_t padBegin, int64_t padEnd, bool ceil) {
+  int64_t eff = dilation * (k - 1) + 1;
+  int64_t num = in + padBegin + padEnd - eff;
+  if (num < 0)
+    return 0;
+  int64_t out = (ceil ? (num + stride - 1) / stride : num / stride) + 1;
+  // With ceil_mode a window must start inside the input or the begin pad.
+  if (ceil && (out - 1) * stride >= in + padBegin)
+    --out;
+  return out;
+}
+
+LogicalResult verifyWindow(Operation *op, ArrayRef<int64_t> inShape,
+                           ArrayRef<int64_t> outShape, ArrayRef<int64_t> kernel,
+                           ArrayRef<int64_t> strides,
+                           ArrayRef<int64_t> dilations, ArrayRef<int64_t> pads,
+                           bool ceil) {
+  size_t n = kernel.size();
+  if (inShape.size() != n + 2 || outShape.size() != n + 2)
+    return op->emitOpError("expects input and result of rank ")
+           << n + 2 << " for a " << n << "-d window";
+  if (strides.size() != n || dilations.size() != n || pads.size() != 2 * n)
+    return op->emitOpError("kernel_shape, strides, dilations and pads have ")
+           << "inconsistent lengths";
+  for (size_t i = 0; i < n; ++i) {
+    if (kernel[i] < 1 || strides[i] < 1 || dilations[i] < 1 || pads[i] < 0 ||
+        pads[n + i] < 0)
+      return op->emitOpError("window sizes, strides and dilations must be ")
+             << "positive and pads non-negative";
+    int64_t expected = windowOut(inShape[i + 2], kernel[i], strides[i],
+                                 dilations[i], pads[i], pads[n + i], ceil);
+    if (outShape[i + 2] != expected)
+      return op->emitOpError("spatial dim ")
+             << i << " of the result is " << outShape[i + 2] << ", expected "
+             << expected;
+  }
+  return success();
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Constants and shapes
+//===----------------------------------------------------------------------===//
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+LogicalResult ConstantOp::verify() {
+  if (getValue().getType() != getType())
+    return emitOpError("value type ")
+           << getValue().getType() << " differs from result type " << getType();
+  return success();
+}
+
+LogicalResult ShapeOp::verify() {
+  int64_t rank = cast<RankedTensorType>(getInput().getType()).getRank();
+  int64_t start = getStart(), end = getEnd().value_or(rank);
+  if (start < 0 || end > rank || start > end)
+    return emitOpError("start/end out of range for rank ") << rank;
+  if (shapeOf(getOutput()) != ArrayRef<int64_t>{end - start})
+    return emitOpError("result must be a 1-d tensor of ") << end - start
+                                                          << " elements";
+  return success();
+}
+
+OpFoldResult ShapeOp::fold(FoldAdaptor) {
+  ArrayRef<int64_t> shape = shapeOf(getInput());
+  int64_t end = getEnd().value_or(shape.size());
+  return DenseElementsAttr::get(
+      cast<ShapedType>(getType()),
+      ArrayRef<int64_t>(shape).slice(getStart(), end - getStart()));
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+static LogicalResult verifyBinary(Operation *op, bool sameTypes) {
+  Value lhs = op->getOperand(0), rhs = op->getOperand(1),
+        out = op->getResult(0);
+  if (sameTypes && elemOf(lhs) != elemOf(rhs))
+    return op->emitOpError("operand element types differ: ")
+           << elemOf(lhs) << " vs " << elemOf(rhs);
+  if (elemOf(out) != elemOf(lhs))
+    return op->emitOpError("result element type must be ") << elemOf(lhs);
+  return verifyBroadcastResult(op, {shapeOf(lhs), shapeOf(rhs)},
+                               shapeOf(out));
+}
+
+LogicalResult AddOp::verify() { return verifyBinary(*this, true); }
+LogicalResult SubOp::verify() { return verifyBinary(*this, true); }
+LogicalResult MulOp::verify() { return verifyBinary(*this, true); }
+LogicalResult DivOp::verify() { return verifyBinary(*this, true); }
+LogicalResult PowOp::verify() { return verifyBinary(*this, false); }
+
+LogicalResult WhereOp::verify() {
+  if (elemOf(getX()) != elemOf(getY()) || elemOf(getX()) != elemOf(getOutput()))
+    return emitOpError("x, y and result must have one element type");
+  return verifyBroadcastResult(
+      *this, {shapeOf(getCondition()), shapeOf(getX()), shapeOf(getY())},
+      shapeOf(getOutput()));
+}
+
+LogicalResult CastOp::verify() {
+  if (shapeOf(getInput()) != shapeOf(getOutput()))
+    return emitOpError("result shape must equal the input shape");
+  Type to = elementTypeFromOnnxCode(getContext(), getTo());
+  if (!to)
+    return emitOpError("unsupported target type code ") << getTo();
+  if (to != elemOf(getOutput()))
+    return emitOpError("result element type ")
+           << elemOf(getOutput()) << " does not match 'to' = " << getTo();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra, normalization
+//===----------------------------------------------------------------------===//
+
+LogicalResult GemmOp::verify() {
+  auto a = shapeOf(getA()), b = shapeOf(getB());
+  if (a.size() != 2 || b.size() != 2)
+    return emitOpError("A and B must be 2-d");
+  int64_t m = getTransA() ? a[1] : a[0], k = getTransA() ? a[0] : a[1];
+  int64_t kb = getTransB() ? b[1] : b[0], n = getTransB() ? b[0] : b[1];
+  if (k != kb)
+    return emitOpError("inner dimensions differ: ") << k << " vs " << kb;
+  if (shapeOf(getOutput()) != ArrayRef<int64_t>{m, n})
+    return emitOpError("result must be ") << fmt({m, n});
+  if (getC() && !broadcast({shapeOf(getC()), ArrayRef<int64_t>{m, n}}))
+    return emitOpError("C of shape ") << fmt(shapeOf(getC()))
+                                      << " does not broadcast to " << fmt({m, n});
+  return success();
+}
+
+LogicalResult MatMulOp::verify() {
+  SmallVector<int64_t> a(shapeOf(getA())), b(shapeOf(getB()));
+  if (a.empty() || b.empty())
+    return emitOpError("operands must have rank >= 1");
+  if (elemOf(getA()) != elemOf(getB()) || elemOf(getA()) != elemOf(getOutput()))
+    return emitOpError("operands and result must have one element type");
+  bool aVec = a.size() == 1, bVec = b.size() == 1;
+  if (aVec)
+    a.insert(a.begin(), 1);
+  if (bVec)
+    b.push_back(1);
+  if (a.back() != b[b.size() - 2])
+    return emitOpError("inner dimensions differ: ")
+           << a.back() << " vs " << b[b.size() - 2];
+  auto batch = broadcast({ArrayRef<int64_t>(a).drop_back(2),
+                          ArrayRef<int64_t>(b).drop_back(2)});
+  if (!batch)
+    return emitOpError("batch dimensions do not broadcast");
+  SmallVector<int64_t> expected = *batch;
+  if (!aVec)
+    expected.push_back(a[a.size() - 2]);
+  if (!bVec)
+    expected.push_back(b.back());
+  if (shapeOf(getOutput()) != ArrayRef<int64_t>(expected))
+    return emitOpError("result shape ") << fmt(shapeOf(getOutput()))
+                                        << ", expected " << fmt(expected);
+  return success();
+}
+
+static LogicalResult verifySoftmaxLike(Operation *op, int64_t axis) {
+  return verifyAxis(op, axis, shapeOf(op->getOperand(0)).size());
+}
+LogicalResult SoftmaxOp::verify() { return verifySoftmaxLike(*this, getAxis()); }
+LogicalResult LogSoftmaxOp::verify() {
+  return verifySoftmaxLike(*this, getAxis());
+}
+
+LogicalResult LayerNormalizationOp::verify() {
+  auto x = shapeOf(getInput());
+  int64_t axis = getAxis();
+  if (failed(verifyAxis(*this, axis, x.size())))
+    return failure();
+  if (shapeOf(getOutput()) != x)
+    return emitOpError("result shape must equal the input shape");
+  auto normShape = x.drop_front(axis);
+  if (!broadcast({shapeOf(getScale()), normShape}) ||
+      (getBias() && !broadcast({shapeOf(getBias()), normShape})))
+    return emitOpError("scale and bias must broadcast to the normalized shape ")
+           << fmt(normShape);
+  SmallVector<int64_t> stat(x.take_front(axis));
+  stat.append(x.size() - axis, 1);
+  if (shapeOf(getMean()) != ArrayRef<int64_t>(stat) ||
+      shapeOf(getInvStdDev()) != ArrayRef<int64_t>(stat))
+    return emitOpError("mean and inv_std_dev must have shape ") << fmt(stat);
+  return success();
+}
+
+LogicalResult BatchNormalizationOp::verify() {
+  auto x = shapeOf(getInput());
+  if (x.size() < 2)
+    return emitOpError("input must have rank >= 2 (N, C, ...)");
+  SmallVector<int64_t, 1> c{x[1]};
+  for (Value v : {getScale(), getBias(), getMean(), getVar(),
+                  getRunningMean(), getRunningVar()})
+    if (shapeOf(v) != ArrayRef<int64_t>(c))
+      return emitOpError("scale, bias, mean, var and running statistics must ")
+             << "have shape " << fmt(c);
+  if (shapeOf(getOutput()) != x)
+    return emitOpError("result shape must equal the input shape");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Convolution and pooling
+//===----------------------------------------------------------------------===//
+
+LogicalResult ConvOp::verify() {
+  auto x = shapeOf(getInput()), w = shapeOf(getWeight()),
+       y = shapeOf(getOutput());
+  if (w.size() != x.size())
+    return emitOpError("weight rank must equal input rank");
+  int64_t g = getGroup();
+  if (g < 1 || x[1] % g != 0 || w[0] % g != 0)
+    return emitOpError("group ") << g << " must divide input channels " << x[1]
+                                 << " and output channels " << w[0];
+  if (w[1] * g != x[1])
+    return emitOpError("weight has ")
+           << w[1] << " input channels per group, expected " << x[1] / g;
+  if (getKernelShape() != w.drop_front(2))
+    return emitOpError("kernel_shape must equal the weight's spatial dims");
+  if (y.size() >= 2 && (y[0] != x[0] || y[1] != w[0]))
+    return emitOpError("result must have shape [N, M, ...] = [")
+           << x[0] << ", " << w[0] << ", ...]";
+  if (getBias() && shapeOf(getBias()) != ArrayRef<int64_t>{w[0]})
+    return emitOpError("bias must have shape [") << w[0] << "]";
+  return verifyWindow(*this, x, y, getKernelShape(), getStrides(),
+                      getDilations(), getPads(), false);
+}
+
+LogicalResult MaxPoolOp::verify() {
+  auto x = shapeOf(getInput()), y = shapeOf(getOutput());
+  if (x.size() >= 2 && (y.size() < 2 || y[0] != x[0] || y[1] != x[1]))
+    return emitOpError("result must keep N and C of the input");
+  if (getIndices() && shapeOf(getIndices()) != y)
+    return emitOpError("indices must have the result's shape");
+  return verifyWindow(*this, x, y, getKernelShape(), getStrides(),
+                      getDilations(), getPads(), getCeilMode() != 0);
+}
+
+LogicalResult AveragePoolOp::verify() {
+  auto x = shapeOf(getInput()), y = shapeOf(getOutput());
+  if (x.size() >= 2 && (y.size() < 2 || y[0] != x[0] || y[1] != x[1]))
+    return emitOpError("result must keep N and C of the input");
+  SmallVector<int64_t> ones(getKernelShape().size(), 1);
+  return verifyWindow(*this, x, y, getKernelShape(), getStrides(), ones,
+                      getPads(), getCeilMode() != 0);
+}
+
+LogicalResult GlobalAveragePoolOp::verify() {
+  auto x = shapeOf(getInput());
+  if (x.size() < 2)
+    return emitOpError("input must have rank >= 2");
+  SmallVector<int64_t> expected{x[0], x[1]};
+  expected.append(x.size() - 2, 1);
+  if (shapeOf(getOutput()) != ArrayRef<int64_t>(expected))
+    return emitOpError("result must have shape ") << fmt(expected);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReshapeOp::verify() {
+  auto in = cast<RankedTensorType>(getInput().getType());
+  auto out = cast<RankedTensorType>(getOutput().getType());
+  if (in.getElementType() != out.getElementType())
+    return emitOpError("element type must not change");
+  if (in.getNumElements() != out.getNumElements())
+    return emitOpError("cannot reshape ")
+           << fmt(in.getShape()) << " (" << in.getNumElements()
+           << " elements) to " << fmt(out.getShape()) << " ("
+           << out.getNumElements() << " elements)";
+  return success();
+}
+
+OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  if (auto c = dyn_cast_or_null<DenseElementsAttr>(adaptor.getInput()))
+    return c.reshape(cast<ShapedType>(getType()));
+  return {};
+}
+
+LogicalResult TransposeOp::verify() {
+  auto in = shapeOf(getInput());
+  ArrayRef<int64_t> perm = getPerm();
+  if (perm.size() != in.size())
+    return emitOpError("perm must have ") << in.size() << " entries";
+  SmallVector<bool> seen(in.size(), false);
+  SmallVector<int64_t> expected;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= (int64_t)in.size() || seen[p])
+      return emitOpError("perm is not a permutation");
+    seen[p] = true;
+    expected.push_back(in[p]);
+  }
+  if (shapeOf(getOutput()) != ArrayRef<int64_t>(expected))
+    return emitOpError("result must have shape ") << fmt(expected);
+  return success();
+}
+
+LogicalResult GatherOp::verify() {
+  auto data = shapeOf(getData()), idx = shapeOf(getIndices());
+  int64_t axis = getAxis();
+  if (failed(verifyAxis(*this, axis, data.size())) || data.empty())
+    return failure();
+  SmallVector<int64_t> expected(data.take_front(axis));
+  expected.append(idx.begin(), idx.end());
+  expected.append(data.begin() + axis + 1, data.end());
+  if (shapeOf(getOutput()) != ArrayRef<int64_t>(expected))
+    return emitOpError("result must have shape ") << fmt(expected);
+  return success();
+}
+
+LogicalResult ConcatOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("needs at least one input");
+  auto first = shapeOf(getInputs()[0]);
+  int64_t axis = getAxis();
+  if (failed(verifyAxis(*this, axis, first.size())))
+    return failure();
+  SmallVector<int64_t> expected(first);
+  expected[axis] = 0;
+  for (Value v : getInputs()) {
+    auto s = shapeOf(v);
+    if (s.size() != first.size() || elemOf(v) != elemOf(getOutput()))
+      return emitOpError("inputs must share rank and element type");
+    for (size_t i = 0; i < s.size(); ++i)
+      if ((int64_t)i != axis && s[i] != first[i])
+        return emitOpError("inputs differ outside the concat axis");
+    expected[axis] += s[axis];
+  }
+  if (shapeOf(getOutput()) != ArrayRef<int64_t>(expected))
+    return emitOpError("result must have shape ") << fmt(expected);
+  return success();
+}
+
+LogicalResult SplitOp::verify() {
+  auto in = shapeOf(getInput());
+  int64_t axis = getAxis();
+  if (failed(verifyAxis(*this, axis, in.size())))
+    return failure();
+  int64_t total = 0;
+  for (Value v : getOutputs()) {
+    auto s = shapeOf(v);
+    if (s.size() != in.size())
+      return emitOpError("outputs must have the input's rank");
+    for (size_t i = 0; i < s.size(); ++i)
+      if ((int64_t)i != axis && s[i] != in[i])
+        return emitOpError("outputs differ from the input outside the axis");
+    total += s[axis];
+  }
+  if (total != in[axis])
+    return emitOpError("output sizes along axis sum to ")
+           << total << ", expected " << in[axis];
+  return success();
+}
+
+LogicalResult SliceOp::verify() {
+  auto in = shapeOf(getInput()), out = shapeOf(getOutput());
+  ArrayRef<int64_t> starts = getStarts(), steps = getSteps();
+  if (starts.size() != in.size() || steps.size() != in.size() ||
+      out.size() != in.size())
+    return emitOpError("starts, steps and result need one entry per dim");
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (steps[i] == 0)
+      return emitOpError("step of dim ") << i << " is zero";
+    if (out[i] == 0)
+      continue;
+    int64_t last = starts[i] + (out[i] - 1) * steps[i];
+    if (starts[i] < 0 || starts[i] >= in[i] || last < 0 || last >= in[i])
+      return emitOpError("slice of dim ") << i << " leaves the input";
+  }
+  return success();
+}
+
+LogicalResult ExpandOp::verify() {
+  if (elemOf(getInput()) != elemOf(getOutput()))
+    return emitOpError("element type must not change");
+  return verifyBroadcastResult(*this, {shapeOf(getInput()), shapeOf(getOutput())},
+                               shapeOf(getOutput()));
+}
+
+static LogicalResult verifyReduce(Operation *op, ArrayRef<int64_t> axes,
+                                  bool keepdims) {
+  auto in = shapeOf(op->getOperand(0));
+  SmallVector<int64_t> expected;
+  for (size_t i = 0, j = 0; i < in.size(); ++i) {
+    bool reduced = j < axes.size() && axes[j] == (int64_t)i;
+    if (reduced)
+      ++j;
+    if (!reduced)
+      expected.push_back(in[i]);
+    else if (keepdims)
+      expected.push_back(1);
+  }
+  for (size_t j = 0; j < axes.size(); ++j)
+    if (axes[j] < 0 || axes[j] >= (int64_t)in.size() ||
+        (j && axes[j] <= axes[j - 1]))
+      return op->emitOpError("axes must be sorted, unique and in range");
+  if (shapeOf(op->getResult(0)) != ArrayRef<int64_t>(expected))
+    return op->emitOpError("result must have shape ") << fmt(expected);
+  return success();
+}
+LogicalResult ReduceMeanOp::verify() {
+  return verifyReduce(*this, getAxes(), getKeepdims() != 0);
+}
+LogicalResult ReduceSumOp::verify() {
+  return verifyReduce(*this, getAxes(), getKeepdims() != 0);
+}
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+static LogicalResult verifyLoss(Operation *op, Value scores, Value labels,
+                                Value weights, Value loss, StringRef reduction) {
+  auto s = shapeOf(scores), l = shapeOf(labels);
+  if (s.size() < 2)
+    return op->emitOpError("scores must have shape [N, C, ...]");
+  SmallVector<int64_t> expectedLabels{s[0]};
+  expectedLabels.append(s.begin() + 2, s.end());
+  if (l != ArrayRef<int64_t>(expectedLabels))
+    return op->emitOpError("labels must have shape ") << fmt(expectedLabels);
+  if (weights && shapeOf(weights) != ArrayRef<int64_t>{s[1]})
+    return op->emitOpError("weights must have shape [") << s[1] << "]";
+  if (reduction != "none" && reduction != "sum" && reduction != "mean")
+    return op->emitOpError("reduction must be none, sum or mean");
+  ArrayRef<int64_t> expectedLoss =
+      reduction == "none" ? ArrayRef<int64_t>(expectedLabels) : ArrayRef<int64_t>{};
+  if (shapeOf(loss) != expectedLoss)
+    return op->emitOpError("loss must have shape ") << fmt(expectedLoss);
+  return success();
+}
+
+LogicalResult SoftmaxCrossEntropyLossOp::verify() {
+  if (getLogProb() && shapeOf(getLogProb()) != shapeOf(getScores()))
+    return emitOpError("log_prob must have the scores' shape");
+  return verifyLoss(*this, getScores(), getLabels(), getWeights(), getLoss(),
+                    getReduction());
+}
+
+LogicalResult NegativeLogLikelihoodLossOp::verify() {
+  return verifyLoss(*this, getInput(), getTarget(), getWeight(), getLoss(),
+                    getReduction());
+}
+
+} // namespace shardc
+
+#define GET_OP_CLASSES
+#include "ir/ShardcOps.cpp.inc"

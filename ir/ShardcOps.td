@@ -1,0 +1,375 @@
+//===- ShardcOps.td - Ops of the shardc dialect ------------*- tablegen -*-===//
+#ifndef SHARDC_OPS_TD
+#define SHARDC_OPS_TD
+
+include "ir/ShardcDialect.td"
+include "mlir/IR/BuiltinAttributes.td"
+include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/IR/CommonTypeConstraints.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+// Every value of the dialect is a statically shaped ranked tensor.
+def Shardc_Tensor : StaticShapeTensorOf<[AnyType]>;
+def Shardc_FloatTensor : StaticShapeTensorOf<[F16, F32, F64]>;
+def Shardc_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
+def Shardc_BoolTensor : StaticShapeTensorOf<[I1]>;
+
+//===----------------------------------------------------------------------===//
+// Constants and shapes
+//===----------------------------------------------------------------------===//
+
+def Shardc_ConstantOp : Shardc_Op<"Constant",
+    [ConstantLike, Pure, AllTypesMatch<["value", "output"]>]> {
+  let summary = "A compile-time constant tensor";
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs Shardc_Tensor:$output);
+  let hasFolder = 1;
+  let hasVerifier = 1;
+  let assemblyFormat = "attr-dict $value";
+}
+
+def Shardc_ShapeOp : Shardc_Op<"Shape", [Pure]> {
+  let summary = "The shape of a tensor (always folds: shapes are static)";
+  let arguments = (ins Shardc_Tensor:$input,
+                   DefaultValuedAttr<I64Attr, "0">:$start,
+                   OptionalAttr<I64Attr>:$end);
+  let results = (outs StaticShapeTensorOf<[I64]>:$output);
+  let hasFolder = 1;
+  let hasVerifier = 1;
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($output)";
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+class Shardc_BinaryOp<string mnemonic, list<Trait> traits = []>
+    : Shardc_Op<mnemonic, !listconcat(traits, [Pure])> {
+  let arguments = (ins Shardc_Tensor:$lhs, Shardc_Tensor:$rhs);
+  let results = (outs Shardc_Tensor:$output);
+  let hasVerifier = 1;
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Shardc_AddOp : Shardc_BinaryOp<"Add", [Commutative]> {
+  let summary = "Elementwise addition with numpy broadcasting";
+}
+def Shardc_SubOp : Shardc_BinaryOp<"Sub"> {
+  let summary = "Elementwise subtraction with numpy broadcasting";
+}
+def Shardc_MulOp : Shardc_BinaryOp<"Mul", [Commutative]> {
+  let summary = "Elementwise multiplication with numpy broadcasting";
+}
+def Shardc_DivOp : Shardc_BinaryOp<"Div"> {
+  let summary = "Elementwise division with numpy broadcasting";
+}
+def Shardc_PowOp : Shardc_BinaryOp<"Pow"> {
+  let summary = "Elementwise power; the result has the base's element type";
+}
+
+def Shardc_WhereOp : Shardc_Op<"Where", [Pure]> {
+  let summary = "Elementwise select with numpy broadcasting";
+  let arguments = (ins Shardc_BoolTensor:$condition, Shardc_Tensor:$x,
+                   Shardc_Tensor:$y);
+  let results = (outs Shardc_Tensor:$output);
+  let hasVerifier = 1;
+  let assemblyFormat = [{
+    $condition `,` $x `,` $y attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+class Shardc_UnaryOp<string mnemonic, Type elementTypes = Shardc_Tensor>
+    : Shardc_Op<mnemonic, [Pure, AllTypesMatch<["input", "output"]>]> {
+  let arguments = (ins elementTypes:$input);
+  let results = (outs elementTypes:$output);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def Shardc_SqrtOp : Shardc_UnaryOp<"Sqrt", Shardc_FloatTensor> {
+  let summary = "Elementwise square root";
+}
+def Shardc_ExpOp : Shardc_UnaryOp<"Exp", Shardc_FloatTensor> {
+  let summary = "Elementwise exponential";
+}
+def Shardc_LogOp : Shardc_UnaryOp<"Log", Shardc_FloatTensor> {
+  let summary = "Elementwise natural logarithm";
+}
+def Shardc_ErfOp : Shardc_UnaryOp<"Erf", Shardc_FloatTensor> {
+  let summary = "Elementwise error function";
+}
+def Shardc_TanhOp : Shardc_UnaryOp<"Tanh", Shardc_FloatTensor> {
+  let summary = "Elementwise hyperbolic tangent";
+}
+def Shardc_SigmoidOp : Shardc_UnaryOp<"Sigmoid", Shardc_FloatTensor> {
+  let summary = "Elementwise logistic function";
+}
+def Shardc_NegOp : Shardc_UnaryOp<"Neg"> {
+  let summary = "Elementwise negation";
+}
+def Shardc_ReluOp : Shardc_UnaryOp<"Relu"> {
+  let summary = "Elementwise max(x, 0)";
+}
+def Shardc_IdentityOp : Shardc_UnaryOp<"Identity"> {
+  let summary = "A copy of the input";
+}
+
+def Shardc_CastOp : Shardc_Op<"Cast", [Pure]> {
+  let summary = "Element type conversion";
+  let description = [{
+    `to` is the ONNX TensorProto.DataType code of the result's element type.
+  }];
+  let arguments = (ins Shardc_Tensor:$input, I64Attr:$to);
+  let results = (outs Shardc_Tensor:$output);
+  let hasVerifier = 1;
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($output)";
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra, normalization, activations over an axis
+//===----------------------------------------------------------------------===//
+
+def Shardc_GemmOp : Shardc_Op<"Gemm", [Pure]> {
+  let summary = "alpha * op(A) * op(B) + beta * C";
+  let arguments = (ins Shardc_FloatTensor:$a, Shardc_FloatTensor:$b,
+                   Optional<Shardc_FloatTensor>:$c,
+                   DefaultValuedAttr<F32Attr, "1.0f">:$alpha,
+                   DefaultValuedAttr<F32Attr, "1.0f">:$beta,
+                   DefaultValuedAttr<I64Attr, "0">:$transA,
+                   DefaultValuedAttr<I64Attr, "0">:$transB);
+  let results = (outs Shardc_FloatTensor:$output);
+  let hasVerifier = 1;
+  let assemblyFormat = [{
+    $a `,` $b (`,` $c^)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Shardc_MatMulOp : Shardc_Op<"MatMul", [Pure]> {
+  let summary = "numpy.matmul: batched, broadcasting matrix product";
+  let arguments = (ins Shardc_Tensor:$a, Shardc_Tensor:$b);
+  let results = (outs Shardc_Tensor:$output);
+  let hasVerifier = 1;
+  let assemblyFormat = [{
+    $a `,` $b attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+class Shardc_AxisSoftmaxOp<string mnemonic>
+    : Shardc_Op<mnemonic, [Pure, AllTypesMatch<["input", "output"]>]> {
+  let arguments = (ins Shardc_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs Shardc_FloatTensor:$output);
+  let hasVerifier = 1;
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+def Shardc_SoftmaxOp : Shardc_AxisSoftmaxOp<"Softmax"> {
+  let summary = "Softmax along one axis";
+}
+def Shardc_LogSoftmaxOp : Shardc_AxisSoftmaxOp<"LogSoftmax"> {
+  let summary = "Log of softmax along one axis";
+}
+
+def Shardc_LayerNormalizationOp : Shardc_Op<"LayerNormalization", [Pure]> {
+  let summary = "Layer normalization over the trailing axes from `axis`";
+  let arguments = (ins Shardc_FloatTensor:$input, Shardc_FloatTensor:$scale,
+                   Optional<Shardc_FloatTensor>:$bias, I64Attr:$axis,
+                   F32Attr:$epsilon);
+  let results = (outs Shardc_FloatTensor:$output, Shardc_FloatTensor:$mean,
+                 Shardc_FloatTensor:$inv_std_dev);
+  let hasVerifier = 1;
+  let assemblyFormat = [{
+    $input `,` $scale (`,` $bias^)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Shardc_BatchNormalizationOp : Shardc_Op<"BatchNormalization", [Pure]> {
+  let summary = "Batch normalization (inference or training mode)";
+  let description = [{
+    In training mode (`training_mode` = 1) the batch statistics normalize the
+    input and `running_mean`/`running_var` are the updated statistics; in
+    inference mode they equal the inputs `mean`/`var`.
+  }];
+  let arguments = (ins Shardc_FloatTensor:$input, Shardc_FloatTensor:$scale,
+                   Shardc_FloatTensor:$bias, Shardc_FloatTensor:$mean,
+                   Shardc_FloatTensor:$var, F32Attr:$epsilon,
+                   F32Attr:$momentum, I64Attr:$training_mode);
+  let results = (outs Shardc_FloatTensor:$output,
+                 Shardc_FloatTensor:$running_mean,
+                 Shardc_FloatTensor:$running_var);
+  let hasVerifier = 1;
+  let assemblyFormat = [{
+    $input `,` $scale `,` $bias `,` $mean `,` $var attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Convolution and pooling
+//===----------------------------------------------------------------------===//
+
+def Shardc_ConvOp : Shardc_Op<"Conv", [Pure]> {
+  let summary = "N-d convolution (cross-correlation) with groups";
+  let arguments = (ins Shardc_FloatTensor:$input, Shardc_FloatTensor:$weight,
+                   Optional<Shardc_FloatTensor>:$bias,
+                   DenseI64ArrayAttr:$kernel_shape, DenseI64ArrayAttr:$strides,
+                   DenseI64ArrayAttr:$dilations, DenseI64ArrayAttr:$pads,
+                   I64Attr:$group);
+  let results = (outs Shardc_FloatTensor:$output);
+  let hasVerifier = 1;
+  let assemblyFormat = [{
+    $input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Shardc_MaxPoolOp : Shardc_Op<"MaxPool", [Pure]> {
+  let summary = "N-d max pooling, optionally with the argmax indices";
+  let arguments = (ins Shardc_Tensor:$input,
+                   DenseI64ArrayAttr:$kernel_shape, DenseI64ArrayAttr:$strides,
+                   DenseI64ArrayAttr:$dilations, DenseI64ArrayAttr:$pads,
+                   I64Attr:$ceil_mode, I64Attr:$storage_order);
+  let results = (outs Shardc_Tensor:$output,
+                 Optional<StaticShapeTensorOf<[I64]>>:$indices);
+  let hasVerifier = 1;
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type(results)";
+}
+
+def Shardc_AveragePoolOp : Shardc_Op<"AveragePool", [Pure]> {
+  let summary = "N-d average pooling";
+  let arguments = (ins Shardc_FloatTensor:$input,
+                   DenseI64ArrayAttr:$kernel_shape, DenseI64ArrayAttr:$strides,
+                   DenseI64ArrayAttr:$pads, I64Attr:$ceil_mode,
+                   I64Attr:$count_include_pad);
+  let results = (outs Shardc_FloatTensor:$output);
+  let hasVerifier = 1;
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($output)";
+}
+
+def Shardc_GlobalAveragePoolOp : Shardc_Op<"GlobalAveragePool", [Pure]> {
+  let summary = "Mean over all spatial dimensions";
+  let arguments = (ins Shardc_FloatTensor:$input);
+  let results = (outs Shardc_FloatTensor:$output);
+  let hasVerifier = 1;
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($output)";
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+def Shardc_ReshapeOp : Shardc_Op<"Reshape", [Pure]> {
+  let summary = "Same elements, new static shape";
+  let description = [{
+    ONNX Reshape, Flatten, Squeeze and Unsqueeze all import as this op: with
+    static shapes the result type says everything.
+  }];
+  let arguments = (ins Shardc_Tensor:$input);
+  let results = (outs Shardc_Tensor:$output);
+  let hasVerifier = 1;
+  let hasFolder = 1;
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($output)";
+}
+
+def Shardc_TransposeOp : Shardc_Op<"Transpose", [Pure]> {
+  let summary = "Permutation of the dimensions";
+  let arguments = (ins Shardc_Tensor:$input, DenseI64ArrayAttr:$perm);
+  let results = (outs Shardc_Tensor:$output);
+  let hasVerifier = 1;
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($output)";
+}
+
+def Shardc_GatherOp : Shardc_Op<"Gather", [Pure]> {
+  let summary = "Gather slices along an axis by index";
+  let arguments = (ins Shardc_Tensor:$data, Shardc_IndexTensor:$indices,
+                   I64Attr:$axis);
+  let results = (outs Shardc_Tensor:$output);
+  let hasVerifier = 1;
+  let assemblyFormat = [{
+    $data `,` $indices attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Shardc_ConcatOp : Shardc_Op<"Concat", [Pure]> {
+  let summary = "Concatenation along an axis";
+  let arguments = (ins Variadic<Shardc_Tensor>:$inputs, I64Attr:$axis);
+  let results = (outs Shardc_Tensor:$output);
+  let hasVerifier = 1;
+  let assemblyFormat = [{
+    $inputs attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Shardc_SplitOp : Shardc_Op<"Split", [Pure]> {
+  let summary = "Split into consecutive pieces along an axis";
+  let arguments = (ins Shardc_Tensor:$input, I64Attr:$axis);
+  let results = (outs Variadic<Shardc_Tensor>:$outputs);
+  let hasVerifier = 1;
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($outputs)";
+}
+
+def Shardc_SliceOp : Shardc_Op<"Slice", [Pure]> {
+  let summary = "Strided slice with one start and step per dimension";
+  let description = [{
+    `output[i0, i1, ...] = input[starts[0] + i0 * steps[0], ...]`. Starts are
+    already clamped into range; steps are non-zero and may be negative.
+  }];
+  let arguments = (ins Shardc_Tensor:$input, DenseI64ArrayAttr:$starts,
+                   DenseI64ArrayAttr:$steps);
+  let results = (outs Shardc_Tensor:$output);
+  let hasVerifier = 1;
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($output)";
+}
+
+def Shardc_ExpandOp : Shardc_Op<"Expand", [Pure]> {
+  let summary = "Broadcast to the result's shape";
+  let arguments = (ins Shardc_Tensor:$input);
+  let results = (outs Shardc_Tensor:$output);
+  let hasVerifier = 1;
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($output)";
+}
+
+class Shardc_ReduceOp<string mnemonic> : Shardc_Op<mnemonic, [Pure]> {
+  let arguments = (ins Shardc_Tensor:$input, DenseI64ArrayAttr:$axes,
+                   I64Attr:$keepdims);
+  let results = (outs Shardc_Tensor:$output);
+  let hasVerifier = 1;
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($output)";
+}
+def Shardc_ReduceMeanOp : Shardc_ReduceOp<"ReduceMean"> {
+  let summary = "Mean over the given axes";
+}
+def Shardc_ReduceSumOp : Shardc_ReduceOp<"ReduceSum"> {
+  let summary = "Sum over the given axes";
+}
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+def Shardc_SoftmaxCrossEntropyLossOp
+    : Shardc_Op<"SoftmaxCrossEntropyLoss", [Pure]> {
+  let summary = "Softmax cross-entropy over the class axis 1";
+  let arguments = (ins Shardc_FloatTensor:$scores, Shardc_IndexTensor:$labels,
+                   Optional<Shardc_FloatTensor>:$weights, StrAttr:$reduction,
+                   OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Shardc_FloatTensor:$loss,
+                 Optional<Shardc_FloatTensor>:$log_prob);
+  let hasVerifier = 1;
+  let assemblyFormat = [{
+    $scores `,` $labels (`,` $weights^)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Shardc_NegativeLogLikelihoodLossOp
+    : Shardc_Op<"NegativeLogLikelihoodLoss", [Pure]> {
+  let summary = "Negative log-likelihood over the class axis 1";
+  let arguments = (ins Shardc_FloatTensor:$input, Shardc_IndexTensor:$target,
+                   Optional<Shardc_FloatTensor>:$weight, StrAttr:$reduction,
+                   OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Shardc_FloatTensor:$loss);
+  let hasVerifier = 1;
+  let assemblyFormat = [{
+    $input `,` $target (`,` $weight^)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+#endif // SHARDC_OPS_TD

@@ -1,0 +1,83 @@
+//===- Backend.cpp - Kernel backends and the CPU backend ------------------===//
+#include "runtime/Backend.h"
+#include "runtime/cpu/Kernels.h"
+
+#include <cstdlib>
+#include <new>
+
+namespace shardc::rt {
+
+const TensorView &KernelContext::input(size_t i) const {
+  static const TensorView absent;
+  return i < inputs.size() ? inputs[i] : absent;
+}
+
+llvm::Error KernelContext::error(const llvm::Twine &msg) const {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 opType + " '" + opName + "': " + msg);
+}
+
+KernelFn KernelBackend::lookup(llvm::StringRef opType) const {
+  auto it = kernels.find(opType);
+  return it == kernels.end() ? nullptr : it->second;
+}
+
+llvm::Error KernelBackend::launch(const KernelContext &ctx, Stream &) {
+  KernelFn fn = lookup(ctx.opType);
+  if (!fn)
+    return ctx.error("no " + name() + " kernel for this op type");
+  return fn(ctx);
+}
+
+namespace {
+
+/// Work on a CPU stream runs when it is launched; synchronize has nothing
+/// left to wait for.
+class CpuStream : public Stream {
+public:
+  llvm::Error synchronize() override { return llvm::Error::success(); }
+};
+
+class CpuEvent : public Event {
+public:
+  llvm::Error record(Stream &) override { return llvm::Error::success(); }
+  llvm::Error wait(Stream &) override { return llvm::Error::success(); }
+  llvm::Error synchronize() override { return llvm::Error::success(); }
+};
+
+class CpuBackend : public KernelBackend {
+public:
+  CpuBackend() {
+    for (const auto &[type, fn] : cpu::kernelTable())
+      registerKernel(type, fn);
+  }
+  llvm::StringRef name() const override { return "cpu"; }
+
+  llvm::Expected<void *> allocate(size_t bytes) override {
+    // 64-byte alignment for vector loads; aligned_alloc needs a multiple.
+    size_t rounded = (bytes + 63) / 64 * 64;
+    if (rounded == 0)
+      rounded = 64;
+    void *p = std::aligned_alloc(64, rounded);
+    if (!p)
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "out of host memory allocating " +
+                                         llvm::Twine(bytes) + " bytes");
+    return p;
+  }
+  void deallocate(void *ptr) override { std::free(ptr); }
+  std::unique_ptr<Stream> createStream() override {
+    return std::make_unique<CpuStream>();
+  }
+  std::unique_ptr<Event> createEvent() override {
+    return std::make_unique<CpuEvent>();
+  }
+};
+
+} // namespace
+
+std::unique_ptr<KernelBackend> createCpuBackend() {
+  return std::make_unique<CpuBackend>();
+}
+
+} // namespace shardc::rt

@@ -1,0 +1,88 @@
+//===- Backend.h - Kernel backends, streams and events ----------*- C++ -*-===//
+//
+// The executor talks to devices only through these interfaces. The CPU
+// backend runs kernels synchronously on the calling thread; a CUDA backend
+// implements the same interfaces with cudaStream_t / cudaEvent_t, so the
+// executor's schedule (kernels on a compute stream, collectives on a
+// communication stream, events between them) does not change.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SHARDC_RUNTIME_BACKEND_H
+#define SHARDC_RUNTIME_BACKEND_H
+
+#include "runtime/Attrs.h"
+#include "runtime/Tensor.h"
+
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/Error.h"
+
+#include <memory>
+
+namespace shardc::rt {
+
+/// Everything a kernel sees of one op invocation. Output views are
+/// preallocated with their exact static shapes; kernels never allocate them.
+struct KernelContext {
+  llvm::StringRef opType;
+  llvm::StringRef opName;
+  const AttrMap &attrs;
+  llvm::ArrayRef<TensorView> inputs;
+  llvm::ArrayRef<TensorView> outputs;
+
+  /// Input `i`, or an absent view when the op has fewer inputs.
+  const TensorView &input(size_t i) const;
+  bool hasInput(size_t i) const { return i < inputs.size() && inputs[i].present(); }
+  bool hasOutput(size_t i) const { return i < outputs.size() && outputs[i].present(); }
+  /// An error that names the op: "<type> '<name>': <msg>".
+  llvm::Error error(const llvm::Twine &msg) const;
+};
+
+using KernelFn = llvm::Error (*)(const KernelContext &ctx);
+
+/// An ordered queue of work on a device. CPU streams run work eagerly.
+class Stream {
+public:
+  virtual ~Stream() = default;
+  /// Blocks until all work queued so far has finished.
+  virtual llvm::Error synchronize() = 0;
+};
+
+/// A marker in a stream that another stream (or the host) can wait for.
+class Event {
+public:
+  virtual ~Event() = default;
+  virtual llvm::Error record(Stream &stream) = 0;
+  virtual llvm::Error wait(Stream &stream) = 0;
+  virtual llvm::Error synchronize() = 0;
+};
+
+/// A device: memory, streams and a table of kernels by op type.
+class KernelBackend {
+public:
+  virtual ~KernelBackend() = default;
+  virtual llvm::StringRef name() const = 0;
+
+  virtual llvm::Expected<void *> allocate(size_t bytes) = 0;
+  virtual void deallocate(void *ptr) = 0;
+  virtual std::unique_ptr<Stream> createStream() = 0;
+  virtual std::unique_ptr<Event> createEvent() = 0;
+
+  /// The kernel for an op type, or nullptr if this backend has none.
+  KernelFn lookup(llvm::StringRef opType) const;
+  /// Runs one op on `stream`.
+  virtual llvm::Error launch(const KernelContext &ctx, Stream &stream);
+
+protected:
+  void registerKernel(llvm::StringRef opType, KernelFn fn) { kernels[opType] = fn; }
+
+private:
+  llvm::StringMap<KernelFn> kernels;
+};
+
+/// The CPU backend: 64-byte aligned host memory, synchronous streams, and the
+/// kernels of runtime/cpu.
+std::unique_ptr<KernelBackend> createCpuBackend();
+
+} // namespace shardc::rt
+
+#endif // SHARDC_RUNTIME_BACKEND_H

@@ -1,0 +1,252 @@
+//===- Executor.cpp - Runs a loaded plan on a kernel backend --------------===//
+#include "runtime/Executor.h"
+
+#include "llvm/ADT/Twine.h"
+
+#include <chrono>
+#include <cstring>
+
+namespace shardc::rt {
+
+using llvm::Error;
+using llvm::Expected;
+using llvm::StringRef;
+using llvm::Twine;
+
+namespace {
+
+Error makeError(const Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+
+AttrValue convertAttr(const plan::Attribute &attr) {
+  switch (attr.value_case()) {
+  case plan::Attribute::kI:
+    return AttrValue::ofInt(attr.i());
+  case plan::Attribute::kF:
+    return AttrValue::ofFloat(attr.f());
+  case plan::Attribute::kS:
+    return AttrValue::ofString(attr.s());
+  case plan::Attribute::kInts:
+    return AttrValue::ofInts(
+        {attr.ints().values().begin(), attr.ints().values().end()});
+  case plan::Attribute::kFloats:
+    return AttrValue::ofFloats(
+        {attr.floats().values().begin(), attr.floats().values().end()});
+  case plan::Attribute::VALUE_NOT_SET:
+    break;
+  }
+  // validatePlan rejects attributes without a value.
+  return AttrValue();
+}
+
+/// Copies host bytes into a buffer. Buffers are host memory on the CPU
+/// backend; a device backend will need a copy call on the stream here.
+void copyIntoBuffer(const TensorView &dst, const void *src, size_t bytes) {
+  if (bytes)
+    std::memcpy(dst.data, src, bytes);
+}
+
+} // namespace
+
+std::string ValueInfo::typeString() const {
+  return dtypeName(dtype).str() + " " + shapeToString(shape);
+}
+
+Expected<std::unique_ptr<Executor>>
+Executor::create(const plan::LoadedPlan &loaded, KernelBackend &backend) {
+  const plan::Plan &plan = loaded.plan;
+  // Plans from loadPlan are valid already; hand-built ones may not be, and
+  // the executor indexes buffers without further checks.
+  if (Error err = plan::validatePlan(plan))
+    return makeError("cannot run the plan in " + Twine(loaded.dir) + ": " +
+                     toString(std::move(err)));
+
+  std::unique_ptr<Executor> exec(new Executor(backend));
+  exec->computeStream = backend.createStream();
+  if (Error err = exec->allocateBuffers(loaded))
+    return std::move(err);
+
+  auto makePort = [&](int32_t index) {
+    const plan::Buffer &b = plan.buffers(index);
+    Port port;
+    port.info.name = b.name();
+    port.info.dtype = plan::toRuntime(b.dtype());
+    port.info.shape.assign(b.shape().begin(), b.shape().end());
+    port.buffer = index;
+    return port;
+  };
+  for (int32_t index : plan.inputs())
+    exec->inputs.push_back(makePort(index));
+  for (int32_t index : plan.outputs())
+    exec->outputs.push_back(makePort(index));
+
+  for (int j = 0; j < plan.ops_size(); ++j) {
+    const plan::Op &op = plan.ops(j);
+    if (!backend.lookup(op.type()))
+      return makeError("op " + Twine(j) + " (" + op.type() + " '" + op.name() +
+                       "'): the " + backend.name() +
+                       " backend has no kernel for op type '" + op.type() +
+                       "'");
+    Step step;
+    step.type = op.type();
+    step.name = op.name();
+    for (const plan::Attribute &attr : op.attributes())
+      step.attrs.set(attr.name(), convertAttr(attr));
+    step.inputBuffers.assign(op.inputs().begin(), op.inputs().end());
+    step.outputBuffers.assign(op.outputs().begin(), op.outputs().end());
+    exec->bindStep(step);
+    exec->steps.push_back(std::move(step));
+  }
+  exec->opProfiles.resize(exec->steps.size());
+  for (size_t j = 0; j < exec->steps.size(); ++j) {
+    exec->opProfiles[j].type = exec->steps[j].type;
+    exec->opProfiles[j].name = exec->steps[j].name;
+  }
+  return std::move(exec);
+}
+
+Executor::~Executor() {
+  for (void *p : allocations)
+    backend.deallocate(p);
+}
+
+Error Executor::allocateBuffers(const plan::LoadedPlan &loaded) {
+  const plan::Plan &plan = loaded.plan;
+  if (loaded.bytes.size() != static_cast<size_t>(plan.buffers_size()) &&
+      !loaded.bytes.empty())
+    return makeError("cannot run the plan in " + Twine(loaded.dir) +
+                     ": it has " + Twine(plan.buffers_size()) +
+                     " buffers but data for " + Twine(loaded.bytes.size()));
+  bufferViews.reserve(plan.buffers_size());
+  for (int i = 0; i < plan.buffers_size(); ++i) {
+    const plan::Buffer &b = plan.buffers(i);
+    llvm::SmallVector<int64_t, 6> shape(b.shape().begin(), b.shape().end());
+    TensorView view(plan::toRuntime(b.dtype()), shape, nullptr);
+    size_t bytes = view.bytes();
+    Expected<void *> mem = backend.allocate(bytes);
+    if (!mem)
+      return makeError("buffer " + Twine(i) + " '" + b.name() + "' (" +
+                       dtypeName(view.dtype) + " " + shapeToString(shape) +
+                       "): " + toString(mem.takeError()));
+    allocations.push_back(*mem);
+    view.data = *mem;
+    if (b.kind() == plan::PARAMETER || b.kind() == plan::CONSTANT) {
+      size_t have = static_cast<size_t>(i) < loaded.bytes.size()
+                        ? loaded.bytes[i].size()
+                        : 0;
+      if (have != bytes)
+        return makeError("cannot run the plan in " + Twine(loaded.dir) +
+                         ": buffer " + Twine(i) + " '" + b.name() + "' needs " +
+                         Twine(bytes) + " bytes of data, the plan has " +
+                         Twine(have));
+      copyIntoBuffer(view, loaded.bytes[i].data(), bytes);
+    }
+    bufferViews.push_back(std::move(view));
+  }
+  return Error::success();
+}
+
+void Executor::bindStep(Step &step) const {
+  auto bind = [&](llvm::ArrayRef<int32_t> buffers,
+                  llvm::SmallVectorImpl<TensorView> &views) {
+    views.clear();
+    for (int32_t index : buffers)
+      views.push_back(index < 0 ? TensorView() : bufferViews[index]);
+  };
+  bind(step.inputBuffers, step.inputViews);
+  bind(step.outputBuffers, step.outputViews);
+}
+
+std::optional<size_t> Executor::findInput(StringRef name) const {
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].info.name == name)
+      return i;
+  return std::nullopt;
+}
+
+std::string Executor::inputList() const {
+  if (inputs.empty())
+    return "the plan has no inputs";
+  std::string s = "the plan's inputs are: ";
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (i)
+      s += ", ";
+    s += "'" + inputs[i].info.name + "' (" + inputs[i].info.typeString() + ")";
+  }
+  return s;
+}
+
+Error Executor::setInput(size_t i, const TensorView &value) {
+  if (i >= inputs.size())
+    return makeError("input index " + Twine(i) + " is out of range; " +
+                     inputList());
+  Port &port = inputs[i];
+  ValueInfo given;
+  given.dtype = value.dtype;
+  given.shape = value.shape;
+  if (value.dtype != port.info.dtype ||
+      llvm::ArrayRef<int64_t>(value.shape) !=
+          llvm::ArrayRef<int64_t>(port.info.shape))
+    return makeError("input '" + port.info.name + "' expects " +
+                     port.info.typeString() + ", got " + given.typeString());
+  const TensorView &dst = bufferViews[port.buffer];
+  size_t bytes = dst.bytes();
+  if (bytes && !value.data)
+    return makeError("input '" + port.info.name + "': no data given");
+  copyIntoBuffer(dst, value.data, bytes);
+  port.bound = true;
+  return Error::success();
+}
+
+Error Executor::setInput(StringRef name, const TensorView &value) {
+  std::optional<size_t> i = findInput(name);
+  if (!i)
+    return makeError("the plan has no input '" + name + "'; " + inputList());
+  return setInput(*i, value);
+}
+
+void Executor::setProfiling(bool enabled) {
+  profiling = enabled;
+  if (!enabled)
+    return;
+  for (OpProfile &p : opProfiles) {
+    p.seconds = 0.0;
+    p.calls = 0;
+  }
+}
+
+Error Executor::run() {
+  std::string missing;
+  for (const Port &port : inputs)
+    if (!port.bound)
+      missing += (missing.empty() ? "'" : ", '") + port.info.name + "' (" +
+                 port.info.typeString() + ")";
+  if (!missing.empty())
+    return makeError("inputs not set: " + missing);
+
+  using Clock = std::chrono::steady_clock;
+  for (size_t j = 0; j < steps.size(); ++j) {
+    const Step &step = steps[j];
+    KernelContext ctx{step.type, step.name, step.attrs, step.inputViews,
+                      step.outputViews};
+    Clock::time_point start;
+    if (profiling)
+      start = Clock::now();
+    if (Error err = backend.launch(ctx, *computeStream))
+      return makeError("op " + Twine(j) + " of " + Twine(steps.size()) +
+                       " failed: " + toString(std::move(err)));
+    if (profiling) {
+      // Time the kernel, not just its launch, on asynchronous backends.
+      if (Error err = computeStream->synchronize())
+        return makeError("op " + Twine(j) + " of " + Twine(steps.size()) +
+                         " failed: " + toString(std::move(err)));
+      opProfiles[j].seconds +=
+          std::chrono::duration<double>(Clock::now() - start).count();
+      ++opProfiles[j].calls;
+    }
+  }
+  return computeStream->synchronize();
+}
+
+} // namespace shardc::rt

@@ -1,0 +1,137 @@
+//===- Executor.h - Runs a loaded plan on a kernel backend ------*- C++ -*-===//
+//
+// The executor turns a validated plan into device buffers and a list of
+// steps, then runs the steps in plan order on one compute stream:
+//
+//   auto backend = rt::createCpuBackend();
+//   auto exec = rt::Executor::create(*loadedPlan, *backend);
+//   (*exec)->setInput("x", view);       // dtype and shape are checked
+//   (*exec)->run();
+//   rt::TensorView y = (*exec)->output(0);
+//
+// Memory: every buffer owns one backend allocation today. Buffers reach
+// kernels only through `bufferViews`, so a memory planner can later point
+// several buffers into one arena slot without touching the step loop.
+// Communication: a step is a kernel launch today; collectives (on a second
+// stream, ordered by events) will be another kind of step.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SHARDC_RUNTIME_EXECUTOR_H
+#define SHARDC_RUNTIME_EXECUTOR_H
+
+#include "plan/PlanIO.h"
+#include "runtime/Attrs.h"
+#include "runtime/Backend.h"
+#include "runtime/Tensor.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace shardc::rt {
+
+/// Name, element type and shape of a graph input or output.
+struct ValueInfo {
+  std::string name;
+  DType dtype = DType::Undefined;
+  llvm::SmallVector<int64_t, 6> shape;
+
+  /// "float32 [2, 3]".
+  std::string typeString() const;
+};
+
+/// Wall-clock time of one op over all runs since profiling was enabled.
+struct OpProfile {
+  std::string type;
+  std::string name;
+  double seconds = 0.0;
+  uint64_t calls = 0;
+};
+
+class Executor {
+public:
+  /// Allocates every buffer of `plan` on `backend` and copies parameter and
+  /// constant bytes in. Checks that `backend` has a kernel for every op type
+  /// and that the plan is valid (a plan from plan::loadPlan always is).
+  /// `plan` may be destroyed afterwards; `backend` must outlive the executor.
+  static llvm::Expected<std::unique_ptr<Executor>>
+  create(const plan::LoadedPlan &plan, KernelBackend &backend);
+
+  ~Executor();
+  Executor(const Executor &) = delete;
+  Executor &operator=(const Executor &) = delete;
+
+  /// Graph inputs, in plan order.
+  size_t numInputs() const { return inputs.size(); }
+  const ValueInfo &inputInfo(size_t i) const { return inputs[i].info; }
+  /// The position of the graph input called `name`.
+  std::optional<size_t> findInput(llvm::StringRef name) const;
+
+  /// Copies `value` into graph input `i` (< numInputs()). Its dtype and shape
+  /// must equal the input's, else an error naming the input and both types.
+  /// Inputs keep their values across runs.
+  llvm::Error setInput(size_t i, const TensorView &value);
+  /// Same, by name; an unknown name is an error listing the inputs.
+  llvm::Error setInput(llvm::StringRef name, const TensorView &value);
+
+  /// Runs every op once, in plan order, and waits for the result. Every
+  /// graph input must have been set.
+  llvm::Error run();
+
+  /// Graph outputs, in plan order.
+  size_t numOutputs() const { return outputs.size(); }
+  const ValueInfo &outputInfo(size_t i) const { return outputs[i].info; }
+  /// A view of graph output `i` (< numOutputs()); the memory belongs to the
+  /// executor and holds the result of the last run() until the next one.
+  TensorView output(size_t i) const { return bufferViews[outputs[i].buffer]; }
+
+  /// Turns per-op timing on or off (off by default); enabling it clears
+  /// earlier measurements.
+  void setProfiling(bool enabled);
+  /// One entry per op of the plan, in plan order.
+  llvm::ArrayRef<OpProfile> profile() const { return opProfiles; }
+
+private:
+  /// One op of the plan, ready to launch.
+  struct Step {
+    std::string type;
+    std::string name;
+    AttrMap attrs;
+    /// Buffer indices; -1 for an absent optional operand.
+    llvm::SmallVector<int32_t, 4> inputBuffers, outputBuffers;
+    /// Views handed to the kernel, rebuilt from bufferViews by bindStep().
+    llvm::SmallVector<TensorView, 4> inputViews, outputViews;
+  };
+  struct Port {
+    ValueInfo info;
+    int32_t buffer = -1;
+    bool bound = false;
+  };
+
+  explicit Executor(KernelBackend &backend) : backend(backend) {}
+  llvm::Error allocateBuffers(const plan::LoadedPlan &plan);
+  void bindStep(Step &step) const;
+  std::string inputList() const;
+
+  KernelBackend &backend;
+  std::unique_ptr<Stream> computeStream;
+  /// Backend allocations owned by the executor (freed in the destructor).
+  std::vector<void *> allocations;
+  /// Buffer i of the plan as kernels see it.
+  std::vector<TensorView> bufferViews;
+  std::vector<Step> steps;
+  std::vector<Port> inputs, outputs;
+  bool profiling = false;
+  std::vector<OpProfile> opProfiles;
+};
+
+} // namespace shardc::rt
+
+#endif // SHARDC_RUNTIME_EXECUTOR_H

@@ -1,0 +1,420 @@
+//===- Elementwise.cpp - Elementwise kernels ------------------------------===//
+//
+// Binary arithmetic with numpy broadcasting, Pow, Where, unary math, Cast,
+// Fill and (inference) Dropout. Equal shapes take a flat loop; broadcasting
+// walks contiguous rows with forEachRow.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cpu/KernelUtil.h"
+
+#include <cmath>
+
+namespace shardc::rt::cpu {
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Binary arithmetic
+//===----------------------------------------------------------------------===//
+
+/// Integer arithmetic wraps (computed in the unsigned type) instead of
+/// overflowing, as numpy does.
+template <typename T> using UnsignedOf = std::make_unsigned_t<T>;
+
+struct AddOp {
+  template <typename T> T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>)
+      return static_cast<T>(UnsignedOf<T>(a) + UnsignedOf<T>(b));
+    else
+      return a + b;
+  }
+};
+struct SubOp {
+  template <typename T> T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>)
+      return static_cast<T>(UnsignedOf<T>(a) - UnsignedOf<T>(b));
+    else
+      return a - b;
+  }
+};
+struct MulOp {
+  template <typename T> T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>)
+      return static_cast<T>(UnsignedOf<T>(a) * UnsignedOf<T>(b));
+    else
+      return a * b;
+  }
+};
+/// Integer division truncates toward zero; the divisor is checked for zero
+/// before the loop, and MIN / -1 wraps instead of trapping.
+struct DivOp {
+  template <typename T> T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+      if (b == T(-1))
+        return static_cast<T>(UnsignedOf<T>(0) - UnsignedOf<T>(a));
+    }
+    return static_cast<T>(a / b);
+  }
+};
+
+/// Applies `op` over a broadcast row. The common stride patterns get their
+/// own loops so that they vectorize.
+template <typename T, typename Op>
+void binaryRow(const T *a, int64_t sa, const T *b, int64_t sb, T *c,
+               int64_t n, Op op) {
+  if (sa == 1 && sb == 1) {
+    for (int64_t i = 0; i < n; ++i)
+      c[i] = op(a[i], b[i]);
+  } else if (sa == 1 && sb == 0) {
+    T bv = *b;
+    for (int64_t i = 0; i < n; ++i)
+      c[i] = op(a[i], bv);
+  } else if (sa == 0 && sb == 1) {
+    T av = *a;
+    for (int64_t i = 0; i < n; ++i)
+      c[i] = op(av, b[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i)
+      c[i] = op(a[i * sa], b[i * sb]);
+  }
+}
+
+template <typename Op>
+llvm::Error binaryKernel(const KernelContext &ctx, Op op, bool checkZero) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "A"));
+  SHARDC_CPU_TRY(requireInput(ctx, 1, "B"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "C"));
+  const TensorView &a = ctx.inputs[0];
+  const TensorView &b = ctx.inputs[1];
+  const TensorView &c = ctx.outputs[0];
+  SHARDC_CPU_TRY(requireType(ctx, b, a.dtype, "B"));
+  SHARDC_CPU_TRY(requireType(ctx, c, a.dtype, "C"));
+  llvm::SmallVector<int64_t, 6> sa, sb;
+  SHARDC_CPU_TRY(broadcastTo(ctx, a, c.shape, "A", sa));
+  SHARDC_CPU_TRY(broadcastTo(ctx, b, c.shape, "B", sb));
+
+  using Types = DTypeList<DType::F32, DType::F64, DType::I64, DType::I32,
+                          DType::I8, DType::U8>;
+  return dispatchIn(Types{}, ctx, a.dtype, "A", [&](auto tag) -> llvm::Error {
+    using T = typename decltype(tag)::type;
+    const T *pa = a.as<T>();
+    const T *pb = b.as<T>();
+    T *pc = c.as<T>();
+    if constexpr (std::is_integral_v<T>) {
+      if (checkZero)
+        for (int64_t i = 0, e = b.numel(); i < e; ++i)
+          if (pb[i] == 0)
+            return ctx.error("integer division by zero");
+    }
+    if (a.shape == c.shape && b.shape == c.shape) {
+      binaryRow(pa, 1, pb, 1, pc, c.numel(), op);
+      return llvm::Error::success();
+    }
+    std::array<llvm::ArrayRef<int64_t>, 2> strides = {sa, sb};
+    forEachRow<2>(c.shape, strides,
+                  [&](int64_t o, const int64_t *in, int64_t n,
+                      const int64_t *s) {
+                    binaryRow(pa + in[0], s[0], pb + in[1], s[1], pc + o, n,
+                              op);
+                  });
+    return llvm::Error::success();
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Pow
+//===----------------------------------------------------------------------===//
+
+/// x^y for integers by squaring, wrapping on overflow. A negative exponent
+/// gives 0 except for bases 1 and -1.
+template <typename T, typename E> T integerPow(T x, E y) {
+  using U = UnsignedOf<T>;
+  if (y < 0) {
+    if (x == 1)
+      return 1;
+    if (x == -1)
+      return (y % 2) ? T(-1) : T(1);
+    return 0;
+  }
+  U result = 1, base = U(x);
+  while (y > 0) {
+    if (y & 1)
+      result *= base;
+    base *= base;
+    y >>= 1;
+  }
+  return static_cast<T>(result);
+}
+
+template <typename TX, typename TY> TX powValue(TX x, TY y) {
+  if constexpr (std::is_integral_v<TX> && std::is_integral_v<TY>) {
+    return integerPow(x, y);
+  } else {
+    double r = std::pow(static_cast<double>(x), static_cast<double>(y));
+    if constexpr (std::is_integral_v<TX>) {
+      if (std::isnan(r))
+        return 0;
+      if (r <= static_cast<double>(std::numeric_limits<TX>::lowest()))
+        return std::numeric_limits<TX>::lowest();
+      if (r >= static_cast<double>(std::numeric_limits<TX>::max()))
+        return std::numeric_limits<TX>::max();
+    }
+    return static_cast<TX>(r);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Unary math
+//===----------------------------------------------------------------------===//
+
+struct SqrtOp {
+  template <typename T> T operator()(T x) const { return std::sqrt(x); }
+};
+struct ExpOp {
+  template <typename T> T operator()(T x) const { return std::exp(x); }
+};
+struct LogOp {
+  template <typename T> T operator()(T x) const { return std::log(x); }
+};
+struct ErfOp {
+  template <typename T> T operator()(T x) const { return std::erf(x); }
+};
+struct TanhOp {
+  template <typename T> T operator()(T x) const { return std::tanh(x); }
+};
+/// Numerically stable logistic function.
+struct SigmoidOp {
+  template <typename T> T operator()(T x) const {
+    if (x >= T(0))
+      return T(1) / (T(1) + std::exp(-x));
+    T e = std::exp(x);
+    return e / (T(1) + e);
+  }
+};
+struct NegOp {
+  template <typename T> T operator()(T x) const {
+    if constexpr (std::is_integral_v<T>)
+      return static_cast<T>(UnsignedOf<T>(0) - UnsignedOf<T>(x));
+    else
+      return -x;
+  }
+};
+struct ReluOp {
+  template <typename T> T operator()(T x) const {
+    // Keeps NaN (x > 0 is false for NaN, so test the other way round).
+    return x < T(0) ? T(0) : x;
+  }
+};
+
+template <typename Types, typename Op>
+llvm::Error unaryKernel(const KernelContext &ctx, Types types, Op op) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "X"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "Y"));
+  const TensorView &x = ctx.inputs[0];
+  const TensorView &y = ctx.outputs[0];
+  SHARDC_CPU_TRY(requireType(ctx, y, x.dtype, "Y"));
+  SHARDC_CPU_TRY(requireNumel(ctx, y, x.numel(), "Y"));
+  return dispatchIn(types, ctx, x.dtype, "X", [&](auto tag) -> llvm::Error {
+    using T = typename decltype(tag)::type;
+    const T *px = x.as<T>();
+    T *py = y.as<T>();
+    for (int64_t i = 0, e = x.numel(); i < e; ++i)
+      py[i] = op(px[i]);
+    return llvm::Error::success();
+  });
+}
+
+} // namespace
+
+llvm::Error addKernel(const KernelContext &ctx) {
+  return binaryKernel(ctx, AddOp{}, false);
+}
+llvm::Error subKernel(const KernelContext &ctx) {
+  return binaryKernel(ctx, SubOp{}, false);
+}
+llvm::Error mulKernel(const KernelContext &ctx) {
+  return binaryKernel(ctx, MulOp{}, false);
+}
+llvm::Error divKernel(const KernelContext &ctx) {
+  return binaryKernel(ctx, DivOp{}, true);
+}
+
+llvm::Error powKernel(const KernelContext &ctx) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "X"));
+  SHARDC_CPU_TRY(requireInput(ctx, 1, "Y"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "Z"));
+  const TensorView &x = ctx.inputs[0];
+  const TensorView &y = ctx.inputs[1];
+  const TensorView &z = ctx.outputs[0];
+  SHARDC_CPU_TRY(requireType(ctx, z, x.dtype, "Z"));
+  llvm::SmallVector<int64_t, 6> sx, sy;
+  SHARDC_CPU_TRY(broadcastTo(ctx, x, z.shape, "X", sx));
+  SHARDC_CPU_TRY(broadcastTo(ctx, y, z.shape, "Y", sy));
+  std::array<llvm::ArrayRef<int64_t>, 2> strides = {sx, sy};
+  return dispatchIn(ArithTypes{}, ctx, x.dtype, "X", [&](auto xtag) -> llvm::Error {
+    using TX = typename decltype(xtag)::type;
+    return dispatchIn(ArithTypes{}, ctx, y.dtype, "Y", [&](auto ytag) -> llvm::Error {
+      using TY = typename decltype(ytag)::type;
+      const TX *px = x.as<TX>();
+      const TY *py = y.as<TY>();
+      TX *pz = z.as<TX>();
+      forEachRow<2>(z.shape, strides,
+                    [&](int64_t o, const int64_t *in, int64_t n,
+                        const int64_t *s) {
+                      for (int64_t i = 0; i < n; ++i)
+                        pz[o + i] = powValue(px[in[0] + i * s[0]],
+                                             py[in[1] + i * s[1]]);
+                    });
+      return llvm::Error::success();
+    });
+  });
+}
+
+llvm::Error whereKernel(const KernelContext &ctx) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "condition"));
+  SHARDC_CPU_TRY(requireInput(ctx, 1, "X"));
+  SHARDC_CPU_TRY(requireInput(ctx, 2, "Y"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "Z"));
+  const TensorView &cond = ctx.inputs[0];
+  const TensorView &x = ctx.inputs[1];
+  const TensorView &y = ctx.inputs[2];
+  const TensorView &z = ctx.outputs[0];
+  SHARDC_CPU_TRY(requireType(ctx, cond, DType::Bool, "condition"));
+  SHARDC_CPU_TRY(requireType(ctx, y, x.dtype, "Y"));
+  SHARDC_CPU_TRY(requireType(ctx, z, x.dtype, "Z"));
+  llvm::SmallVector<int64_t, 6> sc, sx, sy;
+  SHARDC_CPU_TRY(broadcastTo(ctx, cond, z.shape, "condition", sc));
+  SHARDC_CPU_TRY(broadcastTo(ctx, x, z.shape, "X", sx));
+  SHARDC_CPU_TRY(broadcastTo(ctx, y, z.shape, "Y", sy));
+  std::array<llvm::ArrayRef<int64_t>, 3> strides = {sc, sx, sy};
+  return dispatchBySize(ctx, x.dtype, "X", [&](auto tag) -> llvm::Error {
+    using T = typename decltype(tag)::type;
+    const uint8_t *pc = cond.as<uint8_t>();
+    const T *px = x.as<T>();
+    const T *py = y.as<T>();
+    T *pz = z.as<T>();
+    forEachRow<3>(z.shape, strides,
+                  [&](int64_t o, const int64_t *in, int64_t n,
+                      const int64_t *s) {
+                    for (int64_t i = 0; i < n; ++i)
+                      pz[o + i] = pc[in[0] + i * s[0]] ? px[in[1] + i * s[1]]
+                                                       : py[in[2] + i * s[2]];
+                  });
+    return llvm::Error::success();
+  });
+}
+
+llvm::Error sqrtKernel(const KernelContext &ctx) {
+  return unaryKernel(ctx, FloatTypes{}, SqrtOp{});
+}
+llvm::Error expKernel(const KernelContext &ctx) {
+  return unaryKernel(ctx, FloatTypes{}, ExpOp{});
+}
+llvm::Error logKernel(const KernelContext &ctx) {
+  return unaryKernel(ctx, FloatTypes{}, LogOp{});
+}
+llvm::Error erfKernel(const KernelContext &ctx) {
+  return unaryKernel(ctx, FloatTypes{}, ErfOp{});
+}
+llvm::Error tanhKernel(const KernelContext &ctx) {
+  return unaryKernel(ctx, FloatTypes{}, TanhOp{});
+}
+llvm::Error sigmoidKernel(const KernelContext &ctx) {
+  return unaryKernel(ctx, FloatTypes{}, SigmoidOp{});
+}
+llvm::Error negKernel(const KernelContext &ctx) {
+  return unaryKernel(ctx, SignedTypes{}, NegOp{});
+}
+llvm::Error reluKernel(const KernelContext &ctx) {
+  return unaryKernel(ctx, SignedTypes{}, ReluOp{});
+}
+
+llvm::Error castKernel(const KernelContext &ctx) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "input"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "output"));
+  const TensorView &x = ctx.inputs[0];
+  const TensorView &y = ctx.outputs[0];
+  if (ctx.attrs.has("to")) {
+    int64_t to = ctx.attrs.getInt("to", 0);
+    std::optional<DType> toType = dtypeFromCode(to);
+    if (!toType)
+      return ctx.error("unsupported target type code " + llvm::Twine(to));
+    SHARDC_CPU_TRY(requireType(ctx, y, *toType, "output"));
+  }
+  SHARDC_CPU_TRY(requireNumel(ctx, y, x.numel(), "output"));
+  return dispatchIn(CastTypes{}, ctx, x.dtype, "input", [&](auto from) -> llvm::Error {
+    constexpr DType From = decltype(from)::dtype;
+    using TF = typename decltype(from)::type;
+    return dispatchIn(CastTypes{}, ctx, y.dtype, "output", [&](auto to) -> llvm::Error {
+      constexpr DType To = decltype(to)::dtype;
+      using TT = typename decltype(to)::type;
+      const TF *px = x.as<TF>();
+      TT *py = y.as<TT>();
+      for (int64_t i = 0, e = x.numel(); i < e; ++i)
+        py[i] = convertValue<To, From>(px[i]);
+      return llvm::Error::success();
+    });
+  });
+}
+
+llvm::Error fillKernel(const KernelContext &ctx) {
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "output"));
+  const TensorView &y = ctx.outputs[0];
+  double value = ctx.attrs.getFloat("value", 0.0);
+  return dispatchIn(CastTypes{}, ctx, y.dtype, "output", [&](auto to) -> llvm::Error {
+    constexpr DType To = decltype(to)::dtype;
+    using TT = typename decltype(to)::type;
+    TT v = convertValue<To, DType::F64>(value);
+    TT *py = y.as<TT>();
+    for (int64_t i = 0, e = y.numel(); i < e; ++i)
+      py[i] = v;
+    return llvm::Error::success();
+  });
+}
+
+llvm::Error dropoutKernel(const KernelContext &ctx) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "data"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "output"));
+  const TensorView &x = ctx.inputs[0];
+  const TensorView &y = ctx.outputs[0];
+  SHARDC_CPU_TRY(requireType(ctx, y, x.dtype, "output"));
+  SHARDC_CPU_TRY(requireNumel(ctx, y, x.numel(), "output"));
+
+  // Only inference or ratio 0 may reach a plan; refuse anything else rather
+  // than silently computing the wrong thing.
+  bool training = false;
+  if (ctx.hasInput(2)) {
+    const TensorView &t = ctx.inputs[2];
+    SHARDC_CPU_TRY(requireType(ctx, t, DType::Bool, "training_mode"));
+    training = t.numel() > 0 && t.data && *t.as<uint8_t>() != 0;
+  }
+  if (training) {
+    double ratio = 0.5; // ONNX default.
+    if (ctx.hasInput(1)) {
+      const TensorView &r = ctx.inputs[1];
+      if (r.numel() != 1 || !r.data)
+        return ctx.error("'ratio' must be a scalar");
+      if (r.dtype == DType::F32)
+        ratio = *r.as<float>();
+      else if (r.dtype == DType::F64)
+        ratio = *r.as<double>();
+      else
+        return unsupportedType(ctx, r.dtype, "'ratio'");
+    }
+    if (ratio != 0.0)
+      return ctx.error("training-mode dropout with ratio " +
+                       std::to_string(ratio) + " is not supported");
+  }
+  if (y.data != x.data && x.bytes() > 0)
+    std::memcpy(y.data, x.data, x.bytes());
+  if (ctx.hasOutput(1)) {
+    const TensorView &mask = ctx.outputs[1];
+    SHARDC_CPU_TRY(requireType(ctx, mask, DType::Bool, "mask"));
+    SHARDC_CPU_TRY(requireNumel(ctx, mask, x.numel(), "mask"));
+    if (mask.numel() > 0)
+      std::memset(mask.data, 1, static_cast<size_t>(mask.numel()));
+  }
+  return llvm::Error::success();
+}
+
+} // namespace shardc::rt::cpu

@@ -1,0 +1,213 @@
+//===- KernelUtil.cpp - Helpers shared by the CPU kernels -----------------===//
+#include "runtime/cpu/KernelUtil.h"
+
+namespace shardc::rt::cpu {
+
+llvm::Error unsupportedType(const KernelContext &ctx, DType t,
+                            const llvm::Twine &operand) {
+  return ctx.error("unsupported element type " + dtypeName(t) + " for " +
+                   operand);
+}
+
+float halfToFloat(uint16_t h) {
+  uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu;
+  uint32_t mant = h & 0x3ffu;
+  uint32_t bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else {
+      // Subnormal: normalize.
+      int e = -1;
+      do {
+        ++e;
+        mant <<= 1;
+      } while ((mant & 0x400u) == 0);
+      bits = sign | static_cast<uint32_t>(127 - 15 - e) << 23 |
+             (mant & 0x3ffu) << 13;
+    }
+  } else if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | mant << 13;
+  } else {
+    bits = sign | (exp + 127 - 15) << 23 | mant << 13;
+  }
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+uint16_t floatToHalf(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof(bits));
+  uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
+  uint32_t absBits = bits & 0x7fffffffu;
+  if (absBits >= 0x7f800000u) // Inf or NaN (keep NaN quiet).
+    return sign | 0x7c00u | (absBits > 0x7f800000u ? 0x200u : 0u);
+  if (absBits >= 0x477ff000u) // Rounds to a value beyond the half range.
+    return sign | 0x7c00u;
+  if (absBits < 0x38800000u) {
+    // Half subnormal or zero: value = mant * 2^-24.
+    if (absBits < 0x33000000u) // Below half of the smallest subnormal.
+      return sign;
+    uint32_t exp = absBits >> 23;
+    uint32_t mant = (absBits & 0x7fffffu) | 0x800000u;
+    uint32_t shift = 126 - exp; // 14 - (exp - 127) + 13 - 1 ... see below.
+    // The value is mant * 2^(exp - 150); in units of 2^-24 that is
+    // mant * 2^(exp - 126) = mant >> (126 - exp).
+    uint32_t q = mant >> shift;
+    uint32_t rem = mant & ((1u << shift) - 1);
+    uint32_t halfway = 1u << (shift - 1);
+    if (rem > halfway || (rem == halfway && (q & 1u)))
+      ++q;
+    return sign | static_cast<uint16_t>(q);
+  }
+  // Normal: rebias the exponent and round the mantissa to 10 bits.
+  uint32_t v = absBits - 0x38000000u; // exp - 112 (127 - 15) in place.
+  uint32_t q = v >> 13;
+  uint32_t rem = v & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (q & 1u)))
+    ++q; // May carry into the exponent, which is the right result.
+  return sign | static_cast<uint16_t>(q);
+}
+
+llvm::Error requireInput(const KernelContext &ctx, size_t i,
+                         llvm::StringRef name) {
+  if (!ctx.hasInput(i))
+    return ctx.error("missing input " + llvm::Twine(i) + " ('" + name + "')");
+  const TensorView &v = ctx.inputs[i];
+  if (!v.data && v.numel() != 0)
+    return ctx.error("input '" + name + "' has no data");
+  return llvm::Error::success();
+}
+
+llvm::Error requireOutput(const KernelContext &ctx, size_t i,
+                          llvm::StringRef name) {
+  if (!ctx.hasOutput(i))
+    return ctx.error("missing output " + llvm::Twine(i) + " ('" + name + "')");
+  const TensorView &v = ctx.outputs[i];
+  if (!v.data && v.numel() != 0)
+    return ctx.error("output '" + name + "' has no data");
+  return llvm::Error::success();
+}
+
+llvm::Error requireType(const KernelContext &ctx, const TensorView &view,
+                        DType t, llvm::StringRef name) {
+  if (view.dtype == t)
+    return llvm::Error::success();
+  return ctx.error("'" + name + "' has element type " + dtypeName(view.dtype) +
+                   ", expected " + dtypeName(t));
+}
+
+llvm::Error requireShape(const KernelContext &ctx, const TensorView &view,
+                         llvm::ArrayRef<int64_t> shape, llvm::StringRef name) {
+  if (llvm::ArrayRef<int64_t>(view.shape) == shape)
+    return llvm::Error::success();
+  return ctx.error("'" + name + "' has shape " + shapeToString(view.shape) +
+                   ", expected " + shapeToString(shape));
+}
+
+llvm::Error requireNumel(const KernelContext &ctx, const TensorView &view,
+                         int64_t n, llvm::StringRef name) {
+  if (view.numel() == n)
+    return llvm::Error::success();
+  return ctx.error("'" + name + "' has shape " + shapeToString(view.shape) +
+                   " with " + llvm::Twine(view.numel()) + " elements, expected " +
+                   llvm::Twine(n));
+}
+
+int64_t product(llvm::ArrayRef<int64_t> shape, size_t begin, size_t end) {
+  int64_t p = 1;
+  for (size_t i = begin; i < end && i < shape.size(); ++i)
+    p *= shape[i];
+  return p;
+}
+
+llvm::SmallVector<int64_t, 6> rowMajorStrides(llvm::ArrayRef<int64_t> shape) {
+  llvm::SmallVector<int64_t, 6> strides(shape.size(), 1);
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
+  return strides;
+}
+
+bool broadcastStrides(llvm::ArrayRef<int64_t> in, llvm::ArrayRef<int64_t> out,
+                      llvm::SmallVectorImpl<int64_t> &strides) {
+  strides.assign(out.size(), 0);
+  if (in.size() > out.size())
+    return false;
+  size_t lead = out.size() - in.size();
+  int64_t stride = 1;
+  for (int64_t d = static_cast<int64_t>(in.size()) - 1; d >= 0; --d) {
+    int64_t o = out[lead + d];
+    if (in[d] == o && o != 1) {
+      strides[lead + d] = stride;
+    } else if (in[d] != 1 && in[d] != o) {
+      return false;
+    }
+    stride *= in[d];
+  }
+  return true;
+}
+
+llvm::Error broadcastTo(const KernelContext &ctx, const TensorView &in,
+                        llvm::ArrayRef<int64_t> out, llvm::StringRef name,
+                        llvm::SmallVectorImpl<int64_t> &strides) {
+  if (broadcastStrides(in.shape, out, strides))
+    return llvm::Error::success();
+  return ctx.error("'" + name + "' of shape " + shapeToString(in.shape) +
+                   " does not broadcast to " + shapeToString(out));
+}
+
+} // namespace shardc::rt::cpu
+
+namespace shardc::rt::cpu {
+
+llvm::Error readWindowAttrs(const KernelContext &ctx, int64_t numSpatial,
+                            llvm::ArrayRef<int64_t> weightKernel,
+                            bool useWeightKernel, WindowAttrs &w) {
+  size_t n = static_cast<size_t>(numSpatial);
+  llvm::ArrayRef<int64_t> kernel = ctx.attrs.getInts("kernel_shape");
+  if (useWeightKernel) {
+    if (!kernel.empty() && kernel != weightKernel)
+      return ctx.error("kernel_shape " + shapeToString(kernel) +
+                       " does not match the weights' spatial shape " +
+                       shapeToString(weightKernel));
+    kernel = weightKernel;
+  }
+  if (kernel.size() != n)
+    return ctx.error("kernel_shape " + shapeToString(kernel) + " must have " +
+                     llvm::Twine(numSpatial) + " entries");
+  w.kernel.assign(kernel.begin(), kernel.end());
+
+  auto readList = [&](llvm::StringRef name, size_t count, int64_t def,
+                      int64_t minValue,
+                      llvm::SmallVectorImpl<int64_t> &out) -> llvm::Error {
+    llvm::ArrayRef<int64_t> v = ctx.attrs.getInts(name);
+    if (v.empty()) {
+      out.assign(count, def);
+      return llvm::Error::success();
+    }
+    if (v.size() != count)
+      return ctx.error(name + " " + shapeToString(v) + " must have " +
+                       llvm::Twine(count) + " entries");
+    for (int64_t x : v)
+      if (x < minValue)
+        return ctx.error(name + " " + shapeToString(v) + " has an entry below " +
+                         llvm::Twine(minValue));
+    out.assign(v.begin(), v.end());
+    return llvm::Error::success();
+  };
+  for (int64_t k : w.kernel)
+    if (k < 1)
+      return ctx.error("kernel_shape " + shapeToString(w.kernel) +
+                       " has an entry below 1");
+  SHARDC_CPU_TRY(readList("strides", n, 1, 1, w.strides));
+  SHARDC_CPU_TRY(readList("dilations", n, 1, 1, w.dilations));
+  llvm::SmallVector<int64_t, 6> pads;
+  SHARDC_CPU_TRY(readList("pads", 2 * n, 0, 0, pads));
+  w.padBegin.assign(pads.begin(), pads.begin() + n);
+  w.padEnd.assign(pads.begin() + n, pads.end());
+  return llvm::Error::success();
+}
+
+} // namespace shardc::rt::cpu

@@ -1,0 +1,336 @@
+//===- KernelUtil.h - Helpers shared by the CPU kernels ---------*- C++ -*-===//
+//
+// Private to runtime/cpu: element-type dispatch, operand checks, broadcasting
+// iteration and the kernel entry points that Kernels.cpp registers.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SHARDC_RUNTIME_CPU_KERNELUTIL_H
+#define SHARDC_RUNTIME_CPU_KERNELUTIL_H
+
+#include "runtime/Backend.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/Error.h"
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+/// Returns from the enclosing function if `expr` yields an error.
+#define SHARDC_CPU_TRY(expr)                                                   \
+  do {                                                                         \
+    if (llvm::Error shardcCpuErr = (expr))                                     \
+      return shardcCpuErr;                                                     \
+  } while (false)
+
+namespace shardc::rt::cpu {
+
+//===----------------------------------------------------------------------===//
+// Element types
+//===----------------------------------------------------------------------===//
+
+/// The C++ storage type of a DType. Bool is one byte holding 0 or 1 (read as
+/// uint8_t so that any non-zero byte means true); F16 is its raw bit pattern.
+template <DType D> struct StorageOf;
+template <> struct StorageOf<DType::F32> { using type = float; };
+template <> struct StorageOf<DType::F64> { using type = double; };
+template <> struct StorageOf<DType::I64> { using type = int64_t; };
+template <> struct StorageOf<DType::I32> { using type = int32_t; };
+template <> struct StorageOf<DType::I8> { using type = int8_t; };
+template <> struct StorageOf<DType::U8> { using type = uint8_t; };
+template <> struct StorageOf<DType::Bool> { using type = uint8_t; };
+template <> struct StorageOf<DType::F16> { using type = uint16_t; };
+
+/// A compile-time element type handed to dispatch callbacks.
+template <DType D> struct DTag {
+  static constexpr DType dtype = D;
+  using type = typename StorageOf<D>::type;
+};
+
+template <DType... Ds> struct DTypeList {};
+
+using FloatTypes = DTypeList<DType::F32, DType::F64>;
+using ArithTypes = DTypeList<DType::F32, DType::F64, DType::I64, DType::I32>;
+using SignedTypes = DTypeList<DType::F32, DType::F64, DType::I64, DType::I32>;
+using CastTypes = DTypeList<DType::F32, DType::F64, DType::I64, DType::I32,
+                            DType::Bool, DType::U8, DType::I8, DType::F16>;
+
+/// The error a kernel returns for an element type it does not support.
+llvm::Error unsupportedType(const KernelContext &ctx, DType t,
+                            const llvm::Twine &operand);
+
+template <typename Fn>
+llvm::Error dispatchIn(DTypeList<>, const KernelContext &ctx, DType t,
+                       const llvm::Twine &operand, Fn &&) {
+  return unsupportedType(ctx, t, operand);
+}
+
+/// Calls `fn(DTag<D>{})` for the DType `t` if it is in the list, and returns
+/// its error; otherwise returns an error naming `operand` and `t`.
+template <DType D, DType... Rest, typename Fn>
+llvm::Error dispatchIn(DTypeList<D, Rest...>, const KernelContext &ctx,
+                       DType t, const llvm::Twine &operand, Fn &&fn) {
+  if (t == D)
+    return fn(DTag<D>{});
+  return dispatchIn(DTypeList<Rest...>{}, ctx, t, operand,
+                    std::forward<Fn>(fn));
+}
+
+/// Unsigned integer of a given byte size, for kernels that only move bytes.
+template <size_t N> struct UIntOfSize;
+template <> struct UIntOfSize<1> { using type = uint8_t; };
+template <> struct UIntOfSize<2> { using type = uint16_t; };
+template <> struct UIntOfSize<4> { using type = uint32_t; };
+template <> struct UIntOfSize<8> { using type = uint64_t; };
+
+/// Calls `fn(Tag)` with `Tag::type` an unsigned integer as wide as an element
+/// of `t` (any type of 1, 2, 4 or 8 bytes).
+template <typename Fn>
+llvm::Error dispatchBySize(const KernelContext &ctx, DType t,
+                           const llvm::Twine &operand, Fn &&fn) {
+  switch (dtypeSize(t)) {
+  case 1:
+    return fn(std::common_type<uint8_t>{});
+  case 2:
+    return fn(std::common_type<uint16_t>{});
+  case 4:
+    return fn(std::common_type<uint32_t>{});
+  case 8:
+    return fn(std::common_type<uint64_t>{});
+  default:
+    return unsupportedType(ctx, t, operand);
+  }
+}
+
+/// IEEE half <-> float conversions (round to nearest even).
+float halfToFloat(uint16_t h);
+uint16_t floatToHalf(float f);
+
+/// Converts one value to the storage type of `To`, following ONNX Cast:
+/// float to integer truncates toward zero (NaN gives 0, out-of-range values
+/// saturate), anything to bool is `!= 0`, integer narrowing wraps.
+template <DType To, DType From>
+typename StorageOf<To>::type convertValue(typename StorageOf<From>::type v) {
+  using ToT = typename StorageOf<To>::type;
+  if constexpr (From == DType::F16) {
+    return convertValue<To, DType::F32>(halfToFloat(v));
+  } else if constexpr (To == DType::F16) {
+    return floatToHalf(static_cast<float>(v));
+  } else if constexpr (To == DType::Bool) {
+    return v != 0 ? 1 : 0;
+  } else if constexpr (From == DType::Bool) {
+    return static_cast<ToT>(v != 0 ? 1 : 0);
+  } else if constexpr (std::is_floating_point_v<ToT>) {
+    return static_cast<ToT>(v);
+  } else if constexpr (std::is_floating_point_v<
+                           typename StorageOf<From>::type>) {
+    if (std::isnan(v))
+      return 0;
+    double t = std::trunc(static_cast<double>(v));
+    if (t <= static_cast<double>(std::numeric_limits<ToT>::lowest()))
+      return std::numeric_limits<ToT>::lowest();
+    if (t >= static_cast<double>(std::numeric_limits<ToT>::max()))
+      return std::numeric_limits<ToT>::max();
+    return static_cast<ToT>(t);
+  } else {
+    // Integer to integer: modular, as numpy's astype.
+    return static_cast<ToT>(v);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Operand checks
+//===----------------------------------------------------------------------===//
+
+/// Input `i` must be present (with data unless it is empty).
+llvm::Error requireInput(const KernelContext &ctx, size_t i,
+                         llvm::StringRef name);
+/// Output `i` must be present.
+llvm::Error requireOutput(const KernelContext &ctx, size_t i,
+                          llvm::StringRef name);
+/// `view` must have element type `t`.
+llvm::Error requireType(const KernelContext &ctx, const TensorView &view,
+                        DType t, llvm::StringRef name);
+/// `view` must have exactly `shape`.
+llvm::Error requireShape(const KernelContext &ctx, const TensorView &view,
+                         llvm::ArrayRef<int64_t> shape, llvm::StringRef name);
+/// `view` must hold `n` elements.
+llvm::Error requireNumel(const KernelContext &ctx, const TensorView &view,
+                         int64_t n, llvm::StringRef name);
+
+/// Product of `shape[begin, end)`.
+int64_t product(llvm::ArrayRef<int64_t> shape, size_t begin, size_t end);
+
+/// Row-major strides (in elements) of `shape`.
+llvm::SmallVector<int64_t, 6> rowMajorStrides(llvm::ArrayRef<int64_t> shape);
+
+/// Strides (in elements) that read a tensor of shape `in` broadcast to `out`
+/// (numpy rules, right-aligned; 0 on broadcast dims). Returns false when `in`
+/// does not broadcast to `out`.
+bool broadcastStrides(llvm::ArrayRef<int64_t> in, llvm::ArrayRef<int64_t> out,
+                      llvm::SmallVectorImpl<int64_t> &strides);
+
+/// Like broadcastStrides, but returns an error naming `name` on failure.
+llvm::Error broadcastTo(const KernelContext &ctx, const TensorView &in,
+                        llvm::ArrayRef<int64_t> out, llvm::StringRef name,
+                        llvm::SmallVectorImpl<int64_t> &strides);
+
+/// Sliding-window attributes of Conv and the pools, one entry per spatial
+/// dimension (pads: begins then ends).
+struct WindowAttrs {
+  llvm::SmallVector<int64_t, 3> kernel, strides, dilations, padBegin, padEnd;
+};
+
+/// Reads `strides`, `dilations` and `pads` for `numSpatial` dimensions
+/// (defaults 1, 1, 0) and checks them; `kernel` comes from `kernel_shape`,
+/// or from `weightKernel` when given (Conv), which `kernel_shape` must match.
+llvm::Error readWindowAttrs(const KernelContext &ctx, int64_t numSpatial,
+                            llvm::ArrayRef<int64_t> weightKernel,
+                            bool useWeightKernel, WindowAttrs &w);
+
+//===----------------------------------------------------------------------===//
+// Strided iteration
+//===----------------------------------------------------------------------===//
+
+/// Walks an output of shape `shape` row by row (innermost dimension) while
+/// tracking the matching offsets in `N` inputs with arbitrary strides.
+/// Adjacent dimensions that are contiguous for every operand are merged and
+/// size-1 dimensions dropped, so equal shapes become a single row.
+///
+///   body(int64_t outOffset, const int64_t *inOffsets, int64_t rowLength,
+///        const int64_t *inRowStrides)
+template <size_t N, typename Body>
+void forEachRow(llvm::ArrayRef<int64_t> shape,
+                const std::array<llvm::ArrayRef<int64_t>, N> &inStrides,
+                Body &&body) {
+  int64_t total = numElements(shape);
+  if (total == 0)
+    return;
+  // Collapse from the innermost dimension outwards.
+  llvm::SmallVector<int64_t, 6> dims;
+  std::array<llvm::SmallVector<int64_t, 6>, N> strides;
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+    if (shape[d] == 1)
+      continue;
+    bool merge = !dims.empty();
+    for (size_t k = 0; k < N && merge; ++k)
+      merge = inStrides[k][d] == strides[k].back() * dims.back();
+    if (merge) {
+      dims.back() *= shape[d];
+      continue;
+    }
+    dims.push_back(shape[d]);
+    for (size_t k = 0; k < N; ++k)
+      strides[k].push_back(inStrides[k][d]);
+  }
+  if (dims.empty()) {
+    dims.push_back(1);
+    for (size_t k = 0; k < N; ++k)
+      strides[k].push_back(0);
+  }
+  // dims[0] is now the innermost dimension.
+  int64_t rank = static_cast<int64_t>(dims.size());
+  int64_t row = dims[0];
+  std::array<int64_t, N> rowStrides;
+  for (size_t k = 0; k < N; ++k)
+    rowStrides[k] = strides[k][0];
+  llvm::SmallVector<int64_t, 6> idx(rank, 0);
+  std::array<int64_t, N> off{};
+  for (int64_t out = 0; out < total; out += row) {
+    body(out, off.data(), row, rowStrides.data());
+    for (int64_t d = 1; d < rank; ++d) {
+      if (++idx[d] < dims[d]) {
+        for (size_t k = 0; k < N; ++k)
+          off[k] += strides[k][d];
+        break;
+      }
+      idx[d] = 0;
+      for (size_t k = 0; k < N; ++k)
+        off[k] -= strides[k][d] * (dims[d] - 1);
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// BLAS
+//===----------------------------------------------------------------------===//
+
+/// C = alpha * op(A) * op(B) + beta * C with row-major operands. f32/f64 go
+/// to OpenBLAS; integer types use a plain loop with wrap-around arithmetic.
+/// beta == 0 ignores C's contents.
+#define SHARDC_CPU_DECLARE_GEMM(T)                                             \
+  void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,         \
+            T alpha, const T *a, int64_t lda, const T *b, int64_t ldb, T beta, \
+            T *c, int64_t ldc);
+SHARDC_CPU_DECLARE_GEMM(float)
+SHARDC_CPU_DECLARE_GEMM(double)
+SHARDC_CPU_DECLARE_GEMM(int64_t)
+SHARDC_CPU_DECLARE_GEMM(int32_t)
+#undef SHARDC_CPU_DECLARE_GEMM
+
+//===----------------------------------------------------------------------===//
+// Kernel entry points (one per op type; see docs/ops.md)
+//===----------------------------------------------------------------------===//
+
+// Elementwise.cpp
+llvm::Error addKernel(const KernelContext &ctx);
+llvm::Error subKernel(const KernelContext &ctx);
+llvm::Error mulKernel(const KernelContext &ctx);
+llvm::Error divKernel(const KernelContext &ctx);
+llvm::Error powKernel(const KernelContext &ctx);
+llvm::Error whereKernel(const KernelContext &ctx);
+llvm::Error sqrtKernel(const KernelContext &ctx);
+llvm::Error expKernel(const KernelContext &ctx);
+llvm::Error logKernel(const KernelContext &ctx);
+llvm::Error erfKernel(const KernelContext &ctx);
+llvm::Error tanhKernel(const KernelContext &ctx);
+llvm::Error sigmoidKernel(const KernelContext &ctx);
+llvm::Error negKernel(const KernelContext &ctx);
+llvm::Error reluKernel(const KernelContext &ctx);
+llvm::Error castKernel(const KernelContext &ctx);
+llvm::Error fillKernel(const KernelContext &ctx);
+llvm::Error dropoutKernel(const KernelContext &ctx);
+
+// Shape.cpp
+llvm::Error identityKernel(const KernelContext &ctx);
+llvm::Error reshapeKernel(const KernelContext &ctx);
+llvm::Error transposeKernel(const KernelContext &ctx);
+llvm::Error gatherKernel(const KernelContext &ctx);
+llvm::Error concatKernel(const KernelContext &ctx);
+llvm::Error splitKernel(const KernelContext &ctx);
+llvm::Error sliceKernel(const KernelContext &ctx);
+llvm::Error expandKernel(const KernelContext &ctx);
+
+// MatMul.cpp
+llvm::Error gemmKernel(const KernelContext &ctx);
+llvm::Error matMulKernel(const KernelContext &ctx);
+
+// Conv.cpp
+llvm::Error convKernel(const KernelContext &ctx);
+
+// Pool.cpp
+llvm::Error maxPoolKernel(const KernelContext &ctx);
+llvm::Error averagePoolKernel(const KernelContext &ctx);
+llvm::Error globalAveragePoolKernel(const KernelContext &ctx);
+
+// Normalization.cpp
+llvm::Error softmaxKernel(const KernelContext &ctx);
+llvm::Error logSoftmaxKernel(const KernelContext &ctx);
+llvm::Error layerNormalizationKernel(const KernelContext &ctx);
+llvm::Error batchNormalizationKernel(const KernelContext &ctx);
+
+// Reduce.cpp
+llvm::Error reduceMeanKernel(const KernelContext &ctx);
+llvm::Error reduceSumKernel(const KernelContext &ctx);
+
+// Loss.cpp
+llvm::Error softmaxCrossEntropyLossKernel(const KernelContext &ctx);
+llvm::Error negativeLogLikelihoodLossKernel(const KernelContext &ctx);
+
+} // namespace shardc::rt::cpu
+
+#endif // SHARDC_RUNTIME_CPU_KERNELUTIL_H

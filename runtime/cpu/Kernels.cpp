@@ -1,0 +1,65 @@
+//===- Kernels.cpp - The CPU kernel table ---------------------------------===//
+#include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/KernelUtil.h"
+
+namespace shardc::rt::cpu {
+
+const std::vector<std::pair<llvm::StringRef, KernelFn>> &kernelTable() {
+  static const std::vector<std::pair<llvm::StringRef, KernelFn>> table = {
+      {"Add", addKernel},
+      {"Sub", subKernel},
+      {"Mul", mulKernel},
+      {"Div", divKernel},
+      {"Pow", powKernel},
+      {"Where", whereKernel},
+      {"Sqrt", sqrtKernel},
+      {"Exp", expKernel},
+      {"Log", logKernel},
+      {"Erf", erfKernel},
+      {"Tanh", tanhKernel},
+      {"Sigmoid", sigmoidKernel},
+      {"Neg", negKernel},
+      {"Relu", reluKernel},
+      {"Identity", identityKernel},
+      {"Reshape", reshapeKernel},
+      {"Cast", castKernel},
+      {"Softmax", softmaxKernel},
+      {"LogSoftmax", logSoftmaxKernel},
+      {"Gemm", gemmKernel},
+      {"MatMul", matMulKernel},
+      {"LayerNormalization", layerNormalizationKernel},
+      {"BatchNormalization", batchNormalizationKernel},
+      {"Conv", convKernel},
+      {"MaxPool", maxPoolKernel},
+      {"AveragePool", averagePoolKernel},
+      {"GlobalAveragePool", globalAveragePoolKernel},
+      {"Transpose", transposeKernel},
+      {"Gather", gatherKernel},
+      {"Concat", concatKernel},
+      {"Split", splitKernel},
+      {"Slice", sliceKernel},
+      {"Expand", expandKernel},
+      {"ReduceMean", reduceMeanKernel},
+      {"ReduceSum", reduceSumKernel},
+      {"Fill", fillKernel},
+      {"Dropout", dropoutKernel},
+      {"SoftmaxCrossEntropyLoss", softmaxCrossEntropyLossKernel},
+      {"NegativeLogLikelihoodLoss", negativeLogLikelihoodLossKernel},
+  };
+  return table;
+}
+
+llvm::Error runKernel(const KernelContext &ctx) {
+  static const llvm::StringMap<KernelFn> byType = [] {
+    llvm::StringMap<KernelFn> m;
+    for (const auto &[type, fn] : kernelTable())
+      m[type] = fn;
+    return m;
+  }();
+  auto it = byType.find(ctx.opType);
+  if (it == byType.end())
+    return ctx.error("no CPU kernel for this op type");
+  return it->second(ctx);
+}
+
+} // namespace shardc::rt::cpu

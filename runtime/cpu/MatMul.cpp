@@ -1,0 +1,252 @@
+//===- MatMul.cpp - Gemm and MatMul kernels -------------------------------===//
+//
+// f32 and f64 products go to OpenBLAS (cblas_sgemm / cblas_dgemm); integer
+// products use a plain i-k-j loop.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cpu/KernelUtil.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+
+namespace shardc::rt::cpu {
+
+namespace {
+
+/// Handles the degenerate sizes BLAS rejects or that need no product.
+/// Returns true when nothing is left to compute.
+template <typename T>
+bool gemmDegenerate(int64_t m, int64_t n, int64_t k, T beta, T *c,
+                    int64_t ldc) {
+  if (m == 0 || n == 0)
+    return true;
+  if (k != 0)
+    return false;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
+  return true;
+}
+
+} // namespace
+
+void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+                 float alpha, const float *a, int64_t lda, const float *b,
+                 int64_t ldb, float beta, float *c, int64_t ldc) {
+  if (gemmDegenerate(m, n, k, beta, c, ldc))
+    return;
+  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+              transB ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
+              static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
+              static_cast<blasint>(std::max<int64_t>(lda, 1)), b,
+              static_cast<blasint>(std::max<int64_t>(ldb, 1)), beta, c,
+              static_cast<blasint>(std::max<int64_t>(ldc, 1)));
+}
+
+void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+                  double alpha, const double *a, int64_t lda, const double *b,
+                  int64_t ldb, double beta, double *c, int64_t ldc) {
+  if (gemmDegenerate(m, n, k, beta, c, ldc))
+    return;
+  cblas_dgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+              transB ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
+              static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
+              static_cast<blasint>(std::max<int64_t>(lda, 1)), b,
+              static_cast<blasint>(std::max<int64_t>(ldb, 1)), beta, c,
+              static_cast<blasint>(std::max<int64_t>(ldc, 1)));
+}
+
+/// Integer GEMM with wrap-around arithmetic (computed in unsigned).
+template <typename T>
+static void integerGemm(bool transA, bool transB, int64_t m, int64_t n,
+                        int64_t k, T alpha, const T *a, int64_t lda,
+                        const T *b, int64_t ldb, T beta, T *c, int64_t ldc) {
+  using U = std::make_unsigned_t<T>;
+  for (int64_t i = 0; i < m; ++i) {
+    U *row = reinterpret_cast<U *>(c + i * ldc);
+    for (int64_t j = 0; j < n; ++j)
+      row[j] = beta == 0 ? 0 : U(beta) * row[j];
+    for (int64_t p = 0; p < k; ++p) {
+      U av = U(alpha) * U(transA ? a[p * lda + i] : a[i * lda + p]);
+      if (av == 0)
+        continue;
+      if (!transB) {
+        const T *brow = b + p * ldb;
+        for (int64_t j = 0; j < n; ++j)
+          row[j] += av * U(brow[j]);
+      } else {
+        for (int64_t j = 0; j < n; ++j)
+          row[j] += av * U(b[j * ldb + p]);
+      }
+    }
+  }
+}
+
+void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+                   int64_t alpha, const int64_t *a, int64_t lda,
+                   const int64_t *b, int64_t ldb, int64_t beta, int64_t *c,
+                   int64_t ldc) {
+  integerGemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+                   int32_t alpha, const int32_t *a, int64_t lda,
+                   const int32_t *b, int64_t ldb, int32_t beta, int32_t *c,
+                   int64_t ldc) {
+  integerGemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+llvm::Error gemmKernel(const KernelContext &ctx) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "A"));
+  SHARDC_CPU_TRY(requireInput(ctx, 1, "B"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "Y"));
+  const TensorView &a = ctx.inputs[0];
+  const TensorView &b = ctx.inputs[1];
+  const TensorView &y = ctx.outputs[0];
+  bool hasC = ctx.hasInput(2);
+  bool transA = ctx.attrs.getInt("transA", 0) != 0;
+  bool transB = ctx.attrs.getInt("transB", 0) != 0;
+  double alpha = ctx.attrs.getFloat("alpha", 1.0);
+  double beta = ctx.attrs.getFloat("beta", 1.0);
+
+  if (a.rank() != 2 || b.rank() != 2 || y.rank() != 2)
+    return ctx.error("A " + shapeToString(a.shape) + ", B " +
+                     shapeToString(b.shape) + " and Y " +
+                     shapeToString(y.shape) + " must be matrices");
+  int64_t m = transA ? a.shape[1] : a.shape[0];
+  int64_t k = transA ? a.shape[0] : a.shape[1];
+  int64_t kb = transB ? b.shape[1] : b.shape[0];
+  int64_t n = transB ? b.shape[0] : b.shape[1];
+  if (k != kb)
+    return ctx.error("inner dimensions of A " + shapeToString(a.shape) +
+                     " and B " + shapeToString(b.shape) +
+                     " differ (transA=" + llvm::Twine(transA) +
+                     ", transB=" + llvm::Twine(transB) + ")");
+  SHARDC_CPU_TRY(requireShape(ctx, y, {m, n}, "Y"));
+  SHARDC_CPU_TRY(requireType(ctx, b, a.dtype, "B"));
+  SHARDC_CPU_TRY(requireType(ctx, y, a.dtype, "Y"));
+  llvm::SmallVector<int64_t, 6> cStrides;
+  if (hasC) {
+    SHARDC_CPU_TRY(requireInput(ctx, 2, "C"));
+    SHARDC_CPU_TRY(requireType(ctx, ctx.inputs[2], a.dtype, "C"));
+    SHARDC_CPU_TRY(broadcastTo(ctx, ctx.inputs[2], y.shape, "C", cStrides));
+  }
+
+  using Types = DTypeList<DType::F32, DType::F64, DType::I64, DType::I32>;
+  return dispatchIn(Types{}, ctx, a.dtype, "A", [&](auto tag) -> llvm::Error {
+    using T = typename decltype(tag)::type;
+    T *out = y.as<T>();
+    T betaT = static_cast<T>(beta);
+    if (hasC && betaT != T(0)) {
+      const T *c = ctx.inputs[2].as<T>();
+      std::array<llvm::ArrayRef<int64_t>, 1> strides = {cStrides};
+      forEachRow<1>(y.shape, strides,
+                    [&](int64_t o, const int64_t *in, int64_t len,
+                        const int64_t *s) {
+                      for (int64_t i = 0; i < len; ++i)
+                        out[o + i] = c[in[0] + i * s[0]];
+                    });
+    } else {
+      betaT = T(0);
+    }
+    gemm(transA, transB, m, n, k, static_cast<T>(alpha), a.as<T>(),
+            a.shape[1], b.as<T>(), b.shape[1], betaT, out, n);
+    return llvm::Error::success();
+  });
+}
+
+llvm::Error matMulKernel(const KernelContext &ctx) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "A"));
+  SHARDC_CPU_TRY(requireInput(ctx, 1, "B"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "Y"));
+  const TensorView &a = ctx.inputs[0];
+  const TensorView &b = ctx.inputs[1];
+  const TensorView &y = ctx.outputs[0];
+  if (a.rank() < 1 || b.rank() < 1)
+    return ctx.error("operands must have rank >= 1, got A " +
+                     shapeToString(a.shape) + " and B " +
+                     shapeToString(b.shape));
+  SHARDC_CPU_TRY(requireType(ctx, b, a.dtype, "B"));
+  SHARDC_CPU_TRY(requireType(ctx, y, a.dtype, "Y"));
+
+  // Promote 1-D operands to matrices.
+  llvm::SmallVector<int64_t, 6> aShape(a.shape.begin(), a.shape.end());
+  llvm::SmallVector<int64_t, 6> bShape(b.shape.begin(), b.shape.end());
+  bool aVec = aShape.size() == 1, bVec = bShape.size() == 1;
+  if (aVec)
+    aShape.insert(aShape.begin(), 1);
+  if (bVec)
+    bShape.push_back(1);
+  int64_t m = aShape[aShape.size() - 2];
+  int64_t k = aShape.back();
+  int64_t n = bShape.back();
+  if (bShape[bShape.size() - 2] != k)
+    return ctx.error("inner dimensions of A " + shapeToString(a.shape) +
+                     " and B " + shapeToString(b.shape) + " differ");
+
+  // Broadcast batch dimensions.
+  llvm::ArrayRef<int64_t> aBatch = llvm::ArrayRef<int64_t>(aShape).drop_back(2);
+  llvm::ArrayRef<int64_t> bBatch = llvm::ArrayRef<int64_t>(bShape).drop_back(2);
+  size_t batchRank = std::max(aBatch.size(), bBatch.size());
+  llvm::SmallVector<int64_t, 6> batch(batchRank, 1);
+  for (size_t i = 0; i < batchRank; ++i) {
+    int64_t da = i + aBatch.size() >= batchRank
+                     ? aBatch[i + aBatch.size() - batchRank]
+                     : 1;
+    int64_t db = i + bBatch.size() >= batchRank
+                     ? bBatch[i + bBatch.size() - batchRank]
+                     : 1;
+    if (da != db && da != 1 && db != 1)
+      return ctx.error("batch dimensions of A " + shapeToString(a.shape) +
+                       " and B " + shapeToString(b.shape) +
+                       " do not broadcast");
+    batch[i] = da == 1 ? db : da;
+  }
+  llvm::SmallVector<int64_t, 6> expected(batch.begin(), batch.end());
+  if (!aVec)
+    expected.push_back(m);
+  if (!bVec)
+    expected.push_back(n);
+  SHARDC_CPU_TRY(requireShape(ctx, y, expected, "Y"));
+
+  llvm::SmallVector<int64_t, 6> aStrides, bStrides;
+  broadcastStrides(aBatch, batch, aStrides);
+  broadcastStrides(bBatch, batch, bStrides);
+  int64_t batchCount = numElements(batch);
+  bool bShared = llvm::all_of(bStrides, [](int64_t s) { return s == 0; });
+  bool aFull = numElements(aBatch) == batchCount;
+
+  using Types = DTypeList<DType::F32, DType::F64, DType::I64, DType::I32>;
+  return dispatchIn(Types{}, ctx, a.dtype, "A", [&](auto tag) -> llvm::Error {
+    using T = typename decltype(tag)::type;
+    const T *pa = a.as<T>();
+    const T *pb = b.as<T>();
+    T *py = y.as<T>();
+    if (bShared && aFull) {
+      // One B for every batch and A not broadcast: fold the batch into M.
+      gemm(false, false, batchCount * m, n, k, T(1), pa, k, pb, n, T(0), py,
+              n);
+      return llvm::Error::success();
+    }
+    // Matrix offsets per batch index (in matrices, not elements).
+    llvm::SmallVector<int64_t, 6> idx(batchRank, 0);
+    for (int64_t bi = 0; bi < batchCount; ++bi) {
+      int64_t oa = 0, ob = 0;
+      for (size_t d = 0; d < batchRank; ++d) {
+        oa += idx[d] * aStrides[d];
+        ob += idx[d] * bStrides[d];
+      }
+      gemm(false, false, m, n, k, T(1), pa + oa * m * k, k, pb + ob * k * n,
+              n, T(0), py + bi * m * n, n);
+      for (int64_t d = static_cast<int64_t>(batchRank) - 1; d >= 0; --d) {
+        if (++idx[d] < batch[d])
+          break;
+        idx[d] = 0;
+      }
+    }
+    return llvm::Error::success();
+  });
+}
+
+} // namespace shardc::rt::cpu

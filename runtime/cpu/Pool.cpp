@@ -1,0 +1,284 @@
+//===- Pool.cpp - MaxPool, AveragePool, GlobalAveragePool -----------------===//
+//
+// N-D pooling. For each spatial dimension and output coordinate, the input
+// coordinates a window covers are precomputed once; a window is then the
+// cartesian product of those lists. Padding never contributes a value; the
+// output shape (which encodes ceil_mode) is taken from the output view. A
+// window with no in-bounds element (possible only with ceil_mode and a
+// stride larger than the kernel) yields the type's lowest value (MaxPool,
+// index -1) or 0 (AveragePool).
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cpu/KernelUtil.h"
+
+#include <vector>
+
+namespace shardc::rt::cpu {
+
+namespace {
+
+/// The input coordinates of every window along one spatial dimension.
+struct AxisWindows {
+  int64_t kernel = 0;
+  /// pos[o * kernel + j], j < count[o]: in-bounds input coordinates.
+  std::vector<int64_t> pos;
+  std::vector<int64_t> count;
+  /// Taps inside the padded input (in-bounds or padding), for
+  /// count_include_pad. A tap beyond the end padding (ceil_mode) is not one.
+  std::vector<int64_t> paddedCount;
+};
+
+AxisWindows buildAxisWindows(int64_t in, int64_t out, int64_t kernel,
+                             int64_t stride, int64_t dilation, int64_t padBegin,
+                             int64_t padEnd) {
+  AxisWindows a;
+  a.kernel = kernel;
+  a.pos.assign(static_cast<size_t>(out * kernel), 0);
+  a.count.assign(static_cast<size_t>(out), 0);
+  a.paddedCount.assign(static_cast<size_t>(out), 0);
+  for (int64_t o = 0; o < out; ++o) {
+    int64_t start = o * stride - padBegin;
+    for (int64_t j = 0; j < kernel; ++j) {
+      int64_t p = start + j * dilation;
+      if (p < -padBegin || p >= in + padEnd)
+        continue;
+      ++a.paddedCount[o];
+      if (p >= 0 && p < in)
+        a.pos[o * kernel + a.count[o]++] = p;
+    }
+  }
+  return a;
+}
+
+/// Shared checks and window tables of MaxPool and AveragePool.
+struct PoolSetup {
+  int64_t planes = 0; // N * C
+  llvm::SmallVector<int64_t, 3> inShape, outShape;
+  int64_t inSize = 0, outSize = 0;
+  std::vector<AxisWindows> axes;
+};
+
+llvm::Error setupPool(const KernelContext &ctx, const TensorView &x,
+                      const TensorView &y, PoolSetup &p) {
+  int64_t rank = x.rank();
+  if (rank < 3)
+    return ctx.error("'X' of shape " + shapeToString(x.shape) +
+                     " needs at least one spatial dimension");
+  if (y.rank() != rank || y.shape[0] != x.shape[0] ||
+      y.shape[1] != x.shape[1])
+    return ctx.error("'Y' of shape " + shapeToString(y.shape) +
+                     " does not match 'X' " + shapeToString(x.shape));
+  int64_t ns = rank - 2;
+  WindowAttrs w;
+  SHARDC_CPU_TRY(readWindowAttrs(ctx, ns, {}, false, w));
+  p.planes = x.shape[0] * x.shape[1];
+  p.inShape.assign(x.shape.begin() + 2, x.shape.end());
+  p.outShape.assign(y.shape.begin() + 2, y.shape.end());
+  p.inSize = numElements(p.inShape);
+  p.outSize = numElements(p.outShape);
+  for (int64_t d = 0; d < ns; ++d) {
+    p.axes.push_back(buildAxisWindows(p.inShape[d], p.outShape[d],
+                                      w.kernel[d], w.strides[d],
+                                      w.dilations[d], w.padBegin[d],
+                                      w.padEnd[d]));
+  }
+  return llvm::Error::success();
+}
+
+/// Calls `fn(outIndex, lists, counts, paddedTaps)` for every output position
+/// of one plane; lists[d][0..counts[d]) are the window's coordinates on
+/// spatial axis d.
+template <typename Fn> void forEachWindow(const PoolSetup &p, Fn &&fn) {
+  size_t ns = p.outShape.size();
+  llvm::SmallVector<int64_t, 6> o(ns, 0);
+  llvm::SmallVector<const int64_t *, 6> lists(ns);
+  llvm::SmallVector<int64_t, 6> counts(ns);
+  for (int64_t oi = 0; oi < p.outSize; ++oi) {
+    int64_t padded = 1;
+    for (size_t d = 0; d < ns; ++d) {
+      const AxisWindows &a = p.axes[d];
+      lists[d] = a.pos.data() + o[d] * a.kernel;
+      counts[d] = a.count[o[d]];
+      padded *= a.paddedCount[o[d]];
+    }
+    fn(oi, lists, counts, padded);
+    for (int64_t d = static_cast<int64_t>(ns) - 1; d >= 0; --d) {
+      if (++o[d] < p.outShape[d])
+        break;
+      o[d] = 0;
+    }
+  }
+}
+
+/// Calls `tap(rowMajorOffset, colMajorOffset)` for every in-bounds input
+/// element of a window (offsets within one plane), in row-major order.
+template <typename Tap>
+void forEachTap(llvm::ArrayRef<const int64_t *> lists,
+                llvm::ArrayRef<int64_t> counts,
+                llvm::ArrayRef<int64_t> rowStrides,
+                llvm::ArrayRef<int64_t> colStrides, Tap &&tap) {
+  size_t ns = lists.size();
+  for (int64_t c : counts)
+    if (c == 0)
+      return;
+  llvm::SmallVector<int64_t, 6> j(ns, 0);
+  while (true) {
+    int64_t row = 0, col = 0;
+    for (size_t d = 0; d < ns; ++d) {
+      row += lists[d][j[d]] * rowStrides[d];
+      col += lists[d][j[d]] * colStrides[d];
+    }
+    tap(row, col);
+    int64_t d = static_cast<int64_t>(ns) - 1;
+    for (; d >= 0; --d) {
+      if (++j[d] < counts[d])
+        break;
+      j[d] = 0;
+    }
+    if (d < 0)
+      return;
+  }
+}
+
+/// Column-major strides over the spatial dims (for storage_order = 1).
+llvm::SmallVector<int64_t, 6> colMajorStrides(llvm::ArrayRef<int64_t> shape) {
+  llvm::SmallVector<int64_t, 6> s(shape.size(), 1);
+  for (size_t d = 1; d < shape.size(); ++d)
+    s[d] = s[d - 1] * shape[d - 1];
+  return s;
+}
+
+} // namespace
+
+llvm::Error maxPoolKernel(const KernelContext &ctx) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "X"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "Y"));
+  const TensorView &x = ctx.inputs[0];
+  const TensorView &y = ctx.outputs[0];
+  SHARDC_CPU_TRY(requireType(ctx, y, x.dtype, "Y"));
+  bool wantIndices = ctx.hasOutput(1);
+  if (wantIndices) {
+    SHARDC_CPU_TRY(requireOutput(ctx, 1, "Indices"));
+    SHARDC_CPU_TRY(requireType(ctx, ctx.outputs[1], DType::I64, "Indices"));
+    SHARDC_CPU_TRY(requireShape(ctx, ctx.outputs[1], y.shape, "Indices"));
+  }
+  int64_t storageOrder = ctx.attrs.getInt("storage_order", 0);
+  if (storageOrder != 0 && storageOrder != 1)
+    return ctx.error("storage_order must be 0 or 1, got " +
+                     llvm::Twine(storageOrder));
+  PoolSetup p;
+  SHARDC_CPU_TRY(setupPool(ctx, x, y, p));
+  llvm::SmallVector<int64_t, 6> rowStrides = rowMajorStrides(p.inShape);
+  llvm::SmallVector<int64_t, 6> colStrides = colMajorStrides(p.inShape);
+
+  using Types =
+      DTypeList<DType::F32, DType::F64, DType::U8, DType::I8, DType::I32,
+                DType::I64>;
+  return dispatchIn(Types{}, ctx, x.dtype, "X", [&](auto tag) -> llvm::Error {
+    using T = typename decltype(tag)::type;
+    int64_t *pi = wantIndices ? ctx.outputs[1].as<int64_t>() : nullptr;
+    for (int64_t plane = 0; plane < p.planes; ++plane) {
+      const T *px = x.as<T>() + plane * p.inSize;
+      T *py = y.as<T>() + plane * p.outSize;
+      int64_t *pidx = pi ? pi + plane * p.outSize : nullptr;
+      forEachWindow(p, [&](int64_t oi, llvm::ArrayRef<const int64_t *> lists,
+                           llvm::ArrayRef<int64_t> counts, int64_t) {
+        bool found = false;
+        bool sawNaN = false;
+        T best = std::numeric_limits<T>::lowest();
+        int64_t bestRow = -1, bestCol = -1;
+        forEachTap(lists, counts, rowStrides, colStrides,
+                   [&](int64_t row, int64_t col) {
+                     T v = px[row];
+                     if constexpr (std::is_floating_point_v<T>) {
+                       if (std::isnan(v)) {
+                         if (!sawNaN && !found) {
+                           bestRow = row;
+                           bestCol = col;
+                         }
+                         sawNaN = true;
+                         return;
+                       }
+                     }
+                     if (!found || v > best) {
+                       best = v;
+                       bestRow = row;
+                       bestCol = col;
+                       found = true;
+                     }
+                   });
+        if constexpr (std::is_floating_point_v<T>) {
+          if (!found && sawNaN)
+            best = std::numeric_limits<T>::quiet_NaN();
+        }
+        py[oi] = best;
+        if (pidx) {
+          int64_t local = storageOrder ? bestCol : bestRow;
+          pidx[oi] = local < 0 ? -1 : plane * p.inSize + local;
+        }
+      });
+    }
+    return llvm::Error::success();
+  });
+}
+
+llvm::Error averagePoolKernel(const KernelContext &ctx) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "X"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "Y"));
+  const TensorView &x = ctx.inputs[0];
+  const TensorView &y = ctx.outputs[0];
+  SHARDC_CPU_TRY(requireType(ctx, y, x.dtype, "Y"));
+  bool includePad = ctx.attrs.getInt("count_include_pad", 0) != 0;
+  PoolSetup p;
+  SHARDC_CPU_TRY(setupPool(ctx, x, y, p));
+  llvm::SmallVector<int64_t, 6> rowStrides = rowMajorStrides(p.inShape);
+
+  return dispatchIn(FloatTypes{}, ctx, x.dtype, "X", [&](auto tag) -> llvm::Error {
+    using T = typename decltype(tag)::type;
+    for (int64_t plane = 0; plane < p.planes; ++plane) {
+      const T *px = x.as<T>() + plane * p.inSize;
+      T *py = y.as<T>() + plane * p.outSize;
+      forEachWindow(p, [&](int64_t oi, llvm::ArrayRef<const int64_t *> lists,
+                           llvm::ArrayRef<int64_t> counts, int64_t padded) {
+        double sum = 0.0;
+        int64_t valid = 1;
+        for (int64_t c : counts)
+          valid *= c;
+        forEachTap(lists, counts, rowStrides, rowStrides,
+                   [&](int64_t row, int64_t) { sum += px[row]; });
+        int64_t divisor = includePad ? padded : valid;
+        py[oi] = divisor == 0 ? T(0) : static_cast<T>(sum / divisor);
+      });
+    }
+    return llvm::Error::success();
+  });
+}
+
+llvm::Error globalAveragePoolKernel(const KernelContext &ctx) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "X"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "Y"));
+  const TensorView &x = ctx.inputs[0];
+  const TensorView &y = ctx.outputs[0];
+  SHARDC_CPU_TRY(requireType(ctx, y, x.dtype, "Y"));
+  if (x.rank() < 2)
+    return ctx.error("'X' of shape " + shapeToString(x.shape) +
+                     " must be (N, C, ...)");
+  llvm::SmallVector<int64_t, 6> expected = {x.shape[0], x.shape[1]};
+  expected.append(x.rank() - 2, 1);
+  SHARDC_CPU_TRY(requireShape(ctx, y, expected, "Y"));
+  int64_t planes = x.shape[0] * x.shape[1];
+  int64_t size = product(x.shape, 2, x.rank());
+  return dispatchIn(FloatTypes{}, ctx, x.dtype, "X", [&](auto tag) -> llvm::Error {
+    using T = typename decltype(tag)::type;
+    for (int64_t plane = 0; plane < planes; ++plane) {
+      const T *px = x.as<T>() + plane * size;
+      double sum = 0.0;
+      for (int64_t i = 0; i < size; ++i)
+        sum += px[i];
+      y.as<T>()[plane] = size == 0 ? T(0) : static_cast<T>(sum / size);
+    }
+    return llvm::Error::success();
+  });
+}
+
+} // namespace shardc::rt::cpu

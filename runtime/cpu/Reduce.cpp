@@ -1,0 +1,107 @@
+//===- Reduce.cpp - ReduceSum and ReduceMean ------------------------------===//
+//
+// Walks the input contiguously and accumulates into the output (in double
+// for floating-point types, wrapping int64 for integers).
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cpu/KernelUtil.h"
+
+#include <vector>
+
+namespace shardc::rt::cpu {
+
+namespace {
+
+llvm::Error reduceImpl(const KernelContext &ctx, bool mean) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "data"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "reduced"));
+  const TensorView &x = ctx.inputs[0];
+  const TensorView &y = ctx.outputs[0];
+  SHARDC_CPU_TRY(requireType(ctx, y, x.dtype, "reduced"));
+  int64_t rank = x.rank();
+  bool keepDims = ctx.attrs.getInt("keepdims", 1) != 0;
+
+  llvm::SmallVector<bool, 6> reduced(rank, false);
+  llvm::ArrayRef<int64_t> axes = ctx.attrs.getInts("axes");
+  if (axes.empty()) {
+    // A no-op reduction (noop_with_empty_axes) leaves the data as is; an
+    // empty list with a smaller output means "all axes" (ONNX's default).
+    if (y.numel() == x.numel() && y.rank() == rank) {
+      if (x.data != y.data && x.bytes() > 0)
+        std::memmove(y.data, x.data, x.bytes());
+      return llvm::Error::success();
+    }
+    reduced.assign(rank, true);
+  }
+  for (int64_t a : axes) {
+    int64_t axis = a < 0 ? a + rank : a;
+    if (axis < 0 || axis >= rank || reduced[axis])
+      return ctx.error("axes " + shapeToString(axes) +
+                       " are out of range or repeated for rank " +
+                       llvm::Twine(rank));
+    reduced[axis] = true;
+  }
+  llvm::SmallVector<int64_t, 6> keptShape, expected;
+  for (int64_t d = 0; d < rank; ++d) {
+    keptShape.push_back(reduced[d] ? 1 : x.shape[d]);
+    if (!reduced[d] || keepDims)
+      expected.push_back(keptShape.back());
+  }
+  SHARDC_CPU_TRY(requireShape(ctx, y, expected, "reduced"));
+  // Accumulator offset of each input element: row-major in the keepdims
+  // shape, 0 along reduced axes.
+  llvm::SmallVector<int64_t, 6> accStrides = rowMajorStrides(keptShape);
+  for (int64_t d = 0; d < rank; ++d)
+    if (reduced[d])
+      accStrides[d] = 0;
+  int64_t outCount = y.numel();
+  int64_t count = outCount ? x.numel() / outCount : 0;
+
+  return dispatchIn(ArithTypes{}, ctx, x.dtype, "data", [&](auto tag) -> llvm::Error {
+    using T = typename decltype(tag)::type;
+    using Acc = std::conditional_t<std::is_integral_v<T>, uint64_t, double>;
+    std::vector<Acc> acc(static_cast<size_t>(outCount), Acc(0));
+    const T *px = x.as<T>();
+    std::array<llvm::ArrayRef<int64_t>, 1> strides = {accStrides};
+    forEachRow<1>(x.shape, strides,
+                  [&](int64_t o, const int64_t *in, int64_t n,
+                      const int64_t *rs) {
+                    const T *row = px + o;
+                    Acc *a = acc.data() + in[0];
+                    if (rs[0] == 0) {
+                      Acc s = 0;
+                      for (int64_t i = 0; i < n; ++i)
+                        s += static_cast<Acc>(row[i]);
+                      *a += s;
+                    } else {
+                      for (int64_t i = 0; i < n; ++i)
+                        a[i * rs[0]] += static_cast<Acc>(row[i]);
+                    }
+                  });
+    T *py = y.as<T>();
+    for (int64_t i = 0; i < outCount; ++i) {
+      if constexpr (std::is_integral_v<T>) {
+        T s = static_cast<T>(acc[i]);
+        py[i] = !mean ? s : count ? static_cast<T>(s / count) : T(0);
+      } else {
+        py[i] = static_cast<T>(
+            !mean ? acc[i]
+                  : (count ? acc[i] / count
+                           : std::numeric_limits<double>::quiet_NaN()));
+      }
+    }
+    return llvm::Error::success();
+  });
+}
+
+} // namespace
+
+llvm::Error reduceMeanKernel(const KernelContext &ctx) {
+  return reduceImpl(ctx, /*mean=*/true);
+}
+
+llvm::Error reduceSumKernel(const KernelContext &ctx) {
+  return reduceImpl(ctx, /*mean=*/false);
+}
+
+} // namespace shardc::rt::cpu

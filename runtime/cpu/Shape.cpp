@@ -1,0 +1,294 @@
+//===- Shape.cpp - Data movement kernels ----------------------------------===//
+//
+// Identity, Reshape, Transpose, Gather, Concat, Split, Slice and Expand. These
+// work on any element type: they move elements of 1, 2, 4 or 8 bytes.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cpu/KernelUtil.h"
+
+#include <algorithm>
+
+namespace shardc::rt::cpu {
+
+namespace {
+
+/// Copies `x` into `y`, which must hold as many elements of the same type.
+llvm::Error copyKernel(const KernelContext &ctx) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "data"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "output"));
+  const TensorView &x = ctx.inputs[0];
+  const TensorView &y = ctx.outputs[0];
+  SHARDC_CPU_TRY(requireType(ctx, y, x.dtype, "output"));
+  SHARDC_CPU_TRY(requireNumel(ctx, y, x.numel(), "output"));
+  if (x.data != y.data && x.bytes() > 0)
+    std::memmove(y.data, x.data, x.bytes());
+  return llvm::Error::success();
+}
+
+/// Copies the elements of `x` read with `strides` (per dimension of `shape`,
+/// starting at element `base`) into the dense `y` of that shape.
+llvm::Error stridedCopy(const KernelContext &ctx, const TensorView &x,
+                        int64_t base, llvm::ArrayRef<int64_t> strides,
+                        const TensorView &y) {
+  return dispatchBySize(ctx, x.dtype, "input",
+                        [&](auto tag) -> llvm::Error {
+                          using T = typename decltype(tag)::type;
+                          const T *px = x.as<T>() + base;
+                          T *py = y.as<T>();
+                          std::array<llvm::ArrayRef<int64_t>, 1> s = {strides};
+                          forEachRow<1>(y.shape, s,
+                                        [&](int64_t o, const int64_t *in,
+                                            int64_t n, const int64_t *rs) {
+                                          const T *src = px + in[0];
+                                          T *dst = py + o;
+                                          if (rs[0] == 1) {
+                                            std::memcpy(dst, src,
+                                                        n * sizeof(T));
+                                            return;
+                                          }
+                                          for (int64_t i = 0; i < n; ++i)
+                                            dst[i] = src[i * rs[0]];
+                                        });
+                          return llvm::Error::success();
+                        });
+}
+
+/// Reads a non-negative axis attribute that must be < rank.
+llvm::Error getAxis(const KernelContext &ctx, int64_t rank, int64_t &axis) {
+  axis = ctx.attrs.getInt("axis", 0);
+  if (axis < 0 || axis >= rank)
+    return ctx.error("axis " + llvm::Twine(axis) + " out of range for rank " +
+                     llvm::Twine(rank));
+  return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::Error identityKernel(const KernelContext &ctx) { return copyKernel(ctx); }
+
+llvm::Error reshapeKernel(const KernelContext &ctx) { return copyKernel(ctx); }
+
+llvm::Error transposeKernel(const KernelContext &ctx) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "data"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "transposed"));
+  const TensorView &x = ctx.inputs[0];
+  const TensorView &y = ctx.outputs[0];
+  SHARDC_CPU_TRY(requireType(ctx, y, x.dtype, "transposed"));
+  int64_t rank = x.rank();
+  llvm::SmallVector<int64_t, 6> perm(ctx.attrs.getInts("perm"));
+  if (perm.empty() && !ctx.attrs.has("perm"))
+    for (int64_t d = rank - 1; d >= 0; --d)
+      perm.push_back(d); // ONNX default: reverse the dimensions.
+  llvm::SmallVector<bool, 6> seen(rank, false);
+  bool valid = static_cast<int64_t>(perm.size()) == rank;
+  for (int64_t p : perm) {
+    if (!valid || p < 0 || p >= rank || seen[p]) {
+      valid = false;
+      break;
+    }
+    seen[p] = true;
+  }
+  if (!valid)
+    return ctx.error("perm is not a permutation of the " + llvm::Twine(rank) +
+                     " dimensions of 'data'");
+  llvm::SmallVector<int64_t, 6> outShape, strides;
+  llvm::SmallVector<int64_t, 6> inStrides = rowMajorStrides(x.shape);
+  for (int64_t p : perm) {
+    outShape.push_back(x.shape[p]);
+    strides.push_back(inStrides[p]);
+  }
+  SHARDC_CPU_TRY(requireShape(ctx, y, outShape, "transposed"));
+  return stridedCopy(ctx, x, 0, strides, y);
+}
+
+llvm::Error gatherKernel(const KernelContext &ctx) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "data"));
+  SHARDC_CPU_TRY(requireInput(ctx, 1, "indices"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "output"));
+  const TensorView &data = ctx.inputs[0];
+  const TensorView &indices = ctx.inputs[1];
+  const TensorView &y = ctx.outputs[0];
+  SHARDC_CPU_TRY(requireType(ctx, y, data.dtype, "output"));
+  int64_t axis;
+  SHARDC_CPU_TRY(getAxis(ctx, data.rank(), axis));
+  llvm::SmallVector<int64_t, 6> outShape(data.shape.begin(),
+                                         data.shape.begin() + axis);
+  outShape.append(indices.shape.begin(), indices.shape.end());
+  outShape.append(data.shape.begin() + axis + 1, data.shape.end());
+  SHARDC_CPU_TRY(requireShape(ctx, y, outShape, "output"));
+
+  int64_t outer = product(data.shape, 0, axis);
+  int64_t axisDim = data.shape[axis];
+  size_t innerBytes =
+      static_cast<size_t>(product(data.shape, axis + 1, data.rank())) *
+      dtypeSize(data.dtype);
+  int64_t count = indices.numel();
+
+  // Normalize and check the indices once.
+  llvm::SmallVector<int64_t, 16> idx(count);
+  if (indices.dtype == DType::I64) {
+    for (int64_t i = 0; i < count; ++i)
+      idx[i] = indices.as<int64_t>()[i];
+  } else if (indices.dtype == DType::I32) {
+    for (int64_t i = 0; i < count; ++i)
+      idx[i] = indices.as<int32_t>()[i];
+  } else {
+    return unsupportedType(ctx, indices.dtype, "'indices'");
+  }
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t v = idx[i];
+    if (v < -axisDim || v >= axisDim)
+      return ctx.error("index " + llvm::Twine(v) + " out of range [" +
+                       llvm::Twine(-axisDim) + ", " + llvm::Twine(axisDim) +
+                       ") on axis " + llvm::Twine(axis));
+    if (v < 0)
+      idx[i] = v + axisDim;
+  }
+  if (innerBytes == 0)
+    return llvm::Error::success();
+  const char *src = data.as<const char>();
+  char *dst = y.as<char>();
+  for (int64_t o = 0; o < outer; ++o) {
+    const char *block = src + o * axisDim * innerBytes;
+    for (int64_t i = 0; i < count; ++i) {
+      std::memcpy(dst, block + idx[i] * innerBytes, innerBytes);
+      dst += innerBytes;
+    }
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error concatKernel(const KernelContext &ctx) {
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "concat_result"));
+  const TensorView &y = ctx.outputs[0];
+  if (ctx.inputs.empty())
+    return ctx.error("needs at least one input");
+  int64_t axis;
+  SHARDC_CPU_TRY(getAxis(ctx, y.rank(), axis));
+  int64_t total = 0;
+  for (size_t i = 0; i < ctx.inputs.size(); ++i) {
+    std::string name = "inputs[" + std::to_string(i) + "]";
+    SHARDC_CPU_TRY(requireInput(ctx, i, name));
+    const TensorView &x = ctx.inputs[i];
+    SHARDC_CPU_TRY(requireType(ctx, x, y.dtype, name));
+    llvm::SmallVector<int64_t, 6> expected(y.shape.begin(), y.shape.end());
+    if (x.rank() == y.rank())
+      expected[axis] = x.shape[axis];
+    SHARDC_CPU_TRY(requireShape(ctx, x, expected, name));
+    total += x.shape[axis];
+  }
+  if (total != y.shape[axis])
+    return ctx.error("inputs add up to " + llvm::Twine(total) +
+                     " along axis " + llvm::Twine(axis) + ", output has " +
+                     llvm::Twine(y.shape[axis]));
+  int64_t outer = product(y.shape, 0, axis);
+  size_t inner = static_cast<size_t>(product(y.shape, axis + 1, y.rank())) *
+                 dtypeSize(y.dtype);
+  size_t outRow = static_cast<size_t>(y.shape[axis]) * inner;
+  size_t offset = 0;
+  for (const TensorView &x : ctx.inputs) {
+    size_t row = static_cast<size_t>(x.shape[axis]) * inner;
+    if (row == 0)
+      continue;
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(y.as<char>() + o * outRow + offset,
+                  x.as<const char>() + o * row, row);
+    offset += row;
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error splitKernel(const KernelContext &ctx) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "input"));
+  const TensorView &x = ctx.inputs[0];
+  if (ctx.outputs.empty())
+    return ctx.error("needs at least one output");
+  int64_t axis;
+  SHARDC_CPU_TRY(getAxis(ctx, x.rank(), axis));
+  int64_t total = 0;
+  for (size_t i = 0; i < ctx.outputs.size(); ++i) {
+    std::string name = "outputs[" + std::to_string(i) + "]";
+    SHARDC_CPU_TRY(requireOutput(ctx, i, name));
+    const TensorView &y = ctx.outputs[i];
+    SHARDC_CPU_TRY(requireType(ctx, y, x.dtype, name));
+    llvm::SmallVector<int64_t, 6> expected(x.shape.begin(), x.shape.end());
+    if (y.rank() == x.rank())
+      expected[axis] = y.shape[axis];
+    SHARDC_CPU_TRY(requireShape(ctx, y, expected, name));
+    total += y.shape[axis];
+  }
+  if (total != x.shape[axis])
+    return ctx.error("outputs add up to " + llvm::Twine(total) +
+                     " along axis " + llvm::Twine(axis) + ", input has " +
+                     llvm::Twine(x.shape[axis]));
+  int64_t outer = product(x.shape, 0, axis);
+  size_t inner = static_cast<size_t>(product(x.shape, axis + 1, x.rank())) *
+                 dtypeSize(x.dtype);
+  size_t inRow = static_cast<size_t>(x.shape[axis]) * inner;
+  size_t offset = 0;
+  for (const TensorView &y : ctx.outputs) {
+    size_t row = static_cast<size_t>(y.shape[axis]) * inner;
+    if (row == 0)
+      continue;
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(y.as<char>() + o * row,
+                  x.as<const char>() + o * inRow + offset, row);
+    offset += row;
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error sliceKernel(const KernelContext &ctx) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "data"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "output"));
+  const TensorView &x = ctx.inputs[0];
+  const TensorView &y = ctx.outputs[0];
+  SHARDC_CPU_TRY(requireType(ctx, y, x.dtype, "output"));
+  llvm::ArrayRef<int64_t> starts = ctx.attrs.getInts("starts");
+  llvm::ArrayRef<int64_t> steps = ctx.attrs.getInts("steps");
+  int64_t rank = x.rank();
+  if (static_cast<int64_t>(starts.size()) != rank ||
+      static_cast<int64_t>(steps.size()) != rank || y.rank() != rank)
+    return ctx.error("'starts' (" + llvm::Twine(starts.size()) +
+                     "), 'steps' (" + llvm::Twine(steps.size()) +
+                     ") and the output rank (" + llvm::Twine(y.rank()) +
+                     ") must all equal the rank of 'data' (" +
+                     llvm::Twine(rank) + ")");
+  llvm::SmallVector<int64_t, 6> inStrides = rowMajorStrides(x.shape);
+  llvm::SmallVector<int64_t, 6> strides(rank);
+  int64_t base = 0;
+  bool empty = y.numel() == 0;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (steps[d] == 0)
+      return ctx.error("step on axis " + llvm::Twine(d) + " is 0");
+    int64_t n = y.shape[d];
+    if (!empty) {
+      int64_t last = starts[d] + (n - 1) * steps[d];
+      if (starts[d] < 0 || starts[d] >= x.shape[d] || last < 0 ||
+          last >= x.shape[d])
+        return ctx.error("slice of " + llvm::Twine(n) + " elements from " +
+                         llvm::Twine(starts[d]) + " with step " +
+                         llvm::Twine(steps[d]) + " leaves axis " +
+                         llvm::Twine(d) + " of size " +
+                         llvm::Twine(x.shape[d]));
+      base += starts[d] * inStrides[d];
+    }
+    strides[d] = steps[d] * inStrides[d];
+  }
+  if (empty)
+    return llvm::Error::success();
+  return stridedCopy(ctx, x, base, strides, y);
+}
+
+llvm::Error expandKernel(const KernelContext &ctx) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "input"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "output"));
+  const TensorView &x = ctx.inputs[0];
+  const TensorView &y = ctx.outputs[0];
+  SHARDC_CPU_TRY(requireType(ctx, y, x.dtype, "output"));
+  llvm::SmallVector<int64_t, 6> strides;
+  SHARDC_CPU_TRY(broadcastTo(ctx, x, y.shape, "input", strides));
+  return stridedCopy(ctx, x, 0, strides, y);
+}
+
+} // namespace shardc::rt::cpu

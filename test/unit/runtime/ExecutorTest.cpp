@@ -1,0 +1,341 @@
+//===- ExecutorTest.cpp - Running small plans on the CPU backend ----------===//
+#include "runtime/Executor.h"
+#include "runtime/cpu/Kernels.h"
+
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/FileSystem.h"
+
+#include "gtest/gtest.h"
+
+#include <algorithm>
+#include <cstring>
+
+using namespace shardc;
+using namespace shardc::rt;
+using plan::Attribute;
+using plan::Op;
+
+namespace {
+
+template <typename T> std::string errorText(llvm::Expected<T> &value) {
+  return value ? std::string() : llvm::toString(value.takeError());
+}
+std::string errorText(llvm::Error err) {
+  return err ? llvm::toString(std::move(err)) : std::string();
+}
+
+template <typename T> std::vector<uint8_t> bytesOf(const std::vector<T> &v) {
+  const uint8_t *p = reinterpret_cast<const uint8_t *>(v.data());
+  return std::vector<uint8_t>(p, p + v.size() * sizeof(T));
+}
+
+void addFloatAttr(Op *op, const char *name, double v) {
+  Attribute *a = op->add_attributes();
+  a->set_name(name);
+  a->set_f(v);
+}
+void addIntAttr(Op *op, const char *name, int64_t v) {
+  Attribute *a = op->add_attributes();
+  a->set_name(name);
+  a->set_i(v);
+}
+
+const std::vector<float> kW = {1, -1, 0.5f, 2, 1, -3}; // [2, 3]
+const std::vector<float> kB = {0.25f, 0, -1};          // [3]
+const std::vector<float> kC = {10, 20, 30};            // [3]
+
+/// x (INPUT f32 [2,2]); y = Gemm(x, w, b); z = Relu(y); out = Add(z, c).
+/// Outputs: out, y.
+void buildMlp(plan::PlanWriter &w) {
+  int32_t x = w.addBuffer("x", DType::F32, {2, 2}, plan::INPUT);
+  int32_t wt = cantFail(
+      w.addDataBuffer("w", DType::F32, {2, 3}, plan::PARAMETER, bytesOf(kW)));
+  int32_t b = cantFail(
+      w.addDataBuffer("b", DType::F32, {3}, plan::PARAMETER, bytesOf(kB)));
+  int32_t c = cantFail(
+      w.addDataBuffer("c", DType::F32, {3}, plan::CONSTANT, bytesOf(kC)));
+  int32_t y = w.addBuffer("y", DType::F32, {2, 3}, plan::TEMP);
+  int32_t z = w.addBuffer("z", DType::F32, {2, 3}, plan::TEMP);
+  int32_t out = w.addBuffer("out", DType::F32, {2, 3}, plan::TEMP);
+  plan::Plan &p = w.plan();
+  Op *gemm = p.add_ops();
+  gemm->set_type("Gemm");
+  gemm->set_name("fc");
+  gemm->add_inputs(x);
+  gemm->add_inputs(wt);
+  gemm->add_inputs(b);
+  gemm->add_outputs(y);
+  addFloatAttr(gemm, "alpha", 1.0);
+  addFloatAttr(gemm, "beta", 1.0);
+  addIntAttr(gemm, "transA", 0);
+  addIntAttr(gemm, "transB", 0);
+  Op *relu = p.add_ops();
+  relu->set_type("Relu");
+  relu->set_name("act");
+  relu->add_inputs(y);
+  relu->add_outputs(z);
+  Op *add = p.add_ops();
+  add->set_type("Add");
+  add->set_name("shift");
+  add->add_inputs(z);
+  add->add_inputs(c);
+  add->add_outputs(out);
+  p.add_inputs(x);
+  p.add_outputs(out);
+  p.add_outputs(y);
+}
+
+/// The plan of `w` as loadPlan would return it, without touching disk.
+plan::LoadedPlan inMemory(plan::PlanWriter &w,
+                          const std::vector<std::vector<uint8_t>> &data) {
+  plan::LoadedPlan lp;
+  lp.dir = "<memory>";
+  lp.plan = w.plan();
+  lp.bytes.resize(lp.plan.buffers_size());
+  size_t next = 0;
+  for (int i = 0; i < lp.plan.buffers_size(); ++i) {
+    auto kind = lp.plan.buffers(i).kind();
+    if (kind == plan::PARAMETER || kind == plan::CONSTANT)
+      lp.bytes[i] = data[next++];
+  }
+  return lp;
+}
+
+plan::LoadedPlan mlpPlan() {
+  plan::PlanWriter w;
+  buildMlp(w);
+  return inMemory(w, {bytesOf(kW), bytesOf(kB), bytesOf(kC)});
+}
+
+/// Reference: y = x·W + b, out = relu(y) + c.
+void reference(const std::vector<float> &x, std::vector<float> &y,
+               std::vector<float> &out) {
+  y.assign(6, 0);
+  out.assign(6, 0);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j) {
+      float s = kB[j];
+      for (int k = 0; k < 2; ++k)
+        s += x[i * 2 + k] * kW[k * 3 + j];
+      y[i * 3 + j] = s;
+      out[i * 3 + j] = std::max(s, 0.0f) + kC[j];
+    }
+}
+
+std::vector<float> toVector(const TensorView &t) {
+  const float *p = t.as<float>();
+  return std::vector<float>(p, p + t.numel());
+}
+
+TEST(ExecutorTest, CpuKernelTableHasTheOpsUsedHere) {
+  for (llvm::StringRef type : {"Gemm", "Relu", "Add"})
+    EXPECT_TRUE(llvm::any_of(cpu::kernelTable(), [&](const auto &entry) {
+      return entry.first == type;
+    })) << type.str();
+}
+
+TEST(ExecutorTest, RunsGemmReluAdd) {
+  auto backend = createCpuBackend();
+  plan::LoadedPlan lp = mlpPlan();
+  auto exec = Executor::create(lp, *backend);
+  ASSERT_EQ(errorText(exec), "");
+  Executor &e = **exec;
+
+  ASSERT_EQ(e.numInputs(), 1u);
+  EXPECT_EQ(e.inputInfo(0).name, "x");
+  EXPECT_EQ(e.inputInfo(0).typeString(), "float32 [2, 2]");
+  ASSERT_EQ(e.numOutputs(), 2u);
+  EXPECT_EQ(e.outputInfo(0).name, "out");
+  EXPECT_EQ(e.outputInfo(1).name, "y");
+  EXPECT_EQ(e.findInput("x"), std::optional<size_t>(0));
+  EXPECT_EQ(e.findInput("y"), std::nullopt);
+
+  std::vector<float> x = {1, 2, -3, 0.5f};
+  ASSERT_EQ(
+      errorText(e.setInput("x", TensorView(DType::F32, {2, 2}, x.data()))), "");
+  ASSERT_EQ(errorText(e.run()), "");
+
+  std::vector<float> y, out;
+  reference(x, y, out);
+  TensorView outView = e.output(0);
+  EXPECT_EQ(outView.dtype, DType::F32);
+  EXPECT_EQ(llvm::ArrayRef<int64_t>(outView.shape),
+            llvm::ArrayRef<int64_t>({2, 3}));
+  std::vector<float> gotOut = toVector(outView), gotY = toVector(e.output(1));
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_FLOAT_EQ(gotY[i], y[i]) << i;
+    EXPECT_FLOAT_EQ(gotOut[i], out[i]) << i;
+  }
+
+  // Inputs persist; a second run with a new input gives new results.
+  x = {-1, 0, 0, 4};
+  ASSERT_EQ(errorText(e.setInput(size_t(0),
+                                 TensorView(DType::F32, {2, 2}, x.data()))),
+            "");
+  ASSERT_EQ(errorText(e.run()), "");
+  reference(x, y, out);
+  gotOut = toVector(e.output(0));
+  for (int i = 0; i < 6; ++i)
+    EXPECT_FLOAT_EQ(gotOut[i], out[i]) << i;
+}
+
+TEST(ExecutorTest, RunsPlanLoadedFromDisk) {
+  llvm::SmallString<128> dir;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("shard-exec-test", dir));
+  plan::PlanWriter w;
+  buildMlp(w);
+  ASSERT_EQ(errorText(w.write(dir)), "");
+  auto loaded = plan::loadPlan(dir, {"Gemm", "Relu", "Add"});
+  ASSERT_EQ(errorText(loaded), "");
+  auto backend = createCpuBackend();
+  auto exec = Executor::create(**loaded, *backend);
+  ASSERT_EQ(errorText(exec), "");
+  // The executor keeps its own copy of the parameters.
+  loaded->reset();
+  std::vector<float> x = {0.5f, -0.5f, 2, 1};
+  ASSERT_EQ(errorText((*exec)->setInput(
+                "x", TensorView(DType::F32, {2, 2}, x.data()))),
+            "");
+  ASSERT_EQ(errorText((*exec)->run()), "");
+  std::vector<float> y, out;
+  reference(x, y, out);
+  std::vector<float> got = toVector((*exec)->output(0));
+  for (int i = 0; i < 6; ++i)
+    EXPECT_FLOAT_EQ(got[i], out[i]) << i;
+  llvm::sys::fs::remove_directories(dir);
+}
+
+TEST(ExecutorTest, OutputMayBeAParameter) {
+  plan::PlanWriter w;
+  int32_t c = cantFail(
+      w.addDataBuffer("c", DType::F32, {3}, plan::CONSTANT, bytesOf(kC)));
+  w.plan().add_outputs(c);
+  plan::LoadedPlan lp = inMemory(w, {bytesOf(kC)});
+  auto backend = createCpuBackend();
+  auto exec = Executor::create(lp, *backend);
+  ASSERT_EQ(errorText(exec), "");
+  ASSERT_EQ(errorText((*exec)->run()), "");
+  EXPECT_EQ(toVector((*exec)->output(0)), kC);
+}
+
+TEST(ExecutorTest, RejectsInputDTypeMismatch) {
+  auto backend = createCpuBackend();
+  plan::LoadedPlan lp = mlpPlan();
+  auto exec = Executor::create(lp, *backend);
+  ASSERT_EQ(errorText(exec), "");
+  std::vector<double> x(4, 1.0);
+  std::string msg = errorText(
+      (*exec)->setInput("x", TensorView(DType::F64, {2, 2}, x.data())));
+  EXPECT_EQ(msg, "input 'x' expects float32 [2, 2], got float64 [2, 2]");
+}
+
+TEST(ExecutorTest, RejectsInputShapeMismatch) {
+  auto backend = createCpuBackend();
+  plan::LoadedPlan lp = mlpPlan();
+  auto exec = Executor::create(lp, *backend);
+  ASSERT_EQ(errorText(exec), "");
+  std::vector<float> x(4, 1.0f);
+  std::string msg =
+      errorText((*exec)->setInput("x", TensorView(DType::F32, {4}, x.data())));
+  EXPECT_EQ(msg, "input 'x' expects float32 [2, 2], got float32 [4]");
+  msg = errorText(
+      (*exec)->setInput("x", TensorView(DType::F32, {2, 2, 1}, x.data())));
+  EXPECT_NE(msg.find("got float32 [2, 2, 1]"), std::string::npos) << msg;
+}
+
+TEST(ExecutorTest, RejectsUnknownInputName) {
+  auto backend = createCpuBackend();
+  plan::LoadedPlan lp = mlpPlan();
+  auto exec = Executor::create(lp, *backend);
+  ASSERT_EQ(errorText(exec), "");
+  std::vector<float> x(4, 1.0f);
+  std::string msg = errorText(
+      (*exec)->setInput("X", TensorView(DType::F32, {2, 2}, x.data())));
+  EXPECT_NE(msg.find("no input 'X'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'x' (float32 [2, 2])"), std::string::npos) << msg;
+  msg = errorText(
+      (*exec)->setInput(size_t(3), TensorView(DType::F32, {2, 2}, x.data())));
+  EXPECT_NE(msg.find("out of range"), std::string::npos) << msg;
+}
+
+TEST(ExecutorTest, RejectsRunWithoutInputs) {
+  auto backend = createCpuBackend();
+  plan::LoadedPlan lp = mlpPlan();
+  auto exec = Executor::create(lp, *backend);
+  ASSERT_EQ(errorText(exec), "");
+  EXPECT_EQ(errorText((*exec)->run()), "inputs not set: 'x' (float32 [2, 2])");
+}
+
+TEST(ExecutorTest, RejectsOpWithoutKernel) {
+  plan::PlanWriter w;
+  buildMlp(w);
+  w.plan().mutable_ops(1)->set_type("Frobnicate");
+  plan::LoadedPlan lp = inMemory(w, {bytesOf(kW), bytesOf(kB), bytesOf(kC)});
+  auto backend = createCpuBackend();
+  auto exec = Executor::create(lp, *backend);
+  std::string msg = errorText(exec);
+  EXPECT_NE(msg.find("op 1 (Frobnicate 'act')"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("no kernel"), std::string::npos) << msg;
+}
+
+TEST(ExecutorTest, RejectsInvalidHandBuiltPlan) {
+  plan::PlanWriter w;
+  buildMlp(w);
+  w.plan().mutable_ops(0)->set_inputs(1, 99);
+  plan::LoadedPlan lp = inMemory(w, {bytesOf(kW), bytesOf(kB), bytesOf(kC)});
+  auto backend = createCpuBackend();
+  auto exec = Executor::create(lp, *backend);
+  std::string msg = errorText(exec);
+  EXPECT_NE(msg.find("out of range"), std::string::npos) << msg;
+}
+
+TEST(ExecutorTest, RejectsMissingParameterBytes) {
+  plan::PlanWriter w;
+  buildMlp(w);
+  plan::LoadedPlan lp = inMemory(w, {bytesOf(kW), {}, bytesOf(kC)});
+  auto backend = createCpuBackend();
+  auto exec = Executor::create(lp, *backend);
+  std::string msg = errorText(exec);
+  EXPECT_NE(msg.find("buffer 2 'b' needs 12 bytes"), std::string::npos) << msg;
+}
+
+TEST(ExecutorTest, ReportsKernelErrorsWithOpIndex) {
+  // Gemm's inner dimensions disagree: a kernel error, not a crash.
+  plan::PlanWriter w;
+  buildMlp(w);
+  w.plan().mutable_ops(0)->mutable_attributes(3)->set_i(1); // transB
+  plan::LoadedPlan lp = inMemory(w, {bytesOf(kW), bytesOf(kB), bytesOf(kC)});
+  auto backend = createCpuBackend();
+  auto exec = Executor::create(lp, *backend);
+  ASSERT_EQ(errorText(exec), "");
+  std::vector<float> x(4, 1.0f);
+  ASSERT_EQ(errorText((*exec)->setInput(
+                "x", TensorView(DType::F32, {2, 2}, x.data()))),
+            "");
+  std::string msg = errorText((*exec)->run());
+  EXPECT_NE(msg.find("op 0 of 3 failed"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("Gemm 'fc'"), std::string::npos) << msg;
+}
+
+TEST(ExecutorTest, ProfilesOps) {
+  auto backend = createCpuBackend();
+  plan::LoadedPlan lp = mlpPlan();
+  auto exec = Executor::create(lp, *backend);
+  ASSERT_EQ(errorText(exec), "");
+  Executor &e = **exec;
+  std::vector<float> x(4, 1.0f);
+  ASSERT_EQ(
+      errorText(e.setInput("x", TensorView(DType::F32, {2, 2}, x.data()))), "");
+  ASSERT_EQ(e.profile().size(), 3u);
+  ASSERT_EQ(errorText(e.run()), "");
+  EXPECT_EQ(e.profile()[0].calls, 0u) << "profiling is off by default";
+  e.setProfiling(true);
+  ASSERT_EQ(errorText(e.run()), "");
+  ASSERT_EQ(errorText(e.run()), "");
+  EXPECT_EQ(e.profile()[0].type, "Gemm");
+  EXPECT_EQ(e.profile()[2].name, "shift");
+  EXPECT_EQ(e.profile()[1].calls, 2u);
+  EXPECT_GE(e.profile()[1].seconds, 0.0);
+}
+
+} // namespace

@@ -1,0 +1,610 @@
+//===- KernelsTest.cpp - CPU kernels: table, elementwise, data movement ---===//
+//
+// Expected values are hand-computed or come from independent plain loops.
+//
+//===----------------------------------------------------------------------===//
+#include "test/unit/runtime/KernelTestUtil.h"
+
+#include "llvm/ADT/StringSet.h"
+
+using namespace shardc::rt;
+using namespace shardc::rt::test;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Kernel table
+//===----------------------------------------------------------------------===//
+
+TEST(KernelTable, HasEveryOpOfTheContract) {
+  // The op types of docs/ops.md.
+  const char *ops[] = {"Add",
+                       "Sub",
+                       "Mul",
+                       "Div",
+                       "Pow",
+                       "Where",
+                       "Sqrt",
+                       "Exp",
+                       "Log",
+                       "Erf",
+                       "Tanh",
+                       "Sigmoid",
+                       "Neg",
+                       "Relu",
+                       "Identity",
+                       "Reshape",
+                       "Cast",
+                       "Softmax",
+                       "LogSoftmax",
+                       "Gemm",
+                       "MatMul",
+                       "LayerNormalization",
+                       "BatchNormalization",
+                       "Conv",
+                       "MaxPool",
+                       "AveragePool",
+                       "GlobalAveragePool",
+                       "Transpose",
+                       "Gather",
+                       "Concat",
+                       "Split",
+                       "Slice",
+                       "Expand",
+                       "ReduceMean",
+                       "ReduceSum",
+                       "Fill",
+                       "Dropout",
+                       "SoftmaxCrossEntropyLoss",
+                       "NegativeLogLikelihoodLoss"};
+  llvm::StringSet<> registered;
+  for (const auto &[type, fn] : cpu::kernelTable()) {
+    EXPECT_NE(fn, nullptr) << type.str();
+    EXPECT_TRUE(registered.insert(type).second) << "duplicate " << type.str();
+  }
+  for (const char *op : ops)
+    EXPECT_TRUE(registered.contains(op)) << "no kernel for " << op;
+  EXPECT_EQ(registered.size(), std::size(ops));
+
+  // The CPU backend registers the same table.
+  std::unique_ptr<KernelBackend> backend = createCpuBackend();
+  for (const char *op : ops)
+    EXPECT_NE(backend->lookup(op), nullptr) << op;
+}
+
+TEST(KernelTable, UnknownOpIsAnError) {
+  Buf y(DType::F32, {1});
+  EXPECT_KERNEL_ERROR(run("NoSuchOp", attrs(), {}, {&y}), "NoSuchOp");
+}
+
+//===----------------------------------------------------------------------===//
+// Binary arithmetic and broadcasting
+//===----------------------------------------------------------------------===//
+
+TEST(ElementwiseKernel, AddSameShape) {
+  Buf a = f32({2, 2}, {1, 2, 3, 4});
+  Buf b = f32({2, 2}, {10, 20, 30, 40});
+  Buf c(DType::F32, {2, 2});
+  ASSERT_KERNEL_OK(run("Add", attrs(), {&a, &b}, {&c}));
+  expectClose(c.values<float>(), std::vector<float>{11, 22, 33, 44});
+}
+
+TEST(ElementwiseKernel, BroadcastBothOperands) {
+  // (2,3,1) + (4) -> (2,3,4) and (1,3,1) * (2,1,4) -> (2,3,4).
+  Buf a = randomF32({2, 3, 1}, 1);
+  Buf b = randomF32({4}, 2);
+  Buf c(DType::F32, {2, 3, 4});
+  ASSERT_KERNEL_OK(run("Add", attrs(), {&a, &b}, {&c}));
+  std::vector<float> av = a.values<float>(), bv = b.values<float>();
+  std::vector<float> want;
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 4; ++k)
+        want.push_back(av[i * 3 + j] + bv[k]);
+  expectClose(c.values<float>(), want);
+
+  Buf p = randomF32({1, 3, 1}, 3);
+  Buf q = randomF32({2, 1, 4}, 4);
+  ASSERT_KERNEL_OK(run("Mul", attrs(), {&p, &q}, {&c}));
+  std::vector<float> pv = p.values<float>(), qv = q.values<float>();
+  want.clear();
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 4; ++k)
+        want.push_back(pv[j] * qv[i * 4 + k]);
+  expectClose(c.values<float>(), want);
+}
+
+TEST(ElementwiseKernel, BroadcastScalarAndMiddleDim) {
+  // Rank-0 B; then (2,1,3) - (2,4,3) exercises a broadcast middle dim.
+  Buf a = f32({2, 3}, {1, 2, 3, 4, 5, 6});
+  Buf s = f32({}, {0.5f});
+  Buf c(DType::F32, {2, 3});
+  ASSERT_KERNEL_OK(run("Sub", attrs(), {&a, &s}, {&c}));
+  expectClose(c.values<float>(),
+              std::vector<float>{0.5f, 1.5f, 2.5f, 3.5f, 4.5f, 5.5f});
+  ASSERT_KERNEL_OK(run("Div", attrs(), {&s, &a}, {&c}));
+  expectClose(c.values<float>(), std::vector<float>{0.5f, 0.25f, 0.5f / 3,
+                                                    0.125f, 0.1f, 0.5f / 6});
+
+  Buf x = randomF32({2, 1, 3}, 5);
+  Buf y = randomF32({2, 4, 3}, 6);
+  Buf z(DType::F32, {2, 4, 3});
+  ASSERT_KERNEL_OK(run("Sub", attrs(), {&x, &y}, {&z}));
+  std::vector<float> xv = x.values<float>(), yv = y.values<float>(), want;
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 4; ++j)
+      for (int k = 0; k < 3; ++k)
+        want.push_back(xv[i * 3 + k] - yv[(i * 4 + j) * 3 + k]);
+  expectClose(z.values<float>(), want);
+}
+
+TEST(ElementwiseKernel, IntegerDivTruncatesTowardZero) {
+  Buf a = i64({5}, {7, -7, 7, -7, 6});
+  Buf b = i64({5}, {2, 2, -2, -2, 3});
+  Buf c(DType::I64, {5});
+  ASSERT_KERNEL_OK(run("Div", attrs(), {&a, &b}, {&c}));
+  EXPECT_EQ(c.values<int64_t>(), (std::vector<int64_t>{3, -3, -3, 3, 2}));
+
+  Buf zero = i64({5}, {1, 1, 0, 1, 1});
+  EXPECT_KERNEL_ERROR(run("Div", attrs(), {&a, &zero}, {&c}),
+                      "division by zero");
+}
+
+TEST(ElementwiseKernel, F64AndI64Arithmetic) {
+  Buf a = f64({3}, {1.5, 2.5, -1.0});
+  Buf b = f64({1}, {2.0});
+  Buf c(DType::F64, {3});
+  ASSERT_KERNEL_OK(run("Mul", attrs(), {&a, &b}, {&c}));
+  EXPECT_EQ(c.values<double>(), (std::vector<double>{3.0, 5.0, -2.0}));
+
+  Buf x = i64({2, 1}, {10, 20});
+  Buf y = i64({3}, {1, 2, 3});
+  Buf z(DType::I64, {2, 3});
+  ASSERT_KERNEL_OK(run("Sub", attrs(), {&x, &y}, {&z}));
+  EXPECT_EQ(z.values<int64_t>(), (std::vector<int64_t>{9, 8, 7, 19, 18, 17}));
+}
+
+TEST(ElementwiseKernel, ShapeThatDoesNotBroadcastIsAnError) {
+  Buf a = randomF32({2, 4}, 1);
+  Buf b = randomF32({3}, 2);
+  Buf c(DType::F32, {2, 4});
+  EXPECT_KERNEL_ERROR(run("Add", attrs(), {&a, &b}, {&c}), "broadcast");
+  // A larger than the output.
+  Buf big = randomF32({3, 2, 4}, 3);
+  EXPECT_KERNEL_ERROR(run("Add", attrs(), {&big, &a}, {&c}), "broadcast");
+}
+
+TEST(ElementwiseKernel, UnsupportedOrMismatchedTypeIsAnError) {
+  Buf h(DType::F16, {2});
+  Buf c(DType::F16, {2});
+  std::string msg = run("Add", attrs(), {&h, &h}, {&c});
+  EXPECT_KERNEL_ERROR(msg, "float16");
+  EXPECT_KERNEL_ERROR(msg, "Add 'test'"); // Names op type and op name.
+
+  Buf xi = i64({2}, {1, 4});
+  Buf yi(DType::I64, {2});
+  EXPECT_KERNEL_ERROR(run("Sqrt", attrs(), {&xi}, {&yi}), "int64");
+
+  Buf a = f32({2}, {1, 2});
+  Buf b = f64({2}, {1, 2});
+  Buf o(DType::F32, {2});
+  EXPECT_KERNEL_ERROR(run("Add", attrs(), {&a, &b}, {&o}), "float64");
+
+  // Missing input.
+  EXPECT_KERNEL_ERROR(run("Add", attrs(), {&a}, {&o}), "missing input");
+}
+
+TEST(ElementwiseKernel, Pow) {
+  Buf x = f32({2, 2}, {1, 2, 3, 4});
+  Buf e = f32({}, {2});
+  Buf z(DType::F32, {2, 2});
+  ASSERT_KERNEL_OK(run("Pow", attrs(), {&x, &e}, {&z}));
+  expectClose(z.values<float>(), std::vector<float>{1, 4, 9, 16});
+
+  Buf ef = f32({2}, {0.5f, -1.0f});
+  ASSERT_KERNEL_OK(run("Pow", attrs(), {&x, &ef}, {&z}));
+  expectClose(z.values<float>(), std::vector<float>{1, 0.5f, std::sqrt(3.0f),
+                                                    0.25f});
+
+  // int64 base with float exponent keeps the base's type.
+  Buf xi = i64({3}, {1, 2, 3});
+  Buf yf = f32({3}, {4, 5, 6});
+  Buf zi(DType::I64, {3});
+  ASSERT_KERNEL_OK(run("Pow", attrs(), {&xi, &yf}, {&zi}));
+  EXPECT_EQ(zi.values<int64_t>(), (std::vector<int64_t>{1, 32, 729}));
+
+  Buf yi = i64({3}, {3, 0, -1});
+  ASSERT_KERNEL_OK(run("Pow", attrs(), {&xi, &yi}, {&zi}));
+  EXPECT_EQ(zi.values<int64_t>(), (std::vector<int64_t>{1, 1, 0}));
+}
+
+TEST(ElementwiseKernel, WhereBroadcastsAllThree) {
+  Buf cond = boolean({2, 1}, {1, 0});
+  Buf x = f32({2, 3}, {1, 2, 3, 4, 5, 6});
+  Buf y = f32({}, {-1});
+  Buf z(DType::F32, {2, 3});
+  ASSERT_KERNEL_OK(run("Where", attrs(), {&cond, &x, &y}, {&z}));
+  expectClose(z.values<float>(), std::vector<float>{1, 2, 3, -1, -1, -1});
+
+  // Any element type: int64.
+  Buf c2 = boolean({3}, {0, 1, 0});
+  Buf xi = i64({3}, {1, 2, 3});
+  Buf yi = i64({2, 1}, {10, 20});
+  Buf zi(DType::I64, {2, 3});
+  ASSERT_KERNEL_OK(run("Where", attrs(), {&c2, &xi, &yi}, {&zi}));
+  EXPECT_EQ(zi.values<int64_t>(),
+            (std::vector<int64_t>{10, 2, 10, 20, 2, 20}));
+
+  Buf notBool = f32({3}, {0, 1, 0});
+  EXPECT_KERNEL_ERROR(run("Where", attrs(), {&notBool, &xi, &yi}, {&zi}),
+                      "condition");
+}
+
+//===----------------------------------------------------------------------===//
+// Unary math
+//===----------------------------------------------------------------------===//
+
+TEST(ElementwiseKernel, UnaryMathMatchesLibm) {
+  std::vector<float> in = {0.25f, 1.0f, 2.5f, 7.0f};
+  std::vector<float> signedIn = {-3.0f, -0.5f, 0.0f, 0.75f, 4.0f};
+  struct Case {
+    const char *op;
+    double (*fn)(double);
+    bool positiveOnly;
+  };
+  Case cases[] = {
+      {"Sqrt", [](double v) { return std::sqrt(v); }, true},
+      {"Log", [](double v) { return std::log(v); }, true},
+      {"Exp", [](double v) { return std::exp(v); }, false},
+      {"Erf", [](double v) { return std::erf(v); }, false},
+      {"Tanh", [](double v) { return std::tanh(v); }, false},
+      {"Sigmoid", [](double v) { return 1.0 / (1.0 + std::exp(-v)); }, false},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.op);
+    const std::vector<float> &v = c.positiveOnly ? in : signedIn;
+    Buf x = f32({static_cast<int64_t>(v.size())}, v);
+    Buf y(DType::F32, x.shape);
+    ASSERT_KERNEL_OK(run(c.op, attrs(), {&x}, {&y}));
+    std::vector<double> want;
+    for (float f : v)
+      want.push_back(c.fn(f));
+    expectClose(y.values<float>(), want, 1e-6, 1e-7);
+  }
+}
+
+TEST(ElementwiseKernel, SigmoidIsStableForLargeInputs) {
+  Buf x = f32({4}, {-100.0f, -30.0f, 30.0f, 100.0f});
+  Buf y(DType::F32, {4});
+  ASSERT_KERNEL_OK(run("Sigmoid", attrs(), {&x}, {&y}));
+  std::vector<float> v = y.values<float>();
+  EXPECT_EQ(v[0], std::exp(-100.0f) / (1.0f + std::exp(-100.0f)));
+  EXPECT_GT(v[1], 0.0f);
+  EXPECT_FLOAT_EQ(v[2], 1.0f);
+  EXPECT_EQ(v[3], 1.0f);
+  for (float f : v)
+    EXPECT_FALSE(std::isnan(f));
+}
+
+TEST(ElementwiseKernel, NegAndRelu) {
+  Buf x = f32({4}, {-2.0f, -0.0f, 0.5f, 3.0f});
+  Buf y(DType::F32, {4});
+  ASSERT_KERNEL_OK(run("Relu", attrs(), {&x}, {&y}));
+  expectClose(y.values<float>(), std::vector<float>{0, 0, 0.5f, 3});
+  ASSERT_KERNEL_OK(run("Neg", attrs(), {&x}, {&y}));
+  expectClose(y.values<float>(), std::vector<float>{2, 0, -0.5f, -3});
+
+  Buf xi = i64({3}, {-5, 0, 7});
+  Buf yi(DType::I64, {3});
+  ASSERT_KERNEL_OK(run("Neg", attrs(), {&xi}, {&yi}));
+  EXPECT_EQ(yi.values<int64_t>(), (std::vector<int64_t>{5, 0, -7}));
+  ASSERT_KERNEL_OK(run("Relu", attrs(), {&xi}, {&yi}));
+  EXPECT_EQ(yi.values<int64_t>(), (std::vector<int64_t>{0, 0, 7}));
+}
+
+//===----------------------------------------------------------------------===//
+// Cast, Fill, Dropout
+//===----------------------------------------------------------------------===//
+
+TEST(CastKernel, FloatToIntegerTruncatesAndToBoolIsNonZero) {
+  Buf x = f32({5}, {1.7f, -1.7f, 2.5f, -0.2f, 0.0f});
+  Buf yi(DType::I64, {5});
+  ASSERT_KERNEL_OK(run("Cast", attrs({{"to", intv(7)}}), {&x}, {&yi}));
+  EXPECT_EQ(yi.values<int64_t>(), (std::vector<int64_t>{1, -1, 2, 0, 0}));
+
+  Buf y32(DType::I32, {5});
+  ASSERT_KERNEL_OK(run("Cast", attrs({{"to", intv(6)}}), {&x}, {&y32}));
+  EXPECT_EQ(y32.values<int32_t>(), (std::vector<int32_t>{1, -1, 2, 0, 0}));
+
+  Buf yb(DType::Bool, {5});
+  ASSERT_KERNEL_OK(run("Cast", attrs({{"to", intv(9)}}), {&x}, {&yb}));
+  EXPECT_EQ(yb.values<uint8_t>(), (std::vector<uint8_t>{1, 1, 1, 1, 0}));
+
+  Buf b = boolean({3}, {1, 0, 1});
+  Buf bf(DType::F32, {3});
+  ASSERT_KERNEL_OK(run("Cast", attrs({{"to", intv(1)}}), {&b}, {&bf}));
+  expectClose(bf.values<float>(), std::vector<float>{1, 0, 1});
+}
+
+TEST(CastKernel, IntegerAndFloatWidths) {
+  Buf x = i64({3}, {-1, 300, 1LL << 40});
+  Buf y8(DType::U8, {3});
+  ASSERT_KERNEL_OK(run("Cast", attrs({{"to", intv(2)}}), {&x}, {&y8}));
+  // Integer narrowing wraps, as numpy's astype.
+  EXPECT_EQ(y8.values<uint8_t>(), (std::vector<uint8_t>{255, 44, 0}));
+
+  Buf yd(DType::F64, {3});
+  ASSERT_KERNEL_OK(run("Cast", attrs({{"to", intv(11)}}), {&x}, {&yd}));
+  EXPECT_EQ(yd.values<double>(),
+            (std::vector<double>{-1.0, 300.0, 1099511627776.0}));
+
+  Buf d = f64({2}, {0.1, -2.75});
+  Buf f(DType::F32, {2});
+  ASSERT_KERNEL_OK(run("Cast", attrs({{"to", intv(1)}}), {&d}, {&f}));
+  EXPECT_EQ(f.values<float>(), (std::vector<float>{0.1f, -2.75f}));
+}
+
+TEST(CastKernel, HalfRoundTrip) {
+  // 1 + 2^-11 is halfway between two halves: ties to even gives 1.0;
+  // 1 + 3 * 2^-11 rounds up to 1 + 2^-9. 65520 overflows to inf.
+  Buf x = f32({6}, {1.5f, -2.0f, 65504.0f, 1.0f + 1.0f / 2048,
+                    1.0f + 3.0f / 2048, 65520.0f});
+  Buf h(DType::F16, {6});
+  ASSERT_KERNEL_OK(run("Cast", attrs({{"to", intv(10)}}), {&x}, {&h}));
+  EXPECT_EQ(h.values<uint16_t>(),
+            (std::vector<uint16_t>{0x3e00, 0xc000, 0x7bff, 0x3c00, 0x3c02,
+                                   0x7c00}));
+  Buf back(DType::F32, {6});
+  ASSERT_KERNEL_OK(run("Cast", attrs({{"to", intv(1)}}), {&h}, {&back}));
+  std::vector<float> v = back.values<float>();
+  EXPECT_EQ(v[0], 1.5f);
+  EXPECT_EQ(v[1], -2.0f);
+  EXPECT_EQ(v[2], 65504.0f);
+  EXPECT_EQ(v[3], 1.0f);
+  EXPECT_EQ(v[4], 1.0f + 1.0f / 512);
+  EXPECT_TRUE(std::isinf(v[5]));
+}
+
+TEST(CastKernel, TargetTypeMismatchIsAnError) {
+  Buf x = f32({2}, {1, 2});
+  Buf y(DType::I64, {2});
+  EXPECT_KERNEL_ERROR(run("Cast", attrs({{"to", intv(1)}}), {&x}, {&y}),
+                      "int64");
+  EXPECT_KERNEL_ERROR(run("Cast", attrs({{"to", intv(8)}}), {&x}, {&y}),
+                      "type code 8");
+}
+
+TEST(FillKernel, ConvertsTheValueToTheOutputType) {
+  Buf f(DType::F32, {2, 2});
+  ASSERT_KERNEL_OK(run("Fill", attrs({{"value", floatv(0.5)}}), {}, {&f}));
+  EXPECT_EQ(f.values<float>(), (std::vector<float>{0.5f, 0.5f, 0.5f, 0.5f}));
+  Buf i(DType::I64, {3});
+  ASSERT_KERNEL_OK(run("Fill", attrs({{"value", floatv(3.0)}}), {}, {&i}));
+  EXPECT_EQ(i.values<int64_t>(), (std::vector<int64_t>{3, 3, 3}));
+  Buf b(DType::Bool, {2});
+  ASSERT_KERNEL_OK(run("Fill", attrs({{"value", floatv(1.0)}}), {}, {&b}));
+  EXPECT_EQ(b.values<uint8_t>(), (std::vector<uint8_t>{1, 1}));
+}
+
+TEST(DropoutKernel, InferenceCopiesAndMasksAllTrue) {
+  Buf x = f32({3}, {1, -2, 3});
+  Buf y(DType::F32, {3});
+  Buf mask(DType::Bool, {3});
+  ASSERT_KERNEL_OK(run("Dropout", attrs(), {&x}, {&y, &mask}));
+  EXPECT_EQ(y.values<float>(), (std::vector<float>{1, -2, 3}));
+  EXPECT_EQ(mask.values<uint8_t>(), (std::vector<uint8_t>{1, 1, 1}));
+
+  // Training with ratio 0 is the identity too; a real ratio is refused.
+  Buf zero = f32({}, {0.0f});
+  Buf half = f32({}, {0.5f});
+  Buf on = boolean({}, {1});
+  ASSERT_KERNEL_OK(run("Dropout", attrs(), {&x, &zero, &on}, {&y}));
+  EXPECT_KERNEL_ERROR(run("Dropout", attrs(), {&x, &half, &on}, {&y}),
+                      "not supported");
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+TEST(ShapeKernel, IdentityAndReshapeCopyBytes) {
+  Buf x = i64({2, 3}, {1, 2, 3, 4, 5, 6});
+  Buf y(DType::I64, {3, 2});
+  ASSERT_KERNEL_OK(run("Reshape", attrs(), {&x}, {&y}));
+  EXPECT_EQ(y.values<int64_t>(), x.values<int64_t>());
+  Buf z(DType::I64, {2, 3});
+  ASSERT_KERNEL_OK(run("Identity", attrs(), {&x}, {&z}));
+  EXPECT_EQ(z.values<int64_t>(), x.values<int64_t>());
+  Buf wrong(DType::I64, {5});
+  EXPECT_KERNEL_ERROR(run("Reshape", attrs(), {&x}, {&wrong}), "elements");
+}
+
+TEST(ShapeKernel, Transpose) {
+  Buf x = randomF32({2, 3, 4}, 7);
+  Buf y(DType::F32, {3, 4, 2});
+  ASSERT_KERNEL_OK(run("Transpose", attrs({{"perm", ints({1, 2, 0})}}), {&x},
+                       {&y}));
+  std::vector<float> xv = x.values<float>(), yv = y.values<float>();
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 4; ++k)
+        EXPECT_EQ(yv[(j * 4 + k) * 2 + i], xv[(i * 3 + j) * 4 + k]);
+
+  // Default perm reverses the dimensions; any element type (int8 here).
+  Buf b = makeBuf<int8_t>(DType::I8, {2, 3}, {1, 2, 3, 4, 5, 6});
+  Buf bt(DType::I8, {3, 2});
+  ASSERT_KERNEL_OK(run("Transpose", attrs(), {&b}, {&bt}));
+  EXPECT_EQ(bt.values<int8_t>(), (std::vector<int8_t>{1, 4, 2, 5, 3, 6}));
+
+  EXPECT_KERNEL_ERROR(
+      run("Transpose", attrs({{"perm", ints({0, 0, 1})}}), {&x}, {&y}),
+      "permutation");
+}
+
+TEST(ShapeKernel, GatherNegativeIndicesAndOutOfRange) {
+  // data (2,3), axis 1, indices (2,2) -> (2,2,2).
+  Buf data = f32({2, 3}, {1, 2, 3, 4, 5, 6});
+  Buf idx = i64({2, 2}, {0, -1, 2, -3});
+  Buf y(DType::F32, {2, 2, 2});
+  ASSERT_KERNEL_OK(
+      run("Gather", attrs({{"axis", intv(1)}}), {&data, &idx}, {&y}));
+  EXPECT_EQ(y.values<float>(), (std::vector<float>{1, 3, 3, 1, 4, 6, 6, 4}));
+
+  // axis 0 with int32 indices, scalar index -> rank drops.
+  Buf one = i32({}, {-1});
+  Buf row(DType::F32, {3});
+  ASSERT_KERNEL_OK(
+      run("Gather", attrs({{"axis", intv(0)}}), {&data, &one}, {&row}));
+  EXPECT_EQ(row.values<float>(), (std::vector<float>{4, 5, 6}));
+
+  Buf bad = i64({2, 2}, {0, 3, 1, 1});
+  EXPECT_KERNEL_ERROR(
+      run("Gather", attrs({{"axis", intv(1)}}), {&data, &bad}, {&y}),
+      "out of range");
+  Buf bad2 = i64({2, 2}, {0, -4, 1, 1});
+  EXPECT_KERNEL_ERROR(
+      run("Gather", attrs({{"axis", intv(1)}}), {&data, &bad2}, {&y}),
+      "index -4");
+}
+
+TEST(ShapeKernel, Concat) {
+  Buf a = f32({2, 1, 2}, {1, 2, 3, 4});
+  Buf b = f32({2, 2, 2}, {5, 6, 7, 8, 9, 10, 11, 12});
+  Buf y(DType::F32, {2, 3, 2});
+  ASSERT_KERNEL_OK(run("Concat", attrs({{"axis", intv(1)}}), {&a, &b}, {&y}));
+  EXPECT_EQ(y.values<float>(),
+            (std::vector<float>{1, 2, 5, 6, 7, 8, 3, 4, 9, 10, 11, 12}));
+
+  Buf c = f32({2, 1, 3}, {0, 0, 0, 0, 0, 0});
+  EXPECT_KERNEL_ERROR(run("Concat", attrs({{"axis", intv(1)}}), {&a, &c}, {&y}),
+                      "shape");
+}
+
+TEST(ShapeKernel, Split) {
+  Buf x = i64({3, 2}, {1, 2, 3, 4, 5, 6});
+  Buf y0(DType::I64, {1, 2}), y1(DType::I64, {2, 2});
+  ASSERT_KERNEL_OK(run("Split", attrs({{"axis", intv(0)}}), {&x}, {&y0, &y1}));
+  EXPECT_EQ(y0.values<int64_t>(), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(y1.values<int64_t>(), (std::vector<int64_t>{3, 4, 5, 6}));
+
+  Buf c0(DType::I64, {3, 1}), c1(DType::I64, {3, 1});
+  ASSERT_KERNEL_OK(run("Split", attrs({{"axis", intv(1)}}), {&x}, {&c0, &c1}));
+  EXPECT_EQ(c0.values<int64_t>(), (std::vector<int64_t>{1, 3, 5}));
+  EXPECT_EQ(c1.values<int64_t>(), (std::vector<int64_t>{2, 4, 6}));
+
+  Buf d0(DType::I64, {1, 2}), d1(DType::I64, {1, 2});
+  EXPECT_KERNEL_ERROR(run("Split", attrs({{"axis", intv(0)}}), {&x}, {&d0, &d1}),
+                      "add up");
+}
+
+TEST(ShapeKernel, SliceWithNegativeStep) {
+  // X (3,4) = 0..11. Rows 2,1,0; columns 3,1.
+  std::vector<float> xs(12);
+  for (int i = 0; i < 12; ++i)
+    xs[i] = static_cast<float>(i);
+  Buf x = f32({3, 4}, xs);
+  Buf y(DType::F32, {3, 2});
+  ASSERT_KERNEL_OK(run("Slice",
+                       attrs({{"starts", ints({2, 3})},
+                              {"steps", ints({-1, -2})}}),
+                       {&x}, {&y}));
+  EXPECT_EQ(y.values<float>(), (std::vector<float>{11, 9, 7, 5, 3, 1}));
+
+  // Positive steps, middle block.
+  Buf z(DType::F32, {1, 2});
+  ASSERT_KERNEL_OK(run("Slice",
+                       attrs({{"starts", ints({1, 1})},
+                              {"steps", ints({1, 2})}}),
+                       {&x}, {&z}));
+  EXPECT_EQ(z.values<float>(), (std::vector<float>{5, 7}));
+
+  // Running past the data is an error, not a crash.
+  Buf w(DType::F32, {3, 3});
+  EXPECT_KERNEL_ERROR(run("Slice",
+                          attrs({{"starts", ints({0, 2})},
+                                 {"steps", ints({1, 1})}}),
+                          {&x}, {&w}),
+                      "axis 1");
+}
+
+TEST(ShapeKernel, Expand) {
+  Buf x = f32({3, 1}, {1, 2, 3});
+  Buf y(DType::F32, {2, 3, 2});
+  ASSERT_KERNEL_OK(run("Expand", attrs(), {&x}, {&y}));
+  EXPECT_EQ(y.values<float>(),
+            (std::vector<float>{1, 1, 2, 2, 3, 3, 1, 1, 2, 2, 3, 3}));
+  Buf bad(DType::F32, {2, 2});
+  EXPECT_KERNEL_ERROR(run("Expand", attrs(), {&x}, {&bad}), "broadcast");
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+TEST(ReduceKernel, SumAndMeanOverAxes) {
+  Buf x = randomF32({2, 3, 4}, 11);
+  std::vector<float> xv = x.values<float>();
+  auto at = [&](int i, int j, int k) { return xv[(i * 3 + j) * 4 + k]; };
+
+  // Sum over {0, 2}, keepdims -> (1,3,1).
+  Buf s(DType::F32, {1, 3, 1});
+  ASSERT_KERNEL_OK(run("ReduceSum",
+                       attrs({{"axes", ints({0, 2})}, {"keepdims", intv(1)}}),
+                       {&x}, {&s}));
+  std::vector<double> want(3, 0.0);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 4; ++k)
+        want[j] += at(i, j, k);
+  expectClose(s.values<float>(), want);
+
+  // Mean over {1}, no keepdims -> (2,4).
+  Buf m(DType::F32, {2, 4});
+  ASSERT_KERNEL_OK(run("ReduceMean",
+                       attrs({{"axes", ints({1})}, {"keepdims", intv(0)}}),
+                       {&x}, {&m}));
+  want.assign(8, 0.0);
+  for (int i = 0; i < 2; ++i)
+    for (int k = 0; k < 4; ++k) {
+      for (int j = 0; j < 3; ++j)
+        want[i * 4 + k] += at(i, j, k);
+      want[i * 4 + k] /= 3;
+    }
+  expectClose(m.values<float>(), want);
+
+  // Mean over everything -> scalar.
+  Buf all(DType::F32, {});
+  ASSERT_KERNEL_OK(run("ReduceMean",
+                       attrs({{"axes", ints({0, 1, 2})}, {"keepdims", intv(0)}}),
+                       {&x}, {&all}));
+  double total = 0;
+  for (float v : xv)
+    total += v;
+  expectClose(all.values<float>(), std::vector<double>{total / 24});
+
+  // Wrong output shape.
+  Buf bad(DType::F32, {3});
+  EXPECT_KERNEL_ERROR(run("ReduceSum",
+                          attrs({{"axes", ints({0, 2})}, {"keepdims", intv(1)}}),
+                          {&x}, {&bad}),
+                      "shape");
+}
+
+TEST(ReduceKernel, IntegerSumAndNoOp) {
+  Buf x = i64({2, 3}, {1, 2, 3, 4, 5, 6});
+  Buf y(DType::I64, {2, 1});
+  ASSERT_KERNEL_OK(run("ReduceSum",
+                       attrs({{"axes", ints({1})}, {"keepdims", intv(1)}}),
+                       {&x}, {&y}));
+  EXPECT_EQ(y.values<int64_t>(), (std::vector<int64_t>{6, 15}));
+
+  // Empty axes with an output of the input's shape: a copy.
+  Buf same(DType::I64, {2, 3});
+  ASSERT_KERNEL_OK(run("ReduceSum",
+                       attrs({{"axes", ints({})}, {"keepdims", intv(1)}}),
+                       {&x}, {&same}));
+  EXPECT_EQ(same.values<int64_t>(), x.values<int64_t>());
+}
+
+} // namespace
