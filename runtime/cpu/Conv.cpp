@@ -35,16 +35,15 @@ void im2col(const T *x, int64_t channels, llvm::ArrayRef<int64_t> inShape,
     std::fill(k.begin(), k.end(), 0);
     for (int64_t kk = 0; kk < kprod; ++kk) {
       T *dst = col + (c * kprod + kk) * outSize;
-      int64_t innerOff =
-          k[ns - 1] * w.dilations[ns - 1] - w.padBegin[ns - 1];
+      int64_t innerOff = k[ns - 1] * w.dilations[ns - 1] - w.padBegin[ns - 1];
       std::fill(o.begin(), o.end(), 0);
       for (int64_t oo = 0; oo < outerCount; ++oo, dst += innerOut) {
         // Input offset of the outer (all but innermost) coordinates.
         int64_t base = 0;
         bool valid = true;
         for (size_t d = 0; d + 1 < ns; ++d) {
-          int64_t i = o[d] * w.strides[d] - w.padBegin[d] +
-                      k[d] * w.dilations[d];
+          int64_t i =
+              o[d] * w.strides[d] - w.padBegin[d] + k[d] * w.dilations[d];
           if (i < 0 || i >= inShape[d]) {
             valid = false;
             break;
@@ -103,10 +102,12 @@ llvm::Error convKernel(const KernelContext &ctx) {
                      shapeToString(x.shape) + " and 'W' " +
                      shapeToString(wt.shape));
   WindowAttrs w;
-  llvm::ArrayRef<int64_t> wKernel = llvm::ArrayRef<int64_t>(wt.shape).drop_front(2);
+  llvm::ArrayRef<int64_t> wKernel =
+      llvm::ArrayRef<int64_t>(wt.shape).drop_front(2);
   SHARDC_CPU_TRY(readWindowAttrs(ctx, ns, wKernel, true, w));
 
-  llvm::ArrayRef<int64_t> inShape = llvm::ArrayRef<int64_t>(x.shape).drop_front(2);
+  llvm::ArrayRef<int64_t> inShape =
+      llvm::ArrayRef<int64_t>(x.shape).drop_front(2);
   llvm::SmallVector<int64_t, 6> expected = {batch, m};
   for (int64_t d = 0; d < ns; ++d) {
     int64_t span = w.dilations[d] * (w.kernel[d] - 1) + 1;
@@ -123,49 +124,52 @@ llvm::Error convKernel(const KernelContext &ctx) {
     SHARDC_CPU_TRY(requireType(ctx, ctx.inputs[2], x.dtype, "B"));
     SHARDC_CPU_TRY(requireShape(ctx, ctx.inputs[2], {m}, "B"));
   }
-  llvm::ArrayRef<int64_t> outShape = llvm::ArrayRef<int64_t>(expected).drop_front(2);
+  llvm::ArrayRef<int64_t> outShape =
+      llvm::ArrayRef<int64_t>(expected).drop_front(2);
 
-  return dispatchIn(FloatTypes{}, ctx, x.dtype, "X", [&](auto tag) -> llvm::Error {
-    using T = typename decltype(tag)::type;
-    int64_t inSize = numElements(inShape);
-    int64_t outSize = numElements(outShape);
-    int64_t kprod = numElements(w.kernel);
-    int64_t rows = cg * kprod;
-    int64_t mg = m / group;
-    bool direct = true;
-    for (int64_t d = 0; d < ns; ++d)
-      direct &= w.kernel[d] == 1 && w.strides[d] == 1 && w.padBegin[d] == 0 &&
-                w.padEnd[d] == 0;
-    std::vector<T> col;
-    if (!direct)
-      col.resize(static_cast<size_t>(rows * outSize));
-    const T *px = x.as<T>();
-    const T *pw = wt.as<T>();
-    T *py = y.as<T>();
-    for (int64_t n = 0; n < batch; ++n) {
-      for (int64_t g = 0; g < group; ++g) {
-        const T *xg = px + (n * channels + g * cg) * inSize;
-        const T *colp = xg;
-        if (!direct) {
-          im2col(xg, cg, inShape, outShape, w, col.data());
-          colp = col.data();
-        }
-        gemm(false, false, mg, outSize, rows, T(1), pw + g * mg * rows, rows,
-             colp, outSize, T(0), py + (n * m + g * mg) * outSize, outSize);
-      }
-    }
-    if (hasBias) {
-      const T *pb = ctx.inputs[2].as<T>();
-      for (int64_t n = 0; n < batch; ++n)
-        for (int64_t c = 0; c < m; ++c) {
-          T *row = py + (n * m + c) * outSize;
-          T bv = pb[c];
-          for (int64_t i = 0; i < outSize; ++i)
-            row[i] += bv;
-        }
-    }
-    return llvm::Error::success();
-  });
+  return dispatchIn(FloatTypes{}, ctx, x.dtype, "X",
+                    [&](auto tag) -> llvm::Error {
+                      using T = typename decltype(tag)::type;
+                      int64_t inSize = numElements(inShape);
+                      int64_t outSize = numElements(outShape);
+                      int64_t kprod = numElements(w.kernel);
+                      int64_t rows = cg * kprod;
+                      int64_t mg = m / group;
+                      bool direct = true;
+                      for (int64_t d = 0; d < ns; ++d)
+                        direct &= w.kernel[d] == 1 && w.strides[d] == 1 &&
+                                  w.padBegin[d] == 0 && w.padEnd[d] == 0;
+                      std::vector<T> col;
+                      if (!direct)
+                        col.resize(static_cast<size_t>(rows * outSize));
+                      const T *px = x.as<T>();
+                      const T *pw = wt.as<T>();
+                      T *py = y.as<T>();
+                      for (int64_t n = 0; n < batch; ++n) {
+                        for (int64_t g = 0; g < group; ++g) {
+                          const T *xg = px + (n * channels + g * cg) * inSize;
+                          const T *colp = xg;
+                          if (!direct) {
+                            im2col(xg, cg, inShape, outShape, w, col.data());
+                            colp = col.data();
+                          }
+                          gemm(false, false, mg, outSize, rows, T(1),
+                               pw + g * mg * rows, rows, colp, outSize, T(0),
+                               py + (n * m + g * mg) * outSize, outSize);
+                        }
+                      }
+                      if (hasBias) {
+                        const T *pb = ctx.inputs[2].as<T>();
+                        for (int64_t n = 0; n < batch; ++n)
+                          for (int64_t c = 0; c < m; ++c) {
+                            T *row = py + (n * m + c) * outSize;
+                            T bv = pb[c];
+                            for (int64_t i = 0; i < outSize; ++i)
+                              row[i] += bv;
+                          }
+                      }
+                      return llvm::Error::success();
+                    });
 }
 
 } // namespace shardc::rt::cpu

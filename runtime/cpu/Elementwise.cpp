@@ -60,8 +60,8 @@ struct DivOp {
 /// Applies `op` over a broadcast row. The common stride patterns get their
 /// own loops so that they vectorize.
 template <typename T, typename Op>
-void binaryRow(const T *a, int64_t sa, const T *b, int64_t sb, T *c,
-               int64_t n, Op op) {
+void binaryRow(const T *a, int64_t sa, const T *b, int64_t sb, T *c, int64_t n,
+               Op op) {
   if (sa == 1 && sb == 1) {
     for (int64_t i = 0; i < n; ++i)
       c[i] = op(a[i], b[i]);
@@ -111,12 +111,11 @@ llvm::Error binaryKernel(const KernelContext &ctx, Op op, bool checkZero) {
       return llvm::Error::success();
     }
     std::array<llvm::ArrayRef<int64_t>, 2> strides = {sa, sb};
-    forEachRow<2>(c.shape, strides,
-                  [&](int64_t o, const int64_t *in, int64_t n,
-                      const int64_t *s) {
-                    binaryRow(pa + in[0], s[0], pb + in[1], s[1], pc + o, n,
-                              op);
-                  });
+    forEachRow<2>(
+        c.shape, strides,
+        [&](int64_t o, const int64_t *in, int64_t n, const int64_t *s) {
+          binaryRow(pa + in[0], s[0], pb + in[1], s[1], pc + o, n, op);
+        });
     return llvm::Error::success();
   });
 }
@@ -251,23 +250,25 @@ llvm::Error powKernel(const KernelContext &ctx) {
   SHARDC_CPU_TRY(broadcastTo(ctx, x, z.shape, "X", sx));
   SHARDC_CPU_TRY(broadcastTo(ctx, y, z.shape, "Y", sy));
   std::array<llvm::ArrayRef<int64_t>, 2> strides = {sx, sy};
-  return dispatchIn(ArithTypes{}, ctx, x.dtype, "X", [&](auto xtag) -> llvm::Error {
-    using TX = typename decltype(xtag)::type;
-    return dispatchIn(ArithTypes{}, ctx, y.dtype, "Y", [&](auto ytag) -> llvm::Error {
-      using TY = typename decltype(ytag)::type;
-      const TX *px = x.as<TX>();
-      const TY *py = y.as<TY>();
-      TX *pz = z.as<TX>();
-      forEachRow<2>(z.shape, strides,
-                    [&](int64_t o, const int64_t *in, int64_t n,
-                        const int64_t *s) {
-                      for (int64_t i = 0; i < n; ++i)
-                        pz[o + i] = powValue(px[in[0] + i * s[0]],
-                                             py[in[1] + i * s[1]]);
-                    });
-      return llvm::Error::success();
-    });
-  });
+  return dispatchIn(
+      ArithTypes{}, ctx, x.dtype, "X", [&](auto xtag) -> llvm::Error {
+        using TX = typename decltype(xtag)::type;
+        return dispatchIn(
+            ArithTypes{}, ctx, y.dtype, "Y", [&](auto ytag) -> llvm::Error {
+              using TY = typename decltype(ytag)::type;
+              const TX *px = x.as<TX>();
+              const TY *py = y.as<TY>();
+              TX *pz = z.as<TX>();
+              forEachRow<2>(z.shape, strides,
+                            [&](int64_t o, const int64_t *in, int64_t n,
+                                const int64_t *s) {
+                              for (int64_t i = 0; i < n; ++i)
+                                pz[o + i] = powValue(px[in[0] + i * s[0]],
+                                                     py[in[1] + i * s[1]]);
+                            });
+              return llvm::Error::success();
+            });
+      });
 }
 
 llvm::Error whereKernel(const KernelContext &ctx) {
@@ -293,13 +294,13 @@ llvm::Error whereKernel(const KernelContext &ctx) {
     const T *px = x.as<T>();
     const T *py = y.as<T>();
     T *pz = z.as<T>();
-    forEachRow<3>(z.shape, strides,
-                  [&](int64_t o, const int64_t *in, int64_t n,
-                      const int64_t *s) {
-                    for (int64_t i = 0; i < n; ++i)
-                      pz[o + i] = pc[in[0] + i * s[0]] ? px[in[1] + i * s[1]]
-                                                       : py[in[2] + i * s[2]];
-                  });
+    forEachRow<3>(
+        z.shape, strides,
+        [&](int64_t o, const int64_t *in, int64_t n, const int64_t *s) {
+          for (int64_t i = 0; i < n; ++i)
+            pz[o + i] = pc[in[0] + i * s[0]] ? px[in[1] + i * s[1]]
+                                             : py[in[2] + i * s[2]];
+        });
     return llvm::Error::success();
   });
 }
@@ -342,34 +343,37 @@ llvm::Error castKernel(const KernelContext &ctx) {
     SHARDC_CPU_TRY(requireType(ctx, y, *toType, "output"));
   }
   SHARDC_CPU_TRY(requireNumel(ctx, y, x.numel(), "output"));
-  return dispatchIn(CastTypes{}, ctx, x.dtype, "input", [&](auto from) -> llvm::Error {
-    constexpr DType From = decltype(from)::dtype;
-    using TF = typename decltype(from)::type;
-    return dispatchIn(CastTypes{}, ctx, y.dtype, "output", [&](auto to) -> llvm::Error {
-      constexpr DType To = decltype(to)::dtype;
-      using TT = typename decltype(to)::type;
-      const TF *px = x.as<TF>();
-      TT *py = y.as<TT>();
-      for (int64_t i = 0, e = x.numel(); i < e; ++i)
-        py[i] = convertValue<To, From>(px[i]);
-      return llvm::Error::success();
-    });
-  });
+  return dispatchIn(
+      CastTypes{}, ctx, x.dtype, "input", [&](auto from) -> llvm::Error {
+        constexpr DType From = decltype(from)::dtype;
+        using TF = typename decltype(from)::type;
+        return dispatchIn(CastTypes{}, ctx, y.dtype, "output",
+                          [&](auto to) -> llvm::Error {
+                            constexpr DType To = decltype(to)::dtype;
+                            using TT = typename decltype(to)::type;
+                            const TF *px = x.as<TF>();
+                            TT *py = y.as<TT>();
+                            for (int64_t i = 0, e = x.numel(); i < e; ++i)
+                              py[i] = convertValue<To, From>(px[i]);
+                            return llvm::Error::success();
+                          });
+      });
 }
 
 llvm::Error fillKernel(const KernelContext &ctx) {
   SHARDC_CPU_TRY(requireOutput(ctx, 0, "output"));
   const TensorView &y = ctx.outputs[0];
   double value = ctx.attrs.getFloat("value", 0.0);
-  return dispatchIn(CastTypes{}, ctx, y.dtype, "output", [&](auto to) -> llvm::Error {
-    constexpr DType To = decltype(to)::dtype;
-    using TT = typename decltype(to)::type;
-    TT v = convertValue<To, DType::F64>(value);
-    TT *py = y.as<TT>();
-    for (int64_t i = 0, e = y.numel(); i < e; ++i)
-      py[i] = v;
-    return llvm::Error::success();
-  });
+  return dispatchIn(CastTypes{}, ctx, y.dtype, "output",
+                    [&](auto to) -> llvm::Error {
+                      constexpr DType To = decltype(to)::dtype;
+                      using TT = typename decltype(to)::type;
+                      TT v = convertValue<To, DType::F64>(value);
+                      TT *py = y.as<TT>();
+                      for (int64_t i = 0, e = y.numel(); i < e; ++i)
+                        py[i] = v;
+                      return llvm::Error::success();
+                    });
 }
 
 llvm::Error dropoutKernel(const KernelContext &ctx) {

@@ -112,8 +112,8 @@ llvm::Error requireNumel(const KernelContext &ctx, const TensorView &view,
   if (view.numel() == n)
     return llvm::Error::success();
   return ctx.error("'" + name + "' has shape " + shapeToString(view.shape) +
-                   " with " + llvm::Twine(view.numel()) + " elements, expected " +
-                   llvm::Twine(n));
+                   " with " + llvm::Twine(view.numel()) +
+                   " elements, expected " + llvm::Twine(n));
 }
 
 int64_t product(llvm::ArrayRef<int64_t> shape, size_t begin, size_t end) {
@@ -192,8 +192,8 @@ llvm::Error readWindowAttrs(const KernelContext &ctx, int64_t numSpatial,
                        llvm::Twine(count) + " entries");
     for (int64_t x : v)
       if (x < minValue)
-        return ctx.error(name + " " + shapeToString(v) + " has an entry below " +
-                         llvm::Twine(minValue));
+        return ctx.error(name + " " + shapeToString(v) +
+                         " has an entry below " + llvm::Twine(minValue));
     out.assign(v.begin(), v.end());
     return llvm::Error::success();
   };

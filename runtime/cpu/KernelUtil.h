@@ -72,8 +72,8 @@ llvm::Error dispatchIn(DTypeList<>, const KernelContext &ctx, DType t,
 /// Calls `fn(DTag<D>{})` for the DType `t` if it is in the list, and returns
 /// its error; otherwise returns an error naming `operand` and `t`.
 template <DType D, DType... Rest, typename Fn>
-llvm::Error dispatchIn(DTypeList<D, Rest...>, const KernelContext &ctx,
-                       DType t, const llvm::Twine &operand, Fn &&fn) {
+llvm::Error dispatchIn(DTypeList<D, Rest...>, const KernelContext &ctx, DType t,
+                       const llvm::Twine &operand, Fn &&fn) {
   if (t == D)
     return fn(DTag<D>{});
   return dispatchIn(DTypeList<Rest...>{}, ctx, t, operand,

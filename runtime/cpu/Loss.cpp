@@ -67,64 +67,66 @@ llvm::Error lossImpl(const KernelContext &ctx, bool softmax) {
     SHARDC_CPU_TRY(requireShape(ctx, ctx.outputs[1], x.shape, "log_prob"));
   }
 
-  return dispatchIn(FloatTypes{}, ctx, x.dtype, "'" + inName + "'",
-                    [&](auto tag) -> llvm::Error {
-    using T = typename decltype(tag)::type;
-    const T *px = x.as<T>();
-    const T *pw = hasWeights ? ctx.inputs[2].as<T>() : nullptr;
-    T *pl = loss.as<T>();
-    // Log-probabilities of one image (C x inner), in double.
-    std::vector<double> logp(static_cast<size_t>(softmax ? classes * inner : 0));
-    double total = 0.0, weightSum = 0.0;
-    for (int64_t n = 0; n < batch; ++n) {
-      const T *xn = px + n * classes * inner;
-      if (softmax) {
-        for (int64_t d = 0; d < inner; ++d) {
-          double maxV = -std::numeric_limits<double>::infinity();
-          for (int64_t c = 0; c < classes; ++c)
-            maxV = std::max<double>(maxV, xn[c * inner + d]);
-          if (std::isinf(maxV))
-            maxV = 0.0;
-          double sum = 0.0;
-          for (int64_t c = 0; c < classes; ++c)
-            sum += std::exp(xn[c * inner + d] - maxV);
-          double logSum = std::log(sum);
-          for (int64_t c = 0; c < classes; ++c)
-            logp[c * inner + d] = xn[c * inner + d] - maxV - logSum;
+  return dispatchIn(
+      FloatTypes{}, ctx, x.dtype, "'" + inName + "'",
+      [&](auto tag) -> llvm::Error {
+        using T = typename decltype(tag)::type;
+        const T *px = x.as<T>();
+        const T *pw = hasWeights ? ctx.inputs[2].as<T>() : nullptr;
+        T *pl = loss.as<T>();
+        // Log-probabilities of one image (C x inner), in double.
+        std::vector<double> logp(
+            static_cast<size_t>(softmax ? classes * inner : 0));
+        double total = 0.0, weightSum = 0.0;
+        for (int64_t n = 0; n < batch; ++n) {
+          const T *xn = px + n * classes * inner;
+          if (softmax) {
+            for (int64_t d = 0; d < inner; ++d) {
+              double maxV = -std::numeric_limits<double>::infinity();
+              for (int64_t c = 0; c < classes; ++c)
+                maxV = std::max<double>(maxV, xn[c * inner + d]);
+              if (std::isinf(maxV))
+                maxV = 0.0;
+              double sum = 0.0;
+              for (int64_t c = 0; c < classes; ++c)
+                sum += std::exp(xn[c * inner + d] - maxV);
+              double logSum = std::log(sum);
+              for (int64_t c = 0; c < classes; ++c)
+                logp[c * inner + d] = xn[c * inner + d] - maxV - logSum;
+            }
+            if (wantLogProb) {
+              T *out = ctx.outputs[1].as<T>() + n * classes * inner;
+              for (int64_t i = 0; i < classes * inner; ++i)
+                out[i] = static_cast<T>(logp[i]);
+            }
+          }
+          for (int64_t d = 0; d < inner; ++d) {
+            int64_t i = n * inner + d;
+            int64_t t = target.dtype == DType::I64 ? target.as<int64_t>()[i]
+                                                   : target.as<int32_t>()[i];
+            double value = 0.0, weight = 0.0;
+            if (!hasIgnore || t != ignoreIndex) {
+              if (t < 0 || t >= classes)
+                return ctx.error("target " + llvm::Twine(t) + " at position " +
+                                 llvm::Twine(i) + " is outside [0, " +
+                                 llvm::Twine(classes) + ")");
+              weight = pw ? static_cast<double>(pw[t]) : 1.0;
+              double lp = softmax ? logp[t * inner + d]
+                                  : static_cast<double>(xn[t * inner + d]);
+              value = -lp * weight;
+            }
+            if (reduction == Reduction::None)
+              pl[i] = static_cast<T>(value);
+            total += value;
+            weightSum += weight;
+          }
         }
-        if (wantLogProb) {
-          T *out = ctx.outputs[1].as<T>() + n * classes * inner;
-          for (int64_t i = 0; i < classes * inner; ++i)
-            out[i] = static_cast<T>(logp[i]);
-        }
-      }
-      for (int64_t d = 0; d < inner; ++d) {
-        int64_t i = n * inner + d;
-        int64_t t = target.dtype == DType::I64 ? target.as<int64_t>()[i]
-                                               : target.as<int32_t>()[i];
-        double value = 0.0, weight = 0.0;
-        if (!hasIgnore || t != ignoreIndex) {
-          if (t < 0 || t >= classes)
-            return ctx.error("target " + llvm::Twine(t) + " at position " +
-                             llvm::Twine(i) + " is outside [0, " +
-                             llvm::Twine(classes) + ")");
-          weight = pw ? static_cast<double>(pw[t]) : 1.0;
-          double lp = softmax ? logp[t * inner + d]
-                              : static_cast<double>(xn[t * inner + d]);
-          value = -lp * weight;
-        }
-        if (reduction == Reduction::None)
-          pl[i] = static_cast<T>(value);
-        total += value;
-        weightSum += weight;
-      }
-    }
-    if (reduction == Reduction::Sum)
-      pl[0] = static_cast<T>(total);
-    else if (reduction == Reduction::Mean)
-      pl[0] = static_cast<T>(total / weightSum); // 0/0 is NaN, as ONNX.
-    return llvm::Error::success();
-  });
+        if (reduction == Reduction::Sum)
+          pl[0] = static_cast<T>(total);
+        else if (reduction == Reduction::Mean)
+          pl[0] = static_cast<T>(total / weightSum); // 0/0 is NaN, as ONNX.
+        return llvm::Error::success();
+      });
 }
 
 } // namespace

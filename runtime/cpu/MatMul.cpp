@@ -32,8 +32,8 @@ bool gemmDegenerate(int64_t m, int64_t n, int64_t k, T beta, T *c,
 } // namespace
 
 void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
-                 float alpha, const float *a, int64_t lda, const float *b,
-                 int64_t ldb, float beta, float *c, int64_t ldc) {
+          float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+          float beta, float *c, int64_t ldc) {
   if (gemmDegenerate(m, n, k, beta, c, ldc))
     return;
   cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
@@ -45,8 +45,8 @@ void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
 }
 
 void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
-                  double alpha, const double *a, int64_t lda, const double *b,
-                  int64_t ldb, double beta, double *c, int64_t ldc) {
+          double alpha, const double *a, int64_t lda, const double *b,
+          int64_t ldb, double beta, double *c, int64_t ldc) {
   if (gemmDegenerate(m, n, k, beta, c, ldc))
     return;
   cblas_dgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
@@ -60,8 +60,8 @@ void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
 /// Integer GEMM with wrap-around arithmetic (computed in unsigned).
 template <typename T>
 static void integerGemm(bool transA, bool transB, int64_t m, int64_t n,
-                        int64_t k, T alpha, const T *a, int64_t lda,
-                        const T *b, int64_t ldb, T beta, T *c, int64_t ldc) {
+                        int64_t k, T alpha, const T *a, int64_t lda, const T *b,
+                        int64_t ldb, T beta, T *c, int64_t ldc) {
   using U = std::make_unsigned_t<T>;
   for (int64_t i = 0; i < m; ++i) {
     U *row = reinterpret_cast<U *>(c + i * ldc);
@@ -84,16 +84,14 @@ static void integerGemm(bool transA, bool transB, int64_t m, int64_t n,
 }
 
 void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
-                   int64_t alpha, const int64_t *a, int64_t lda,
-                   const int64_t *b, int64_t ldb, int64_t beta, int64_t *c,
-                   int64_t ldc) {
+          int64_t alpha, const int64_t *a, int64_t lda, const int64_t *b,
+          int64_t ldb, int64_t beta, int64_t *c, int64_t ldc) {
   integerGemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
-                   int32_t alpha, const int32_t *a, int64_t lda,
-                   const int32_t *b, int64_t ldb, int32_t beta, int32_t *c,
-                   int64_t ldc) {
+          int32_t alpha, const int32_t *a, int64_t lda, const int32_t *b,
+          int64_t ldb, int32_t beta, int32_t *c, int64_t ldc) {
   integerGemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
@@ -141,17 +139,17 @@ llvm::Error gemmKernel(const KernelContext &ctx) {
     if (hasC && betaT != T(0)) {
       const T *c = ctx.inputs[2].as<T>();
       std::array<llvm::ArrayRef<int64_t>, 1> strides = {cStrides};
-      forEachRow<1>(y.shape, strides,
-                    [&](int64_t o, const int64_t *in, int64_t len,
-                        const int64_t *s) {
-                      for (int64_t i = 0; i < len; ++i)
-                        out[o + i] = c[in[0] + i * s[0]];
-                    });
+      forEachRow<1>(
+          y.shape, strides,
+          [&](int64_t o, const int64_t *in, int64_t len, const int64_t *s) {
+            for (int64_t i = 0; i < len; ++i)
+              out[o + i] = c[in[0] + i * s[0]];
+          });
     } else {
       betaT = T(0);
     }
-    gemm(transA, transB, m, n, k, static_cast<T>(alpha), a.as<T>(),
-            a.shape[1], b.as<T>(), b.shape[1], betaT, out, n);
+    gemm(transA, transB, m, n, k, static_cast<T>(alpha), a.as<T>(), a.shape[1],
+         b.as<T>(), b.shape[1], betaT, out, n);
     return llvm::Error::success();
   });
 }
@@ -225,8 +223,7 @@ llvm::Error matMulKernel(const KernelContext &ctx) {
     T *py = y.as<T>();
     if (bShared && aFull) {
       // One B for every batch and A not broadcast: fold the batch into M.
-      gemm(false, false, batchCount * m, n, k, T(1), pa, k, pb, n, T(0), py,
-              n);
+      gemm(false, false, batchCount * m, n, k, T(1), pa, k, pb, n, T(0), py, n);
       return llvm::Error::success();
     }
     // Matrix offsets per batch index (in matrices, not elements).
@@ -237,8 +234,8 @@ llvm::Error matMulKernel(const KernelContext &ctx) {
         oa += idx[d] * aStrides[d];
         ob += idx[d] * bStrides[d];
       }
-      gemm(false, false, m, n, k, T(1), pa + oa * m * k, k, pb + ob * k * n,
-              n, T(0), py + bi * m * n, n);
+      gemm(false, false, m, n, k, T(1), pa + oa * m * k, k, pb + ob * k * n, n,
+           T(0), py + bi * m * n, n);
       for (int64_t d = static_cast<int64_t>(batchRank) - 1; d >= 0; --d) {
         if (++idx[d] < batch[d])
           break;

@@ -28,35 +28,35 @@ llvm::Error softmaxImpl(const KernelContext &ctx, bool logarithm) {
   int64_t outer = product(x.shape, 0, axis);
   int64_t n = x.shape[axis];
   int64_t inner = product(x.shape, axis + 1, rank);
-  return dispatchIn(FloatTypes{}, ctx, x.dtype, "input", [&](auto tag) -> llvm::Error {
-    using T = typename decltype(tag)::type;
-    for (int64_t o = 0; o < outer; ++o) {
-      for (int64_t i = 0; i < inner; ++i) {
-        const T *px = x.as<T>() + o * n * inner + i;
-        T *py = y.as<T>() + o * n * inner + i;
-        double maxV = -std::numeric_limits<double>::infinity();
-        for (int64_t j = 0; j < n; ++j)
-          maxV = std::max<double>(maxV, px[j * inner]);
-        if (std::isinf(maxV))
-          maxV = 0.0; // All -inf (or +inf): avoid inf - inf.
-        double sum = 0.0;
-        for (int64_t j = 0; j < n; ++j)
-          sum += std::exp(static_cast<double>(px[j * inner]) - maxV);
-        if (logarithm) {
-          double logSum = std::log(sum);
-          for (int64_t j = 0; j < n; ++j)
-            py[j * inner] =
-                static_cast<T>(static_cast<double>(px[j * inner]) - maxV -
-                               logSum);
-        } else {
-          for (int64_t j = 0; j < n; ++j)
-            py[j * inner] = static_cast<T>(
-                std::exp(static_cast<double>(px[j * inner]) - maxV) / sum);
+  return dispatchIn(
+      FloatTypes{}, ctx, x.dtype, "input", [&](auto tag) -> llvm::Error {
+        using T = typename decltype(tag)::type;
+        for (int64_t o = 0; o < outer; ++o) {
+          for (int64_t i = 0; i < inner; ++i) {
+            const T *px = x.as<T>() + o * n * inner + i;
+            T *py = y.as<T>() + o * n * inner + i;
+            double maxV = -std::numeric_limits<double>::infinity();
+            for (int64_t j = 0; j < n; ++j)
+              maxV = std::max<double>(maxV, px[j * inner]);
+            if (std::isinf(maxV))
+              maxV = 0.0; // All -inf (or +inf): avoid inf - inf.
+            double sum = 0.0;
+            for (int64_t j = 0; j < n; ++j)
+              sum += std::exp(static_cast<double>(px[j * inner]) - maxV);
+            if (logarithm) {
+              double logSum = std::log(sum);
+              for (int64_t j = 0; j < n; ++j)
+                py[j * inner] = static_cast<T>(
+                    static_cast<double>(px[j * inner]) - maxV - logSum);
+            } else {
+              for (int64_t j = 0; j < n; ++j)
+                py[j * inner] = static_cast<T>(
+                    std::exp(static_cast<double>(px[j * inner]) - maxV) / sum);
+            }
+          }
         }
-      }
-    }
-    return llvm::Error::success();
-  });
+        return llvm::Error::success();
+      });
 }
 
 /// Expands `v` (numpy-broadcastable to `shape`, after dropping leading 1s
@@ -76,12 +76,12 @@ llvm::Error expandParam(const KernelContext &ctx, const TensorView &v,
   out.assign(static_cast<size_t>(numElements(shape)), 0.0);
   const T *pv = v.as<T>();
   std::array<llvm::ArrayRef<int64_t>, 1> s = {strides};
-  forEachRow<1>(shape, s,
-                [&](int64_t o, const int64_t *in, int64_t n,
-                    const int64_t *rs) {
-                  for (int64_t i = 0; i < n; ++i)
-                    out[o + i] = pv[in[0] + i * rs[0]];
-                });
+  forEachRow<1>(
+      shape, s,
+      [&](int64_t o, const int64_t *in, int64_t n, const int64_t *rs) {
+        for (int64_t i = 0; i < n; ++i)
+          out[o + i] = pv[in[0] + i * rs[0]];
+      });
   return llvm::Error::success();
 }
 
@@ -145,37 +145,38 @@ llvm::Error layerNormalizationKernel(const KernelContext &ctx) {
     SHARDC_CPU_TRY(requireType(ctx, ctx.inputs[2], x.dtype, "B"));
   }
 
-  return dispatchIn(FloatTypes{}, ctx, x.dtype, "X", [&](auto tag) -> llvm::Error {
-    using T = typename decltype(tag)::type;
-    std::vector<double> w, b;
-    SHARDC_CPU_TRY(expandParam<T>(ctx, scale, normShape, "Scale", w));
-    if (hasBias)
-      SHARDC_CPU_TRY(expandParam<T>(ctx, ctx.inputs[2], normShape, "B", b));
-    else
-      b.assign(static_cast<size_t>(cols), 0.0);
-    for (int64_t r = 0; r < rows; ++r) {
-      const T *px = x.as<T>() + r * cols;
-      T *py = y.as<T>() + r * cols;
-      double sum = 0.0;
-      for (int64_t c = 0; c < cols; ++c)
-        sum += px[c];
-      double mean = cols ? sum / cols : 0.0;
-      double sq = 0.0;
-      for (int64_t c = 0; c < cols; ++c) {
-        double d = px[c] - mean;
-        sq += d * d;
-      }
-      double var = cols ? sq / cols : 0.0;
-      double inv = 1.0 / std::sqrt(var + epsilon);
-      for (int64_t c = 0; c < cols; ++c)
-        py[c] = static_cast<T>((px[c] - mean) * inv * w[c] + b[c]);
-      if (wantMean)
-        storeStat(ctx.outputs[1], r, mean);
-      if (wantInv)
-        storeStat(ctx.outputs[2], r, inv);
-    }
-    return llvm::Error::success();
-  });
+  return dispatchIn(
+      FloatTypes{}, ctx, x.dtype, "X", [&](auto tag) -> llvm::Error {
+        using T = typename decltype(tag)::type;
+        std::vector<double> w, b;
+        SHARDC_CPU_TRY(expandParam<T>(ctx, scale, normShape, "Scale", w));
+        if (hasBias)
+          SHARDC_CPU_TRY(expandParam<T>(ctx, ctx.inputs[2], normShape, "B", b));
+        else
+          b.assign(static_cast<size_t>(cols), 0.0);
+        for (int64_t r = 0; r < rows; ++r) {
+          const T *px = x.as<T>() + r * cols;
+          T *py = y.as<T>() + r * cols;
+          double sum = 0.0;
+          for (int64_t c = 0; c < cols; ++c)
+            sum += px[c];
+          double mean = cols ? sum / cols : 0.0;
+          double sq = 0.0;
+          for (int64_t c = 0; c < cols; ++c) {
+            double d = px[c] - mean;
+            sq += d * d;
+          }
+          double var = cols ? sq / cols : 0.0;
+          double inv = 1.0 / std::sqrt(var + epsilon);
+          for (int64_t c = 0; c < cols; ++c)
+            py[c] = static_cast<T>((px[c] - mean) * inv * w[c] + b[c]);
+          if (wantMean)
+            storeStat(ctx.outputs[1], r, mean);
+          if (wantInv)
+            storeStat(ctx.outputs[2], r, inv);
+        }
+        return llvm::Error::success();
+      });
 }
 
 llvm::Error batchNormalizationKernel(const KernelContext &ctx) {
@@ -210,58 +211,59 @@ llvm::Error batchNormalizationKernel(const KernelContext &ctx) {
   int64_t batch = x.shape[0];
   int64_t spatial = product(x.shape, 2, x.rank());
 
-  return dispatchIn(FloatTypes{}, ctx, x.dtype, "X", [&](auto tag) -> llvm::Error {
-    using T = typename decltype(tag)::type;
-    const T *px = x.as<T>();
-    T *py = y.as<T>();
-    const T *scale = ctx.inputs[1].as<T>();
-    const T *bias = ctx.inputs[2].as<T>();
-    const T *inMean = ctx.inputs[3].as<T>();
-    const T *inVar = ctx.inputs[4].as<T>();
-    int64_t count = batch * spatial;
-    for (int64_t c = 0; c < channels; ++c) {
-      double mean = inMean[c], var = inVar[c];
-      if (!training) {
-        // Running statistics are unchanged outside training.
-        if (ctx.hasOutput(1))
-          ctx.outputs[1].as<T>()[c] = inMean[c];
-        if (ctx.hasOutput(2))
-          ctx.outputs[2].as<T>()[c] = inVar[c];
-      } else {
-        double sum = 0.0;
-        for (int64_t n = 0; n < batch; ++n) {
-          const T *p = px + (n * channels + c) * spatial;
-          for (int64_t i = 0; i < spatial; ++i)
-            sum += p[i];
-        }
-        mean = count ? sum / count : 0.0;
-        double sq = 0.0;
-        for (int64_t n = 0; n < batch; ++n) {
-          const T *p = px + (n * channels + c) * spatial;
-          for (int64_t i = 0; i < spatial; ++i) {
-            double d = p[i] - mean;
-            sq += d * d;
+  return dispatchIn(
+      FloatTypes{}, ctx, x.dtype, "X", [&](auto tag) -> llvm::Error {
+        using T = typename decltype(tag)::type;
+        const T *px = x.as<T>();
+        T *py = y.as<T>();
+        const T *scale = ctx.inputs[1].as<T>();
+        const T *bias = ctx.inputs[2].as<T>();
+        const T *inMean = ctx.inputs[3].as<T>();
+        const T *inVar = ctx.inputs[4].as<T>();
+        int64_t count = batch * spatial;
+        for (int64_t c = 0; c < channels; ++c) {
+          double mean = inMean[c], var = inVar[c];
+          if (!training) {
+            // Running statistics are unchanged outside training.
+            if (ctx.hasOutput(1))
+              ctx.outputs[1].as<T>()[c] = inMean[c];
+            if (ctx.hasOutput(2))
+              ctx.outputs[2].as<T>()[c] = inVar[c];
+          } else {
+            double sum = 0.0;
+            for (int64_t n = 0; n < batch; ++n) {
+              const T *p = px + (n * channels + c) * spatial;
+              for (int64_t i = 0; i < spatial; ++i)
+                sum += p[i];
+            }
+            mean = count ? sum / count : 0.0;
+            double sq = 0.0;
+            for (int64_t n = 0; n < batch; ++n) {
+              const T *p = px + (n * channels + c) * spatial;
+              for (int64_t i = 0; i < spatial; ++i) {
+                double d = p[i] - mean;
+                sq += d * d;
+              }
+            }
+            var = count ? sq / count : 0.0;
+            if (ctx.hasOutput(1))
+              ctx.outputs[1].as<T>()[c] = static_cast<T>(
+                  inMean[c] * momentum + mean * (1.0 - momentum));
+            if (ctx.hasOutput(2))
+              ctx.outputs[2].as<T>()[c] =
+                  static_cast<T>(inVar[c] * momentum + var * (1.0 - momentum));
+          }
+          double mul = scale[c] / std::sqrt(var + epsilon);
+          double add = bias[c] - mean * mul;
+          for (int64_t n = 0; n < batch; ++n) {
+            const T *p = px + (n * channels + c) * spatial;
+            T *q = py + (n * channels + c) * spatial;
+            for (int64_t i = 0; i < spatial; ++i)
+              q[i] = static_cast<T>(p[i] * mul + add);
           }
         }
-        var = count ? sq / count : 0.0;
-        if (ctx.hasOutput(1))
-          ctx.outputs[1].as<T>()[c] =
-              static_cast<T>(inMean[c] * momentum + mean * (1.0 - momentum));
-        if (ctx.hasOutput(2))
-          ctx.outputs[2].as<T>()[c] =
-              static_cast<T>(inVar[c] * momentum + var * (1.0 - momentum));
-      }
-      double mul = scale[c] / std::sqrt(var + epsilon);
-      double add = bias[c] - mean * mul;
-      for (int64_t n = 0; n < batch; ++n) {
-        const T *p = px + (n * channels + c) * spatial;
-        T *q = py + (n * channels + c) * spatial;
-        for (int64_t i = 0; i < spatial; ++i)
-          q[i] = static_cast<T>(p[i] * mul + add);
-      }
-    }
-    return llvm::Error::success();
-  });
+        return llvm::Error::success();
+      });
 }
 
 } // namespace shardc::rt::cpu

@@ -64,8 +64,7 @@ llvm::Error setupPool(const KernelContext &ctx, const TensorView &x,
   if (rank < 3)
     return ctx.error("'X' of shape " + shapeToString(x.shape) +
                      " needs at least one spatial dimension");
-  if (y.rank() != rank || y.shape[0] != x.shape[0] ||
-      y.shape[1] != x.shape[1])
+  if (y.rank() != rank || y.shape[0] != x.shape[0] || y.shape[1] != x.shape[1])
     return ctx.error("'Y' of shape " + shapeToString(y.shape) +
                      " does not match 'X' " + shapeToString(x.shape));
   int64_t ns = rank - 2;
@@ -77,10 +76,9 @@ llvm::Error setupPool(const KernelContext &ctx, const TensorView &x,
   p.inSize = numElements(p.inShape);
   p.outSize = numElements(p.outShape);
   for (int64_t d = 0; d < ns; ++d) {
-    p.axes.push_back(buildAxisWindows(p.inShape[d], p.outShape[d],
-                                      w.kernel[d], w.strides[d],
-                                      w.dilations[d], w.padBegin[d],
-                                      w.padEnd[d]));
+    p.axes.push_back(buildAxisWindows(p.inShape[d], p.outShape[d], w.kernel[d],
+                                      w.strides[d], w.dilations[d],
+                                      w.padBegin[d], w.padEnd[d]));
   }
   return llvm::Error::success();
 }
@@ -171,9 +169,8 @@ llvm::Error maxPoolKernel(const KernelContext &ctx) {
   llvm::SmallVector<int64_t, 6> rowStrides = rowMajorStrides(p.inShape);
   llvm::SmallVector<int64_t, 6> colStrides = colMajorStrides(p.inShape);
 
-  using Types =
-      DTypeList<DType::F32, DType::F64, DType::U8, DType::I8, DType::I32,
-                DType::I64>;
+  using Types = DTypeList<DType::F32, DType::F64, DType::U8, DType::I8,
+                          DType::I32, DType::I64>;
   return dispatchIn(Types{}, ctx, x.dtype, "X", [&](auto tag) -> llvm::Error {
     using T = typename decltype(tag)::type;
     int64_t *pi = wantIndices ? ctx.outputs[1].as<int64_t>() : nullptr;
@@ -233,25 +230,27 @@ llvm::Error averagePoolKernel(const KernelContext &ctx) {
   SHARDC_CPU_TRY(setupPool(ctx, x, y, p));
   llvm::SmallVector<int64_t, 6> rowStrides = rowMajorStrides(p.inShape);
 
-  return dispatchIn(FloatTypes{}, ctx, x.dtype, "X", [&](auto tag) -> llvm::Error {
-    using T = typename decltype(tag)::type;
-    for (int64_t plane = 0; plane < p.planes; ++plane) {
-      const T *px = x.as<T>() + plane * p.inSize;
-      T *py = y.as<T>() + plane * p.outSize;
-      forEachWindow(p, [&](int64_t oi, llvm::ArrayRef<const int64_t *> lists,
-                           llvm::ArrayRef<int64_t> counts, int64_t padded) {
-        double sum = 0.0;
-        int64_t valid = 1;
-        for (int64_t c : counts)
-          valid *= c;
-        forEachTap(lists, counts, rowStrides, rowStrides,
-                   [&](int64_t row, int64_t) { sum += px[row]; });
-        int64_t divisor = includePad ? padded : valid;
-        py[oi] = divisor == 0 ? T(0) : static_cast<T>(sum / divisor);
+  return dispatchIn(
+      FloatTypes{}, ctx, x.dtype, "X", [&](auto tag) -> llvm::Error {
+        using T = typename decltype(tag)::type;
+        for (int64_t plane = 0; plane < p.planes; ++plane) {
+          const T *px = x.as<T>() + plane * p.inSize;
+          T *py = y.as<T>() + plane * p.outSize;
+          forEachWindow(p, [&](int64_t oi,
+                               llvm::ArrayRef<const int64_t *> lists,
+                               llvm::ArrayRef<int64_t> counts, int64_t padded) {
+            double sum = 0.0;
+            int64_t valid = 1;
+            for (int64_t c : counts)
+              valid *= c;
+            forEachTap(lists, counts, rowStrides, rowStrides,
+                       [&](int64_t row, int64_t) { sum += px[row]; });
+            int64_t divisor = includePad ? padded : valid;
+            py[oi] = divisor == 0 ? T(0) : static_cast<T>(sum / divisor);
+          });
+        }
+        return llvm::Error::success();
       });
-    }
-    return llvm::Error::success();
-  });
 }
 
 llvm::Error globalAveragePoolKernel(const KernelContext &ctx) {
@@ -268,17 +267,18 @@ llvm::Error globalAveragePoolKernel(const KernelContext &ctx) {
   SHARDC_CPU_TRY(requireShape(ctx, y, expected, "Y"));
   int64_t planes = x.shape[0] * x.shape[1];
   int64_t size = product(x.shape, 2, x.rank());
-  return dispatchIn(FloatTypes{}, ctx, x.dtype, "X", [&](auto tag) -> llvm::Error {
-    using T = typename decltype(tag)::type;
-    for (int64_t plane = 0; plane < planes; ++plane) {
-      const T *px = x.as<T>() + plane * size;
-      double sum = 0.0;
-      for (int64_t i = 0; i < size; ++i)
-        sum += px[i];
-      y.as<T>()[plane] = size == 0 ? T(0) : static_cast<T>(sum / size);
-    }
-    return llvm::Error::success();
-  });
+  return dispatchIn(
+      FloatTypes{}, ctx, x.dtype, "X", [&](auto tag) -> llvm::Error {
+        using T = typename decltype(tag)::type;
+        for (int64_t plane = 0; plane < planes; ++plane) {
+          const T *px = x.as<T>() + plane * size;
+          double sum = 0.0;
+          for (int64_t i = 0; i < size; ++i)
+            sum += px[i];
+          y.as<T>()[plane] = size == 0 ? T(0) : static_cast<T>(sum / size);
+        }
+        return llvm::Error::success();
+      });
 }
 
 } // namespace shardc::rt::cpu

@@ -57,41 +57,42 @@ llvm::Error reduceImpl(const KernelContext &ctx, bool mean) {
   int64_t outCount = y.numel();
   int64_t count = outCount ? x.numel() / outCount : 0;
 
-  return dispatchIn(ArithTypes{}, ctx, x.dtype, "data", [&](auto tag) -> llvm::Error {
-    using T = typename decltype(tag)::type;
-    using Acc = std::conditional_t<std::is_integral_v<T>, uint64_t, double>;
-    std::vector<Acc> acc(static_cast<size_t>(outCount), Acc(0));
-    const T *px = x.as<T>();
-    std::array<llvm::ArrayRef<int64_t>, 1> strides = {accStrides};
-    forEachRow<1>(x.shape, strides,
-                  [&](int64_t o, const int64_t *in, int64_t n,
-                      const int64_t *rs) {
-                    const T *row = px + o;
-                    Acc *a = acc.data() + in[0];
-                    if (rs[0] == 0) {
-                      Acc s = 0;
-                      for (int64_t i = 0; i < n; ++i)
-                        s += static_cast<Acc>(row[i]);
-                      *a += s;
-                    } else {
-                      for (int64_t i = 0; i < n; ++i)
-                        a[i * rs[0]] += static_cast<Acc>(row[i]);
-                    }
-                  });
-    T *py = y.as<T>();
-    for (int64_t i = 0; i < outCount; ++i) {
-      if constexpr (std::is_integral_v<T>) {
-        T s = static_cast<T>(acc[i]);
-        py[i] = !mean ? s : count ? static_cast<T>(s / count) : T(0);
-      } else {
-        py[i] = static_cast<T>(
-            !mean ? acc[i]
-                  : (count ? acc[i] / count
-                           : std::numeric_limits<double>::quiet_NaN()));
-      }
-    }
-    return llvm::Error::success();
-  });
+  return dispatchIn(
+      ArithTypes{}, ctx, x.dtype, "data", [&](auto tag) -> llvm::Error {
+        using T = typename decltype(tag)::type;
+        using Acc = std::conditional_t<std::is_integral_v<T>, uint64_t, double>;
+        std::vector<Acc> acc(static_cast<size_t>(outCount), Acc(0));
+        const T *px = x.as<T>();
+        std::array<llvm::ArrayRef<int64_t>, 1> strides = {accStrides};
+        forEachRow<1>(
+            x.shape, strides,
+            [&](int64_t o, const int64_t *in, int64_t n, const int64_t *rs) {
+              const T *row = px + o;
+              Acc *a = acc.data() + in[0];
+              if (rs[0] == 0) {
+                Acc s = 0;
+                for (int64_t i = 0; i < n; ++i)
+                  s += static_cast<Acc>(row[i]);
+                *a += s;
+              } else {
+                for (int64_t i = 0; i < n; ++i)
+                  a[i * rs[0]] += static_cast<Acc>(row[i]);
+              }
+            });
+        T *py = y.as<T>();
+        for (int64_t i = 0; i < outCount; ++i) {
+          if constexpr (std::is_integral_v<T>) {
+            T s = static_cast<T>(acc[i]);
+            py[i] = !mean ? s : count ? static_cast<T>(s / count) : T(0);
+          } else {
+            py[i] = static_cast<T>(
+                !mean ? acc[i]
+                      : (count ? acc[i] / count
+                               : std::numeric_limits<double>::quiet_NaN()));
+          }
+        }
+        return llvm::Error::success();
+      });
 }
 
 } // namespace

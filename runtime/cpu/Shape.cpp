@@ -30,27 +30,25 @@ llvm::Error copyKernel(const KernelContext &ctx) {
 llvm::Error stridedCopy(const KernelContext &ctx, const TensorView &x,
                         int64_t base, llvm::ArrayRef<int64_t> strides,
                         const TensorView &y) {
-  return dispatchBySize(ctx, x.dtype, "input",
-                        [&](auto tag) -> llvm::Error {
-                          using T = typename decltype(tag)::type;
-                          const T *px = x.as<T>() + base;
-                          T *py = y.as<T>();
-                          std::array<llvm::ArrayRef<int64_t>, 1> s = {strides};
-                          forEachRow<1>(y.shape, s,
-                                        [&](int64_t o, const int64_t *in,
-                                            int64_t n, const int64_t *rs) {
-                                          const T *src = px + in[0];
-                                          T *dst = py + o;
-                                          if (rs[0] == 1) {
-                                            std::memcpy(dst, src,
-                                                        n * sizeof(T));
-                                            return;
-                                          }
-                                          for (int64_t i = 0; i < n; ++i)
-                                            dst[i] = src[i * rs[0]];
-                                        });
-                          return llvm::Error::success();
-                        });
+  return dispatchBySize(ctx, x.dtype, "input", [&](auto tag) -> llvm::Error {
+    using T = typename decltype(tag)::type;
+    const T *px = x.as<T>() + base;
+    T *py = y.as<T>();
+    std::array<llvm::ArrayRef<int64_t>, 1> s = {strides};
+    forEachRow<1>(
+        y.shape, s,
+        [&](int64_t o, const int64_t *in, int64_t n, const int64_t *rs) {
+          const T *src = px + in[0];
+          T *dst = py + o;
+          if (rs[0] == 1) {
+            std::memcpy(dst, src, n * sizeof(T));
+            return;
+          }
+          for (int64_t i = 0; i < n; ++i)
+            dst[i] = src[i * rs[0]];
+        });
+    return llvm::Error::success();
+  });
 }
 
 /// Reads a non-negative axis attribute that must be < rank.
@@ -178,8 +176,8 @@ llvm::Error concatKernel(const KernelContext &ctx) {
     total += x.shape[axis];
   }
   if (total != y.shape[axis])
-    return ctx.error("inputs add up to " + llvm::Twine(total) +
-                     " along axis " + llvm::Twine(axis) + ", output has " +
+    return ctx.error("inputs add up to " + llvm::Twine(total) + " along axis " +
+                     llvm::Twine(axis) + ", output has " +
                      llvm::Twine(y.shape[axis]));
   int64_t outer = product(y.shape, 0, axis);
   size_t inner = static_cast<size_t>(product(y.shape, axis + 1, y.rank())) *

@@ -83,8 +83,8 @@ TEST(GemmKernel, ColumnBiasAndNoBias) {
                               {"transB", intv(0)}}),
                        {&a, &b, &c}, {&y}));
   EXPECT_EQ(y.values<float>(), (std::vector<float>{119, 122, 243, 250}));
-  ASSERT_KERNEL_OK(run("Gemm", attrs({{"alpha", floatv(2.0)}}), {&a, &b},
-                       {&y}));
+  ASSERT_KERNEL_OK(
+      run("Gemm", attrs({{"alpha", floatv(2.0)}}), {&a, &b}, {&y}));
   EXPECT_EQ(y.values<float>(), (std::vector<float>{38, 44, 86, 100}));
 
   Buf bad = f32({3, 2}, {0, 0, 0, 0, 0, 0});
@@ -232,8 +232,8 @@ std::vector<double> naiveConv(const Buf &x, const Buf &w, const Buf *bias,
         std::vector<int64_t> xi = {n, g * cg + c};
         bool inside = true;
         for (size_t d = 0; d < ns; ++d) {
-          int64_t i = o[d + 2] * p.strides[d] - p.padBegin[d] +
-                      k[d] * p.dilations[d];
+          int64_t i =
+              o[d + 2] * p.strides[d] - p.padBegin[d] + k[d] * p.dilations[d];
           inside &= i >= 0 && i < x.shape[d + 2];
           xi.push_back(i);
         }
@@ -284,9 +284,9 @@ TEST(ConvKernel, OnnxBasicExample) {
   ConvParams p{{1, 1}, {1, 1}, {1, 1}, {1, 1}, 1};
   ASSERT_KERNEL_OK(run("Conv", convAttrs({3, 3}, p), {&x, &w}, {&y}));
   EXPECT_EQ(y.values<float>(),
-            (std::vector<float>{12,  21,  27,  33,  24,  33,  54,  63,  72,
-                                51,  63,  99,  108, 117, 81,  93,  144, 153,
-                                162, 111, 72,  111, 117, 123, 84}));
+            (std::vector<float>{12,  21,  27, 33,  24,  33,  54, 63,  72,
+                                51,  63,  99, 108, 117, 81,  93, 144, 153,
+                                162, 111, 72, 111, 117, 123, 84}));
 }
 
 TEST(ConvKernel, StridePadDilationGroups2D) {
@@ -355,14 +355,14 @@ TEST(PoolKernel, MaxPoolWithIndicesOnnxExample) {
                               {"ceil_mode", intv(0)},
                               {"storage_order", intv(0)}}),
                        {&x}, {&y, &idx}));
-  EXPECT_EQ(y.values<float>(),
-            (std::vector<float>{13, 14, 15, 15, 15, 18, 19, 20, 20,
-                                20, 23, 24, 25, 25, 25, 23, 24, 25,
-                                25, 25, 23, 24, 25, 25, 25}));
-  EXPECT_EQ(idx.values<int64_t>(),
-            (std::vector<int64_t>{12, 13, 14, 14, 14, 17, 18, 19, 19,
-                                  19, 22, 23, 24, 24, 24, 22, 23, 24,
-                                  24, 24, 22, 23, 24, 24, 24}));
+  EXPECT_EQ(
+      y.values<float>(),
+      (std::vector<float>{13, 14, 15, 15, 15, 18, 19, 20, 20, 20, 23, 24, 25,
+                          25, 25, 23, 24, 25, 25, 25, 23, 24, 25, 25, 25}));
+  EXPECT_EQ(
+      idx.values<int64_t>(),
+      (std::vector<int64_t>{12, 13, 14, 14, 14, 17, 18, 19, 19, 19, 22, 23, 24,
+                            24, 24, 22, 23, 24, 24, 24, 22, 23, 24, 24, 24}));
 }
 
 TEST(PoolKernel, MaxPoolIndicesColumnMajorAndPerChannel) {
@@ -409,18 +409,17 @@ TEST(PoolKernel, MaxPoolOneAndThreeDims) {
   Buf x1 = f32({1, 1, 5}, {1, 3, 2, 5, 4});
   Buf y1(DType::F32, {1, 1, 6});
   Buf i1(DType::I64, {1, 1, 6});
-  ASSERT_KERNEL_OK(run("MaxPool",
-                       attrs({{"kernel_shape", ints({2})},
-                              {"pads", ints({1, 1})}}),
-                       {&x1}, {&y1, &i1}));
+  ASSERT_KERNEL_OK(run(
+      "MaxPool", attrs({{"kernel_shape", ints({2})}, {"pads", ints({1, 1})}}),
+      {&x1}, {&y1, &i1}));
   EXPECT_EQ(y1.values<float>(), (std::vector<float>{1, 3, 3, 5, 5, 4}));
   EXPECT_EQ(i1.values<int64_t>(), (std::vector<int64_t>{0, 1, 1, 3, 3, 4}));
 
   // 3-D: a 2x2x2 window over a 3x3x3 ramp takes the far corner.
   Buf x3 = f32({1, 1, 3, 3, 3}, ramp(27, 0));
   Buf y3(DType::F32, {1, 1, 2, 2, 2});
-  ASSERT_KERNEL_OK(run("MaxPool", attrs({{"kernel_shape", ints({2, 2, 2})}}),
-                       {&x3}, {&y3}));
+  ASSERT_KERNEL_OK(
+      run("MaxPool", attrs({{"kernel_shape", ints({2, 2, 2})}}), {&x3}, {&y3}));
   EXPECT_EQ(y3.values<float>(),
             (std::vector<float>{13, 14, 16, 17, 22, 23, 25, 26}));
 }
@@ -428,19 +427,18 @@ TEST(PoolKernel, MaxPoolOneAndThreeDims) {
 TEST(PoolKernel, MaxPoolPaddingNeverWins) {
   Buf x = f32({1, 1, 2, 2}, {-5, -6, -7, -8});
   Buf y(DType::F32, {1, 1, 3, 3});
-  ASSERT_KERNEL_OK(run("MaxPool",
-                       attrs({{"kernel_shape", ints({2, 2})},
-                              {"pads", ints({1, 1, 1, 1})}}),
-                       {&x}, {&y}));
+  ASSERT_KERNEL_OK(
+      run("MaxPool",
+          attrs({{"kernel_shape", ints({2, 2})}, {"pads", ints({1, 1, 1, 1})}}),
+          {&x}, {&y}));
   EXPECT_EQ(y.values<float>(),
             (std::vector<float>{-5, -5, -6, -5, -5, -6, -7, -7, -8}));
 }
 
 /// AveragePool from the definition over a 2-D input.
 std::vector<double> naiveAvgPool2D(const std::vector<float> &x, int64_t h,
-                                   int64_t w, int64_t k, int64_t s,
-                                   int64_t pad, int64_t oh, int64_t ow,
-                                   bool includePad) {
+                                   int64_t w, int64_t k, int64_t s, int64_t pad,
+                                   int64_t oh, int64_t ow, bool includePad) {
   std::vector<double> y;
   for (int64_t i = 0; i < oh; ++i)
     for (int64_t j = 0; j < ow; ++j) {
@@ -474,9 +472,8 @@ TEST(PoolKernel, AveragePoolCountIncludePadBothWays) {
                                 {"ceil_mode", intv(0)},
                                 {"count_include_pad", intv(include)}}),
                          {&x}, {&y}));
-    expectClose(y.values<float>(),
-                naiveAvgPool2D(x.values<float>(), 5, 5, 3, 2, 2, 4, 4,
-                               include != 0));
+    expectClose(y.values<float>(), naiveAvgPool2D(x.values<float>(), 5, 5, 3, 2,
+                                                  2, 4, 4, include != 0));
   }
   // Hand-checked corner: window rows/cols -2..0 holds only x[0][0].
   ASSERT_KERNEL_OK(run("AveragePool",
@@ -515,8 +512,7 @@ TEST(PoolKernel, AveragePoolThreeDims) {
   Buf x = f32({1, 1, 2, 2, 2}, ramp(8));
   Buf y(DType::F32, {1, 1, 1, 1, 1});
   ASSERT_KERNEL_OK(run("AveragePool",
-                       attrs({{"kernel_shape", ints({2, 2, 2})}}), {&x},
-                       {&y}));
+                       attrs({{"kernel_shape", ints({2, 2, 2})}}), {&x}, {&y}));
   expectClose(y.values<float>(), std::vector<float>{4.5f});
 }
 
@@ -535,17 +531,16 @@ TEST(PoolKernel, BadAttributesAreErrors) {
   EXPECT_KERNEL_ERROR(
       run("MaxPool", attrs({{"kernel_shape", ints({2})}}), {&x}, {&y}),
       "kernel_shape");
-  EXPECT_KERNEL_ERROR(run("AveragePool",
-                          attrs({{"kernel_shape", ints({2, 2})},
-                                 {"pads", ints({1, 1})}}),
-                          {&x}, {&y}),
-                      "pads");
+  EXPECT_KERNEL_ERROR(
+      run("AveragePool",
+          attrs({{"kernel_shape", ints({2, 2})}, {"pads", ints({1, 1})}}), {&x},
+          {&y}),
+      "pads");
   Buf xi(DType::I64, {1, 1, 4, 4});
   Buf yi(DType::I64, {1, 1, 2, 2});
-  EXPECT_KERNEL_ERROR(run("AveragePool",
-                          attrs({{"kernel_shape", ints({2, 2})}}), {&xi},
-                          {&yi}),
-                      "int64");
+  EXPECT_KERNEL_ERROR(
+      run("AveragePool", attrs({{"kernel_shape", ints({2, 2})}}), {&xi}, {&yi}),
+      "int64");
 }
 
 } // namespace

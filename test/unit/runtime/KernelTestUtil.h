@@ -29,15 +29,16 @@ struct Buf {
   Buf(DType dtype, std::vector<int64_t> shape)
       : dtype(dtype), shape(std::move(shape)) {
     // Poison outputs so that unwritten elements show up.
-    bytes.assign(static_cast<size_t>(numElements(this->shape)) *
-                     dtypeSize(dtype),
-                 0xA5);
+    bytes.assign(
+        static_cast<size_t>(numElements(this->shape)) * dtypeSize(dtype), 0xA5);
   }
   TensorView view() {
     return TensorView(dtype, shape, bytes.empty() ? nullptr : bytes.data());
   }
   int64_t numel() const { return numElements(shape); }
-  template <typename T> T *data() { return reinterpret_cast<T *>(bytes.data()); }
+  template <typename T> T *data() {
+    return reinterpret_cast<T *>(bytes.data());
+  }
   template <typename T> std::vector<T> values() const {
     std::vector<T> v(static_cast<size_t>(numel()));
     if (!v.empty())
@@ -87,8 +88,8 @@ inline Buf randomF32(std::vector<int64_t> shape, unsigned seed,
 }
 
 /// Builds an AttrMap inline: attrs({{"axis", AttrValue::ofInt(1)}}).
-inline AttrMap attrs(
-    std::initializer_list<std::pair<std::string, AttrValue>> list = {}) {
+inline AttrMap
+attrs(std::initializer_list<std::pair<std::string, AttrValue>> list = {}) {
   AttrMap m;
   for (const auto &[name, value] : list)
     m.set(name, value);
@@ -99,7 +100,9 @@ inline AttrValue ints(std::vector<int64_t> v) {
 }
 inline AttrValue intv(int64_t v) { return AttrValue::ofInt(v); }
 inline AttrValue floatv(double v) { return AttrValue::ofFloat(v); }
-inline AttrValue str(std::string v) { return AttrValue::ofString(std::move(v)); }
+inline AttrValue str(std::string v) {
+  return AttrValue::ofString(std::move(v));
+}
 
 /// Runs `op` through cpu::runKernel. A null input or output is absent.
 /// Returns "" on success, the error message otherwise.

@@ -204,8 +204,8 @@ TEST(ElementwiseKernel, Pow) {
 
   Buf ef = f32({2}, {0.5f, -1.0f});
   ASSERT_KERNEL_OK(run("Pow", attrs(), {&x, &ef}, {&z}));
-  expectClose(z.values<float>(), std::vector<float>{1, 0.5f, std::sqrt(3.0f),
-                                                    0.25f});
+  expectClose(z.values<float>(),
+              std::vector<float>{1, 0.5f, std::sqrt(3.0f), 0.25f});
 
   // int64 base with float exponent keeps the base's type.
   Buf xi = i64({3}, {1, 2, 3});
@@ -233,8 +233,7 @@ TEST(ElementwiseKernel, WhereBroadcastsAllThree) {
   Buf yi = i64({2, 1}, {10, 20});
   Buf zi(DType::I64, {2, 3});
   ASSERT_KERNEL_OK(run("Where", attrs(), {&c2, &xi, &yi}, {&zi}));
-  EXPECT_EQ(zi.values<int64_t>(),
-            (std::vector<int64_t>{10, 2, 10, 20, 2, 20}));
+  EXPECT_EQ(zi.values<int64_t>(), (std::vector<int64_t>{10, 2, 10, 20, 2, 20}));
 
   Buf notBool = f32({3}, {0, 1, 0});
   EXPECT_KERNEL_ERROR(run("Where", attrs(), {&notBool, &xi, &yi}, {&zi}),
@@ -352,9 +351,9 @@ TEST(CastKernel, HalfRoundTrip) {
                     1.0f + 3.0f / 2048, 65520.0f});
   Buf h(DType::F16, {6});
   ASSERT_KERNEL_OK(run("Cast", attrs({{"to", intv(10)}}), {&x}, {&h}));
-  EXPECT_EQ(h.values<uint16_t>(),
-            (std::vector<uint16_t>{0x3e00, 0xc000, 0x7bff, 0x3c00, 0x3c02,
-                                   0x7c00}));
+  EXPECT_EQ(
+      h.values<uint16_t>(),
+      (std::vector<uint16_t>{0x3e00, 0xc000, 0x7bff, 0x3c00, 0x3c02, 0x7c00}));
   Buf back(DType::F32, {6});
   ASSERT_KERNEL_OK(run("Cast", attrs({{"to", intv(1)}}), {&h}, {&back}));
   std::vector<float> v = back.values<float>();
@@ -423,8 +422,8 @@ TEST(ShapeKernel, IdentityAndReshapeCopyBytes) {
 TEST(ShapeKernel, Transpose) {
   Buf x = randomF32({2, 3, 4}, 7);
   Buf y(DType::F32, {3, 4, 2});
-  ASSERT_KERNEL_OK(run("Transpose", attrs({{"perm", ints({1, 2, 0})}}), {&x},
-                       {&y}));
+  ASSERT_KERNEL_OK(
+      run("Transpose", attrs({{"perm", ints({1, 2, 0})}}), {&x}, {&y}));
   std::vector<float> xv = x.values<float>(), yv = y.values<float>();
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 3; ++j)
@@ -494,8 +493,8 @@ TEST(ShapeKernel, Split) {
   EXPECT_EQ(c1.values<int64_t>(), (std::vector<int64_t>{2, 4, 6}));
 
   Buf d0(DType::I64, {1, 2}), d1(DType::I64, {1, 2});
-  EXPECT_KERNEL_ERROR(run("Split", attrs({{"axis", intv(0)}}), {&x}, {&d0, &d1}),
-                      "add up");
+  EXPECT_KERNEL_ERROR(
+      run("Split", attrs({{"axis", intv(0)}}), {&x}, {&d0, &d1}), "add up");
 }
 
 TEST(ShapeKernel, SliceWithNegativeStep) {
@@ -505,27 +504,24 @@ TEST(ShapeKernel, SliceWithNegativeStep) {
     xs[i] = static_cast<float>(i);
   Buf x = f32({3, 4}, xs);
   Buf y(DType::F32, {3, 2});
-  ASSERT_KERNEL_OK(run("Slice",
-                       attrs({{"starts", ints({2, 3})},
-                              {"steps", ints({-1, -2})}}),
-                       {&x}, {&y}));
+  ASSERT_KERNEL_OK(
+      run("Slice", attrs({{"starts", ints({2, 3})}, {"steps", ints({-1, -2})}}),
+          {&x}, {&y}));
   EXPECT_EQ(y.values<float>(), (std::vector<float>{11, 9, 7, 5, 3, 1}));
 
   // Positive steps, middle block.
   Buf z(DType::F32, {1, 2});
-  ASSERT_KERNEL_OK(run("Slice",
-                       attrs({{"starts", ints({1, 1})},
-                              {"steps", ints({1, 2})}}),
-                       {&x}, {&z}));
+  ASSERT_KERNEL_OK(
+      run("Slice", attrs({{"starts", ints({1, 1})}, {"steps", ints({1, 2})}}),
+          {&x}, {&z}));
   EXPECT_EQ(z.values<float>(), (std::vector<float>{5, 7}));
 
   // Running past the data is an error, not a crash.
   Buf w(DType::F32, {3, 3});
-  EXPECT_KERNEL_ERROR(run("Slice",
-                          attrs({{"starts", ints({0, 2})},
-                                 {"steps", ints({1, 1})}}),
-                          {&x}, {&w}),
-                      "axis 1");
+  EXPECT_KERNEL_ERROR(
+      run("Slice", attrs({{"starts", ints({0, 2})}, {"steps", ints({1, 1})}}),
+          {&x}, {&w}),
+      "axis 1");
 }
 
 TEST(ShapeKernel, Expand) {
@@ -575,9 +571,9 @@ TEST(ReduceKernel, SumAndMeanOverAxes) {
 
   // Mean over everything -> scalar.
   Buf all(DType::F32, {});
-  ASSERT_KERNEL_OK(run("ReduceMean",
-                       attrs({{"axes", ints({0, 1, 2})}, {"keepdims", intv(0)}}),
-                       {&x}, {&all}));
+  ASSERT_KERNEL_OK(run(
+      "ReduceMean", attrs({{"axes", ints({0, 1, 2})}, {"keepdims", intv(0)}}),
+      {&x}, {&all}));
   double total = 0;
   for (float v : xv)
     total += v;
@@ -585,10 +581,10 @@ TEST(ReduceKernel, SumAndMeanOverAxes) {
 
   // Wrong output shape.
   Buf bad(DType::F32, {3});
-  EXPECT_KERNEL_ERROR(run("ReduceSum",
-                          attrs({{"axes", ints({0, 2})}, {"keepdims", intv(1)}}),
-                          {&x}, {&bad}),
-                      "shape");
+  EXPECT_KERNEL_ERROR(
+      run("ReduceSum", attrs({{"axes", ints({0, 2})}, {"keepdims", intv(1)}}),
+          {&x}, {&bad}),
+      "shape");
 }
 
 TEST(ReduceKernel, IntegerSumAndNoOp) {
@@ -602,8 +598,8 @@ TEST(ReduceKernel, IntegerSumAndNoOp) {
   // Empty axes with an output of the input's shape: a copy.
   Buf same(DType::I64, {2, 3});
   ASSERT_KERNEL_OK(run("ReduceSum",
-                       attrs({{"axes", ints({})}, {"keepdims", intv(1)}}),
-                       {&x}, {&same}));
+                       attrs({{"axes", ints({})}, {"keepdims", intv(1)}}), {&x},
+                       {&same}));
   EXPECT_EQ(same.values<int64_t>(), x.values<int64_t>());
 }
 

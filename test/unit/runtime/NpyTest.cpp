@@ -96,9 +96,10 @@ void roundTrip(DType dtype, std::vector<int64_t> shape, std::vector<T> values,
   EXPECT_EQ(array->dtype, dtype);
   EXPECT_EQ(array->shape, shape);
   ASSERT_EQ(array->data.size(), values.size() * sizeof(T));
-  if (!values.empty())
+  if (!values.empty()) {
     EXPECT_EQ(
         std::memcmp(array->data.data(), values.data(), array->data.size()), 0);
+  }
   TensorView v = array->view();
   EXPECT_EQ(v.dtype, dtype);
   EXPECT_EQ(v.numel(), static_cast<int64_t>(values.size()));
