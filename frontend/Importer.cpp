@@ -824,7 +824,7 @@ LogicalResult Importer::importBatchNorm(const onnx::NodeProto &node) {
       operand(node, 1), operand(node, 2), operand(node, 3), operand(node, 4),
       b.getF32FloatAttr(floatAttr(node, "epsilon", 1e-5f)),
       b.getF32FloatAttr(floatAttr(node, "momentum", 0.9f)),
-      b.getI64IntegerAttr(training));
+      b.getI64IntegerAttr(training), /*unbiased_var=*/b.getI64IntegerAttr(0));
   return finish(node, op);
 }
 

@@ -28,6 +28,14 @@ constexpr llvm::StringLiteral kInputAttrName = "shardc.input";
 constexpr llvm::StringLiteral kParamAttrName = "shardc.param";
 /// Function attribute: an array of the graph output names.
 constexpr llvm::StringLiteral kOutputNamesAttrName = "shardc.output_names";
+/// Result attribute set by autodiff: the parameter whose gradient it is.
+constexpr llvm::StringLiteral kGradOfAttrName = "shardc.grad_of";
+/// Argument attribute: optimizer state (zero-initialized, persistent), e.g.
+/// `shardc.state = "fc.weight.exp_avg"`.
+constexpr llvm::StringLiteral kStateAttrName = "shardc.state";
+/// Result attribute: this result is the new value of argument N (an
+/// in-place update of a parameter or state).
+constexpr llvm::StringLiteral kUpdatesAttrName = "shardc.updates";
 
 } // namespace shardc
 

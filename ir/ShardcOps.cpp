@@ -533,6 +533,114 @@ LogicalResult NegativeLogLikelihoodLossOp::verify() {
                     getReduction());
 }
 
+//===----------------------------------------------------------------------===//
+// Gradients
+//===----------------------------------------------------------------------===//
+
+LogicalResult ConvGradInputOp::verify() {
+  auto x = shapeOf(getInputGrad()), w = shapeOf(getWeight()),
+       y = shapeOf(getGrad());
+  if (x.size() != w.size() || y.size() != x.size())
+    return emitOpError("gradient, weight and input gradient must share rank");
+  if (y[1] != w[0] || x[1] != w[1] * getGroup())
+    return emitOpError("channels do not match the weight");
+  return verifyWindow(*this, x, y, getKernelShape(), getStrides(),
+                      getDilations(), getPads(), false);
+}
+
+LogicalResult ConvGradWeightOp::verify() {
+  auto x = shapeOf(getInput()), w = shapeOf(getWeightGrad()),
+       y = shapeOf(getGrad());
+  if (x.size() != w.size() || y.size() != x.size())
+    return emitOpError("gradient, input and weight gradient must share rank");
+  if (y[1] != w[0] || x[1] != w[1] * getGroup() ||
+      getKernelShape() != w.drop_front(2))
+    return emitOpError("weight gradient shape does not match the convolution");
+  return verifyWindow(*this, x, y, getKernelShape(), getStrides(),
+                      getDilations(), getPads(), false);
+}
+
+LogicalResult MaxPoolGradOp::verify() {
+  if (shapeOf(getIndices()) != shapeOf(getGrad()))
+    return emitOpError("indices must have the gradient's shape");
+  if (shapeOf(getInputGrad()).size() != shapeOf(getGrad()).size())
+    return emitOpError("input gradient must have the gradient's rank");
+  return success();
+}
+
+LogicalResult AveragePoolGradOp::verify() {
+  SmallVector<int64_t> ones(getKernelShape().size(), 1);
+  return verifyWindow(*this, shapeOf(getInputGrad()), shapeOf(getGrad()),
+                      getKernelShape(), getStrides(), ones, getPads(),
+                      getCeilMode() != 0);
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  if (shapeOf(getInputGrad()) != shapeOf(getInput()) ||
+      shapeOf(getGrad()) != shapeOf(getInput()))
+    return emitOpError("gradients must have the input's shape");
+  if (shapeOf(getScaleGrad()) != shapeOf(getScale()) ||
+      shapeOf(getBiasGrad()) != shapeOf(getScale()))
+    return emitOpError("scale and bias gradients must have the scale's shape");
+  return verifyAxis(*this, getAxis(), shapeOf(getInput()).size());
+}
+
+LogicalResult BatchNormGradOp::verify() {
+  auto x = shapeOf(getInput());
+  if (x.size() < 2 || shapeOf(getInputGrad()) != x || shapeOf(getGrad()) != x)
+    return emitOpError("gradients must have the input's shape [N, C, ...]");
+  SmallVector<int64_t, 1> c{x[1]};
+  for (Value v : {getScale(), getMean(), getVar(), getScaleGrad(), getBiasGrad()})
+    if (shapeOf(v) != ArrayRef<int64_t>(c))
+      return emitOpError("per-channel values must have shape ") << fmt(c);
+  return success();
+}
+
+LogicalResult SoftmaxCrossEntropyLossGradOp::verify() {
+  if (shapeOf(getScoresGrad()) != shapeOf(getScores()))
+    return emitOpError("scores gradient must have the scores' shape");
+  return verifyLoss(*this, getScores(), getLabels(), getWeights(), getGrad(),
+                    getReduction());
+}
+
+LogicalResult NegativeLogLikelihoodLossGradOp::verify() {
+  if (shapeOf(getInputGrad()) != shapeOf(getInput()))
+    return emitOpError("input gradient must have the input's shape");
+  return verifyLoss(*this, getInput(), getTarget(), getWeight(), getGrad(),
+                    getReduction());
+}
+
+LogicalResult GatherGradOp::verify() {
+  auto data = shapeOf(getDataGrad()), idx = shapeOf(getIndices());
+  int64_t axis = getAxis();
+  if (data.empty() || failed(verifyAxis(*this, axis, data.size())))
+    return failure();
+  SmallVector<int64_t> expected(data.take_front(axis));
+  expected.append(idx.begin(), idx.end());
+  expected.append(data.begin() + axis + 1, data.end());
+  if (shapeOf(getGrad()) != ArrayRef<int64_t>(expected))
+    return emitOpError("gradient must have shape ") << fmt(expected);
+  return success();
+}
+
+LogicalResult SliceGradOp::verify() {
+  auto in = shapeOf(getInputGrad()), out = shapeOf(getGrad());
+  ArrayRef<int64_t> starts = getStarts(), steps = getSteps();
+  if (starts.size() != in.size() || steps.size() != in.size() ||
+      out.size() != in.size())
+    return emitOpError("starts, steps and gradient need one entry per dim");
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (steps[i] == 0)
+      return emitOpError("step of dim ") << i << " is zero";
+    if (out[i] == 0)
+      continue;
+    int64_t last = starts[i] + (out[i] - 1) * steps[i];
+    if (starts[i] < 0 || starts[i] >= in[i] || last < 0 || last >= in[i])
+      return emitOpError("slice of dim ") << i << " leaves the input";
+  }
+  return success();
+}
+
 } // namespace shardc
 
 #define GET_OP_CLASSES

@@ -188,12 +188,15 @@ def Shardc_BatchNormalizationOp : Shardc_Op<"BatchNormalization", [Pure]> {
   let description = [{
     In training mode (`training_mode` = 1) the batch statistics normalize the
     input and `running_mean`/`running_var` are the updated statistics; in
-    inference mode they equal the inputs `mean`/`var`.
+    inference mode they equal the inputs `mean`/`var`. With `unbiased_var`
+    the running variance is updated with the unbiased batch variance, as
+    PyTorch does (ONNX uses the population variance).
   }];
   let arguments = (ins Shardc_FloatTensor:$input, Shardc_FloatTensor:$scale,
                    Shardc_FloatTensor:$bias, Shardc_FloatTensor:$mean,
                    Shardc_FloatTensor:$var, F32Attr:$epsilon,
-                   F32Attr:$momentum, I64Attr:$training_mode);
+                   F32Attr:$momentum, I64Attr:$training_mode,
+                   DefaultValuedAttr<I64Attr, "0">:$unbiased_var);
   let results = (outs Shardc_FloatTensor:$output,
                  Shardc_FloatTensor:$running_mean,
                  Shardc_FloatTensor:$running_var);
@@ -369,6 +372,213 @@ def Shardc_NegativeLogLikelihoodLossOp
   let hasVerifier = 1;
   let assemblyFormat = [{
     $input `,` $target (`,` $weight^)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Gradients (emitted by the autodiff pass)
+//===----------------------------------------------------------------------===//
+
+def Shardc_ReluGradOp : Shardc_Op<"ReluGrad",
+    [Pure, AllTypesMatch<["grad", "input", "input_grad"]>]> {
+  let summary = "Gradient of Relu: grad where input > 0, else 0";
+  let arguments = (ins Shardc_FloatTensor:$grad, Shardc_FloatTensor:$input);
+  let results = (outs Shardc_FloatTensor:$input_grad);
+  let assemblyFormat = "$grad `,` $input attr-dict `:` type($grad)";
+}
+def Shardc_SigmoidGradOp : Shardc_Op<"SigmoidGrad",
+    [Pure, AllTypesMatch<["grad", "output", "input_grad"]>]> {
+  let summary = "Gradient of Sigmoid from its output: grad * y * (1 - y)";
+  let arguments = (ins Shardc_FloatTensor:$grad, Shardc_FloatTensor:$output);
+  let results = (outs Shardc_FloatTensor:$input_grad);
+  let assemblyFormat = "$grad `,` $output attr-dict `:` type($grad)";
+}
+def Shardc_TanhGradOp : Shardc_Op<"TanhGrad",
+    [Pure, AllTypesMatch<["grad", "output", "input_grad"]>]> {
+  let summary = "Gradient of Tanh from its output: grad * (1 - y^2)";
+  let arguments = (ins Shardc_FloatTensor:$grad, Shardc_FloatTensor:$output);
+  let results = (outs Shardc_FloatTensor:$input_grad);
+  let assemblyFormat = "$grad `,` $output attr-dict `:` type($grad)";
+}
+def Shardc_SoftmaxGradOp : Shardc_Op<"SoftmaxGrad",
+    [Pure, AllTypesMatch<["grad", "output", "input_grad"]>]> {
+  let summary = "Gradient of Softmax from its output";
+  let arguments = (ins Shardc_FloatTensor:$grad, Shardc_FloatTensor:$output,
+                   I64Attr:$axis);
+  let results = (outs Shardc_FloatTensor:$input_grad);
+  let assemblyFormat = "$grad `,` $output attr-dict `:` type($grad)";
+}
+def Shardc_LogSoftmaxGradOp : Shardc_Op<"LogSoftmaxGrad",
+    [Pure, AllTypesMatch<["grad", "output", "input_grad"]>]> {
+  let summary = "Gradient of LogSoftmax from its output";
+  let arguments = (ins Shardc_FloatTensor:$grad, Shardc_FloatTensor:$output,
+                   I64Attr:$axis);
+  let results = (outs Shardc_FloatTensor:$input_grad);
+  let assemblyFormat = "$grad `,` $output attr-dict `:` type($grad)";
+}
+
+def Shardc_ConvGradInputOp : Shardc_Op<"ConvGradInput", [Pure]> {
+  let summary = "Gradient of Conv with respect to its input";
+  let arguments = (ins Shardc_FloatTensor:$grad, Shardc_FloatTensor:$weight,
+                   DenseI64ArrayAttr:$kernel_shape, DenseI64ArrayAttr:$strides,
+                   DenseI64ArrayAttr:$dilations, DenseI64ArrayAttr:$pads,
+                   I64Attr:$group);
+  let results = (outs Shardc_FloatTensor:$input_grad);
+  let hasVerifier = 1;
+  let assemblyFormat = [{
+    $grad `,` $weight attr-dict `:` functional-type(operands, results)
+  }];
+}
+def Shardc_ConvGradWeightOp : Shardc_Op<"ConvGradWeight", [Pure]> {
+  let summary = "Gradient of Conv with respect to its weight";
+  let arguments = (ins Shardc_FloatTensor:$grad, Shardc_FloatTensor:$input,
+                   DenseI64ArrayAttr:$kernel_shape, DenseI64ArrayAttr:$strides,
+                   DenseI64ArrayAttr:$dilations, DenseI64ArrayAttr:$pads,
+                   I64Attr:$group);
+  let results = (outs Shardc_FloatTensor:$weight_grad);
+  let hasVerifier = 1;
+  let assemblyFormat = [{
+    $grad `,` $input attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Shardc_MaxPoolGradOp : Shardc_Op<"MaxPoolGrad", [Pure]> {
+  let summary = "Scatter-add of the output gradient at the argmax indices";
+  let arguments = (ins Shardc_FloatTensor:$grad,
+                   StaticShapeTensorOf<[I64]>:$indices);
+  let results = (outs Shardc_FloatTensor:$input_grad);
+  let hasVerifier = 1;
+  let assemblyFormat = [{
+    $grad `,` $indices attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Shardc_AveragePoolGradOp : Shardc_Op<"AveragePoolGrad", [Pure]> {
+  let summary = "Gradient of AveragePool";
+  let arguments = (ins Shardc_FloatTensor:$grad,
+                   DenseI64ArrayAttr:$kernel_shape, DenseI64ArrayAttr:$strides,
+                   DenseI64ArrayAttr:$pads, I64Attr:$ceil_mode,
+                   I64Attr:$count_include_pad);
+  let results = (outs Shardc_FloatTensor:$input_grad);
+  let hasVerifier = 1;
+  let assemblyFormat = "$grad attr-dict `:` type($grad) `->` type($input_grad)";
+}
+
+def Shardc_LayerNormGradOp : Shardc_Op<"LayerNormGrad", [Pure]> {
+  let summary = "Gradient of LayerNormalization (input, scale, bias)";
+  let arguments = (ins Shardc_FloatTensor:$grad, Shardc_FloatTensor:$input,
+                   Shardc_FloatTensor:$scale, Shardc_FloatTensor:$mean,
+                   Shardc_FloatTensor:$inv_std_dev, I64Attr:$axis);
+  let results = (outs Shardc_FloatTensor:$input_grad,
+                 Shardc_FloatTensor:$scale_grad, Shardc_FloatTensor:$bias_grad);
+  let hasVerifier = 1;
+  let assemblyFormat = [{
+    $grad `,` $input `,` $scale `,` $mean `,` $inv_std_dev attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Shardc_BatchNormGradOp : Shardc_Op<"BatchNormGrad", [Pure]> {
+  let summary = "Gradient of BatchNormalization (input, scale, bias)";
+  let arguments = (ins Shardc_FloatTensor:$grad, Shardc_FloatTensor:$input,
+                   Shardc_FloatTensor:$scale, Shardc_FloatTensor:$mean,
+                   Shardc_FloatTensor:$var, F32Attr:$epsilon,
+                   I64Attr:$training_mode);
+  let results = (outs Shardc_FloatTensor:$input_grad,
+                 Shardc_FloatTensor:$scale_grad, Shardc_FloatTensor:$bias_grad);
+  let hasVerifier = 1;
+  let assemblyFormat = [{
+    $grad `,` $input `,` $scale `,` $mean `,` $var attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Shardc_SoftmaxCrossEntropyLossGradOp
+    : Shardc_Op<"SoftmaxCrossEntropyLossGrad", [Pure]> {
+  let summary = "Gradient of SoftmaxCrossEntropyLoss with respect to scores";
+  let arguments = (ins Shardc_FloatTensor:$grad, Shardc_FloatTensor:$scores,
+                   Shardc_IndexTensor:$labels,
+                   Optional<Shardc_FloatTensor>:$weights, StrAttr:$reduction,
+                   OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Shardc_FloatTensor:$scores_grad);
+  let hasVerifier = 1;
+  let assemblyFormat = [{
+    $grad `,` $scores `,` $labels (`,` $weights^)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Shardc_NegativeLogLikelihoodLossGradOp
+    : Shardc_Op<"NegativeLogLikelihoodLossGrad", [Pure]> {
+  let summary = "Gradient of NegativeLogLikelihoodLoss with respect to input";
+  let arguments = (ins Shardc_FloatTensor:$grad, Shardc_FloatTensor:$input,
+                   Shardc_IndexTensor:$target,
+                   Optional<Shardc_FloatTensor>:$weight, StrAttr:$reduction,
+                   OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Shardc_FloatTensor:$input_grad);
+  let hasVerifier = 1;
+  let assemblyFormat = [{
+    $grad `,` $input `,` $target (`,` $weight^)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Shardc_GatherGradOp : Shardc_Op<"GatherGrad", [Pure]> {
+  let summary = "Scatter-add of Gather's output gradient into its data";
+  let arguments = (ins Shardc_FloatTensor:$grad, Shardc_IndexTensor:$indices,
+                   I64Attr:$axis);
+  let results = (outs Shardc_FloatTensor:$data_grad);
+  let hasVerifier = 1;
+  let assemblyFormat = [{
+    $grad `,` $indices attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Shardc_SliceGradOp : Shardc_Op<"SliceGrad", [Pure]> {
+  let summary = "Zero-filled input gradient with the slice's gradient placed";
+  let arguments = (ins Shardc_Tensor:$grad, DenseI64ArrayAttr:$starts,
+                   DenseI64ArrayAttr:$steps);
+  let results = (outs Shardc_Tensor:$input_grad);
+  let hasVerifier = 1;
+  let assemblyFormat = "$grad attr-dict `:` type($grad) `->` type($input_grad)";
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer (emitted by the optimizer pass; run in place)
+//===----------------------------------------------------------------------===//
+
+def Shardc_IncrementOp : Shardc_Op<"Increment",
+    [Pure, AllTypesMatch<["input", "output"]>]> {
+  let summary = "x + 1 (the optimizer's step counter), updated in place";
+  let arguments = (ins StaticShapeTensorOf<[F32]>:$input);
+  let results = (outs StaticShapeTensorOf<[F32]>:$output);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def Shardc_SGDUpdateOp : Shardc_Op<"SGDUpdate", [Pure,
+    AllTypesMatch<["param", "grad", "momentum_buffer", "new_param", "new_momentum_buffer"]>]> {
+  let summary = "PyTorch's SGD step (momentum, dampening, Nesterov, weight decay)";
+  let arguments = (ins Shardc_FloatTensor:$param, Shardc_FloatTensor:$grad,
+                   Shardc_FloatTensor:$momentum_buffer,
+                   StaticShapeTensorOf<[F32]>:$step, F32Attr:$lr,
+                   F32Attr:$momentum, F32Attr:$dampening,
+                   F32Attr:$weight_decay, I64Attr:$nesterov);
+  let results = (outs Shardc_FloatTensor:$new_param,
+                 Shardc_FloatTensor:$new_momentum_buffer);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $momentum_buffer `,` $step attr-dict `:` type($param) `,` type($step)
+  }];
+}
+
+def Shardc_AdamUpdateOp : Shardc_Op<"AdamUpdate", [Pure,
+    AllTypesMatch<["param", "grad", "exp_avg", "exp_avg_sq", "new_param", "new_exp_avg", "new_exp_avg_sq"]>]> {
+  let summary = "PyTorch's Adam or AdamW step with bias correction";
+  let arguments = (ins Shardc_FloatTensor:$param, Shardc_FloatTensor:$grad,
+                   Shardc_FloatTensor:$exp_avg, Shardc_FloatTensor:$exp_avg_sq,
+                   StaticShapeTensorOf<[F32]>:$step, F32Attr:$lr,
+                   F32Attr:$beta1, F32Attr:$beta2, F32Attr:$eps,
+                   F32Attr:$weight_decay, I64Attr:$decoupled);
+  let results = (outs Shardc_FloatTensor:$new_param,
+                 Shardc_FloatTensor:$new_exp_avg,
+                 Shardc_FloatTensor:$new_exp_avg_sq);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $step attr-dict `:` type($param) `,` type($step)
   }];
 }
 

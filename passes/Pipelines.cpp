@@ -12,12 +12,36 @@ void buildImportCleanupPipeline(OpPassManager &pm) {
   pm.addPass(createCanonicalizerPass());
 }
 
+void buildTrainPipeline(OpPassManager &pm,
+                        const TrainPipelineOptions &options) {
+  buildImportCleanupPipeline(pm);
+  AutodiffOptions ad;
+  ad.loss = options.loss;
+  pm.addPass(createAutodiff(ad));
+  OptimizerOptions opt;
+  opt.optimizer = options.optimizer;
+  opt.lr = options.lr;
+  opt.momentum = options.momentum;
+  opt.dampening = options.dampening;
+  opt.nesterov = options.nesterov;
+  opt.weightDecay = options.weightDecay;
+  opt.beta1 = options.beta1;
+  opt.beta2 = options.beta2;
+  opt.eps = options.eps;
+  pm.addPass(createOptimizer(opt));
+  buildImportCleanupPipeline(pm);
+}
+
 void registerShardcPassesAndPipelines() {
   registerShardcPasses();
   PassPipelineRegistration<>(
       "shardc-import-cleanup",
       "Fold constants and canonicalize an imported model",
       [](OpPassManager &pm) { buildImportCleanupPipeline(pm); });
+  PassPipelineRegistration<TrainPipelineOptions>(
+      "shardc-train-pipeline",
+      "Turn an imported forward model into one training step",
+      buildTrainPipeline);
 }
 
 } // namespace shardc

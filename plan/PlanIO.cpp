@@ -73,6 +73,8 @@ StringRef kindName(int kind) {
     return "PARAMETER";
   case CONSTANT:
     return "CONSTANT";
+  case STATE:
+    return "STATE";
   default:
     return "unknown";
   }
@@ -386,6 +388,13 @@ Error validatePlan(const Plan &plan, llvm::ArrayRef<StringRef> knownOpTypes) {
         return makeError(what + ": output " + Twine(k) + " has buffer index " +
                          Twine(index) + ", out of range (the plan has " +
                          Twine(numBuffers) + " buffers)");
+      // Parameters and state are updated in place; inputs and constants
+      // are never written.
+      int kind = plan.buffers(index).kind();
+      if (kind == INPUT || kind == CONSTANT)
+        return makeError(what + ": output " + Twine(k) + " writes " +
+                         describeBuffer(plan, index) + ", a " +
+                         kindName(kind) + " buffer");
     }
     // Outputs become defined only after all inputs were checked: an op may
     // not read a TEMP that it writes itself.
@@ -417,6 +426,22 @@ Error validatePlan(const Plan &plan, llvm::ArrayRef<StringRef> knownOpTypes) {
     if (!defined[index])
       return makeError("graph output " + Twine(k) + " (" +
                        describeBuffer(plan, index) + "): no op writes it");
+  }
+  if (plan.has_training()) {
+    const Training &t = plan.training();
+    if (t.loss_output() < 0 || t.loss_output() >= plan.outputs_size())
+      return makeError("training: loss output " + Twine(t.loss_output()) +
+                       " is out of range (the plan has " +
+                       Twine(plan.outputs_size()) + " outputs)");
+    const Buffer &loss = plan.buffers(plan.outputs(t.loss_output()));
+    int64_t n = 1;
+    for (int64_t d : loss.shape())
+      n *= d;
+    if (n != 1 || loss.dtype() != FLOAT32)
+      return makeError("training: the loss (" + loss.name() +
+                       ") must be a float32 scalar");
+    if (t.micro_batch() <= 0)
+      return makeError("training: micro_batch must be positive");
   }
   return Error::success();
 }

@@ -47,6 +47,12 @@ void copyIntoBuffer(const TensorView &dst, const void *src, size_t bytes) {
     std::memcpy(dst.data, src, bytes);
 }
 
+/// Zero-fills a buffer (optimizer state starts at zero).
+void zeroBuffer(const TensorView &dst, size_t bytes) {
+  if (bytes)
+    std::memset(dst.data, 0, bytes);
+}
+
 } // namespace
 
 std::string ValueInfo::typeString() const {
@@ -141,6 +147,8 @@ Error Executor::allocateBuffers(const plan::LoadedPlan &loaded) {
                          Twine(bytes) + " bytes of data, the plan has " +
                          Twine(have));
       copyIntoBuffer(view, loaded.bytes[i].data(), bytes);
+    } else if (b.kind() == plan::STATE) {
+      zeroBuffer(view, bytes);
     }
     bufferViews.push_back(std::move(view));
   }

@@ -92,6 +92,11 @@ public:
   /// executor and holds the result of the last run() until the next one.
   TensorView output(size_t i) const { return bufferViews[outputs[i].buffer]; }
 
+  /// Every buffer of the plan (parameters, state, activations), by plan
+  /// index, as kernels see it. Parameters and state persist across runs.
+  size_t numBuffers() const { return bufferViews.size(); }
+  TensorView buffer(size_t i) const { return bufferViews[i]; }
+
   /// Turns per-op timing on or off (off by default); enabling it clears
   /// earlier measurements.
   void setProfiling(bool enabled);

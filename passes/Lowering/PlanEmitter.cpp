@@ -35,14 +35,18 @@ static plan::Attribute toPlanAttr(const std::string &name,
   case rt::AttrValue::Kind::String:
     a.set_s(v.s);
     break;
-  case rt::AttrValue::Kind::Ints:
+  case rt::AttrValue::Kind::Ints: {
+    plan::Ints *ints = a.mutable_ints(); // set even when empty
     for (int64_t x : v.ints)
-      a.mutable_ints()->add_values(x);
+      ints->add_values(x);
     break;
-  case rt::AttrValue::Kind::Floats:
+  }
+  case rt::AttrValue::Kind::Floats: {
+    plan::Floats *floats = a.mutable_floats();
     for (double x : v.floats)
-      a.mutable_floats()->add_values(x);
+      floats->add_values(x);
     break;
+  }
   }
   return a;
 }
@@ -68,6 +72,12 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
       return func.emitError("argument ")
              << arg.getArgNumber() << " has an element type plans cannot hold";
     if (auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                      kStateAttrName)) {
+      buffers[arg] = writer.addBuffer(name.getValue(), dtype, shape,
+                                      plan::STATE);
+      continue;
+    }
+    if (auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                       kInputAttrName)) {
       int32_t id = writer.addBuffer(name.getValue(), dtype, shape,
                                     plan::INPUT);
@@ -92,14 +102,50 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
     buffers[arg] = *id;
   }
 
+  // In-place updates: a result marked `shardc.updates = N` is the new value
+  // of argument N. Its producer writes straight into the argument's buffer
+  // when nothing reads the old value after it; otherwise the new value is
+  // copied over at the end of the step.
+  Block &body = func.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  auto names = func->getAttrOfType<ArrayAttr>(kOutputNamesAttrName);
+  if (!names || names.size() > ret.getNumOperands())
+    return func.emitError("output names do not match the results");
+  DenseMap<Value, BlockArgument> inPlace;
+  SmallVector<std::pair<Value, BlockArgument>> copyBack;
+  for (unsigned i = names.size(); i < ret.getNumOperands(); ++i) {
+    auto target = func.getResultAttrOfType<IntegerAttr>(i, kUpdatesAttrName);
+    if (!target || target.getInt() < 0 ||
+        target.getInt() >= (int64_t)func.getNumArguments())
+      return func.emitError("result ")
+             << i << " is neither a graph output nor an in-place update";
+    BlockArgument arg = func.getArgument(target.getInt());
+    Value v = ret.getOperand(i);
+    if (v == arg)
+      continue;
+    if (v.getType() != arg.getType())
+      return func.emitError("result ") << i << " updates argument "
+                                       << arg.getArgNumber()
+                                       << " with a value of another type";
+    Operation *producer = v.getDefiningOp();
+    bool canAlias = producer && !isa<ConstantOp>(producer) &&
+                    !inPlace.count(v) &&
+                    llvm::all_of(arg.getUsers(), [&](Operation *user) {
+                      return user == producer || user == ret ||
+                             user->isBeforeInBlock(producer);
+                    });
+    if (canAlias)
+      inPlace[v] = arg;
+    else
+      copyBack.push_back({v, arg});
+  }
+
   unsigned counter = 0;
-  for (Operation &op : func.getBody().front()) {
-    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
-      auto names = func->getAttrOfType<ArrayAttr>(kOutputNamesAttrName);
-      if (!names || names.size() != ret.getNumOperands())
-        return func.emitError("output names do not match the results");
+  for (Operation &op : body) {
+    if (ret == &op) {
       llvm::DenseSet<int32_t> claimed;
-      for (auto [value, nameAttr] : llvm::zip(ret.getOperands(), names)) {
+      for (auto [value, nameAttr] :
+           llvm::zip(ret.getOperands().take_front(names.size()), names)) {
         std::string name = cast<StringAttr>(nameAttr).str();
         int32_t id = buffers.lookup(value);
         plan::Buffer *buf = p.mutable_buffers(id);
@@ -120,6 +166,13 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
         copy->add_outputs(out);
         claimed.insert(out);
         p.add_outputs(out);
+      }
+      for (auto &[value, arg] : copyBack) {
+        plan::Op *copy = p.add_ops();
+        copy->set_type("Identity");
+        copy->set_name("update:" + p.buffers(buffers.lookup(arg)).name());
+        copy->add_inputs(buffers.lookup(value));
+        copy->add_outputs(buffers.lookup(arg));
       }
       continue;
     }
@@ -150,6 +203,12 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
     for (Value v : op.getOperands())
       pop->add_inputs(buffers.lookup(v));
     for (OpResult r : op.getResults()) {
+      if (BlockArgument target = inPlace.lookup(r)) {
+        int32_t id = buffers.lookup(target);
+        pop->add_outputs(id);
+        buffers[r] = id;
+        continue;
+      }
       auto [dtype, shape] = bufferType(r);
       if (dtype == rt::DType::Undefined)
         return op.emitOpError("result ")
@@ -162,6 +221,23 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
     }
     for (const auto &[name, value] : desc->attrs.all())
       *pop->add_attributes() = toPlanAttr(name, value);
+  }
+  // A training step: which output is the loss, and the micro-batch.
+  if (auto loss = func->getAttrOfType<StringAttr>("shardc.loss")) {
+    plan::Training *t = p.mutable_training();
+    for (auto [i, n] : llvm::enumerate(names))
+      if (cast<StringAttr>(n).getValue() == loss.getValue())
+        t->set_loss_output(i);
+    if (auto opt = func->getAttrOfType<StringAttr>("shardc.optimizer"))
+      t->set_optimizer(opt.str());
+    int64_t batch = 1;
+    for (BlockArgument arg : func.getArguments())
+      if (func.getArgAttr(arg.getArgNumber(), kInputAttrName)) {
+        auto shape = cast<RankedTensorType>(arg.getType()).getShape();
+        batch = shape.empty() ? 1 : shape[0];
+        break;
+      }
+    t->set_micro_batch(batch);
   }
   return success();
 }

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/KernelUtil.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace shardc::rt::cpu {
@@ -36,6 +37,13 @@ void im2col(const T *x, int64_t channels, llvm::ArrayRef<int64_t> inShape,
     for (int64_t kk = 0; kk < kprod; ++kk) {
       T *dst = col + (c * kprod + kk) * outSize;
       int64_t innerOff = k[ns - 1] * w.dilations[ns - 1] - w.padBegin[ns - 1];
+      int64_t lo =
+          innerOff >= 0 ? 0 : (-innerOff + innerStride - 1) / innerStride;
+      int64_t hi = innerIn - innerOff <= 0
+                       ? 0
+                       : (innerIn - innerOff + innerStride - 1) / innerStride;
+      lo = std::min(lo, innerOut);
+      hi = std::max(lo, std::min(hi, innerOut));
       std::fill(o.begin(), o.end(), 0);
       for (int64_t oo = 0; oo < outerCount; ++oo, dst += innerOut) {
         // Input offset of the outer (all but innermost) coordinates.
@@ -53,10 +61,89 @@ void im2col(const T *x, int64_t channels, llvm::ArrayRef<int64_t> inShape,
         if (!valid) {
           std::fill(dst, dst + innerOut, T(0));
         } else {
+          // Output columns j read input j * stride + innerOff; those in
+          // [lo, hi) fall inside the row, the rest read padding.
           const T *row = src + base;
-          for (int64_t j = 0; j < innerOut; ++j) {
-            int64_t i = j * innerStride + innerOff;
-            dst[j] = (i >= 0 && i < innerIn) ? row[i] : T(0);
+          std::fill(dst, dst + lo, T(0));
+          if (hi == lo) {
+            // The whole row reads padding.
+          } else if (innerStride == 1) {
+            std::copy(row + innerOff + lo, row + innerOff + hi, dst + lo);
+          } else {
+            for (int64_t j = lo; j < hi; ++j)
+              dst[j] = row[j * innerStride + innerOff];
+          }
+          std::fill(dst + hi, dst + innerOut, T(0));
+        }
+        for (int64_t d = static_cast<int64_t>(ns) - 2; d >= 0; --d) {
+          if (++o[d] < outShape[d])
+            break;
+          o[d] = 0;
+        }
+      }
+      for (int64_t d = static_cast<int64_t>(ns) - 1; d >= 0; --d) {
+        if (++k[d] < w.kernel[d])
+          break;
+        k[d] = 0;
+      }
+    }
+  }
+}
+
+/// The adjoint of im2col: adds every entry of `col` (rows = channels *
+/// prod(kernel), columns = prod(outShape)) into the element of `x` (channels
+/// x prod(inShape)) it was read from; taps on padding are dropped. `x` must
+/// be initialized by the caller.
+template <typename T>
+void col2im(const T *col, int64_t channels, llvm::ArrayRef<int64_t> inShape,
+            llvm::ArrayRef<int64_t> outShape, const WindowAttrs &w, T *x) {
+  size_t ns = inShape.size();
+  int64_t inSize = numElements(inShape);
+  int64_t outSize = numElements(outShape);
+  int64_t kprod = numElements(w.kernel);
+  llvm::SmallVector<int64_t, 6> inStrides = rowMajorStrides(inShape);
+  int64_t innerOut = outShape[ns - 1];
+  int64_t innerIn = inShape[ns - 1];
+  int64_t innerStride = w.strides[ns - 1];
+  int64_t outerCount = outSize / std::max<int64_t>(innerOut, 1);
+
+  llvm::SmallVector<int64_t, 6> k(ns, 0), o(ns, 0);
+  for (int64_t c = 0; c < channels; ++c) {
+    T *dst = x + c * inSize;
+    std::fill(k.begin(), k.end(), 0);
+    for (int64_t kk = 0; kk < kprod; ++kk) {
+      const T *src = col + (c * kprod + kk) * outSize;
+      int64_t innerOff = k[ns - 1] * w.dilations[ns - 1] - w.padBegin[ns - 1];
+      // Columns [lo, hi) of a row land inside the input row (see im2col).
+      int64_t lo =
+          innerOff >= 0 ? 0 : (-innerOff + innerStride - 1) / innerStride;
+      int64_t hi = innerIn - innerOff <= 0
+                       ? 0
+                       : (innerIn - innerOff + innerStride - 1) / innerStride;
+      lo = std::min(lo, innerOut);
+      hi = std::max(lo, std::min(hi, innerOut));
+      std::fill(o.begin(), o.end(), 0);
+      for (int64_t oo = 0; oo < outerCount; ++oo, src += innerOut) {
+        int64_t base = 0;
+        bool valid = true;
+        for (size_t d = 0; d + 1 < ns; ++d) {
+          int64_t i =
+              o[d] * w.strides[d] - w.padBegin[d] + k[d] * w.dilations[d];
+          if (i < 0 || i >= inShape[d]) {
+            valid = false;
+            break;
+          }
+          base += i * inStrides[d];
+        }
+        if (valid) {
+          // Column j lands on input element j * stride + innerOff.
+          T *row = dst + base;
+          if (innerStride == 1) {
+            for (int64_t j = lo; j < hi; ++j)
+              row[j + innerOff] += src[j];
+          } else {
+            for (int64_t j = lo; j < hi; ++j)
+              row[j * innerStride + innerOff] += src[j];
           }
         }
         for (int64_t d = static_cast<int64_t>(ns) - 2; d >= 0; --d) {
@@ -72,6 +159,62 @@ void im2col(const T *x, int64_t channels, llvm::ArrayRef<int64_t> inShape,
       }
     }
   }
+}
+
+/// The geometry of a convolution X (N,C,in...) * W (M,C/group,k...) ->
+/// Y (N,M,out...), checked against the attributes. Used by the gradient
+/// kernels, which get all three shapes from their operands.
+struct ConvGeometry {
+  int64_t batch = 0, channels = 0, m = 0, cg = 0, group = 1;
+  WindowAttrs w;
+  llvm::SmallVector<int64_t, 3> inShape, outShape;
+  /// A 1x1 kernel with unit strides and no padding: im2col is the identity.
+  bool direct = false;
+};
+
+llvm::Error convGeometry(const KernelContext &ctx,
+                         llvm::ArrayRef<int64_t> xShape, llvm::StringRef xName,
+                         llvm::ArrayRef<int64_t> wShape, llvm::StringRef wName,
+                         llvm::ArrayRef<int64_t> yShape, llvm::StringRef yName,
+                         ConvGeometry &g) {
+  int64_t rank = static_cast<int64_t>(xShape.size());
+  if (rank < 3)
+    return ctx.error("'" + xName + "' of shape " + shapeToString(xShape) +
+                     " needs at least one spatial dimension");
+  if (static_cast<int64_t>(wShape.size()) != rank)
+    return ctx.error("'" + wName + "' of shape " + shapeToString(wShape) +
+                     " must have the rank of '" + xName + "' " +
+                     shapeToString(xShape));
+  int64_t ns = rank - 2;
+  g.batch = xShape[0];
+  g.channels = xShape[1];
+  g.m = wShape[0];
+  g.cg = wShape[1];
+  g.group = ctx.attrs.getInt("group", 1);
+  if (g.group < 1 || g.cg * g.group != g.channels || g.m % g.group != 0)
+    return ctx.error("group " + llvm::Twine(g.group) + " does not fit '" +
+                     xName + "' " + shapeToString(xShape) + " and '" + wName +
+                     "' " + shapeToString(wShape));
+  SHARDC_CPU_TRY(readWindowAttrs(ctx, ns, wShape.drop_front(2), true, g.w));
+  g.inShape.assign(xShape.begin() + 2, xShape.end());
+  llvm::SmallVector<int64_t, 6> expected = {g.batch, g.m};
+  g.direct = true;
+  for (int64_t d = 0; d < ns; ++d) {
+    int64_t span = g.w.dilations[d] * (g.w.kernel[d] - 1) + 1;
+    int64_t padded = g.inShape[d] + g.w.padBegin[d] + g.w.padEnd[d];
+    if (padded < span)
+      return ctx.error("kernel " + shapeToString(g.w.kernel) +
+                       " is larger than the padded input on spatial axis " +
+                       llvm::Twine(d));
+    expected.push_back((padded - span) / g.w.strides[d] + 1);
+    g.direct &= g.w.kernel[d] == 1 && g.w.strides[d] == 1 &&
+                g.w.padBegin[d] == 0 && g.w.padEnd[d] == 0;
+  }
+  if (yShape != llvm::ArrayRef<int64_t>(expected))
+    return ctx.error("'" + yName + "' has shape " + shapeToString(yShape) +
+                     ", expected " + shapeToString(expected));
+  g.outShape.assign(expected.begin() + 2, expected.end());
+  return llvm::Error::success();
 }
 
 } // namespace
@@ -170,6 +313,96 @@ llvm::Error convKernel(const KernelContext &ctx) {
                       }
                       return llvm::Error::success();
                     });
+}
+
+/// dX = col2im(W_g^T * dY_g) per image and group (a transposed convolution).
+llvm::Error convGradInputKernel(const KernelContext &ctx) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "dY"));
+  SHARDC_CPU_TRY(requireInput(ctx, 1, "W"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "dX"));
+  const TensorView &dy = ctx.inputs[0];
+  const TensorView &wt = ctx.inputs[1];
+  const TensorView &dx = ctx.outputs[0];
+  SHARDC_CPU_TRY(requireType(ctx, wt, dy.dtype, "W"));
+  SHARDC_CPU_TRY(requireType(ctx, dx, dy.dtype, "dX"));
+  ConvGeometry g;
+  SHARDC_CPU_TRY(
+      convGeometry(ctx, dx.shape, "dX", wt.shape, "W", dy.shape, "dY", g));
+  return dispatchIn(
+      FloatTypes{}, ctx, dy.dtype, "dY", [&](auto tag) -> llvm::Error {
+        using T = typename decltype(tag)::type;
+        int64_t inSize = numElements(g.inShape);
+        int64_t outSize = numElements(g.outShape);
+        int64_t rows = g.cg * numElements(g.w.kernel);
+        int64_t mg = g.m / g.group;
+        std::vector<T> col;
+        if (!g.direct)
+          col.resize(static_cast<size_t>(rows * outSize));
+        const T *pdy = dy.as<T>();
+        const T *pw = wt.as<T>();
+        T *pdx = dx.as<T>();
+        if (!g.direct)
+          std::fill(pdx, pdx + dx.numel(), T(0));
+        for (int64_t n = 0; n < g.batch; ++n) {
+          for (int64_t gi = 0; gi < g.group; ++gi) {
+            const T *dyg = pdy + (n * g.m + gi * mg) * outSize;
+            T *dxg = pdx + (n * g.channels + gi * g.cg) * inSize;
+            // (rows x mg) * (mg x outSize); direct writes dX itself.
+            T *colp = g.direct ? dxg : col.data();
+            gemm(true, false, rows, outSize, mg, T(1), pw + gi * mg * rows,
+                 rows, dyg, outSize, T(0), colp, outSize);
+            if (!g.direct)
+              col2im(col.data(), g.cg, g.inShape, g.outShape, g.w, dxg);
+          }
+        }
+        return llvm::Error::success();
+      });
+}
+
+/// dW_g = sum over images of dY_g * im2col(X_g)^T.
+llvm::Error convGradWeightKernel(const KernelContext &ctx) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "dY"));
+  SHARDC_CPU_TRY(requireInput(ctx, 1, "X"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "dW"));
+  const TensorView &dy = ctx.inputs[0];
+  const TensorView &x = ctx.inputs[1];
+  const TensorView &dw = ctx.outputs[0];
+  SHARDC_CPU_TRY(requireType(ctx, x, dy.dtype, "X"));
+  SHARDC_CPU_TRY(requireType(ctx, dw, dy.dtype, "dW"));
+  ConvGeometry g;
+  SHARDC_CPU_TRY(
+      convGeometry(ctx, x.shape, "X", dw.shape, "dW", dy.shape, "dY", g));
+  return dispatchIn(
+      FloatTypes{}, ctx, dy.dtype, "dY", [&](auto tag) -> llvm::Error {
+        using T = typename decltype(tag)::type;
+        int64_t inSize = numElements(g.inShape);
+        int64_t outSize = numElements(g.outShape);
+        int64_t rows = g.cg * numElements(g.w.kernel);
+        int64_t mg = g.m / g.group;
+        std::vector<T> col;
+        if (!g.direct)
+          col.resize(static_cast<size_t>(rows * outSize));
+        const T *pdy = dy.as<T>();
+        const T *px = x.as<T>();
+        T *pdw = dw.as<T>();
+        if (g.batch == 0)
+          std::fill(pdw, pdw + dw.numel(), T(0));
+        for (int64_t n = 0; n < g.batch; ++n) {
+          for (int64_t gi = 0; gi < g.group; ++gi) {
+            const T *xg = px + (n * g.channels + gi * g.cg) * inSize;
+            const T *colp = xg;
+            if (!g.direct) {
+              im2col(xg, g.cg, g.inShape, g.outShape, g.w, col.data());
+              colp = col.data();
+            }
+            // (mg x outSize) * (outSize x rows), accumulated over images.
+            gemm(false, true, mg, rows, outSize, T(1),
+                 pdy + (n * g.m + gi * mg) * outSize, outSize, colp, outSize,
+                 n == 0 ? T(0) : T(1), pdw + gi * mg * rows, rows);
+          }
+        }
+        return llvm::Error::success();
+      });
 }
 
 } // namespace shardc::rt::cpu

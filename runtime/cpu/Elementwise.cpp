@@ -421,4 +421,67 @@ llvm::Error dropoutKernel(const KernelContext &ctx) {
   return llvm::Error::success();
 }
 
+//===----------------------------------------------------------------------===//
+// Activation gradients
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// dX[i] = op(dY[i], Z[i]) where Z (the forward input or output, named
+/// `zName`) has dY's shape.
+template <typename Op>
+llvm::Error activationGradKernel(const KernelContext &ctx,
+                                 llvm::StringRef zName, Op op) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "dY"));
+  SHARDC_CPU_TRY(requireInput(ctx, 1, zName));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "dX"));
+  const TensorView &dy = ctx.inputs[0];
+  const TensorView &z = ctx.inputs[1];
+  const TensorView &dx = ctx.outputs[0];
+  SHARDC_CPU_TRY(requireType(ctx, z, dy.dtype, zName));
+  SHARDC_CPU_TRY(requireType(ctx, dx, dy.dtype, "dX"));
+  SHARDC_CPU_TRY(requireShape(ctx, z, dy.shape, zName));
+  SHARDC_CPU_TRY(requireShape(ctx, dx, dy.shape, "dX"));
+  return dispatchIn(FloatTypes{}, ctx, dy.dtype, "dY",
+                    [&](auto tag) -> llvm::Error {
+                      using T = typename decltype(tag)::type;
+                      const T *pdy = dy.as<T>();
+                      const T *pz = z.as<T>();
+                      T *pdx = dx.as<T>();
+                      for (int64_t i = 0, e = dy.numel(); i < e; ++i)
+                        pdx[i] = op(pdy[i], pz[i]);
+                      return llvm::Error::success();
+                    });
+}
+
+/// The operation order of PyTorch's CPU backward kernels
+/// (aten/src/ATen/native/cpu/BinaryOpsKernel.cpp).
+struct ReluGradOp {
+  template <typename T> T operator()(T dy, T x) const {
+    return x > T(0) ? dy : T(0);
+  }
+};
+struct SigmoidGradOp {
+  template <typename T> T operator()(T dy, T y) const {
+    return dy * (T(1) - y) * y;
+  }
+};
+struct TanhGradOp {
+  template <typename T> T operator()(T dy, T y) const {
+    return dy * (T(1) - y * y);
+  }
+};
+
+} // namespace
+
+llvm::Error reluGradKernel(const KernelContext &ctx) {
+  return activationGradKernel(ctx, "X", ReluGradOp{});
+}
+llvm::Error sigmoidGradKernel(const KernelContext &ctx) {
+  return activationGradKernel(ctx, "Y", SigmoidGradOp{});
+}
+llvm::Error tanhGradKernel(const KernelContext &ctx) {
+  return activationGradKernel(ctx, "Y", TanhGradOp{});
+}
+
 } // namespace shardc::rt::cpu

@@ -52,9 +52,9 @@ uint16_t floatToHalf(float f) {
       return sign;
     uint32_t exp = absBits >> 23;
     uint32_t mant = (absBits & 0x7fffffu) | 0x800000u;
-    uint32_t shift = 126 - exp; // 14 - (exp - 127) + 13 - 1 ... see below.
-    // The value is mant * 2^(exp - 150); in units of 2^-24 that is
-    // mant * 2^(exp - 126) = mant >> (126 - exp).
+    // The value is mant * 2^(exp - 150); in units of 2^-24 (the smallest
+    // half subnormal) that is mant * 2^(exp - 126) = mant >> (126 - exp).
+    uint32_t shift = 126 - exp;
     uint32_t q = mant >> shift;
     uint32_t rem = mant & ((1u << shift) - 1);
     uint32_t halfway = 1u << (shift - 1);
@@ -158,9 +158,6 @@ llvm::Error broadcastTo(const KernelContext &ctx, const TensorView &in,
                    " does not broadcast to " + shapeToString(out));
 }
 
-} // namespace shardc::rt::cpu
-
-namespace shardc::rt::cpu {
 
 llvm::Error readWindowAttrs(const KernelContext &ctx, int64_t numSpatial,
                             llvm::ArrayRef<int64_t> weightKernel,

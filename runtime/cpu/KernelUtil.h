@@ -118,12 +118,12 @@ typename StorageOf<To>::type convertValue(typename StorageOf<From>::type v) {
   using ToT = typename StorageOf<To>::type;
   if constexpr (From == DType::F16) {
     return convertValue<To, DType::F32>(halfToFloat(v));
-  } else if constexpr (To == DType::F16) {
-    return floatToHalf(static_cast<float>(v));
   } else if constexpr (To == DType::Bool) {
     return v != 0 ? 1 : 0;
   } else if constexpr (From == DType::Bool) {
-    return static_cast<ToT>(v != 0 ? 1 : 0);
+    return convertValue<To, DType::U8>(v != 0 ? 1 : 0);
+  } else if constexpr (To == DType::F16) {
+    return floatToHalf(static_cast<float>(v));
   } else if constexpr (std::is_floating_point_v<ToT>) {
     return static_cast<ToT>(v);
   } else if constexpr (std::is_floating_point_v<
@@ -330,6 +330,42 @@ llvm::Error reduceSumKernel(const KernelContext &ctx);
 // Loss.cpp
 llvm::Error softmaxCrossEntropyLossKernel(const KernelContext &ctx);
 llvm::Error negativeLogLikelihoodLossKernel(const KernelContext &ctx);
+
+//===----------------------------------------------------------------------===//
+// Training kernels (docs/ops.md, "Training ops")
+//===----------------------------------------------------------------------===//
+
+// Elementwise.cpp
+llvm::Error reluGradKernel(const KernelContext &ctx);
+llvm::Error sigmoidGradKernel(const KernelContext &ctx);
+llvm::Error tanhGradKernel(const KernelContext &ctx);
+
+// Normalization.cpp
+llvm::Error softmaxGradKernel(const KernelContext &ctx);
+llvm::Error logSoftmaxGradKernel(const KernelContext &ctx);
+llvm::Error layerNormGradKernel(const KernelContext &ctx);
+llvm::Error batchNormGradKernel(const KernelContext &ctx);
+
+// Conv.cpp
+llvm::Error convGradInputKernel(const KernelContext &ctx);
+llvm::Error convGradWeightKernel(const KernelContext &ctx);
+
+// Pool.cpp
+llvm::Error maxPoolGradKernel(const KernelContext &ctx);
+llvm::Error averagePoolGradKernel(const KernelContext &ctx);
+
+// Loss.cpp
+llvm::Error softmaxCrossEntropyLossGradKernel(const KernelContext &ctx);
+llvm::Error negativeLogLikelihoodLossGradKernel(const KernelContext &ctx);
+
+// Shape.cpp
+llvm::Error gatherGradKernel(const KernelContext &ctx);
+llvm::Error sliceGradKernel(const KernelContext &ctx);
+
+// Optimizer.cpp
+llvm::Error sgdUpdateKernel(const KernelContext &ctx);
+llvm::Error adamUpdateKernel(const KernelContext &ctx);
+llvm::Error incrementKernel(const KernelContext &ctx);
 
 } // namespace shardc::rt::cpu
 

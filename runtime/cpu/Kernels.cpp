@@ -45,6 +45,25 @@ const std::vector<std::pair<llvm::StringRef, KernelFn>> &kernelTable() {
       {"Dropout", dropoutKernel},
       {"SoftmaxCrossEntropyLoss", softmaxCrossEntropyLossKernel},
       {"NegativeLogLikelihoodLoss", negativeLogLikelihoodLossKernel},
+      // Training ops.
+      {"ReluGrad", reluGradKernel},
+      {"SigmoidGrad", sigmoidGradKernel},
+      {"TanhGrad", tanhGradKernel},
+      {"SoftmaxGrad", softmaxGradKernel},
+      {"LogSoftmaxGrad", logSoftmaxGradKernel},
+      {"ConvGradInput", convGradInputKernel},
+      {"ConvGradWeight", convGradWeightKernel},
+      {"MaxPoolGrad", maxPoolGradKernel},
+      {"AveragePoolGrad", averagePoolGradKernel},
+      {"LayerNormGrad", layerNormGradKernel},
+      {"BatchNormGrad", batchNormGradKernel},
+      {"SoftmaxCrossEntropyLossGrad", softmaxCrossEntropyLossGradKernel},
+      {"NegativeLogLikelihoodLossGrad", negativeLogLikelihoodLossGradKernel},
+      {"GatherGrad", gatherGradKernel},
+      {"SliceGrad", sliceGradKernel},
+      {"SGDUpdate", sgdUpdateKernel},
+      {"AdamUpdate", adamUpdateKernel},
+      {"Increment", incrementKernel},
   };
   return table;
 }

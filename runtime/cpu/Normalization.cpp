@@ -35,23 +35,29 @@ llvm::Error softmaxImpl(const KernelContext &ctx, bool logarithm) {
           for (int64_t i = 0; i < inner; ++i) {
             const T *px = x.as<T>() + o * n * inner + i;
             T *py = y.as<T>() + o * n * inner + i;
-            double maxV = -std::numeric_limits<double>::infinity();
+            T maxV = -std::numeric_limits<T>::infinity();
             for (int64_t j = 0; j < n; ++j)
-              maxV = std::max<double>(maxV, px[j * inner]);
+              maxV = std::max(maxV, px[j * inner]);
             if (std::isinf(maxV))
-              maxV = 0.0; // All -inf (or +inf): avoid inf - inf.
+              maxV = T(0); // All -inf (or +inf): avoid inf - inf.
+            // exp in T's precision (exact enough once shifted by the max),
+            // sums in double.
             double sum = 0.0;
-            for (int64_t j = 0; j < n; ++j)
-              sum += std::exp(static_cast<double>(px[j * inner]) - maxV);
             if (logarithm) {
-              double logSum = std::log(sum);
               for (int64_t j = 0; j < n; ++j)
-                py[j * inner] = static_cast<T>(
-                    static_cast<double>(px[j * inner]) - maxV - logSum);
+                sum += std::exp(px[j * inner] - maxV);
+              double shift = static_cast<double>(maxV) + std::log(sum);
+              for (int64_t j = 0; j < n; ++j)
+                py[j * inner] = static_cast<T>(px[j * inner] - shift);
             } else {
+              for (int64_t j = 0; j < n; ++j) {
+                T e = std::exp(px[j * inner] - maxV);
+                py[j * inner] = e;
+                sum += e;
+              }
+              T scale = static_cast<T>(1.0 / sum);
               for (int64_t j = 0; j < n; ++j)
-                py[j * inner] = static_cast<T>(
-                    std::exp(static_cast<double>(px[j * inner]) - maxV) / sum);
+                py[j * inner] *= scale;
             }
           }
         }
@@ -200,6 +206,8 @@ llvm::Error batchNormalizationKernel(const KernelContext &ctx) {
   bool training = ctx.attrs.getInt("training_mode", 0) != 0;
   double epsilon = ctx.attrs.getFloat("epsilon", 1e-5);
   double momentum = ctx.attrs.getFloat("momentum", 0.9);
+  // PyTorch-style training updates running_var with the unbiased variance.
+  bool unbiasedVar = ctx.attrs.getInt("unbiased_var", 0) != 0;
   static const char *const outNames[] = {"Y", "running_mean", "running_var"};
   for (size_t i = 1; i < 3; ++i) {
     if (!ctx.hasOutput(i))
@@ -246,12 +254,17 @@ llvm::Error batchNormalizationKernel(const KernelContext &ctx) {
               }
             }
             var = count ? sq / count : 0.0;
+            // With a single value per channel there is no unbiased estimate;
+            // keep the population variance (0) rather than dividing by zero.
+            double runVar = unbiasedVar && count > 1
+                                ? var * static_cast<double>(count) / (count - 1)
+                                : var;
             if (ctx.hasOutput(1))
               ctx.outputs[1].as<T>()[c] = static_cast<T>(
                   inMean[c] * momentum + mean * (1.0 - momentum));
             if (ctx.hasOutput(2))
-              ctx.outputs[2].as<T>()[c] =
-                  static_cast<T>(inVar[c] * momentum + var * (1.0 - momentum));
+              ctx.outputs[2].as<T>()[c] = static_cast<T>(
+                  inVar[c] * momentum + runVar * (1.0 - momentum));
           }
           double mul = scale[c] / std::sqrt(var + epsilon);
           double add = bias[c] - mean * mul;
@@ -261,6 +274,321 @@ llvm::Error batchNormalizationKernel(const KernelContext &ctx) {
             for (int64_t i = 0; i < spatial; ++i)
               q[i] = static_cast<T>(p[i] * mul + add);
           }
+        }
+        return llvm::Error::success();
+      });
+}
+
+//===----------------------------------------------------------------------===//
+// Gradients
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Reads `axis` (negative counts from the end) for a tensor of rank `rank`.
+llvm::Error readAxis(const KernelContext &ctx, int64_t rank, int64_t def,
+                     int64_t &axis) {
+  axis = ctx.attrs.getInt("axis", def);
+  if (axis < 0)
+    axis += rank;
+  if (axis < 0 || axis >= rank)
+    return ctx.error("axis " + llvm::Twine(ctx.attrs.getInt("axis", def)) +
+                     " out of range for rank " + llvm::Twine(rank));
+  return llvm::Error::success();
+}
+
+/// Element `i` of an f32 or f64 statistics input.
+double loadStat(const TensorView &t, int64_t i) {
+  if (t.dtype == DType::F32)
+    return t.as<float>()[i];
+  return t.as<double>()[i];
+}
+
+llvm::Error checkStatInput(const KernelContext &ctx, size_t i,
+                           llvm::StringRef name, int64_t numel) {
+  SHARDC_CPU_TRY(requireInput(ctx, i, name));
+  const TensorView &t = ctx.inputs[i];
+  if (t.dtype != DType::F32 && t.dtype != DType::F64)
+    return unsupportedType(ctx, t.dtype, "'" + name + "'");
+  return requireNumel(ctx, t, numel, name);
+}
+
+/// Softmax and LogSoftmax backward from the forward output Y along `axis`:
+///   softmax:    dX = Y * (dY - sum(dY * Y))
+///   logsoftmax: dX = dY - exp(Y) * sum(dY)
+/// (PyTorch's _softmax_backward_data / _log_softmax_backward_data); the sums
+/// accumulate in double.
+llvm::Error softmaxGradImpl(const KernelContext &ctx, bool logarithm) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "dY"));
+  SHARDC_CPU_TRY(requireInput(ctx, 1, "Y"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "dX"));
+  const TensorView &dy = ctx.inputs[0];
+  const TensorView &y = ctx.inputs[1];
+  const TensorView &dx = ctx.outputs[0];
+  SHARDC_CPU_TRY(requireType(ctx, y, dy.dtype, "Y"));
+  SHARDC_CPU_TRY(requireType(ctx, dx, dy.dtype, "dX"));
+  SHARDC_CPU_TRY(requireShape(ctx, y, dy.shape, "Y"));
+  SHARDC_CPU_TRY(requireShape(ctx, dx, dy.shape, "dX"));
+  int64_t rank = dy.rank();
+  if (rank == 0)
+    return ctx.error("'dY' must have at least one dimension");
+  int64_t axis;
+  SHARDC_CPU_TRY(readAxis(ctx, rank, -1, axis));
+  int64_t outer = product(dy.shape, 0, axis);
+  int64_t n = dy.shape[axis];
+  int64_t inner = product(dy.shape, axis + 1, rank);
+  return dispatchIn(
+      FloatTypes{}, ctx, dy.dtype, "dY", [&](auto tag) -> llvm::Error {
+        using T = typename decltype(tag)::type;
+        for (int64_t o = 0; o < outer; ++o) {
+          for (int64_t i = 0; i < inner; ++i) {
+            int64_t base = o * n * inner + i;
+            const T *pdy = dy.as<T>() + base;
+            const T *py = y.as<T>() + base;
+            T *pdx = dx.as<T>() + base;
+            double sum = 0.0;
+            if (logarithm) {
+              for (int64_t j = 0; j < n; ++j)
+                sum += pdy[j * inner];
+              T s = static_cast<T>(sum);
+              for (int64_t j = 0; j < n; ++j)
+                pdx[j * inner] = pdy[j * inner] - std::exp(py[j * inner]) * s;
+            } else {
+              for (int64_t j = 0; j < n; ++j)
+                sum += static_cast<double>(pdy[j * inner]) * py[j * inner];
+              T s = static_cast<T>(sum);
+              for (int64_t j = 0; j < n; ++j)
+                pdx[j * inner] = py[j * inner] * (pdy[j * inner] - s);
+            }
+          }
+        }
+        return llvm::Error::success();
+      });
+}
+
+} // namespace
+
+llvm::Error softmaxGradKernel(const KernelContext &ctx) {
+  return softmaxGradImpl(ctx, /*logarithm=*/false);
+}
+
+llvm::Error logSoftmaxGradKernel(const KernelContext &ctx) {
+  return softmaxGradImpl(ctx, /*logarithm=*/true);
+}
+
+/// PyTorch's native layer-norm backward (aten/src/ATen/native/cpu/
+/// layer_norm_kernel.cpp), per row of N normalized elements with mean mu and
+/// inverse standard deviation a:
+///   ds = sum(dY * X * w), db = sum(dY * w)
+///   b = (db * mu - ds) * a^3 / N, c = -b * mu - db * a / N
+///   dX = a * dY * w + b * X + c
+///   dScale += dY * (X - mu) * a, dB += dY
+/// accumulated in double. Scale may broadcast to the normalized shape; its
+/// gradient is then summed over the broadcast dimensions.
+llvm::Error layerNormGradKernel(const KernelContext &ctx) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "dY"));
+  SHARDC_CPU_TRY(requireInput(ctx, 1, "X"));
+  SHARDC_CPU_TRY(requireInput(ctx, 2, "Scale"));
+  const TensorView &dy = ctx.inputs[0];
+  const TensorView &x = ctx.inputs[1];
+  const TensorView &scale = ctx.inputs[2];
+  SHARDC_CPU_TRY(requireType(ctx, x, dy.dtype, "X"));
+  SHARDC_CPU_TRY(requireType(ctx, scale, dy.dtype, "Scale"));
+  SHARDC_CPU_TRY(requireShape(ctx, x, dy.shape, "X"));
+  int64_t rank = x.rank();
+  if (rank == 0)
+    return ctx.error("'X' must have at least one dimension");
+  int64_t axis;
+  SHARDC_CPU_TRY(readAxis(ctx, rank, -1, axis));
+  int64_t rows = product(x.shape, 0, axis);
+  int64_t cols = product(x.shape, axis, rank);
+  llvm::ArrayRef<int64_t> normShape =
+      llvm::ArrayRef<int64_t>(x.shape).drop_front(axis);
+  SHARDC_CPU_TRY(checkStatInput(ctx, 3, "Mean", rows));
+  SHARDC_CPU_TRY(checkStatInput(ctx, 4, "InvStdDev", rows));
+  static const char *const outNames[] = {"dX", "dScale", "dB"};
+  for (size_t i = 0; i < 3; ++i) {
+    if (!ctx.hasOutput(i))
+      continue;
+    SHARDC_CPU_TRY(requireOutput(ctx, i, outNames[i]));
+    SHARDC_CPU_TRY(requireType(ctx, ctx.outputs[i], dy.dtype, outNames[i]));
+    SHARDC_CPU_TRY(requireShape(ctx, ctx.outputs[i],
+                                i == 0 ? llvm::ArrayRef<int64_t>(x.shape)
+                                       : llvm::ArrayRef<int64_t>(scale.shape),
+                                outNames[i]));
+  }
+  // Where each element of the normalized shape lands in Scale's shape.
+  llvm::ArrayRef<int64_t> scaleShape = scale.shape;
+  while (scaleShape.size() > normShape.size() && scaleShape.front() == 1)
+    scaleShape = scaleShape.drop_front();
+  llvm::SmallVector<int64_t, 6> scaleStrides;
+  if (!broadcastStrides(scaleShape, normShape, scaleStrides))
+    return ctx.error("'Scale' of shape " + shapeToString(scale.shape) +
+                     " does not broadcast to the normalized shape " +
+                     shapeToString(normShape));
+  const TensorView &mean = ctx.inputs[3];
+  const TensorView &invStd = ctx.inputs[4];
+  bool wantDx = ctx.hasOutput(0), wantDScale = ctx.hasOutput(1),
+       wantDB = ctx.hasOutput(2);
+
+  return dispatchIn(
+      FloatTypes{}, ctx, dy.dtype, "dY", [&](auto tag) -> llvm::Error {
+        using T = typename decltype(tag)::type;
+        std::vector<double> w;
+        SHARDC_CPU_TRY(expandParam<T>(ctx, scale, normShape, "Scale", w));
+        std::vector<double> dScale(static_cast<size_t>(cols), 0.0);
+        std::vector<double> dBias(static_cast<size_t>(cols), 0.0);
+        double invN = cols ? 1.0 / static_cast<double>(cols) : 0.0;
+        for (int64_t r = 0; r < rows; ++r) {
+          const T *pdy = dy.as<T>() + r * cols;
+          const T *px = x.as<T>() + r * cols;
+          double mu = loadStat(mean, r);
+          double a = loadStat(invStd, r);
+          double ds = 0.0, db = 0.0;
+          for (int64_t c = 0; c < cols; ++c) {
+            double g = static_cast<double>(pdy[c]);
+            ds += g * px[c] * w[c];
+            db += g * w[c];
+            dScale[c] += g * (px[c] - mu) * a;
+            dBias[c] += g;
+          }
+          if (!wantDx)
+            continue;
+          double b = (db * mu - ds) * a * a * a * invN;
+          double cc = -b * mu - db * a * invN;
+          T *pdx = ctx.outputs[0].as<T>() + r * cols;
+          for (int64_t c = 0; c < cols; ++c)
+            pdx[c] = static_cast<T>(a * static_cast<double>(pdy[c]) * w[c] +
+                                    b * px[c] + cc);
+        }
+        // Sum the per-element gradients into Scale's (broadcast) shape.
+        auto reduceInto = [&](const std::vector<double> &acc,
+                              const TensorView &out) {
+          std::vector<double> sum(static_cast<size_t>(out.numel()), 0.0);
+          std::array<llvm::ArrayRef<int64_t>, 1> s = {scaleStrides};
+          forEachRow<1>(
+              normShape, s,
+              [&](int64_t o, const int64_t *in, int64_t n, const int64_t *rs) {
+                for (int64_t i = 0; i < n; ++i)
+                  sum[in[0] + i * rs[0]] += acc[o + i];
+              });
+          T *po = out.as<T>();
+          for (size_t i = 0; i < sum.size(); ++i)
+            po[i] = static_cast<T>(sum[i]);
+        };
+        if (wantDScale)
+          reduceInto(dScale, ctx.outputs[1]);
+        if (wantDB)
+          reduceInto(dBias, ctx.outputs[2]);
+        return llvm::Error::success();
+      });
+}
+
+/// PyTorch's batch-norm backward (batch_norm_backward_cpu_template), per
+/// channel over its M = N * prod(spatial) elements:
+///   sum = sum(dY), dotp = sum((X - mean) * dY)
+///   training:  k = dotp * invstd^2 / M,
+///              dX = (dY - sum / M - (X - mean) * k) * invstd * scale
+///   inference: dX = dY * invstd * scale
+///   dScale = dotp * invstd, dB = sum
+/// In training mean and invstd = 1/sqrt(var + eps) are the batch statistics
+/// (population variance) recomputed from X; in inference the given ones.
+llvm::Error batchNormGradKernel(const KernelContext &ctx) {
+  static const char *const names[] = {"dY", "X", "scale", "mean", "var"};
+  for (size_t i = 0; i < 5; ++i)
+    SHARDC_CPU_TRY(requireInput(ctx, i, names[i]));
+  const TensorView &dy = ctx.inputs[0];
+  const TensorView &x = ctx.inputs[1];
+  if (x.rank() < 2)
+    return ctx.error("'X' of shape " + shapeToString(x.shape) +
+                     " must be (N, C, ...)");
+  SHARDC_CPU_TRY(requireType(ctx, dy, x.dtype, "dY"));
+  SHARDC_CPU_TRY(requireShape(ctx, dy, x.shape, "dY"));
+  int64_t channels = x.shape[1];
+  for (size_t i = 2; i < 5; ++i) {
+    SHARDC_CPU_TRY(requireType(ctx, ctx.inputs[i], x.dtype, names[i]));
+    SHARDC_CPU_TRY(requireShape(ctx, ctx.inputs[i], {channels}, names[i]));
+  }
+  static const char *const outNames[] = {"dX", "dScale", "dB"};
+  for (size_t i = 0; i < 3; ++i) {
+    if (!ctx.hasOutput(i))
+      continue;
+    SHARDC_CPU_TRY(requireOutput(ctx, i, outNames[i]));
+    SHARDC_CPU_TRY(requireType(ctx, ctx.outputs[i], x.dtype, outNames[i]));
+    SHARDC_CPU_TRY(requireShape(ctx, ctx.outputs[i],
+                                i == 0 ? llvm::ArrayRef<int64_t>(x.shape)
+                                       : llvm::ArrayRef<int64_t>(channels),
+                                outNames[i]));
+  }
+  bool training = ctx.attrs.getInt("training_mode", 0) != 0;
+  double epsilon = ctx.attrs.getFloat("epsilon", 1e-5);
+  int64_t batch = x.shape[0];
+  int64_t spatial = product(x.shape, 2, x.rank());
+  int64_t count = batch * spatial;
+
+  return dispatchIn(
+      FloatTypes{}, ctx, x.dtype, "X", [&](auto tag) -> llvm::Error {
+        using T = typename decltype(tag)::type;
+        const T *px = x.as<T>();
+        const T *pdy = dy.as<T>();
+        const T *scale = ctx.inputs[2].as<T>();
+        const T *inMean = ctx.inputs[3].as<T>();
+        const T *inVar = ctx.inputs[4].as<T>();
+        auto plane = [&](const T *base, int64_t n, int64_t c) {
+          return base + (n * channels + c) * spatial;
+        };
+        for (int64_t c = 0; c < channels; ++c) {
+          double mean = inMean[c], var = inVar[c];
+          if (training) {
+            double sum = 0.0;
+            for (int64_t n = 0; n < batch; ++n) {
+              const T *p = plane(px, n, c);
+              for (int64_t i = 0; i < spatial; ++i)
+                sum += p[i];
+            }
+            mean = count ? sum / count : 0.0;
+            double sq = 0.0;
+            for (int64_t n = 0; n < batch; ++n) {
+              const T *p = plane(px, n, c);
+              for (int64_t i = 0; i < spatial; ++i) {
+                double d = p[i] - mean;
+                sq += d * d;
+              }
+            }
+            var = count ? sq / count : 0.0;
+          }
+          double invStd = 1.0 / std::sqrt(var + epsilon);
+          double sum = 0.0, dotp = 0.0;
+          for (int64_t n = 0; n < batch; ++n) {
+            const T *p = plane(px, n, c);
+            const T *g = plane(pdy, n, c);
+            for (int64_t i = 0; i < spatial; ++i) {
+              sum += g[i];
+              dotp += (p[i] - mean) * static_cast<double>(g[i]);
+            }
+          }
+          if (ctx.hasOutput(0)) {
+            double w = scale[c];
+            double k = count ? dotp * invStd * invStd / count : 0.0;
+            double gradMean = count ? sum / count : 0.0;
+            for (int64_t n = 0; n < batch; ++n) {
+              const T *p = plane(px, n, c);
+              const T *g = plane(pdy, n, c);
+              T *q = ctx.outputs[0].as<T>() + (n * channels + c) * spatial;
+              if (training) {
+                for (int64_t i = 0; i < spatial; ++i)
+                  q[i] = static_cast<T>((g[i] - gradMean - (p[i] - mean) * k) *
+                                        invStd * w);
+              } else {
+                for (int64_t i = 0; i < spatial; ++i)
+                  q[i] = static_cast<T>(g[i] * invStd * w);
+              }
+            }
+          }
+          if (ctx.hasOutput(1))
+            ctx.outputs[1].as<T>()[c] = static_cast<T>(dotp * invStd);
+          if (ctx.hasOutput(2))
+            ctx.outputs[2].as<T>()[c] = static_cast<T>(sum);
         }
         return llvm::Error::success();
       });

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/KernelUtil.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace shardc::rt::cpu {
@@ -76,6 +77,11 @@ llvm::Error setupPool(const KernelContext &ctx, const TensorView &x,
   p.inSize = numElements(p.inShape);
   p.outSize = numElements(p.outShape);
   for (int64_t d = 0; d < ns; ++d) {
+    int64_t span = w.dilations[d] * (w.kernel[d] - 1) + 1;
+    if (span > p.inShape[d] + w.padBegin[d] + w.padEnd[d])
+      return ctx.error("kernel " + shapeToString(w.kernel) +
+                       " is larger than the padded input on spatial axis " +
+                       llvm::Twine(d));
     p.axes.push_back(buildAxisWindows(p.inShape[d], p.outShape[d], w.kernel[d],
                                       w.strides[d], w.dilations[d],
                                       w.padBegin[d], w.padEnd[d]));
@@ -119,6 +125,21 @@ void forEachTap(llvm::ArrayRef<const int64_t *> lists,
   for (int64_t c : counts)
     if (c == 0)
       return;
+  if (ns == 1) {
+    for (int64_t a = 0; a < counts[0]; ++a)
+      tap(lists[0][a] * rowStrides[0], lists[0][a] * colStrides[0]);
+    return;
+  }
+  if (ns == 2) {
+    for (int64_t a = 0; a < counts[0]; ++a) {
+      int64_t row = lists[0][a] * rowStrides[0];
+      int64_t col = lists[0][a] * colStrides[0];
+      for (int64_t b = 0; b < counts[1]; ++b)
+        tap(row + lists[1][b] * rowStrides[1],
+            col + lists[1][b] * colStrides[1]);
+    }
+    return;
+  }
   llvm::SmallVector<int64_t, 6> j(ns, 0);
   while (true) {
     int64_t row = 0, col = 0;
@@ -276,6 +297,78 @@ llvm::Error globalAveragePoolKernel(const KernelContext &ctx) {
           for (int64_t i = 0; i < size; ++i)
             sum += px[i];
           y.as<T>()[plane] = size == 0 ? T(0) : static_cast<T>(sum / size);
+        }
+        return llvm::Error::success();
+      });
+}
+
+/// dX zero-filled, then dX.flat[Indices[i]] += dY[i]; index -1 (a window
+/// without in-bounds elements) contributes nothing.
+llvm::Error maxPoolGradKernel(const KernelContext &ctx) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "dY"));
+  SHARDC_CPU_TRY(requireInput(ctx, 1, "Indices"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "dX"));
+  const TensorView &dy = ctx.inputs[0];
+  const TensorView &indices = ctx.inputs[1];
+  const TensorView &dx = ctx.outputs[0];
+  SHARDC_CPU_TRY(requireType(ctx, indices, DType::I64, "Indices"));
+  SHARDC_CPU_TRY(requireShape(ctx, indices, dy.shape, "Indices"));
+  SHARDC_CPU_TRY(requireType(ctx, dx, dy.dtype, "dX"));
+  int64_t total = dx.numel();
+  return dispatchIn(
+      FloatTypes{}, ctx, dy.dtype, "dY", [&](auto tag) -> llvm::Error {
+        using T = typename decltype(tag)::type;
+        const T *pdy = dy.as<T>();
+        const int64_t *pi = indices.as<int64_t>();
+        T *pdx = dx.as<T>();
+        std::fill(pdx, pdx + total, T(0));
+        for (int64_t i = 0, e = dy.numel(); i < e; ++i) {
+          int64_t at = pi[i];
+          if (at == -1)
+            continue;
+          if (at < 0 || at >= total)
+            return ctx.error("index " + llvm::Twine(at) + " at position " +
+                             llvm::Twine(i) + " is outside 'dX' of shape " +
+                             shapeToString(dx.shape));
+          pdx[at] += pdy[i];
+        }
+        return llvm::Error::success();
+      });
+}
+
+/// The adjoint of averagePoolKernel: every dY element is spread over the
+/// in-bounds elements of its window, divided by the forward's divisor.
+llvm::Error averagePoolGradKernel(const KernelContext &ctx) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "dY"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "dX"));
+  const TensorView &dy = ctx.inputs[0];
+  const TensorView &dx = ctx.outputs[0];
+  SHARDC_CPU_TRY(requireType(ctx, dx, dy.dtype, "dX"));
+  bool includePad = ctx.attrs.getInt("count_include_pad", 0) != 0;
+  PoolSetup p;
+  SHARDC_CPU_TRY(setupPool(ctx, dx, dy, p));
+  llvm::SmallVector<int64_t, 6> rowStrides = rowMajorStrides(p.inShape);
+
+  return dispatchIn(
+      FloatTypes{}, ctx, dy.dtype, "dY", [&](auto tag) -> llvm::Error {
+        using T = typename decltype(tag)::type;
+        std::fill(dx.as<T>(), dx.as<T>() + dx.numel(), T(0));
+        for (int64_t plane = 0; plane < p.planes; ++plane) {
+          const T *pdy = dy.as<T>() + plane * p.outSize;
+          T *pdx = dx.as<T>() + plane * p.inSize;
+          forEachWindow(p, [&](int64_t oi,
+                               llvm::ArrayRef<const int64_t *> lists,
+                               llvm::ArrayRef<int64_t> counts, int64_t padded) {
+            int64_t valid = 1;
+            for (int64_t c : counts)
+              valid *= c;
+            int64_t divisor = includePad ? padded : valid;
+            if (divisor == 0)
+              return;
+            T share = static_cast<T>(static_cast<double>(pdy[oi]) / divisor);
+            forEachTap(lists, counts, rowStrides, rowStrides,
+                       [&](int64_t row, int64_t) { pdx[row] += share; });
+          });
         }
         return llvm::Error::success();
       });

@@ -51,6 +51,88 @@ llvm::Error stridedCopy(const KernelContext &ctx, const TensorView &x,
   });
 }
 
+/// Transposes `x` into `y`, where output dimension d reads `x` with stride
+/// `strides[d]` (a permutation of x's row-major strides). When the innermost
+/// output dimension is not contiguous in `x`, the copy is tiled over that
+/// dimension and the one that is, so reads and writes both stay in cache.
+template <typename T>
+void transposeCopy(const T *px, T *py, llvm::ArrayRef<int64_t> shape,
+                   llvm::ArrayRef<int64_t> strides) {
+  // Drop size-1 dimensions and merge runs that stay contiguous in x.
+  llvm::SmallVector<int64_t, 6> dims, st;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1)
+      continue;
+    if (!dims.empty() && st.back() == strides[d] * shape[d]) {
+      dims.back() *= shape[d];
+      st.back() = strides[d];
+      continue;
+    }
+    dims.push_back(shape[d]);
+    st.push_back(strides[d]);
+  }
+  int64_t rank = static_cast<int64_t>(dims.size());
+  int64_t total = numElements(dims);
+  if (rank == 0) {
+    if (total == 1)
+      py[0] = px[0];
+    return;
+  }
+  int64_t last = rank - 1;
+  int64_t unit = -1;
+  for (int64_t d = 0; d < rank; ++d)
+    if (st[d] == 1)
+      unit = d;
+  if (unit < 0 || unit == last) {
+    // The innermost dimension is contiguous in both: plain row copies.
+    std::array<llvm::ArrayRef<int64_t>, 1> s = {st};
+    forEachRow<1>(
+        dims, s,
+        [&](int64_t o, const int64_t *in, int64_t n, const int64_t *rs) {
+          for (int64_t i = 0; i < n; ++i)
+            py[o + i] = px[in[0] + i * rs[0]];
+        });
+    return;
+  }
+  llvm::SmallVector<int64_t, 6> outStrides = rowMajorStrides(dims);
+  llvm::SmallVector<int64_t, 6> others;
+  for (int64_t d = 0; d < last; ++d)
+    if (d != unit)
+      others.push_back(d);
+  constexpr int64_t tile = 32;
+  int64_t na = dims[unit], nb = dims[last];
+  int64_t oa = outStrides[unit], sb = st[last];
+  llvm::SmallVector<int64_t, 6> idx(others.size(), 0);
+  int64_t ib = 0, ob = 0;
+  while (true) {
+    for (int64_t a0 = 0; a0 < na; a0 += tile) {
+      int64_t a1 = std::min(na, a0 + tile);
+      for (int64_t b0 = 0; b0 < nb; b0 += tile) {
+        int64_t b1 = std::min(nb, b0 + tile);
+        for (int64_t a = a0; a < a1; ++a) {
+          const T *src = px + ib + a;
+          T *dst = py + ob + a * oa;
+          for (int64_t b = b0; b < b1; ++b)
+            dst[b] = src[b * sb];
+        }
+      }
+    }
+    int64_t k = static_cast<int64_t>(others.size()) - 1;
+    for (; k >= 0; --k) {
+      int64_t d = others[k];
+      ib += st[d];
+      ob += outStrides[d];
+      if (++idx[k] < dims[d])
+        break;
+      ib -= st[d] * dims[d];
+      ob -= outStrides[d] * dims[d];
+      idx[k] = 0;
+    }
+    if (k < 0)
+      return;
+  }
+}
+
 /// Reads a non-negative axis attribute that must be < rank.
 llvm::Error getAxis(const KernelContext &ctx, int64_t rank, int64_t &axis) {
   axis = ctx.attrs.getInt("axis", 0);
@@ -96,7 +178,11 @@ llvm::Error transposeKernel(const KernelContext &ctx) {
     strides.push_back(inStrides[p]);
   }
   SHARDC_CPU_TRY(requireShape(ctx, y, outShape, "transposed"));
-  return stridedCopy(ctx, x, 0, strides, y);
+  return dispatchBySize(ctx, x.dtype, "'data'", [&](auto tag) -> llvm::Error {
+    using T = typename decltype(tag)::type;
+    transposeCopy(x.as<const T>(), y.as<T>(), outShape, strides);
+    return llvm::Error::success();
+  });
 }
 
 llvm::Error gatherKernel(const KernelContext &ctx) {
@@ -287,6 +373,123 @@ llvm::Error expandKernel(const KernelContext &ctx) {
   llvm::SmallVector<int64_t, 6> strides;
   SHARDC_CPU_TRY(broadcastTo(ctx, x, y.shape, "input", strides));
   return stridedCopy(ctx, x, 0, strides, y);
+}
+
+/// dData zero-filled, then the rows of dY scatter-added at the normalized
+/// indices along `axis` (repeated indices accumulate).
+llvm::Error gatherGradKernel(const KernelContext &ctx) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "dY"));
+  SHARDC_CPU_TRY(requireInput(ctx, 1, "indices"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "dData"));
+  const TensorView &dy = ctx.inputs[0];
+  const TensorView &indices = ctx.inputs[1];
+  const TensorView &dData = ctx.outputs[0];
+  SHARDC_CPU_TRY(requireType(ctx, dData, dy.dtype, "dData"));
+  int64_t axis;
+  SHARDC_CPU_TRY(getAxis(ctx, dData.rank(), axis));
+  llvm::SmallVector<int64_t, 6> gradShape(dData.shape.begin(),
+                                          dData.shape.begin() + axis);
+  gradShape.append(indices.shape.begin(), indices.shape.end());
+  gradShape.append(dData.shape.begin() + axis + 1, dData.shape.end());
+  SHARDC_CPU_TRY(requireShape(ctx, dy, gradShape, "dY"));
+  int64_t outer = product(dData.shape, 0, axis);
+  int64_t axisDim = dData.shape[axis];
+  int64_t inner = product(dData.shape, axis + 1, dData.rank());
+  int64_t count = indices.numel();
+
+  llvm::SmallVector<int64_t, 16> idx(count);
+  if (indices.dtype == DType::I64) {
+    for (int64_t i = 0; i < count; ++i)
+      idx[i] = indices.as<int64_t>()[i];
+  } else if (indices.dtype == DType::I32) {
+    for (int64_t i = 0; i < count; ++i)
+      idx[i] = indices.as<int32_t>()[i];
+  } else {
+    return unsupportedType(ctx, indices.dtype, "'indices'");
+  }
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t v = idx[i];
+    if (v < -axisDim || v >= axisDim)
+      return ctx.error("index " + llvm::Twine(v) + " out of range [" +
+                       llvm::Twine(-axisDim) + ", " + llvm::Twine(axisDim) +
+                       ") on axis " + llvm::Twine(axis));
+    if (v < 0)
+      idx[i] = v + axisDim;
+  }
+  return dispatchIn(FloatTypes{}, ctx, dy.dtype, "dY",
+                    [&](auto tag) -> llvm::Error {
+                      using T = typename decltype(tag)::type;
+                      const T *src = dy.as<T>();
+                      T *pd = dData.as<T>();
+                      std::fill(pd, pd + dData.numel(), T(0));
+                      for (int64_t o = 0; o < outer; ++o) {
+                        T *block = pd + o * axisDim * inner;
+                        for (int64_t i = 0; i < count; ++i, src += inner) {
+                          T *dst = block + idx[i] * inner;
+                          for (int64_t j = 0; j < inner; ++j)
+                            dst[j] += src[j];
+                        }
+                      }
+                      return llvm::Error::success();
+                    });
+}
+
+/// dX zero-filled, then dX[starts + i * steps] = dY[i] (the inverse
+/// placement of sliceKernel). Any element type.
+llvm::Error sliceGradKernel(const KernelContext &ctx) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "dY"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "dX"));
+  const TensorView &dy = ctx.inputs[0];
+  const TensorView &dx = ctx.outputs[0];
+  SHARDC_CPU_TRY(requireType(ctx, dx, dy.dtype, "dX"));
+  llvm::ArrayRef<int64_t> starts = ctx.attrs.getInts("starts");
+  llvm::ArrayRef<int64_t> steps = ctx.attrs.getInts("steps");
+  int64_t rank = dx.rank();
+  if (static_cast<int64_t>(starts.size()) != rank ||
+      static_cast<int64_t>(steps.size()) != rank || dy.rank() != rank)
+    return ctx.error("'starts' (" + llvm::Twine(starts.size()) +
+                     "), 'steps' (" + llvm::Twine(steps.size()) +
+                     ") and the rank of 'dY' (" + llvm::Twine(dy.rank()) +
+                     ") must all equal the rank of 'dX' (" + llvm::Twine(rank) +
+                     ")");
+  llvm::SmallVector<int64_t, 6> outStrides = rowMajorStrides(dx.shape);
+  llvm::SmallVector<int64_t, 6> strides(rank);
+  int64_t base = 0;
+  bool empty = dy.numel() == 0;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (steps[d] == 0)
+      return ctx.error("step on axis " + llvm::Twine(d) + " is 0");
+    int64_t n = dy.shape[d];
+    if (!empty) {
+      int64_t last = starts[d] + (n - 1) * steps[d];
+      if (starts[d] < 0 || starts[d] >= dx.shape[d] || last < 0 ||
+          last >= dx.shape[d])
+        return ctx.error("slice of " + llvm::Twine(n) + " elements from " +
+                         llvm::Twine(starts[d]) + " with step " +
+                         llvm::Twine(steps[d]) + " leaves axis " +
+                         llvm::Twine(d) + " of size " +
+                         llvm::Twine(dx.shape[d]));
+      base += starts[d] * outStrides[d];
+    }
+    strides[d] = steps[d] * outStrides[d];
+  }
+  if (dx.bytes() > 0)
+    std::memset(dx.data, 0, dx.bytes());
+  if (empty)
+    return llvm::Error::success();
+  return dispatchBySize(ctx, dy.dtype, "'dY'", [&](auto tag) -> llvm::Error {
+    using T = typename decltype(tag)::type;
+    const T *src = dy.as<const T>();
+    T *dst = dx.as<T>() + base;
+    std::array<llvm::ArrayRef<int64_t>, 1> s = {strides};
+    forEachRow<1>(
+        dy.shape, s,
+        [&](int64_t o, const int64_t *in, int64_t n, const int64_t *rs) {
+          for (int64_t i = 0; i < n; ++i)
+            dst[in[0] + i * rs[0]] = src[o + i];
+        });
+    return llvm::Error::success();
+  });
 }
 
 } // namespace shardc::rt::cpu

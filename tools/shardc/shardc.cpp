@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "frontend/Importer.h"
+#include "frontend/OnnxBridge.h"
 #include "ir/ShardcDialect.h"
 #include "passes/Lowering/PlanEmitter.h"
 #include "passes/Passes.h"
@@ -19,6 +20,7 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -55,6 +57,37 @@ static cl::opt<bool> printIrAfterAll(
     cl::desc("Print the IR after import and after every pass (to stderr)"),
     cl::cat(shardcCategory));
 
+static cl::OptionCategory trainCategory(
+    "training (a training step is compiled when --optimizer or --loss is "
+    "given)");
+static cl::opt<std::string>
+    lossName("loss", cl::value_desc("NAME"),
+             cl::desc("The output to minimize (default: the model's only "
+                      "scalar float output)"),
+             cl::cat(trainCategory));
+static cl::opt<std::string>
+    optimizerName("optimizer", cl::value_desc("sgd|adam|adamw"),
+                  cl::desc("Optimizer of the training step"),
+                  cl::cat(trainCategory));
+static cl::opt<double> lr("lr", cl::desc("Learning rate (default 1e-3)"),
+                          cl::init(1e-3), cl::cat(trainCategory));
+static cl::opt<double> momentum("momentum", cl::desc("SGD momentum"),
+                                cl::init(0.0), cl::cat(trainCategory));
+static cl::opt<double> dampening("dampening", cl::desc("SGD dampening"),
+                                 cl::init(0.0), cl::cat(trainCategory));
+static cl::opt<bool> nesterov("nesterov", cl::desc("SGD Nesterov momentum"),
+                              cl::cat(trainCategory));
+static cl::opt<double>
+    weightDecay("weight-decay",
+                cl::desc("Weight decay (default 0; 0.01 for adamw)"),
+                cl::init(-1.0), cl::cat(trainCategory));
+static cl::opt<double> beta1("beta1", cl::desc("Adam beta1 (default 0.9)"),
+                             cl::init(0.9), cl::cat(trainCategory));
+static cl::opt<double> beta2("beta2", cl::desc("Adam beta2 (default 0.999)"),
+                             cl::init(0.999), cl::cat(trainCategory));
+static cl::opt<double> eps("eps", cl::desc("Adam epsilon (default 1e-8)"),
+                           cl::init(1e-8), cl::cat(trainCategory));
+
 static cl::opt<bool> noCleanup(
     "no-fold", cl::desc("Skip constant folding and canonicalization"),
     cl::cat(shardcCategory));
@@ -89,6 +122,41 @@ static void printDiagnostic(Diagnostic &diag) {
     printDiagnostic(note);
 }
 
+static constexpr const char *kSourceModelFile = "model.onnx";
+
+/// Writes the model as the user gave it (original opset, graph and names) to
+/// PLAN/model.onnx, with external initializer data pulled inline.
+static llvm::Error saveSourceModel(llvm::StringRef path,
+                                   llvm::StringRef modelDir,
+                                   llvm::StringRef planDir) {
+  onnx::ModelProto model;
+  if (llvm::Error err = shardc::onnxbridge::readModel(path, model))
+    return err;
+  for (onnx::TensorProto &init : *model.mutable_graph()->mutable_initializer()) {
+    if (init.data_location() != onnx::TensorProto::EXTERNAL)
+      continue;
+    auto bytes = shardc::readTensorBytes(init, modelDir);
+    if (!bytes)
+      return bytes.takeError();
+    init.clear_external_data();
+    init.set_data_location(onnx::TensorProto::DEFAULT);
+    init.set_raw_data(bytes->data(), bytes->size());
+  }
+  if (model.ByteSizeLong() >= (size_t(1) << 31))
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "the model is over 2 GiB");
+  llvm::SmallString<256> out(planDir);
+  llvm::sys::path::append(out, kSourceModelFile);
+  std::string bytes;
+  model.SerializeToString(&bytes);
+  std::error_code ec;
+  llvm::raw_fd_ostream os(out, ec);
+  if (ec)
+    return llvm::createStringError(ec, "cannot write " + out);
+  os << bytes;
+  return llvm::Error::success();
+}
+
 static int fail(const llvm::Twine &msg) {
   llvm::errs() << "shardc: error: " << msg << "\n";
   return 1;
@@ -96,12 +164,14 @@ static int fail(const llvm::Twine &msg) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  cl::HideUnrelatedOptions(shardcCategory);
+  cl::HideUnrelatedOptions({&shardcCategory, &trainCategory});
   cl::ParseCommandLineOptions(
       argc, argv,
       "shardc: compile an ONNX model into a Shard plan\n\n"
-      "  shardc model.onnx -o PLAN\n"
-      "  shardc model.onnx --emit=mlir\n");
+      "  shardc model.onnx -o PLAN                      forward pass\n"
+      "  shardc model.onnx -o PLAN --optimizer adamw    training step\n"
+      "  shardc model.onnx --emit=mlir                  show the IR\n");
+  bool training = !optimizerName.empty() || !lossName.empty();
 
   shardc::ImportOptions options;
   for (const std::string &bind : binds) {
@@ -144,8 +214,22 @@ int main(int argc, char **argv) {
         /*shouldPrintAfterPass=*/[](Pass *, Operation *) { return true; },
         /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false);
   }
-  if (!noCleanup)
+  if (training) {
+    shardc::TrainPipelineOptions opts;
+    opts.loss = lossName.getValue();
+    opts.optimizer = optimizerName.empty() ? "sgd" : optimizerName.getValue();
+    opts.lr = lr.getValue();
+    opts.momentum = momentum.getValue();
+    opts.dampening = dampening.getValue();
+    opts.nesterov = nesterov.getValue();
+    opts.weightDecay = weightDecay.getValue();
+    opts.beta1 = beta1.getValue();
+    opts.beta2 = beta2.getValue();
+    opts.eps = eps.getValue();
+    shardc::buildTrainPipeline(pm, opts);
+  } else if (!noCleanup) {
     shardc::buildImportCleanupPipeline(pm);
+  }
   if (failed(pm.run(module)))
     return 1;
 
@@ -178,5 +262,18 @@ int main(int argc, char **argv) {
     return 1;
   if (llvm::Error err = writer.write(planDir))
     return fail(llvm::toString(std::move(err)));
+  if (training) {
+    // The source model rides along so shardrun --export can write it back
+    // with trained initializers.
+    if (llvm::Error err = saveSourceModel(inputPath, modelDir, planDir)) {
+      writer.plan().mutable_training()->clear_source_model();
+      llvm::errs() << "shardc: warning: " << llvm::toString(std::move(err))
+                   << "; shardrun --export will not be available\n";
+    } else {
+      writer.plan().mutable_training()->set_source_model(kSourceModelFile);
+    }
+    if (llvm::Error err = writer.write(planDir))
+      return fail(llvm::toString(std::move(err)));
+  }
   return 0;
 }

@@ -12,6 +12,7 @@
 #include "runtime/Backend.h"
 #include "runtime/Executor.h"
 #include "runtime/Npy.h"
+#include "runtime/Trainer.h"
 #include "runtime/cpu/Kernels.h"
 
 #include "llvm/ADT/StringMap.h"
@@ -21,6 +22,7 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -63,6 +65,32 @@ static cl::opt<unsigned>
 static cl::opt<bool> profileOps("profile",
                                 cl::desc("Print per-op wall time to stderr"),
                                 cl::init(false), cl::cat(shardrunCategory));
+
+static cl::OptionCategory trainCategory(
+    "training (for plans compiled with shardc --optimizer)");
+static cl::opt<std::string>
+    dataDir("data",
+            cl::desc("Train on DIR/<input>.npy (first axis = samples); "
+                     "step s uses samples [s*B, (s+1)*B), wrapping around"),
+            cl::value_desc("DIR"), cl::cat(trainCategory));
+static cl::opt<int64_t> steps("steps", cl::desc("Training steps (default 1)"),
+                              cl::init(1), cl::cat(trainCategory));
+static cl::opt<std::string>
+    logPath("log", cl::desc("Write one JSON line per step to FILE"),
+            cl::value_desc("FILE"), cl::cat(trainCategory));
+static cl::opt<std::string> exportPath(
+    "export",
+    cl::desc("After training, write the source ONNX model with the trained "
+             "parameters to FILE"),
+    cl::value_desc("FILE.onnx"), cl::cat(trainCategory));
+enum class ProgressMode { Auto, On, Off };
+static cl::opt<ProgressMode> progressMode(
+    "progress", cl::desc("Progress line on stderr (default: on a terminal)"),
+    cl::init(ProgressMode::Auto),
+    cl::values(clEnumValN(ProgressMode::Auto, "auto", "when stderr is a terminal"),
+               clEnumValN(ProgressMode::On, "on", "always"),
+               clEnumValN(ProgressMode::Off, "off", "never")),
+    cl::cat(trainCategory));
 
 static Error makeError(const Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
@@ -223,6 +251,23 @@ static Error runMain() {
   if (!execOr)
     return execOr.takeError();
   rt::Executor &exec = **execOr;
+  if (!dataDir.empty()) {
+    if (!inputSpecs.empty())
+      return makeError("--input and --data are exclusive: --data feeds every "
+                       "graph input from the data set");
+    rt::TrainOptions options;
+    options.dataDir = dataDir;
+    options.steps = steps;
+    options.logPath = logPath;
+    options.exportPath = exportPath;
+    options.progress =
+        progressMode == ProgressMode::On ||
+        (progressMode == ProgressMode::Auto && llvm::sys::Process::StandardErrIsDisplayed());
+    return rt::train(exec, (*loaded)->plan, planDir, options);
+  }
+  if (!exportPath.empty())
+    return makeError("--export needs a training run (--data DIR --steps N)");
+
   // Parameters now live in executor buffers.
   loaded->reset();
 
@@ -310,7 +355,7 @@ static Error runMain() {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
-  cl::HideUnrelatedOptions(shardrunCategory);
+  cl::HideUnrelatedOptions({&shardrunCategory, &trainCategory});
   cl::SetVersionPrinter([](llvm::raw_ostream &os) {
     os << "shardrun (Shard), reads plan version " << plan::kPlanVersion << "\n";
   });
@@ -319,8 +364,10 @@ int main(int argc, char **argv) {
   llvm::raw_string_ostream cmdErrorStream(cmdErrors);
   bool parsed = cl::ParseCommandLineOptions(
       argc, argv,
-      "shardrun: runs one step of a Shard plan on the CPU\n\n"
-      "  shardrun PLAN_DIR --input NAME=FILE.npy ... --output-dir DIR\n",
+      "shardrun: runs a Shard plan on the CPU\n\n"
+      "  shardrun PLAN_DIR --input NAME=FILE.npy ... --output-dir DIR\n"
+      "  shardrun PLAN_DIR --data DIR --steps N [--log run.jsonl] "
+      "[--export trained.onnx]\n",
       &cmdErrorStream);
   if (!parsed) {
     cmdErrorStream.flush();

@@ -195,6 +195,29 @@ TEST(BatchNormKernel, TrainingUsesBatchStatisticsAndUpdatesRunningOnes) {
   expectClose(runVar.values<float>(), wantVar);
 }
 
+TEST(BatchNormKernel, UnbiasedRunningVariance) {
+  // One channel, values 1..4: mean 2.5, population variance 1.25, unbiased
+  // 5/3. Normalization keeps the population variance.
+  Buf x = f32({2, 1, 2}, {1, 2, 3, 4});
+  Buf one = f32({1}, {1.0f});
+  Buf zero = f32({1}, {0.0f});
+  Buf y(DType::F32, {2, 1, 2});
+  Buf runMean(DType::F32, {1});
+  Buf runVar(DType::F32, {1});
+  ASSERT_KERNEL_OK(run("BatchNormalization",
+                       attrs({{"epsilon", floatv(0.0)},
+                              {"momentum", floatv(0.5)},
+                              {"training_mode", intv(1)},
+                              {"unbiased_var", intv(1)}}),
+                       {&x, &one, &zero, &zero, &one},
+                       {&y, &runMean, &runVar}));
+  expectClose(runMean.values<float>(), std::vector<double>{1.25});
+  expectClose(runVar.values<float>(), std::vector<double>{0.5 + 0.5 * 5 / 3.0});
+  double s = std::sqrt(1.25);
+  expectClose(y.values<float>(),
+              std::vector<double>{-1.5 / s, -0.5 / s, 0.5 / s, 1.5 / s});
+}
+
 TEST(BatchNormKernel, WrongParameterShapeIsAnError) {
   Buf x = randomF32({2, 3, 2}, 1);
   Buf p3 = f32({3}, {1, 1, 1});

@@ -1,0 +1,164 @@
+//===- Optimizer.cpp - Parameter gradients to in-place updates ------------===//
+//
+// Turns the `shardc.grad_of` results that autodiff added into optimizer
+// updates. Optimizer state is explicit: zero-initialized `shardc.state`
+// arguments of @main, so later passes (ZeRO) can partition it like any other
+// value. Every updated parameter or state is returned with
+// `shardc.updates = <argument index>`; the plan emitter makes those updates
+// in place.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+
+namespace shardc {
+#define GEN_PASS_DEF_OPTIMIZER
+#include "passes/Passes.h.inc"
+
+namespace {
+
+struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
+  using OptimizerBase::OptimizerBase;
+
+  void runOnOperation() override {
+    auto func = getOperation().lookupSymbol<func::FuncOp>("main");
+    if (!func) {
+      getOperation().emitError("optimizer: the module has no func.func @main");
+      return signalPassFailure();
+    }
+    if (optimizer != "sgd" && optimizer != "adam" && optimizer != "adamw") {
+      func.emitError("optimizer: unknown optimizer '")
+          << optimizer << "' (choose sgd, adam or adamw)";
+      return signalPassFailure();
+    }
+    double wd = weightDecay >= 0 ? weightDecay.getValue()
+                                 : (optimizer == "adamw" ? 0.01 : 0.0);
+    if (lr < 0 || momentum < 0 || wd < 0 || eps < 0 || beta1 < 0 ||
+        beta1 >= 1 || beta2 < 0 || beta2 >= 1) {
+      func.emitError("optimizer: lr, momentum, weight decay and eps must be "
+                     ">= 0 and betas in [0, 1)");
+      return signalPassFailure();
+    }
+    if (nesterov && (momentum <= 0 || dampening != 0)) {
+      func.emitError("optimizer: Nesterov momentum requires a momentum and "
+                     "zero dampening");
+      return signalPassFailure();
+    }
+
+    OpBuilder b(func.getContext());
+    Block &body = func.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    Location loc = ret.getLoc();
+
+    // Parameters by name.
+    llvm::StringMap<BlockArgument> params;
+    for (BlockArgument arg : func.getArguments())
+      if (auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                        kParamAttrName))
+        params[name.getValue()] = arg;
+
+    auto addState = [&](Type type, const Twine &name) {
+      unsigned idx = func.getNumArguments();
+      func.insertArgument(
+          idx, type,
+          b.getDictionaryAttr(
+              b.getNamedAttr(kStateAttrName, b.getStringAttr(name))),
+          loc);
+      return func.getArgument(idx);
+    };
+
+    SmallVector<Value> results;
+    SmallVector<DictionaryAttr> resultAttrs;
+    SmallVector<std::pair<Value, unsigned>> updates; // (new value, arg index)
+    SmallVector<std::pair<std::string, unsigned>> gradResults;
+    for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+      if (auto g = func.getResultAttrOfType<StringAttr>(i, kGradOfAttrName)) {
+        gradResults.push_back({g.str(), (unsigned)i});
+        continue;
+      }
+      results.push_back(v);
+      resultAttrs.push_back(func.getResultAttrDict(i)
+                                ? func.getResultAttrDict(i)
+                                : b.getDictionaryAttr({}));
+    }
+
+    b.setInsertionPoint(ret);
+    auto f32 = b.getF32Type();
+    if (!gradResults.empty()) {
+      BlockArgument step =
+          addState(RankedTensorType::get({}, f32), "optimizer.step");
+      b.setInsertionPoint(ret);
+      Value newStep = b.create<IncrementOp>(loc, step.getType(), step);
+      updates.push_back({newStep, step.getArgNumber()});
+      for (auto &[name, index] : gradResults) {
+        BlockArgument p = params.lookup(name);
+        if (!p) {
+          func.emitError("optimizer: gradient of unknown parameter '")
+              << name << "'";
+          return signalPassFailure();
+        }
+        Value grad = ret.getOperand(index);
+        Location ploc = NameLoc::get(b.getStringAttr(name), loc);
+        if (optimizer == "sgd") {
+          BlockArgument buf = addState(p.getType(), name + ".momentum_buffer");
+          b.setInsertionPoint(ret);
+          auto upd = b.create<SGDUpdateOp>(
+              ploc, TypeRange{p.getType(), p.getType()}, p, grad, buf, newStep,
+              b.getF32FloatAttr(lr), b.getF32FloatAttr(momentum),
+              b.getF32FloatAttr(dampening), b.getF32FloatAttr(wd),
+              b.getI64IntegerAttr(nesterov));
+          updates.push_back({upd.getNewParam(), p.getArgNumber()});
+          updates.push_back({upd.getNewMomentumBuffer(), buf.getArgNumber()});
+        } else {
+          BlockArgument m = addState(p.getType(), name + ".exp_avg");
+          BlockArgument v = addState(p.getType(), name + ".exp_avg_sq");
+          b.setInsertionPoint(ret);
+          auto upd = b.create<AdamUpdateOp>(
+              ploc, TypeRange{p.getType(), p.getType(), p.getType()}, p, grad,
+              m, v, newStep, b.getF32FloatAttr(lr), b.getF32FloatAttr(beta1),
+              b.getF32FloatAttr(beta2), b.getF32FloatAttr(eps),
+              b.getF32FloatAttr(wd), b.getI64IntegerAttr(optimizer == "adamw"));
+          updates.push_back({upd.getNewParam(), p.getArgNumber()});
+          updates.push_back({upd.getNewExpAvg(), m.getArgNumber()});
+          updates.push_back({upd.getNewExpAvgSq(), v.getArgNumber()});
+        }
+      }
+    }
+
+    // BatchNormalization running statistics, updated as PyTorch does.
+    func.walk([&](BatchNormalizationOp bn) {
+      if (!bn.getTrainingMode())
+        return;
+      auto mean = dyn_cast<BlockArgument>(bn.getMean());
+      auto var = dyn_cast<BlockArgument>(bn.getVar());
+      if (!mean || !var || !func.getArgAttr(mean.getArgNumber(), kParamAttrName) ||
+          !func.getArgAttr(var.getArgNumber(), kParamAttrName))
+        return;
+      bn.setUnbiasedVar(1);
+      updates.push_back({bn.getRunningMean(), mean.getArgNumber()});
+      updates.push_back({bn.getRunningVar(), var.getArgNumber()});
+    });
+
+    for (auto &[value, arg] : updates) {
+      results.push_back(value);
+      resultAttrs.push_back(b.getDictionaryAttr(
+          b.getNamedAttr(kUpdatesAttrName, b.getI64IntegerAttr(arg))));
+    }
+    b.setInsertionPoint(ret);
+    b.create<func::ReturnOp>(loc, results);
+    ret.erase();
+    SmallVector<Type> types;
+    for (Value v : results)
+      types.push_back(v.getType());
+    func.setFunctionType(
+        b.getFunctionType(func.getFunctionType().getInputs(), types));
+    func.setAllResultAttrs(resultAttrs);
+    func->setAttr("shardc.optimizer", b.getStringAttr(optimizer.getValue()));
+  }
+};
+
+} // namespace
+} // namespace shardc

@@ -1,0 +1,240 @@
+//===- Trainer.cpp - The training loop of shardrun ------------------------===//
+#include "runtime/Trainer.h"
+
+#include "onnx/onnx_pb.h"
+
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <sys/resource.h>
+
+using llvm::Error;
+using llvm::Expected;
+using llvm::StringRef;
+using llvm::Twine;
+
+namespace shardc::rt {
+
+static Error makeError(const Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+
+int64_t peakRssBytes() {
+  struct rusage usage;
+  if (getrusage(RUSAGE_SELF, &usage) != 0)
+    return -1;
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024; // Linux: kilobytes
+}
+
+//===----------------------------------------------------------------------===//
+// Dataset
+//===----------------------------------------------------------------------===//
+
+Expected<Dataset> Dataset::load(StringRef dir, const Executor &exec) {
+  if (!llvm::sys::fs::is_directory(dir))
+    return makeError("--data " + dir + " is not a directory");
+  Dataset ds;
+  for (size_t i = 0; i < exec.numInputs(); ++i) {
+    const ValueInfo &info = exec.inputInfo(i);
+    llvm::SmallString<256> path(dir);
+    llvm::sys::path::append(path, info.name + ".npy");
+    if (!llvm::sys::fs::exists(path))
+      return makeError("data set " + dir + " has no " + info.name +
+                       ".npy for graph input '" + info.name + "' (" +
+                       info.typeString() + ")");
+    Expected<NpyArray> arr = readNpy(path);
+    if (!arr)
+      return arr.takeError();
+    auto perSample = llvm::ArrayRef<int64_t>(info.shape);
+    if (perSample.empty())
+      return makeError("graph input '" + info.name +
+                       "' is a scalar; it has no batch axis to feed samples "
+                       "through");
+    bool ok = arr->dtype == info.dtype && arr->shape.size() == perSample.size();
+    for (size_t d = 1; ok && d < perSample.size(); ++d)
+      ok = arr->shape[d] == perSample[d];
+    if (!ok) {
+      std::vector<int64_t> want(perSample.begin(), perSample.end());
+      want[0] = -1;
+      return makeError(Twine(path) + " holds " + dtypeName(arr->dtype) + " " +
+                       shapeToString(arr->shape) + "; the model needs " +
+                       dtypeName(info.dtype) + " [N" +
+                       StringRef(shapeToString(want)).drop_front(3) +
+                       " (N samples of input '" + info.name + "', " +
+                       info.typeString() + " per step)");
+    }
+    if (arr->shape[0] == 0)
+      return makeError(Twine(path) + " holds no samples");
+    if (i == 0) {
+      ds.samples = arr->shape[0];
+      ds.batch = perSample[0];
+    } else if (arr->shape[0] != ds.samples) {
+      return makeError(Twine(path) + " holds " + Twine(arr->shape[0]) +
+                       " samples, but " + exec.inputInfo(0).name +
+                       ".npy holds " + Twine(ds.samples));
+    }
+    ds.staging.emplace_back(
+        static_cast<size_t>(numElements(perSample)) * dtypeSize(info.dtype));
+    ds.arrays.push_back(std::move(*arr));
+  }
+  return ds;
+}
+
+Error Dataset::bind(Executor &exec, int64_t first) {
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    const NpyArray &arr = arrays[i];
+    size_t sampleBytes = staging[i].size() / batch;
+    for (int64_t k = 0; k < batch; ++k) {
+      int64_t s = (first + k) % samples;
+      std::memcpy(staging[i].data() + k * sampleBytes,
+                  arr.data.data() + s * sampleBytes, sampleBytes);
+    }
+    const ValueInfo &info = exec.inputInfo(i);
+    if (Error err = exec.setInput(i, TensorView(info.dtype, info.shape,
+                                                staging[i].data())))
+      return err;
+  }
+  return Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// The loop
+//===----------------------------------------------------------------------===//
+
+Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
+            const TrainOptions &options) {
+  if (!plan.has_training())
+    return makeError("the plan in " + planDir +
+                     " is not a training step; compile it with shardc "
+                     "--optimizer sgd|adam|adamw");
+  if (options.steps < 0)
+    return makeError("--steps must be >= 0");
+  Expected<Dataset> data = Dataset::load(options.dataDir, exec);
+  if (!data)
+    return data.takeError();
+  int64_t batch = plan.training().micro_batch();
+  size_t lossOutput = plan.training().loss_output();
+
+  std::unique_ptr<llvm::raw_fd_ostream> log;
+  if (!options.logPath.empty()) {
+    std::error_code ec;
+    log = std::make_unique<llvm::raw_fd_ostream>(options.logPath, ec);
+    if (ec)
+      return makeError("cannot write --log " + options.logPath + ": " +
+                       ec.message());
+  }
+
+  using Clock = std::chrono::steady_clock;
+  auto start = Clock::now();
+  for (int64_t step = 0; step < options.steps; ++step) {
+    auto t0 = Clock::now();
+    int64_t first = (step * options.worldSize + options.rank) * batch;
+    if (Error err = data->bind(exec, first))
+      return err;
+    if (Error err = exec.run())
+      return makeError("step " + Twine(step + 1) + ": " +
+                       toString(std::move(err)));
+    float loss = *exec.output(lossOutput).as<float>();
+    double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0)
+                    .count();
+    double elapsed =
+        std::chrono::duration<double>(Clock::now() - start).count();
+    double samplesPerSec =
+        elapsed > 0 ? (step + 1) * batch * options.worldSize / elapsed : 0;
+    if (log) {
+      *log << "{\"step\": " << step + 1 << ", \"loss\": "
+           << llvm::format("%.9g", loss) << ", \"step_ms\": "
+           << llvm::format("%.3f", ms) << ", \"samples_per_s\": "
+           << llvm::format("%.1f", samplesPerSec) << ", \"peak_rss_bytes\": "
+           << peakRssBytes() << "}\n";
+      log->flush();
+    }
+    if (options.progress) {
+      int width = 24;
+      int filled = options.steps ? int(width * (step + 1) / options.steps) : width;
+      llvm::errs() << "\r[" << std::string(filled, '#')
+                   << std::string(width - filled, ' ') << "] step "
+                   << step + 1 << "/" << options.steps << "  loss "
+                   << llvm::format("%.5f", loss) << "  "
+                   << llvm::format("%.0f", samplesPerSec) << " samples/s ";
+    }
+    if (!std::isfinite(loss)) {
+      if (options.progress)
+        llvm::errs() << "\n";
+      return makeError("step " + Twine(step + 1) + ": the loss is " +
+                       (std::isnan(loss) ? "nan" : "inf") +
+                       "; lower the learning rate");
+    }
+  }
+  if (options.progress)
+    llvm::errs() << "\n";
+  if (!options.exportPath.empty())
+    return exportModel(exec, plan, planDir, options.exportPath);
+  return Error::success();
+}
+
+Error exportModel(const Executor &exec, const plan::Plan &plan,
+                  StringRef planDir, StringRef path) {
+  if (!plan.has_training() || plan.training().source_model().empty())
+    return makeError("--export: the plan in " + planDir +
+                     " carries no source model");
+  llvm::SmallString<256> src(planDir);
+  llvm::sys::path::append(src, plan.training().source_model());
+  auto buf = llvm::MemoryBuffer::getFile(src, false, false);
+  if (!buf)
+    return makeError("--export: cannot read " + src + ": " +
+                     buf.getError().message());
+  onnx::ModelProto model;
+  if (!model.ParseFromArray((*buf)->getBufferStart(),
+                            static_cast<int>((*buf)->getBufferSize())))
+    return makeError("--export: " + src + " is not a valid ONNX model");
+  llvm::StringMap<size_t> params;
+  for (int i = 0; i < plan.buffers_size(); ++i)
+    if (plan.buffers(i).kind() == plan::PARAMETER)
+      params[plan.buffers(i).name()] = i;
+  for (onnx::TensorProto &init : *model.mutable_graph()->mutable_initializer()) {
+    auto it = params.find(init.name());
+    if (it == params.end())
+      continue;
+    TensorView v = exec.buffer(it->second);
+    if (static_cast<int64_t>(init.data_type()) != static_cast<int64_t>(v.dtype) ||
+        init.dims_size() != v.rank())
+      return makeError("--export: initializer '" + init.name() +
+                       "' of the source model does not match the plan");
+    init.clear_float_data();
+    init.clear_double_data();
+    init.clear_int32_data();
+    init.clear_int64_data();
+    init.clear_external_data();
+    init.set_data_location(onnx::TensorProto::DEFAULT);
+    init.set_raw_data(v.data, v.bytes());
+  }
+  std::string bytes;
+  if (!model.SerializeToString(&bytes))
+    return makeError("--export: the trained model cannot be serialized (over "
+                     "2 GiB?)");
+  std::string tmp = path.str() + ".tmp";
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(tmp, ec);
+    if (ec)
+      return makeError("--export: cannot write " + tmp + ": " + ec.message());
+    os << bytes;
+    os.close();
+    if (os.has_error())
+      return makeError("--export: writing " + tmp + " failed");
+  }
+  if (std::error_code ec = llvm::sys::fs::rename(tmp, path))
+    return makeError("--export: cannot write " + path + ": " + ec.message());
+  return Error::success();
+}
+
+} // namespace shardc::rt

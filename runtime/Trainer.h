@@ -1,0 +1,75 @@
+//===- Trainer.h - The training loop of shardrun ----------------*- C++ -*-===//
+//
+// Runs a training plan for a number of steps over a data set of .npy files,
+// logs one JSON line per step, shows progress on a terminal, and writes the
+// trained parameters back into the source ONNX model.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SHARDC_RUNTIME_TRAINER_H
+#define SHARDC_RUNTIME_TRAINER_H
+
+#include "plan/PlanIO.h"
+#include "runtime/Executor.h"
+#include "runtime/Npy.h"
+
+#include "llvm/Support/Error.h"
+
+#include <string>
+#include <vector>
+
+namespace shardc::rt {
+
+/// A data set: one array per graph input of the plan, first axis = samples.
+class Dataset {
+public:
+  /// Reads DIR/<input name>.npy for every graph input of `exec` and checks
+  /// element type and per-sample shape against the plan (an error names the
+  /// file, what it holds and what the model needs), and that all arrays hold
+  /// the same number of samples.
+  static llvm::Expected<Dataset> load(llvm::StringRef dir, const Executor &exec);
+
+  int64_t numSamples() const { return samples; }
+
+  /// Binds the micro-batch of samples [first, first + B), wrapping around at
+  /// the end of the data, to the executor's inputs.
+  llvm::Error bind(Executor &exec, int64_t first);
+
+private:
+  std::vector<NpyArray> arrays;       // indexed like the executor's inputs
+  std::vector<std::vector<uint8_t>> staging;
+  int64_t samples = 0;
+  int64_t batch = 0;
+};
+
+struct TrainOptions {
+  std::string dataDir;
+  int64_t steps = 1;
+  /// JSON-lines log, one line per step (empty: none).
+  std::string logPath;
+  /// Write the trained model here after the last step (empty: none).
+  std::string exportPath;
+  /// Draw a progress line on stderr.
+  bool progress = false;
+  /// Data parallel rank and world size: at step s, rank r takes the r-th
+  /// micro-batch of the global batch starting at s * worldSize * B.
+  int rank = 0;
+  int worldSize = 1;
+};
+
+/// Peak resident set size of this process so far, in bytes.
+int64_t peakRssBytes();
+
+/// Trains `exec` (built from `plan`, a training plan) for options.steps.
+/// `planDir` holds the source model for --export.
+llvm::Error train(Executor &exec, const plan::Plan &plan,
+                  llvm::StringRef planDir, const TrainOptions &options);
+
+/// Writes the plan's source model (PLAN/model.onnx) to `path` with every
+/// initializer that is a parameter of the plan replaced by its current value
+/// in `exec`.
+llvm::Error exportModel(const Executor &exec, const plan::Plan &plan,
+                        llvm::StringRef planDir, llvm::StringRef path);
+
+} // namespace shardc::rt
+
+#endif // SHARDC_RUNTIME_TRAINER_H

@@ -1,0 +1,48 @@
+#!/usr/bin/python3
+"""Writes small binary ONNX models that the textual syntax cannot express.
+
+    make_models.py KIND OUT.onnx
+
+KIND:
+  named-unsupported  Relu, then an Abs node named "encoder/abs_1"
+  named-domain       a node "gelu_1" of domain com.microsoft (opset 1)
+  no-shape           a graph input with an element type but no shape
+
+Uses only Debian's python3-onnx.
+"""
+import sys
+
+import onnx
+from onnx import TensorProto, helper
+
+
+def model(nodes, inputs, outputs, opsets):
+    graph = helper.make_graph(nodes, "g", inputs, outputs)
+    return helper.make_model(
+        graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets])
+
+
+def main():
+    kind, out = sys.argv[1], sys.argv[2]
+    x = helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, [2, 3])
+    if kind == "named-unsupported":
+        m = model([helper.make_node("Relu", ["X"], ["r"], name="encoder/relu_0"),
+                   helper.make_node("Abs", ["r"], ["Y"], name="encoder/abs_1")],
+                  [x], [y], [("", 14)])
+    elif kind == "named-domain":
+        m = model([helper.make_node("Gelu", ["X"], ["Y"], name="gelu_1",
+                                    domain="com.microsoft")],
+                  [x], [y], [("", 13), ("com.microsoft", 1)])
+    elif kind == "no-shape":
+        unranked = helper.make_tensor_value_info("X", TensorProto.FLOAT, None)
+        m = model([helper.make_node("Relu", ["X"], ["Y"], name="relu")],
+                  [unranked], [y], [("", 13)])
+    else:
+        sys.exit("unknown kind " + kind)
+    with open(out, "wb") as f:
+        f.write(m.SerializeToString())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,779 @@
+// RUN: shardc-opt %s -split-input-file -verify-diagnostics
+
+// One case per verifier error of the shardc ops (ir/ShardcOps.cpp), in the
+// order of that file. Type constraints of the ODS definitions come first.
+
+func.func @dynamic_shape(%arg0: tensor<?x3xf32>) -> tensor<?x3xf32> {
+  // expected-error @+1 {{operand #0 must be statically shaped tensor}}
+  %0 = shardc.Relu %arg0 : tensor<?x3xf32>
+  return %0 : tensor<?x3xf32>
+}
+
+// -----
+
+func.func @sqrt_of_int(%arg0: tensor<3xi64>) -> tensor<3xi64> {
+  // expected-error @+1 {{operand #0 must be statically shaped tensor of 16-bit float or 32-bit float or 64-bit float values}}
+  %0 = shardc.Sqrt %arg0 : tensor<3xi64>
+  return %0 : tensor<3xi64>
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Constants and shapes
+//===----------------------------------------------------------------------===//
+
+func.func @constant_type() -> tensor<3xi64> {
+  // expected-error @+1 {{failed to verify that all of {value, output} have same type}}
+  %0 = "shardc.Constant"() <{value = dense<[1, 2]> : tensor<2xi64>}> : () -> tensor<3xi64>
+  return %0 : tensor<3xi64>
+}
+
+// -----
+
+func.func @shape_range(%arg0: tensor<2x3xf32>) -> tensor<1xi64> {
+  // expected-error @+1 {{'shardc.Shape' op start/end out of range for rank 2}}
+  %0 = shardc.Shape %arg0 {start = 1 : i64, end = 3 : i64} : tensor<2x3xf32> -> tensor<1xi64>
+  return %0 : tensor<1xi64>
+}
+
+// -----
+
+func.func @shape_result(%arg0: tensor<2x3xf32>) -> tensor<3xi64> {
+  // expected-error @+1 {{'shardc.Shape' op result must be a 1-d tensor of 2 elements}}
+  %0 = shardc.Shape %arg0 : tensor<2x3xf32> -> tensor<3xi64>
+  return %0 : tensor<3xi64>
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+func.func @broadcast_mismatch(%arg0: tensor<2x3xf32>, %arg1: tensor<4xf32>) -> tensor<2x3xf32> {
+  // expected-error @+1 {{'shardc.Add' op operand shapes [2, 3] and [4] do not broadcast}}
+  %0 = shardc.Add %arg0, %arg1 : (tensor<2x3xf32>, tensor<4xf32>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+func.func @broadcast_result(%arg0: tensor<2x1xf32>, %arg1: tensor<3xf32>) -> tensor<2x1xf32> {
+  // expected-error @+1 {{'shardc.Sub' op result shape [2, 1] is not the broadcast shape [2, 3]}}
+  %0 = shardc.Sub %arg0, %arg1 : (tensor<2x1xf32>, tensor<3xf32>) -> tensor<2x1xf32>
+  return %0 : tensor<2x1xf32>
+}
+
+// -----
+
+func.func @binary_element_types(%arg0: tensor<3xf32>, %arg1: tensor<3xi64>) -> tensor<3xf32> {
+  // expected-error @+1 {{'shardc.Mul' op operand element types differ: 'f32' vs 'i64'}}
+  %0 = shardc.Mul %arg0, %arg1 : (tensor<3xf32>, tensor<3xi64>) -> tensor<3xf32>
+  return %0 : tensor<3xf32>
+}
+
+// -----
+
+func.func @binary_result_type(%arg0: tensor<3xf32>) -> tensor<3xf64> {
+  // expected-error @+1 {{'shardc.Div' op result element type must be 'f32'}}
+  %0 = shardc.Div %arg0, %arg0 : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf64>
+  return %0 : tensor<3xf64>
+}
+
+// -----
+
+func.func @pow_result_type(%arg0: tensor<3xf32>, %arg1: tensor<3xi64>) -> tensor<3xi64> {
+  // expected-error @+1 {{'shardc.Pow' op result element type must be 'f32'}}
+  %0 = shardc.Pow %arg0, %arg1 : (tensor<3xf32>, tensor<3xi64>) -> tensor<3xi64>
+  return %0 : tensor<3xi64>
+}
+
+// -----
+
+func.func @where_types(%arg0: tensor<3xi1>, %arg1: tensor<3xf32>, %arg2: tensor<3xi64>) -> tensor<3xf32> {
+  // expected-error @+1 {{'shardc.Where' op x, y and result must have one element type}}
+  %0 = shardc.Where %arg0, %arg1, %arg2 : (tensor<3xi1>, tensor<3xf32>, tensor<3xi64>) -> tensor<3xf32>
+  return %0 : tensor<3xf32>
+}
+
+// -----
+
+func.func @where_broadcast(%arg0: tensor<2xi1>, %arg1: tensor<3xf32>, %arg2: tensor<3xf32>) -> tensor<3xf32> {
+  // expected-error @+1 {{'shardc.Where' op operand shapes [2] and [3] and [3] do not broadcast}}
+  %0 = shardc.Where %arg0, %arg1, %arg2 : (tensor<2xi1>, tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  return %0 : tensor<3xf32>
+}
+
+// -----
+
+func.func @cast_shape(%arg0: tensor<3xf32>) -> tensor<4xi64> {
+  // expected-error @+1 {{'shardc.Cast' op result shape must equal the input shape}}
+  %0 = shardc.Cast %arg0 {to = 7 : i64} : tensor<3xf32> -> tensor<4xi64>
+  return %0 : tensor<4xi64>
+}
+
+// -----
+
+func.func @cast_code(%arg0: tensor<3xf32>) -> tensor<3xi64> {
+  // expected-error @+1 {{'shardc.Cast' op unsupported target type code 8}}
+  %0 = shardc.Cast %arg0 {to = 8 : i64} : tensor<3xf32> -> tensor<3xi64>
+  return %0 : tensor<3xi64>
+}
+
+// -----
+
+func.func @cast_to_mismatch(%arg0: tensor<3xf32>) -> tensor<3xi32> {
+  // expected-error @+1 {{'shardc.Cast' op result element type 'i32' does not match 'to' = 7}}
+  %0 = shardc.Cast %arg0 {to = 7 : i64} : tensor<3xf32> -> tensor<3xi32>
+  return %0 : tensor<3xi32>
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Linear algebra, normalization
+//===----------------------------------------------------------------------===//
+
+func.func @gemm_rank(%arg0: tensor<2x3x4xf32>, %arg1: tensor<4x5xf32>) -> tensor<2x5xf32> {
+  // expected-error @+1 {{'shardc.Gemm' op A and B must be 2-d}}
+  %0 = shardc.Gemm %arg0, %arg1 : (tensor<2x3x4xf32>, tensor<4x5xf32>) -> tensor<2x5xf32>
+  return %0 : tensor<2x5xf32>
+}
+
+// -----
+
+func.func @gemm_inner(%arg0: tensor<2x3xf32>, %arg1: tensor<4x5xf32>) -> tensor<2x5xf32> {
+  // expected-error @+1 {{'shardc.Gemm' op inner dimensions differ: 3 vs 4}}
+  %0 = shardc.Gemm %arg0, %arg1 : (tensor<2x3xf32>, tensor<4x5xf32>) -> tensor<2x5xf32>
+  return %0 : tensor<2x5xf32>
+}
+
+// -----
+
+func.func @gemm_trans_inner(%arg0: tensor<3x2xf32>, %arg1: tensor<3x5xf32>) -> tensor<2x5xf32> {
+  // transB makes B (5, 3): its inner dim is 5.
+  // expected-error @+1 {{'shardc.Gemm' op inner dimensions differ: 3 vs 5}}
+  %0 = shardc.Gemm %arg0, %arg1 {transA = 1 : i64, transB = 1 : i64} : (tensor<3x2xf32>, tensor<3x5xf32>) -> tensor<2x5xf32>
+  return %0 : tensor<2x5xf32>
+}
+
+// -----
+
+func.func @gemm_result(%arg0: tensor<2x3xf32>, %arg1: tensor<3x5xf32>) -> tensor<5x2xf32> {
+  // expected-error @+1 {{'shardc.Gemm' op result must be [2, 5]}}
+  %0 = shardc.Gemm %arg0, %arg1 : (tensor<2x3xf32>, tensor<3x5xf32>) -> tensor<5x2xf32>
+  return %0 : tensor<5x2xf32>
+}
+
+// -----
+
+func.func @gemm_c(%arg0: tensor<2x3xf32>, %arg1: tensor<3x5xf32>, %arg2: tensor<3xf32>) -> tensor<2x5xf32> {
+  // expected-error @+1 {{'shardc.Gemm' op C of shape [3] does not broadcast to [2, 5]}}
+  %0 = shardc.Gemm %arg0, %arg1, %arg2 : (tensor<2x3xf32>, tensor<3x5xf32>, tensor<3xf32>) -> tensor<2x5xf32>
+  return %0 : tensor<2x5xf32>
+}
+
+// -----
+
+func.func @matmul_rank(%arg0: tensor<f32>, %arg1: tensor<3xf32>) -> tensor<f32> {
+  // expected-error @+1 {{'shardc.MatMul' op operands must have rank >= 1}}
+  %0 = shardc.MatMul %arg0, %arg1 : (tensor<f32>, tensor<3xf32>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+func.func @matmul_types(%arg0: tensor<2x3xf32>, %arg1: tensor<3x4xi64>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{'shardc.MatMul' op operands and result must have one element type}}
+  %0 = shardc.MatMul %arg0, %arg1 : (tensor<2x3xf32>, tensor<3x4xi64>) -> tensor<2x4xf32>
+  return %0 : tensor<2x4xf32>
+}
+
+// -----
+
+func.func @matmul_inner(%arg0: tensor<2x3xf32>, %arg1: tensor<4x5xf32>) -> tensor<2x5xf32> {
+  // expected-error @+1 {{'shardc.MatMul' op inner dimensions differ: 3 vs 4}}
+  %0 = shardc.MatMul %arg0, %arg1 : (tensor<2x3xf32>, tensor<4x5xf32>) -> tensor<2x5xf32>
+  return %0 : tensor<2x5xf32>
+}
+
+// -----
+
+func.func @matmul_batch(%arg0: tensor<2x2x3xf32>, %arg1: tensor<3x3x4xf32>) -> tensor<3x2x4xf32> {
+  // expected-error @+1 {{'shardc.MatMul' op batch dimensions do not broadcast}}
+  %0 = shardc.MatMul %arg0, %arg1 : (tensor<2x2x3xf32>, tensor<3x3x4xf32>) -> tensor<3x2x4xf32>
+  return %0 : tensor<3x2x4xf32>
+}
+
+// -----
+
+func.func @matmul_vector_result(%arg0: tensor<3xf32>, %arg1: tensor<3x4xf32>) -> tensor<1x4xf32> {
+  // The 1 prepended to a 1-D A is removed again.
+  // expected-error @+1 {{'shardc.MatMul' op result shape [1, 4], expected [4]}}
+  %0 = shardc.MatMul %arg0, %arg1 : (tensor<3xf32>, tensor<3x4xf32>) -> tensor<1x4xf32>
+  return %0 : tensor<1x4xf32>
+}
+
+// -----
+
+func.func @softmax_axis(%arg0: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  // expected-error @+1 {{'shardc.Softmax' op axis 2 is out of range for rank 2}}
+  %0 = shardc.Softmax %arg0 {axis = 2 : i64} : tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+func.func @logsoftmax_negative_axis(%arg0: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  // Axes are normalized at import: a negative axis is invalid IR.
+  // expected-error @+1 {{'shardc.LogSoftmax' op axis -1 is out of range for rank 2}}
+  %0 = shardc.LogSoftmax %arg0 {axis = -1 : i64} : tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+func.func @layernorm_axis(%arg0: tensor<2x3xf32>, %arg1: tensor<3xf32>) -> tensor<2x3xf32> {
+  // expected-error @+1 {{'shardc.LayerNormalization' op axis 2 is out of range for rank 2}}
+  %0:3 = shardc.LayerNormalization %arg0, %arg1 {axis = 2 : i64, epsilon = 1.0e-5 : f32} : (tensor<2x3xf32>, tensor<3xf32>) -> (tensor<2x3xf32>, tensor<2x1xf32>, tensor<2x1xf32>)
+  return %0#0 : tensor<2x3xf32>
+}
+
+// -----
+
+func.func @layernorm_result(%arg0: tensor<2x3xf32>, %arg1: tensor<3xf32>) -> tensor<3x2xf32> {
+  // expected-error @+1 {{'shardc.LayerNormalization' op result shape must equal the input shape}}
+  %0:3 = shardc.LayerNormalization %arg0, %arg1 {axis = 1 : i64, epsilon = 1.0e-5 : f32} : (tensor<2x3xf32>, tensor<3xf32>) -> (tensor<3x2xf32>, tensor<2x1xf32>, tensor<2x1xf32>)
+  return %0#0 : tensor<3x2xf32>
+}
+
+// -----
+
+func.func @layernorm_scale(%arg0: tensor<2x3xf32>, %arg1: tensor<2xf32>) -> tensor<2x3xf32> {
+  // expected-error @+1 {{'shardc.LayerNormalization' op scale and bias must broadcast to the normalized shape [3]}}
+  %0:3 = shardc.LayerNormalization %arg0, %arg1 {axis = 1 : i64, epsilon = 1.0e-5 : f32} : (tensor<2x3xf32>, tensor<2xf32>) -> (tensor<2x3xf32>, tensor<2x1xf32>, tensor<2x1xf32>)
+  return %0#0 : tensor<2x3xf32>
+}
+
+// -----
+
+func.func @layernorm_bias(%arg0: tensor<2x3xf32>, %arg1: tensor<3xf32>, %arg2: tensor<2xf32>) -> tensor<2x3xf32> {
+  // expected-error @+1 {{'shardc.LayerNormalization' op scale and bias must broadcast to the normalized shape [3]}}
+  %0:3 = shardc.LayerNormalization %arg0, %arg1, %arg2 {axis = 1 : i64, epsilon = 1.0e-5 : f32} : (tensor<2x3xf32>, tensor<3xf32>, tensor<2xf32>) -> (tensor<2x3xf32>, tensor<2x1xf32>, tensor<2x1xf32>)
+  return %0#0 : tensor<2x3xf32>
+}
+
+// -----
+
+func.func @layernorm_stats(%arg0: tensor<2x3x4xf32>, %arg1: tensor<3x4xf32>) -> tensor<2x3x4xf32> {
+  // expected-error @+1 {{'shardc.LayerNormalization' op mean and inv_std_dev must have shape [2, 1, 1]}}
+  %0:3 = shardc.LayerNormalization %arg0, %arg1 {axis = 1 : i64, epsilon = 1.0e-5 : f32} : (tensor<2x3x4xf32>, tensor<3x4xf32>) -> (tensor<2x3x4xf32>, tensor<2xf32>, tensor<2xf32>)
+  return %0#0 : tensor<2x3x4xf32>
+}
+
+// -----
+
+func.func @batchnorm_rank(%arg0: tensor<3xf32>, %arg1: tensor<3xf32>) -> tensor<3xf32> {
+  // expected-error @+1 {{'shardc.BatchNormalization' op input must have rank >= 2 (N, C, ...)}}
+  %0:3 = shardc.BatchNormalization %arg0, %arg1, %arg1, %arg1, %arg1 {epsilon = 1.0e-5 : f32, momentum = 0.9 : f32, training_mode = 0 : i64} : (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>)
+  return %0#0 : tensor<3xf32>
+}
+
+// -----
+
+func.func @batchnorm_stats(%arg0: tensor<2x3x4xf32>, %arg1: tensor<3xf32>, %arg2: tensor<4xf32>) -> tensor<2x3x4xf32> {
+  // expected-error @+1 {{'shardc.BatchNormalization' op scale, bias, mean, var and running statistics must have shape [3]}}
+  %0:3 = shardc.BatchNormalization %arg0, %arg1, %arg1, %arg2, %arg1 {epsilon = 1.0e-5 : f32, momentum = 0.9 : f32, training_mode = 0 : i64} : (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<4xf32>, tensor<3xf32>) -> (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>)
+  return %0#0 : tensor<2x3x4xf32>
+}
+
+// -----
+
+func.func @batchnorm_running_stats(%arg0: tensor<2x3x4xf32>, %arg1: tensor<3xf32>) -> tensor<2x3x4xf32> {
+  // expected-error @+1 {{'shardc.BatchNormalization' op scale, bias, mean, var and running statistics must have shape [3]}}
+  %0:3 = shardc.BatchNormalization %arg0, %arg1, %arg1, %arg1, %arg1 {epsilon = 1.0e-5 : f32, momentum = 0.9 : f32, training_mode = 1 : i64} : (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3x4xf32>, tensor<1x3x1xf32>, tensor<3xf32>)
+  return %0#0 : tensor<2x3x4xf32>
+}
+
+// -----
+
+func.func @batchnorm_result(%arg0: tensor<2x3x4xf32>, %arg1: tensor<3xf32>) -> tensor<2x3x5xf32> {
+  // expected-error @+1 {{'shardc.BatchNormalization' op result shape must equal the input shape}}
+  %0:3 = shardc.BatchNormalization %arg0, %arg1, %arg1, %arg1, %arg1 {epsilon = 1.0e-5 : f32, momentum = 0.9 : f32, training_mode = 0 : i64} : (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3x5xf32>, tensor<3xf32>, tensor<3xf32>)
+  return %0#0 : tensor<2x3x5xf32>
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Convolution and pooling
+//===----------------------------------------------------------------------===//
+
+func.func @conv_weight_rank(%arg0: tensor<1x2x5x5xf32>, %arg1: tensor<4x2x3xf32>) -> tensor<1x4x3x3xf32> {
+  // expected-error @+1 {{'shardc.Conv' op weight rank must equal input rank}}
+  %0 = shardc.Conv %arg0, %arg1 {dilations = array<i64: 1, 1>, group = 1 : i64, kernel_shape = array<i64: 3, 3>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x5x5xf32>, tensor<4x2x3xf32>) -> tensor<1x4x3x3xf32>
+  return %0 : tensor<1x4x3x3xf32>
+}
+
+// -----
+
+func.func @conv_group(%arg0: tensor<1x4x5x5xf32>, %arg1: tensor<6x1x3x3xf32>) -> tensor<1x6x3x3xf32> {
+  // expected-error @+1 {{'shardc.Conv' op group 4 must divide input channels 4 and output channels 6}}
+  %0 = shardc.Conv %arg0, %arg1 {dilations = array<i64: 1, 1>, group = 4 : i64, kernel_shape = array<i64: 3, 3>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x4x5x5xf32>, tensor<6x1x3x3xf32>) -> tensor<1x6x3x3xf32>
+  return %0 : tensor<1x6x3x3xf32>
+}
+
+// -----
+
+func.func @conv_group_zero(%arg0: tensor<1x4x5x5xf32>, %arg1: tensor<6x4x3x3xf32>) -> tensor<1x6x3x3xf32> {
+  // expected-error @+1 {{'shardc.Conv' op group 0 must divide input channels 4 and output channels 6}}
+  %0 = shardc.Conv %arg0, %arg1 {dilations = array<i64: 1, 1>, group = 0 : i64, kernel_shape = array<i64: 3, 3>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x4x5x5xf32>, tensor<6x4x3x3xf32>) -> tensor<1x6x3x3xf32>
+  return %0 : tensor<1x6x3x3xf32>
+}
+
+// -----
+
+func.func @conv_weight_channels(%arg0: tensor<1x4x5x5xf32>, %arg1: tensor<6x4x3x3xf32>) -> tensor<1x6x3x3xf32> {
+  // expected-error @+1 {{'shardc.Conv' op weight has 4 input channels per group, expected 2}}
+  %0 = shardc.Conv %arg0, %arg1 {dilations = array<i64: 1, 1>, group = 2 : i64, kernel_shape = array<i64: 3, 3>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x4x5x5xf32>, tensor<6x4x3x3xf32>) -> tensor<1x6x3x3xf32>
+  return %0 : tensor<1x6x3x3xf32>
+}
+
+// -----
+
+func.func @conv_kernel_shape(%arg0: tensor<1x4x5x5xf32>, %arg1: tensor<6x4x3x3xf32>) -> tensor<1x6x4x4xf32> {
+  // expected-error @+1 {{'shardc.Conv' op kernel_shape must equal the weight's spatial dims}}
+  %0 = shardc.Conv %arg0, %arg1 {dilations = array<i64: 1, 1>, group = 1 : i64, kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x4x5x5xf32>, tensor<6x4x3x3xf32>) -> tensor<1x6x4x4xf32>
+  return %0 : tensor<1x6x4x4xf32>
+}
+
+// -----
+
+func.func @conv_result_channels(%arg0: tensor<1x4x5x5xf32>, %arg1: tensor<6x4x3x3xf32>) -> tensor<1x4x3x3xf32> {
+  // expected-error @+1 {{'shardc.Conv' op result must have shape [N, M, ...] = [1, 6, ...]}}
+  %0 = shardc.Conv %arg0, %arg1 {dilations = array<i64: 1, 1>, group = 1 : i64, kernel_shape = array<i64: 3, 3>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x4x5x5xf32>, tensor<6x4x3x3xf32>) -> tensor<1x4x3x3xf32>
+  return %0 : tensor<1x4x3x3xf32>
+}
+
+// -----
+
+func.func @conv_bias(%arg0: tensor<1x4x5x5xf32>, %arg1: tensor<6x4x3x3xf32>, %arg2: tensor<4xf32>) -> tensor<1x6x3x3xf32> {
+  // expected-error @+1 {{'shardc.Conv' op bias must have shape [6]}}
+  %0 = shardc.Conv %arg0, %arg1, %arg2 {dilations = array<i64: 1, 1>, group = 1 : i64, kernel_shape = array<i64: 3, 3>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x4x5x5xf32>, tensor<6x4x3x3xf32>, tensor<4xf32>) -> tensor<1x6x3x3xf32>
+  return %0 : tensor<1x6x3x3xf32>
+}
+
+// -----
+
+func.func @conv_spatial(%arg0: tensor<1x4x5x5xf32>, %arg1: tensor<6x4x3x3xf32>) -> tensor<1x6x3x3xf32> {
+  // (5 + 1 + 1 - 3) / 2 + 1 = 3 rows, (5 - 3) / 1 + 1 = 3 columns with
+  // dilation 1, but dilation 2 in the columns leaves 1.
+  // expected-error @+1 {{'shardc.Conv' op spatial dim 1 of the result is 3, expected 1}}
+  %0 = shardc.Conv %arg0, %arg1 {dilations = array<i64: 1, 2>, group = 1 : i64, kernel_shape = array<i64: 3, 3>, pads = array<i64: 1, 0, 1, 0>, strides = array<i64: 2, 1>} : (tensor<1x4x5x5xf32>, tensor<6x4x3x3xf32>) -> tensor<1x6x3x3xf32>
+  return %0 : tensor<1x6x3x3xf32>
+}
+
+// -----
+
+func.func @conv_attr_lengths(%arg0: tensor<1x4x5x5xf32>, %arg1: tensor<6x4x3x3xf32>) -> tensor<1x6x3x3xf32> {
+  // expected-error @+1 {{'shardc.Conv' op kernel_shape, strides, dilations and pads have inconsistent lengths}}
+  %0 = shardc.Conv %arg0, %arg1 {dilations = array<i64: 1, 1>, group = 1 : i64, kernel_shape = array<i64: 3, 3>, pads = array<i64: 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x4x5x5xf32>, tensor<6x4x3x3xf32>) -> tensor<1x6x3x3xf32>
+  return %0 : tensor<1x6x3x3xf32>
+}
+
+// -----
+
+func.func @conv_stride_zero(%arg0: tensor<1x4x5x5xf32>, %arg1: tensor<6x4x3x3xf32>) -> tensor<1x6x3x3xf32> {
+  // expected-error @+1 {{'shardc.Conv' op window sizes, strides and dilations must be positive and pads non-negative}}
+  %0 = shardc.Conv %arg0, %arg1 {dilations = array<i64: 1, 1>, group = 1 : i64, kernel_shape = array<i64: 3, 3>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 0, 1>} : (tensor<1x4x5x5xf32>, tensor<6x4x3x3xf32>) -> tensor<1x6x3x3xf32>
+  return %0 : tensor<1x6x3x3xf32>
+}
+
+// -----
+
+func.func @maxpool_nc(%arg0: tensor<1x2x4x4xf32>) -> tensor<1x3x2x2xf32> {
+  // expected-error @+1 {{'shardc.MaxPool' op result must keep N and C of the input}}
+  %0 = shardc.MaxPool %arg0 {ceil_mode = 0 : i64, dilations = array<i64: 1, 1>, kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, storage_order = 0 : i64, strides = array<i64: 2, 2>} : tensor<1x2x4x4xf32> -> tensor<1x3x2x2xf32>
+  return %0 : tensor<1x3x2x2xf32>
+}
+
+// -----
+
+func.func @maxpool_indices(%arg0: tensor<1x2x4x4xf32>) -> tensor<1x2x2x2xf32> {
+  // expected-error @+1 {{'shardc.MaxPool' op indices must have the result's shape}}
+  %0, %1 = shardc.MaxPool %arg0 {ceil_mode = 0 : i64, dilations = array<i64: 1, 1>, kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, storage_order = 0 : i64, strides = array<i64: 2, 2>} : tensor<1x2x4x4xf32> -> tensor<1x2x2x2xf32>, tensor<1x2x4x4xi64>
+  return %0 : tensor<1x2x2x2xf32>
+}
+
+// -----
+
+func.func @maxpool_window_rank(%arg0: tensor<1x2x4x4xf32>) -> tensor<1x2x2x2xf32> {
+  // expected-error @+1 {{'shardc.MaxPool' op expects input and result of rank 3 for a 1-d window}}
+  %0 = shardc.MaxPool %arg0 {ceil_mode = 0 : i64, dilations = array<i64: 1>, kernel_shape = array<i64: 2>, pads = array<i64: 0, 0>, storage_order = 0 : i64, strides = array<i64: 2>} : tensor<1x2x4x4xf32> -> tensor<1x2x2x2xf32>
+  return %0 : tensor<1x2x2x2xf32>
+}
+
+// -----
+
+func.func @maxpool_ceil_mode(%arg0: tensor<1x2x5x5xf32>) -> tensor<1x2x2x2xf32> {
+  // With ceil_mode, (5 - 2) / 2 rounds up: 3 windows per dim.
+  // expected-error @+1 {{'shardc.MaxPool' op spatial dim 0 of the result is 2, expected 3}}
+  %0 = shardc.MaxPool %arg0 {ceil_mode = 1 : i64, dilations = array<i64: 1, 1>, kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, storage_order = 0 : i64, strides = array<i64: 2, 2>} : tensor<1x2x5x5xf32> -> tensor<1x2x2x2xf32>
+  return %0 : tensor<1x2x2x2xf32>
+}
+
+// -----
+
+func.func @maxpool_negative_pad(%arg0: tensor<1x2x4x4xf32>) -> tensor<1x2x2x2xf32> {
+  // expected-error @+1 {{'shardc.MaxPool' op window sizes, strides and dilations must be positive and pads non-negative}}
+  %0 = shardc.MaxPool %arg0 {ceil_mode = 0 : i64, dilations = array<i64: 1, 1>, kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, -1, 0>, storage_order = 0 : i64, strides = array<i64: 2, 2>} : tensor<1x2x4x4xf32> -> tensor<1x2x2x2xf32>
+  return %0 : tensor<1x2x2x2xf32>
+}
+
+// -----
+
+func.func @averagepool_nc(%arg0: tensor<1x2x4x4xf32>) -> tensor<2x2x2x2xf32> {
+  // expected-error @+1 {{'shardc.AveragePool' op result must keep N and C of the input}}
+  %0 = shardc.AveragePool %arg0 {ceil_mode = 0 : i64, count_include_pad = 0 : i64, kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : tensor<1x2x4x4xf32> -> tensor<2x2x2x2xf32>
+  return %0 : tensor<2x2x2x2xf32>
+}
+
+// -----
+
+func.func @averagepool_window(%arg0: tensor<1x2x4x4xf32>) -> tensor<1x2x2x2xf32> {
+  // Pads of 1 on each side: (4 + 2 - 2) / 2 + 1 = 3.
+  // expected-error @+1 {{'shardc.AveragePool' op spatial dim 0 of the result is 2, expected 3}}
+  %0 = shardc.AveragePool %arg0 {ceil_mode = 0 : i64, count_include_pad = 0 : i64, kernel_shape = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : tensor<1x2x4x4xf32> -> tensor<1x2x2x2xf32>
+  return %0 : tensor<1x2x2x2xf32>
+}
+
+// -----
+
+func.func @globalaveragepool_rank(%arg0: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'shardc.GlobalAveragePool' op input must have rank >= 2}}
+  %0 = shardc.GlobalAveragePool %arg0 : tensor<4xf32> -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @globalaveragepool_result(%arg0: tensor<1x2x4x4xf32>) -> tensor<1x2xf32> {
+  // expected-error @+1 {{'shardc.GlobalAveragePool' op result must have shape [1, 2, 1, 1]}}
+  %0 = shardc.GlobalAveragePool %arg0 : tensor<1x2x4x4xf32> -> tensor<1x2xf32>
+  return %0 : tensor<1x2xf32>
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+func.func @reshape_count(%arg0: tensor<2x3xf32>) -> tensor<4x2xf32> {
+  // expected-error @+1 {{'shardc.Reshape' op cannot reshape [2, 3] (6 elements) to [4, 2] (8 elements)}}
+  %0 = shardc.Reshape %arg0 : tensor<2x3xf32> -> tensor<4x2xf32>
+  return %0 : tensor<4x2xf32>
+}
+
+// -----
+
+func.func @reshape_type(%arg0: tensor<2x3xf32>) -> tensor<6xf64> {
+  // expected-error @+1 {{'shardc.Reshape' op element type must not change}}
+  %0 = shardc.Reshape %arg0 : tensor<2x3xf32> -> tensor<6xf64>
+  return %0 : tensor<6xf64>
+}
+
+// -----
+
+func.func @transpose_perm_size(%arg0: tensor<2x3x4xf32>) -> tensor<3x2x4xf32> {
+  // expected-error @+1 {{'shardc.Transpose' op perm must have 3 entries}}
+  %0 = shardc.Transpose %arg0 {perm = array<i64: 1, 0>} : tensor<2x3x4xf32> -> tensor<3x2x4xf32>
+  return %0 : tensor<3x2x4xf32>
+}
+
+// -----
+
+func.func @transpose_not_permutation(%arg0: tensor<2x3x4xf32>) -> tensor<3x3x4xf32> {
+  // expected-error @+1 {{'shardc.Transpose' op perm is not a permutation}}
+  %0 = shardc.Transpose %arg0 {perm = array<i64: 1, 1, 2>} : tensor<2x3x4xf32> -> tensor<3x3x4xf32>
+  return %0 : tensor<3x3x4xf32>
+}
+
+// -----
+
+func.func @transpose_result(%arg0: tensor<2x3x4xf32>) -> tensor<3x2x4xf32> {
+  // expected-error @+1 {{'shardc.Transpose' op result must have shape [4, 2, 3]}}
+  %0 = shardc.Transpose %arg0 {perm = array<i64: 2, 0, 1>} : tensor<2x3x4xf32> -> tensor<3x2x4xf32>
+  return %0 : tensor<3x2x4xf32>
+}
+
+// -----
+
+func.func @gather_axis(%arg0: tensor<2x3xf32>, %arg1: tensor<4xi64>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{'shardc.Gather' op axis 2 is out of range for rank 2}}
+  %0 = shardc.Gather %arg0, %arg1 {axis = 2 : i64} : (tensor<2x3xf32>, tensor<4xi64>) -> tensor<2x4xf32>
+  return %0 : tensor<2x4xf32>
+}
+
+// -----
+
+func.func @gather_shape(%arg0: tensor<2x3xf32>, %arg1: tensor<4x5xi64>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{'shardc.Gather' op result must have shape [2, 4, 5]}}
+  %0 = shardc.Gather %arg0, %arg1 {axis = 1 : i64} : (tensor<2x3xf32>, tensor<4x5xi64>) -> tensor<2x4xf32>
+  return %0 : tensor<2x4xf32>
+}
+
+// -----
+
+func.func @gather_index_type(%arg0: tensor<2x3xf32>, %arg1: tensor<4xf32>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{operand #1 must be statically shaped tensor of 32-bit signless integer or 64-bit signless integer values}}
+  %0 = shardc.Gather %arg0, %arg1 {axis = 1 : i64} : (tensor<2x3xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  return %0 : tensor<2x4xf32>
+}
+
+// -----
+
+func.func @concat_empty() -> tensor<0xf32> {
+  // expected-error @+1 {{'shardc.Concat' op needs at least one input}}
+  %0 = shardc.Concat {axis = 0 : i64} : () -> tensor<0xf32>
+  return %0 : tensor<0xf32>
+}
+
+// -----
+
+func.func @concat_axis(%arg0: tensor<2x3xf32>) -> tensor<4x3xf32> {
+  // expected-error @+1 {{'shardc.Concat' op axis 2 is out of range for rank 2}}
+  %0 = shardc.Concat %arg0, %arg0 {axis = 2 : i64} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<4x3xf32>
+  return %0 : tensor<4x3xf32>
+}
+
+// -----
+
+func.func @concat_rank(%arg0: tensor<2x3xf32>, %arg1: tensor<2xf32>) -> tensor<4x3xf32> {
+  // expected-error @+1 {{'shardc.Concat' op inputs must share rank and element type}}
+  %0 = shardc.Concat %arg0, %arg1 {axis = 0 : i64} : (tensor<2x3xf32>, tensor<2xf32>) -> tensor<4x3xf32>
+  return %0 : tensor<4x3xf32>
+}
+
+// -----
+
+func.func @concat_element_type(%arg0: tensor<2x3xf32>, %arg1: tensor<2x3xi64>) -> tensor<4x3xf32> {
+  // expected-error @+1 {{'shardc.Concat' op inputs must share rank and element type}}
+  %0 = shardc.Concat %arg0, %arg1 {axis = 0 : i64} : (tensor<2x3xf32>, tensor<2x3xi64>) -> tensor<4x3xf32>
+  return %0 : tensor<4x3xf32>
+}
+
+// -----
+
+func.func @concat_other_dims(%arg0: tensor<2x3xf32>, %arg1: tensor<2x4xf32>) -> tensor<4x3xf32> {
+  // expected-error @+1 {{'shardc.Concat' op inputs differ outside the concat axis}}
+  %0 = shardc.Concat %arg0, %arg1 {axis = 0 : i64} : (tensor<2x3xf32>, tensor<2x4xf32>) -> tensor<4x3xf32>
+  return %0 : tensor<4x3xf32>
+}
+
+// -----
+
+func.func @concat_result(%arg0: tensor<2x3xf32>, %arg1: tensor<1x3xf32>) -> tensor<4x3xf32> {
+  // expected-error @+1 {{'shardc.Concat' op result must have shape [3, 3]}}
+  %0 = shardc.Concat %arg0, %arg1 {axis = 0 : i64} : (tensor<2x3xf32>, tensor<1x3xf32>) -> tensor<4x3xf32>
+  return %0 : tensor<4x3xf32>
+}
+
+// -----
+
+func.func @split_axis(%arg0: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  // expected-error @+1 {{'shardc.Split' op axis -1 is out of range for rank 2}}
+  %0 = shardc.Split %arg0 {axis = -1 : i64} : tensor<2x3xf32> -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+func.func @split_sizes(%arg0: tensor<2x6xf32>) -> tensor<2x2xf32> {
+  // expected-error @+1 {{'shardc.Split' op output sizes along axis sum to 5, expected 6}}
+  %0:2 = shardc.Split %arg0 {axis = 1 : i64} : tensor<2x6xf32> -> tensor<2x2xf32>, tensor<2x3xf32>
+  return %0#0 : tensor<2x2xf32>
+}
+
+// -----
+
+func.func @split_rank(%arg0: tensor<2x6xf32>) -> tensor<2x3xf32> {
+  // expected-error @+1 {{'shardc.Split' op outputs must have the input's rank}}
+  %0:2 = shardc.Split %arg0 {axis = 1 : i64} : tensor<2x6xf32> -> tensor<2x3xf32>, tensor<6xf32>
+  return %0#0 : tensor<2x3xf32>
+}
+
+// -----
+
+func.func @split_other_dims(%arg0: tensor<2x6xf32>) -> tensor<2x3xf32> {
+  // expected-error @+1 {{'shardc.Split' op outputs differ from the input outside the axis}}
+  %0:2 = shardc.Split %arg0 {axis = 1 : i64} : tensor<2x6xf32> -> tensor<2x3xf32>, tensor<1x3xf32>
+  return %0#0 : tensor<2x3xf32>
+}
+
+// -----
+
+func.func @slice_entries(%arg0: tensor<4x6xf32>) -> tensor<2x6xf32> {
+  // expected-error @+1 {{'shardc.Slice' op starts, steps and result need one entry per dim}}
+  %0 = shardc.Slice %arg0 {starts = array<i64: 1>, steps = array<i64: 1>} : tensor<4x6xf32> -> tensor<2x6xf32>
+  return %0 : tensor<2x6xf32>
+}
+
+// -----
+
+func.func @slice_step_zero(%arg0: tensor<4x6xf32>) -> tensor<2x6xf32> {
+  // expected-error @+1 {{'shardc.Slice' op step of dim 0 is zero}}
+  %0 = shardc.Slice %arg0 {starts = array<i64: 1, 0>, steps = array<i64: 0, 1>} : tensor<4x6xf32> -> tensor<2x6xf32>
+  return %0 : tensor<2x6xf32>
+}
+
+// -----
+
+func.func @slice_out_of_range(%arg0: tensor<4x6xf32>) -> tensor<4x3xf32> {
+  // Columns 4, 6, 8: the last two are not in the input.
+  // expected-error @+1 {{'shardc.Slice' op slice of dim 1 leaves the input}}
+  %0 = shardc.Slice %arg0 {starts = array<i64: 0, 4>, steps = array<i64: 1, 2>} : tensor<4x6xf32> -> tensor<4x3xf32>
+  return %0 : tensor<4x3xf32>
+}
+
+// -----
+
+func.func @slice_negative_step_out_of_range(%arg0: tensor<4x6xf32>) -> tensor<3x6xf32> {
+  // Rows 1, 0, -1.
+  // expected-error @+1 {{'shardc.Slice' op slice of dim 0 leaves the input}}
+  %0 = shardc.Slice %arg0 {starts = array<i64: 1, 0>, steps = array<i64: -1, 1>} : tensor<4x6xf32> -> tensor<3x6xf32>
+  return %0 : tensor<3x6xf32>
+}
+
+// -----
+
+func.func @expand_type(%arg0: tensor<3x1xf32>) -> tensor<3x4xf64> {
+  // expected-error @+1 {{'shardc.Expand' op element type must not change}}
+  %0 = shardc.Expand %arg0 : tensor<3x1xf32> -> tensor<3x4xf64>
+  return %0 : tensor<3x4xf64>
+}
+
+// -----
+
+func.func @expand_shape(%arg0: tensor<3x2xf32>) -> tensor<3x4xf32> {
+  // expected-error @+1 {{'shardc.Expand' op operand shapes [3, 2] and [3, 4] do not broadcast}}
+  %0 = shardc.Expand %arg0 : tensor<3x2xf32> -> tensor<3x4xf32>
+  return %0 : tensor<3x4xf32>
+}
+
+// -----
+
+func.func @expand_shrinks(%arg0: tensor<3x4xf32>) -> tensor<1x4xf32> {
+  // expected-error @+1 {{'shardc.Expand' op result shape [1, 4] is not the broadcast shape [3, 4]}}
+  %0 = shardc.Expand %arg0 : tensor<3x4xf32> -> tensor<1x4xf32>
+  return %0 : tensor<1x4xf32>
+}
+
+// -----
+
+func.func @reduce_axes_order(%arg0: tensor<2x3x4xf32>) -> tensor<2xf32> {
+  // expected-error @+1 {{'shardc.ReduceMean' op axes must be sorted, unique and in range}}
+  %0 = shardc.ReduceMean %arg0 {axes = array<i64: 2, 1>, keepdims = 0 : i64} : tensor<2x3x4xf32> -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+func.func @reduce_axes_range(%arg0: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
+  // expected-error @+1 {{'shardc.ReduceSum' op axes must be sorted, unique and in range}}
+  %0 = shardc.ReduceSum %arg0 {axes = array<i64: 3>, keepdims = 1 : i64} : tensor<2x3x4xf32> -> tensor<2x3x4xf32>
+  return %0 : tensor<2x3x4xf32>
+}
+
+// -----
+
+func.func @reduce_axes_negative(%arg0: tensor<2x3x4xf32>) -> tensor<2x3x1xf32> {
+  // expected-error @+1 {{'shardc.ReduceSum' op axes must be sorted, unique and in range}}
+  %0 = shardc.ReduceSum %arg0 {axes = array<i64: -1>, keepdims = 1 : i64} : tensor<2x3x4xf32> -> tensor<2x3x1xf32>
+  return %0 : tensor<2x3x1xf32>
+}
+
+// -----
+
+func.func @reduce_keepdims(%arg0: tensor<2x3x4xf32>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{'shardc.ReduceSum' op result must have shape [2, 1, 4]}}
+  %0 = shardc.ReduceSum %arg0 {axes = array<i64: 1>, keepdims = 1 : i64} : tensor<2x3x4xf32> -> tensor<2x4xf32>
+  return %0 : tensor<2x4xf32>
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+func.func @loss_scores_rank(%arg0: tensor<5xf32>, %arg1: tensor<5xi64>) -> tensor<f32> {
+  // expected-error @+1 {{'shardc.SoftmaxCrossEntropyLoss' op scores must have shape [N, C, ...]}}
+  %0 = shardc.SoftmaxCrossEntropyLoss %arg0, %arg1 {reduction = "mean"} : (tensor<5xf32>, tensor<5xi64>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+func.func @loss_labels(%arg0: tensor<4x5xf32>, %arg1: tensor<5xi64>) -> tensor<f32> {
+  // expected-error @+1 {{'shardc.SoftmaxCrossEntropyLoss' op labels must have shape [4]}}
+  %0 = shardc.SoftmaxCrossEntropyLoss %arg0, %arg1 {reduction = "mean"} : (tensor<4x5xf32>, tensor<5xi64>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+func.func @loss_labels_spatial(%arg0: tensor<2x5x3xf32>, %arg1: tensor<2x5xi64>) -> tensor<f32> {
+  // expected-error @+1 {{'shardc.NegativeLogLikelihoodLoss' op labels must have shape [2, 3]}}
+  %0 = shardc.NegativeLogLikelihoodLoss %arg0, %arg1 {reduction = "mean"} : (tensor<2x5x3xf32>, tensor<2x5xi64>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+func.func @loss_weights(%arg0: tensor<4x5xf32>, %arg1: tensor<4xi64>, %arg2: tensor<4xf32>) -> tensor<f32> {
+  // expected-error @+1 {{'shardc.NegativeLogLikelihoodLoss' op weights must have shape [5]}}
+  %0 = shardc.NegativeLogLikelihoodLoss %arg0, %arg1, %arg2 {reduction = "sum"} : (tensor<4x5xf32>, tensor<4xi64>, tensor<4xf32>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+func.func @loss_reduction(%arg0: tensor<4x5xf32>, %arg1: tensor<4xi64>) -> tensor<f32> {
+  // expected-error @+1 {{'shardc.SoftmaxCrossEntropyLoss' op reduction must be none, sum or mean}}
+  %0 = shardc.SoftmaxCrossEntropyLoss %arg0, %arg1 {reduction = "max"} : (tensor<4x5xf32>, tensor<4xi64>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+func.func @loss_none_shape(%arg0: tensor<4x5xf32>, %arg1: tensor<4xi64>) -> tensor<f32> {
+  // expected-error @+1 {{'shardc.SoftmaxCrossEntropyLoss' op loss must have shape [4]}}
+  %0 = shardc.SoftmaxCrossEntropyLoss %arg0, %arg1 {reduction = "none"} : (tensor<4x5xf32>, tensor<4xi64>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+func.func @loss_mean_shape(%arg0: tensor<4x5xf32>, %arg1: tensor<4xi64>) -> tensor<4xf32> {
+  // expected-error @+1 {{'shardc.NegativeLogLikelihoodLoss' op loss must have shape []}}
+  %0 = shardc.NegativeLogLikelihoodLoss %arg0, %arg1 {reduction = "mean"} : (tensor<4x5xf32>, tensor<4xi64>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @loss_log_prob(%arg0: tensor<4x5xf32>, %arg1: tensor<4xi64>) -> tensor<f32> {
+  // expected-error @+1 {{'shardc.SoftmaxCrossEntropyLoss' op log_prob must have the scores' shape}}
+  %0, %1 = shardc.SoftmaxCrossEntropyLoss %arg0, %arg1 {reduction = "mean"} : (tensor<4x5xf32>, tensor<4xi64>) -> (tensor<f32>, tensor<5x4xf32>)
+  return %0 : tensor<f32>
+}
+
+// -----
+
+func.func @loss_label_type(%arg0: tensor<4x5xf32>, %arg1: tensor<4xf32>) -> tensor<f32> {
+  // expected-error @+1 {{operand #1 must be statically shaped tensor of 32-bit signless integer or 64-bit signless integer values}}
+  %0 = shardc.SoftmaxCrossEntropyLoss %arg0, %arg1 {reduction = "mean"} : (tensor<4x5xf32>, tensor<4xf32>) -> tensor<f32>
+  return %0 : tensor<f32>
+}

@@ -1,0 +1,50 @@
+// RUN: shardc-opt %s -split-input-file -shardc-optimizer='optimizer=sgd lr=0.1 momentum=0.9 weight-decay=0.01' | FileCheck %s --check-prefix=SGD
+// RUN: shardc-opt %s -split-input-file -shardc-optimizer='optimizer=adamw lr=0.001' | FileCheck %s --check-prefix=ADAMW
+
+// The gradient result becomes an update of the parameter; optimizer state
+// (step counter, momentum buffer / exp_avg, exp_avg_sq) is new zero-initialized
+// arguments, each updated in place.
+// SGD-LABEL: func.func @main
+// SGD-SAME: %[[W:[a-z0-9]+]]: tensor<2xf32> {shardc.param = "w"}
+// SGD-SAME: %[[STEP:[a-z0-9]+]]: tensor<f32> {shardc.state = "optimizer.step"}
+// SGD-SAME: %[[BUF:[a-z0-9]+]]: tensor<2xf32> {shardc.state = "w.momentum_buffer"}
+// SGD-SAME: -> (tensor<f32>, tensor<f32> {shardc.updates = 2 : i64}, tensor<2xf32> {shardc.updates = 1 : i64}, tensor<2xf32> {shardc.updates = 3 : i64})
+// SGD-SAME: shardc.optimizer = "sgd"
+// SGD: %[[S:.*]] = shardc.Increment %[[STEP]]
+// SGD: %[[NW:.*]], %[[NB:.*]] = shardc.SGDUpdate %[[W]], %[[G:.*]], %[[BUF]], %[[S]]
+// SGD-SAME: dampening = 0.000000e+00 : f32, lr = 1.000000e-01 : f32, momentum = 0.899999976 : f32, nesterov = 0 : i64, weight_decay = 0.00999999977 : f32
+// SGD: return %{{.*}}, %[[S]], %[[NW]], %[[NB]]
+
+// AdamW defaults to weight decay 0.01 and is decoupled.
+// ADAMW-LABEL: func.func @main
+// ADAMW-SAME: {shardc.state = "w.exp_avg"}
+// ADAMW-SAME: {shardc.state = "w.exp_avg_sq"}
+// ADAMW: shardc.AdamUpdate
+// ADAMW-SAME: decoupled = 1 : i64
+// ADAMW-SAME: weight_decay = 0.00999999977 : f32
+func.func @main(%x: tensor<2xf32> {shardc.input = "x"},
+                %w: tensor<2xf32> {shardc.param = "w"}) -> (tensor<f32>, tensor<2xf32> {shardc.grad_of = "w"})
+    attributes {shardc.output_names = ["loss"], shardc.loss = "loss"} {
+  %0 = shardc.Mul %x, %w : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  %1 = shardc.ReduceSum %0 {axes = array<i64: 0>, keepdims = 0 : i64} : tensor<2xf32> -> tensor<f32>
+  return %1, %x : tensor<f32>, tensor<2xf32>
+}
+
+// -----
+
+// Training-mode BatchNormalization updates its running statistics in place
+// with PyTorch's unbiased variance.
+// SGD-LABEL: func.func @main
+// SGD-SAME: -> (tensor<2x3xf32>, tensor<3xf32> {shardc.updates = 1 : i64}, tensor<3xf32> {shardc.updates = 2 : i64})
+// SGD: %[[Y:.*]], %[[RM:.*]], %[[RV:.*]] = shardc.BatchNormalization
+// SGD-SAME: unbiased_var = 1 : i64
+// SGD: return %[[Y]], %[[RM]], %[[RV]]
+func.func @main(%x: tensor<2x3xf32> {shardc.input = "x"},
+                %mean: tensor<3xf32> {shardc.param = "running_mean"},
+                %var: tensor<3xf32> {shardc.param = "running_var"},
+                %scale: tensor<3xf32> {shardc.param = "scale"},
+                %bias: tensor<3xf32> {shardc.param = "bias"}) -> tensor<2x3xf32>
+    attributes {shardc.output_names = ["y"], shardc.loss = "y"} {
+  %y, %rm, %rv = shardc.BatchNormalization %x, %scale, %bias, %mean, %var {epsilon = 1.0e-05 : f32, momentum = 0.9 : f32, training_mode = 1 : i64} : (tensor<2x3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3xf32>, tensor<3xf32>, tensor<3xf32>)
+  return %y : tensor<2x3xf32>
+}

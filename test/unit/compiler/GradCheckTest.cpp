@@ -1,0 +1,278 @@
+//===- GradCheckTest.cpp - Autodiff rules against finite differences ------===//
+//
+// For each gradient rule: a small ONNX model whose differentiated operands
+// are parameters and whose loss is sum(op(...) * R) for a fixed random R,
+// compiled through import and autodiff, lowered to a plan whose outputs are
+// the loss and the parameter gradients, and run on the CPU executor. Every
+// gradient element is compared with a central finite difference of the loss,
+// obtained by perturbing the parameter in the executor's own buffer and
+// running the same plan again. float32 throughout: h = 1e-2 with a
+// tolerance of 2e-2 relative (plus 2e-3 absolute) covers the truncation and
+// rounding error of central differences on these O(1) inputs.
+//
+//===----------------------------------------------------------------------===//
+#include "frontend/Importer.h"
+#include "ir/ShardcDialect.h"
+#include "passes/Lowering/PlanEmitter.h"
+#include "passes/Passes.h"
+#include "plan/PlanIO.h"
+#include "runtime/Backend.h"
+#include "runtime/Executor.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+using namespace shardc;
+
+namespace {
+
+struct Case {
+  const char *name;
+  /// Graph inputs and initializers (ONNX text syntax) before "=> (float
+  /// loss)", and the nodes computing `Y` from them.
+  const char *signature;
+  const char *nodes;
+  /// Shape of Y, for the random weights R of the loss.
+  std::vector<int64_t> yShape;
+};
+
+std::string floats(std::mt19937 &rng, int64_t n, float lo, float hi) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::string s = "{";
+  for (int64_t i = 0; i < n; ++i)
+    s += (i ? "," : "") + std::to_string(d(rng));
+  return s + "}";
+}
+
+std::string dims(const std::vector<int64_t> &shape) {
+  std::string s;
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? "," : "") + std::to_string(shape[i]);
+  return s;
+}
+
+/// Replaces every "@RAND(n)" in `text` by n uniform values in [-1, 1] and
+/// "@POS(n)" by values in [0.5, 1.5].
+std::string fillRandom(std::string text, std::mt19937 &rng) {
+  for (const char *tag : {"@RAND(", "@POS("}) {
+    size_t pos;
+    while ((pos = text.find(tag)) != std::string::npos) {
+      size_t open = pos + strlen(tag), close = text.find(')', open);
+      int64_t n = std::stoll(text.substr(open, close - open));
+      bool positive = std::string(tag) == "@POS(";
+      text.replace(pos, close + 1 - pos,
+                   floats(rng, n, positive ? 0.5f : -1.0f,
+                          positive ? 1.5f : 1.0f));
+    }
+  }
+  return text;
+}
+
+class GradCheck : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GradCheck, MatchesCentralDifferences) {
+  const Case &c = GetParam();
+  std::mt19937 rng(1234);
+  int64_t ySize = 1;
+  for (int64_t d : c.yShape)
+    ySize *= d;
+  std::string model = std::string("<\n  ir_version: 8,\n  opset_import: [\"\" : 17]\n>\n"
+                                  "g (") +
+                      c.signature + ", float" +
+                      (c.yShape.empty() ? std::string(" R = ")
+                                        : "[" + dims(c.yShape) + "] R = ") +
+                      floats(rng, ySize, -1.0f, 1.0f) +
+                      ") => (float loss)\n{\n" + c.nodes +
+                      "\n  YR = Mul(Y, R)\n  loss = ReduceSum<keepdims=0>(YR)\n}\n";
+  model = fillRandom(model, rng);
+
+  llvm::SmallString<128> dir;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("shard-gradcheck", dir));
+  std::string path = (dir + "/m.onnxtxt").str();
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(path, ec);
+    ASSERT_FALSE(ec);
+    os << model;
+  }
+
+  mlir::MLIRContext ctx;
+  std::string diagnostics;
+  ctx.getDiagEngine().registerHandler([&](mlir::Diagnostic &d) {
+    diagnostics += d.str() + "\n";
+    return mlir::success();
+  });
+  auto imported = importOnnxFile(ctx, path, {});
+  ASSERT_TRUE(mlir::succeeded(imported)) << diagnostics << model;
+  mlir::ModuleOp module = *imported->module;
+  mlir::PassManager pm(&ctx);
+  buildImportCleanupPipeline(pm);
+  pm.addPass(createAutodiff());
+  ASSERT_TRUE(mlir::succeeded(pm.run(module))) << diagnostics << model;
+
+  // Expose the gradients as graph outputs named "grad:<param>".
+  auto func = module.lookupSymbol<mlir::func::FuncOp>("main");
+  auto names = llvm::to_vector(
+      func->getAttrOfType<mlir::ArrayAttr>(kOutputNamesAttrName).getValue());
+  std::vector<std::string> gradParams;
+  for (unsigned i = names.size(); i < func.getNumResults(); ++i) {
+    auto of = func.getResultAttrOfType<mlir::StringAttr>(i, kGradOfAttrName);
+    ASSERT_TRUE(of);
+    gradParams.push_back(of.str());
+    names.push_back(mlir::StringAttr::get(&ctx, "grad:" + of.str()));
+  }
+  func->setAttr(kOutputNamesAttrName, mlir::ArrayAttr::get(&ctx, names));
+  ASSERT_FALSE(gradParams.empty()) << "no gradients for " << c.name;
+
+  plan::PlanWriter writer;
+  const onnx::ModelProto &proto = imported->model;
+  ParamReader reader = [&](llvm::StringRef name)
+      -> llvm::Expected<std::vector<uint8_t>> {
+    for (const auto &init : proto.graph().initializer())
+      if (init.name() == name)
+        return readTensorBytes(init, ".");
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), "missing");
+  };
+  ASSERT_TRUE(mlir::succeeded(emitPlan(module, reader, writer))) << diagnostics;
+  std::string planDir = (dir + "/plan").str();
+  if (llvm::Error err = writer.write(planDir))
+    FAIL() << llvm::toString(std::move(err));
+  auto loaded = plan::loadPlan(planDir);
+  ASSERT_TRUE(!!loaded) << llvm::toString(loaded.takeError());
+  auto backend = rt::createCpuBackend();
+  auto exec = rt::Executor::create(**loaded, *backend);
+  ASSERT_TRUE(!!exec) << llvm::toString(exec.takeError());
+  const plan::Plan &p = (*loaded)->plan;
+
+  auto runLoss = [&]() {
+    llvm::Error err = (*exec)->run();
+    EXPECT_FALSE(!!err) << llvm::toString(std::move(err));
+    return (double)*(*exec)->output(0).as<float>();
+  };
+  runLoss();
+  // Copy the analytic gradients before perturbing anything.
+  std::vector<std::vector<float>> analytic;
+  for (size_t g = 0; g < gradParams.size(); ++g) {
+    rt::TensorView v = (*exec)->output(1 + g);
+    analytic.emplace_back(v.as<float>(), v.as<float>() + v.numel());
+  }
+  const double h = 1e-2;
+  for (size_t g = 0; g < gradParams.size(); ++g) {
+    int buffer = -1;
+    for (int i = 0; i < p.buffers_size(); ++i)
+      if (p.buffers(i).kind() == plan::PARAMETER &&
+          p.buffers(i).name() == gradParams[g])
+        buffer = i;
+    ASSERT_GE(buffer, 0);
+    rt::TensorView param = (*exec)->buffer(buffer);
+    float *w = param.as<float>();
+    for (int64_t k = 0; k < param.numel(); ++k) {
+      float saved = w[k];
+      w[k] = saved + (float)h;
+      double up = runLoss();
+      w[k] = saved - (float)h;
+      double down = runLoss();
+      w[k] = saved;
+      double numeric = (up - down) / (2 * h);
+      EXPECT_NEAR(analytic[g][k], numeric, 2e-3 + 2e-2 * std::fabs(numeric))
+          << c.name << ": d loss / d " << gradParams[g] << "[" << k << "]";
+    }
+  }
+  llvm::sys::fs::remove_directories(dir);
+}
+
+const Case kCases[] = {
+    {"add_broadcast", "float[2,3] A = @RAND(6), float[3] B = @RAND(3)",
+     "Y = Add(A, B)", {2, 3}},
+    {"sub_broadcast", "float[2,3] A = @RAND(6), float[1,3] B = @RAND(3)",
+     "Y = Sub(A, B)", {2, 3}},
+    {"mul_broadcast", "float[2,3] A = @RAND(6), float[2,1] B = @RAND(2)",
+     "Y = Mul(A, B)", {2, 3}},
+    {"div", "float[2,3] A = @RAND(6), float[3] B = @POS(3)", "Y = Div(A, B)",
+     {2, 3}},
+    {"pow", "float[2,3] A = @POS(6), float[3] E = @RAND(3)", "Y = Pow(A, E)",
+     {2, 3}},
+    {"sqrt_exp_log", "float[2,3] A = @POS(6)",
+     "S = Sqrt(A)\n  E = Exp(S)\n  Y = Log(E)", {2, 3}},
+    {"neg_erf_tanh_sigmoid", "float[2,3] A = @RAND(6)",
+     "N = Neg(A)\n  E = Erf(N)\n  T = Tanh(E)\n  Y = Sigmoid(T)", {2, 3}},
+    {"relu", "float[2,3] A = @RAND(6)", "Y = Relu(A)", {2, 3}},
+    {"softmax", "float[2,4] A = @RAND(8)", "Y = Softmax<axis=1>(A)", {2, 4}},
+    {"logsoftmax", "float[2,4] A = @RAND(8)", "Y = LogSoftmax<axis=0>(A)",
+     {2, 4}},
+    {"gemm_trans",
+     "float[3,2] A = @RAND(6), float[4,3] B = @RAND(12), float[4] C = @RAND(4)",
+     "Y = Gemm<transA=1, transB=1, alpha=0.5, beta=2.0>(A, B, C)", {2, 4}},
+    {"gemm_plain", "float[2,3] A = @RAND(6), float[3,4] B = @RAND(12), float[2,4] C = @RAND(8)",
+     "Y = Gemm(A, B, C)", {2, 4}},
+    {"matmul_batched_broadcast",
+     "float[2,3,4] A = @RAND(24), float[4,2] B = @RAND(8)", "Y = MatMul(A, B)",
+     {2, 3, 2}},
+    {"matmul_vector", "float[4] A = @RAND(4), float[2,4,3] B = @RAND(24)",
+     "Y = MatMul(A, B)", {2, 3}},
+    {"conv_stride_pad_group",
+     "float[1,4,5,5] X = @RAND(100), float[4,2,3,3] W = @RAND(72), float[4] B = @RAND(4)",
+     "Y = Conv<strides=[2,2], pads=[1,1,0,0], group=2>(X, W, B)", {1, 4, 2, 2}},
+    {"conv_dilation",
+     "float[1,2,6] X = @RAND(12), float[3,2,2] W = @RAND(12)",
+     "Y = Conv<dilations=[2]>(X, W)", {1, 3, 4}},
+    {"maxpool", "float[1,2,4,4] X = @RAND(32)",
+     "Y = MaxPool<kernel_shape=[2,2], strides=[2,2]>(X)", {1, 2, 2, 2}},
+    {"averagepool_pad", "float[1,1,4,4] X = @RAND(16)",
+     "Y = AveragePool<kernel_shape=[3,3], strides=[2,2], pads=[1,1,1,1]>(X)",
+     {1, 1, 2, 2}},
+    {"globalaveragepool", "float[2,2,3,3] X = @RAND(36)",
+     "Y = GlobalAveragePool(X)", {2, 2, 1, 1}},
+    {"layernorm",
+     "float[2,3,4] X = @RAND(24), float[4] S = @RAND(4), float[4] B = @RAND(4)",
+     "Y = LayerNormalization<axis=-1>(X, S, B)", {2, 3, 4}},
+    {"batchnorm_training",
+     "float[3,2,2] X = @RAND(12), float[2] S = @RAND(2), float[2] B = @RAND(2), "
+     "float[2] M = {0.0, 0.0}, float[2] V = {1.0, 1.0}",
+     "Y, RM, RV = BatchNormalization<training_mode=1>(X, S, B, M, V)", {3, 2, 2}},
+    {"reshape_transpose_expand", "float[2,3] A = @RAND(6), float[3,1] B = @RAND(3)",
+     "shape = Constant<value = int64[2] {3, 2}>()\n  RS = Reshape(A, shape)\n"
+     "  T = Transpose<perm=[1,0]>(RS)\n  eshape = Constant<value = int64[3] {2, 3, 4}>()\n"
+     "  E = Expand(B, eshape)\n  axes = Constant<value = int64[1] {2}>()\n"
+     "  U = Unsqueeze(T, axes)\n  Y = Add(U, E)\n",
+     {2, 3, 4}},
+    {"gather", "float[4,3] D = @RAND(12), int64[3] I = {3, -1, 0}",
+     "Y = Gather<axis=0>(D, I)", {3, 3}},
+    {"concat_split", "float[2,2] A = @RAND(4), float[2,2] B = @RAND(4)",
+     "C = Concat<axis=1>(A, B)\n  split = Constant<value = int64[2] {2, 2}>()\n"
+     "  P, Q = Split<axis=1>(C, split)\n  Y = Mul(P, Q)",
+     {2, 2}},
+    {"slice_negative_step", "float[4,5] A = @RAND(20)",
+     "starts = Constant<value = int64[2] {3, 0}>()\n"
+     "  ends = Constant<value = int64[2] {0, 5}>()\n"
+     "  axes = Constant<value = int64[2] {0, 1}>()\n"
+     "  steps = Constant<value = int64[2] {-1, 2}>()\n"
+     "  Y = Slice(A, starts, ends, axes, steps)", {3, 3}},
+    {"where_reduce", "float[2,3] A = @RAND(6), float[3] B = @RAND(3)",
+     "C = Constant<value = bool[2,3] {1,0,1,0,1,1}>()\n  W = Where(C, A, B)\n"
+     "  M = ReduceMean<axes=[1], keepdims=1>(W)\n  Y = Mul(M, W)", {2, 3}},
+    {"cast_identity", "float[2,3] A = @RAND(6)",
+     "C = Cast<to=11>(A)\n  D = Cast<to=1>(C)\n  Y = Identity(D)", {2, 3}},
+    {"softmax_cross_entropy",
+     "float[3,4] S = @RAND(12), int64[3] L = {1, 3, 0}, float[4] Wt = {1.0, 2.0, 0.5, 1.5}",
+     "Y = SoftmaxCrossEntropyLoss<reduction=\"mean\">(S, L, Wt)", {}},
+    {"nll_ignore_index",
+     "float[3,4,2] S = @RAND(24), int64[3,2] L = {1, 3, 0, 2, 2, 1}",
+     "Y = NegativeLogLikelihoodLoss<reduction=\"sum\", ignore_index=2>(S, L)", {}},
+};
+
+INSTANTIATE_TEST_SUITE_P(Rules, GradCheck, ::testing::ValuesIn(kCases),
+                         [](const ::testing::TestParamInfo<Case> &info) {
+                           return std::string(info.param.name);
+                         });
+
+} // namespace
