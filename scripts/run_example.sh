@@ -1,23 +1,33 @@
 #!/usr/bin/env bash
 # The main job on a fresh machine: installs dependencies, builds Shard,
 # compiles a shipped example model (default: the GPT-style transformer) into
-# a plan and runs it on the example micro-batch, printing the model's outputs.
-#   scripts/run_example.sh [mlp|cnn|gpt]
+# a training step and trains it on its data set, then exports the trained
+# ONNX model and runs it forward once.
+#   scripts/run_example.sh [mlp|cnn|gpt] [STEPS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 example="${1:-gpt}"
+steps="${2:-300}"
 if [ ! -f "examples/$example/$example.onnx" ]; then
   echo "run_example: no example '$example' (choose mlp, cnn or gpt)" >&2
   exit 1
 fi
 bash scripts/setup.sh
 bash scripts/build.sh
-plan="build/examples/$example.plan"
-echo "+ shardc examples/$example/$example.onnx -o $plan"
-build/bin/shardc "examples/$example/$example.onnx" -o "$plan"
+out="build/examples/$example"
+rm -rf "$out" && mkdir -p "$out"
+set -x
+build/bin/shardc "examples/$example/$example.onnx" -o "$out/train.plan" \
+  --optimizer adamw --lr 3e-3
+build/bin/shardrun "$out/train.plan" --data "examples/$example/data" \
+  --steps "$steps" --log "$out/run.jsonl" --export "$out/trained.onnx"
+{ set +x; } 2>/dev/null
+echo "loss at step 1 and step $steps:"
+sed -n "1p;\$p" "$out/run.jsonl"
 inputs=()
 for f in examples/"$example"/input/*.npy; do
   inputs+=(--input "$(basename "$f" .npy)=$f")
 done
-echo "+ shardrun $plan ${inputs[*]} --output-dir build/examples/$example.out"
-build/bin/shardrun "$plan" "${inputs[@]}" --output-dir "build/examples/$example.out"
+set -x
+build/bin/shardc "$out/trained.onnx" -o "$out/trained.plan"
+build/bin/shardrun "$out/trained.plan" "${inputs[@]}" --output-dir "$out/outputs"
