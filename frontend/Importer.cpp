@@ -466,12 +466,49 @@ LogicalResult Importer::prepareModel(const ImportOptions &options) {
   if (opset == 0)
     return emitError(fileLoc) << "the model imports no version of the "
                                  "default ONNX opset";
-  for (const auto &node : model.graph().node())
+  for (const auto &node : model.graph().node()) {
     if (!node.domain().empty() && node.domain() != "ai.onnx")
-      return emitError(fileLoc)
-             << "node '" << node.name() << "' (" << node.op_type()
-             << ") is in domain '" << node.domain()
+      return emitError(nodeLoc(node))
+             << node.op_type() << " is in domain '" << node.domain()
              << "'; Shard supports the default ONNX domain only";
+    ++nodeIndex;
+  }
+  nodeIndex = 0;
+
+  // Every graph output must come from somewhere before ONNX's converter or
+  // shape inference sees the graph (the converter crashes otherwise).
+  {
+    llvm::StringSet<> defined;
+    for (const auto &in : model.graph().input())
+      defined.insert(in.name());
+    for (const auto &init : model.graph().initializer())
+      defined.insert(init.name());
+    for (const auto &node : model.graph().node())
+      for (const auto &out : node.output())
+        defined.insert(out);
+    for (const auto &out : model.graph().output())
+      if (!defined.count(out.name()))
+        return emitError(fileLoc) << "graph output '" << out.name()
+                                  << "' is produced by no node";
+  }
+
+  // Integer and bool initializers may fix shapes (a Reshape target):
+  // shape inference needs their values, so external ones are read now,
+  // with the same confinement to the model's directory.
+  for (onnx::TensorProto &init :
+       *model.mutable_graph()->mutable_initializer()) {
+    if (init.data_location() != onnx::TensorProto::EXTERNAL)
+      continue;
+    Type elem = elementTypeFromOnnxCode(&ctx, init.data_type());
+    if (!elem || isa<FloatType>(elem))
+      continue;
+    auto bytes = readTensorBytes(init, result.modelDir);
+    if (!bytes)
+      return fail(bytes.takeError());
+    init.clear_external_data();
+    init.set_data_location(onnx::TensorProto::DEFAULT);
+    init.set_raw_data(bytes->data(), bytes->size());
+  }
   if (opset > kMaxOpset)
     return emitError(fileLoc) << "the model uses opset " << opset
                               << "; Shard supports opsets " << kMinOpset
@@ -629,6 +666,20 @@ LogicalResult Importer::buildFunction() {
     if (!v)
       return emitError(fileLoc) << "graph output '" << vi.name()
                                 << "' is produced by no node";
+    // A declared static output shape must agree with the computed one.
+    const auto &tt = vi.type().tensor_type();
+    if (tt.has_shape()) {
+      auto computed = cast<RankedTensorType>(v.getType()).getShape();
+      bool same = tt.shape().dim_size() == (int)computed.size();
+      for (int i = 0; same && i < tt.shape().dim_size(); ++i)
+        same = !tt.shape().dim(i).has_dim_value() ||
+               tt.shape().dim(i).dim_value() == computed[i];
+      if (!same)
+        return emitError(fileLoc)
+               << "graph output '" << vi.name() << "' is declared with a "
+               << "shape the model does not compute (computed "
+               << v.getType() << ")";
+    }
     results.push_back(v);
     resultTypes.push_back(v.getType());
   }
@@ -950,9 +1001,13 @@ LogicalResult Importer::importReshapeLike(const onnx::NodeProto &node) {
     return failure();
   auto in = cast<RankedTensorType>(operand(node, 0).getType());
   auto known = valueTypes.find(node.output(0));
-  if (node.op_type() == "Reshape" &&
-      (known == valueTypes.end() || !known->second.has_tensor_type() ||
-       !known->second.tensor_type().has_shape())) {
+  DenseElementsAttr target;
+  bool targetKnown = node.op_type() == "Reshape" && operand(node, 1) &&
+                     matchPattern(operand(node, 1), m_Constant(&target));
+  bool typeKnown = known != valueTypes.end() &&
+                   known->second.has_tensor_type() &&
+                   known->second.tensor_type().has_shape();
+  if (node.op_type() == "Reshape" && (targetKnown || !typeKnown)) {
     // ONNX's data propagation gives up on some shape chains; our folded
     // constants do not.
     auto shape = constInts(node, 1, "shape");
@@ -986,6 +1041,14 @@ LogicalResult Importer::importReshapeLike(const onnx::NodeProto &node) {
     auto type = RankedTensorType::get(dims, in.getElementType());
     if (type.getNumElements() != in.getNumElements())
       return nodeError(node) << "cannot reshape " << in << " to " << type;
+    if (typeKnown) {
+      auto declared = outType(node, 0);
+      if (failed(declared))
+        return failure();
+      if (*declared != type)
+        return nodeError(node) << "the shape input gives " << type
+                               << " but the model declares " << *declared;
+    }
     return finish(node,
                   b.create<ReshapeOp>(nodeLoc(node), type, operand(node, 0)));
   }

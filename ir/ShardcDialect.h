@@ -33,6 +33,11 @@ constexpr llvm::StringLiteral kGradOfAttrName = "shardc.grad_of";
 /// Argument attribute: optimizer state (zero-initialized, persistent), e.g.
 /// `shardc.state = "fc.weight.exp_avg"`.
 constexpr llvm::StringLiteral kStateAttrName = "shardc.state";
+/// Discardable op attribute: the op belongs to the backward pass.
+constexpr llvm::StringLiteral kBackwardAttrName = "shardc.backward";
+/// Discardable op attribute: memory category of the op's results
+/// ("params", "grads", "opt_state", "activations", "comm").
+constexpr llvm::StringLiteral kCategoryAttrName = "shardc.category";
 /// Result attribute: this result is the new value of argument N (an
 /// in-place update of a parameter or state).
 constexpr llvm::StringLiteral kUpdatesAttrName = "shardc.updates";

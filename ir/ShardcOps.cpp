@@ -294,6 +294,8 @@ LogicalResult BatchNormalizationOp::verify() {
 LogicalResult ConvOp::verify() {
   auto x = shapeOf(getInput()), w = shapeOf(getWeight()),
        y = shapeOf(getOutput());
+  if (x.size() < 3)
+    return emitOpError("input must have shape [N, C, spatial...] (rank >= 3)");
   if (w.size() != x.size())
     return emitOpError("weight rank must equal input rank");
   int64_t g = getGroup();
@@ -390,7 +392,9 @@ LogicalResult TransposeOp::verify() {
 LogicalResult GatherOp::verify() {
   auto data = shapeOf(getData()), idx = shapeOf(getIndices());
   int64_t axis = getAxis();
-  if (failed(verifyAxis(*this, axis, data.size())) || data.empty())
+  if (data.empty())
+    return emitOpError("data must have rank >= 1");
+  if (failed(verifyAxis(*this, axis, data.size())))
     return failure();
   SmallVector<int64_t> expected(data.take_front(axis));
   expected.append(idx.begin(), idx.end());
@@ -405,6 +409,8 @@ LogicalResult ConcatOp::verify() {
     return emitOpError("needs at least one input");
   auto first = shapeOf(getInputs()[0]);
   int64_t axis = getAxis();
+  if (first.empty())
+    return emitOpError("inputs must have rank >= 1");
   if (failed(verifyAxis(*this, axis, first.size())))
     return failure();
   SmallVector<int64_t> expected(first);
@@ -426,6 +432,8 @@ LogicalResult ConcatOp::verify() {
 LogicalResult SplitOp::verify() {
   auto in = shapeOf(getInput());
   int64_t axis = getAxis();
+  if (in.empty())
+    return emitOpError("input must have rank >= 1");
   if (failed(verifyAxis(*this, axis, in.size())))
     return failure();
   int64_t total = 0;
@@ -540,8 +548,9 @@ LogicalResult NegativeLogLikelihoodLossOp::verify() {
 LogicalResult ConvGradInputOp::verify() {
   auto x = shapeOf(getInputGrad()), w = shapeOf(getWeight()),
        y = shapeOf(getGrad());
-  if (x.size() != w.size() || y.size() != x.size())
-    return emitOpError("gradient, weight and input gradient must share rank");
+  if (x.size() < 3 || x.size() != w.size() || y.size() != x.size())
+    return emitOpError("gradient, weight and input gradient must share a "
+                       "rank >= 3");
   if (y[1] != w[0] || x[1] != w[1] * getGroup())
     return emitOpError("channels do not match the weight");
   return verifyWindow(*this, x, y, getKernelShape(), getStrides(),
@@ -551,8 +560,9 @@ LogicalResult ConvGradInputOp::verify() {
 LogicalResult ConvGradWeightOp::verify() {
   auto x = shapeOf(getInput()), w = shapeOf(getWeightGrad()),
        y = shapeOf(getGrad());
-  if (x.size() != w.size() || y.size() != x.size())
-    return emitOpError("gradient, input and weight gradient must share rank");
+  if (x.size() < 3 || x.size() != w.size() || y.size() != x.size())
+    return emitOpError("gradient, input and weight gradient must share a "
+                       "rank >= 3");
   if (y[1] != w[0] || x[1] != w[1] * getGroup() ||
       getKernelShape() != w.drop_front(2))
     return emitOpError("weight gradient shape does not match the convolution");
@@ -613,7 +623,9 @@ LogicalResult NegativeLogLikelihoodLossGradOp::verify() {
 LogicalResult GatherGradOp::verify() {
   auto data = shapeOf(getDataGrad()), idx = shapeOf(getIndices());
   int64_t axis = getAxis();
-  if (data.empty() || failed(verifyAxis(*this, axis, data.size())))
+  if (data.empty())
+    return emitOpError("data gradient must have rank >= 1");
+  if (failed(verifyAxis(*this, axis, data.size())))
     return failure();
   SmallVector<int64_t> expected(data.take_front(axis));
   expected.append(idx.begin(), idx.end());
@@ -638,6 +650,45 @@ LogicalResult SliceGradOp::verify() {
     if (starts[i] < 0 || starts[i] >= in[i] || last < 0 || last >= in[i])
       return emitOpError("slice of dim ") << i << " leaves the input";
   }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+/// `full` is 1-d with `worldSize` times the elements of the 1-d `shard`.
+static LogicalResult verifyShardPair(Operation *op, Value shard, Value full,
+                                     int64_t worldSize) {
+  auto s = shapeOf(shard), f = shapeOf(full);
+  if (worldSize < 1)
+    return op->emitOpError("world_size must be positive");
+  if (s.size() != 1 || f.size() != 1)
+    return op->emitOpError("operates on 1-d buffers");
+  if (f[0] != s[0] * worldSize)
+    return op->emitOpError("full buffer of ")
+           << f[0] << " elements is not " << worldSize << " shards of "
+           << s[0];
+  if (elemOf(shard) != elemOf(full))
+    return op->emitOpError("element types differ");
+  return success();
+}
+
+LogicalResult AllGatherStartOp::verify() {
+  return verifyShardPair(*this, getInput(), getPending(), getWorldSize());
+}
+LogicalResult ReduceScatterStartOp::verify() {
+  return verifyShardPair(*this, getPending(), getInput(), getWorldSize());
+}
+LogicalResult ShardSliceOp::verify() {
+  return verifyShardPair(*this, getOutput(), getInput(), getWorldSize());
+}
+LogicalResult CollectiveWaitOp::verify() {
+  if (!isa_and_nonnull<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp>(
+          getPending().getDefiningOp()))
+    return emitOpError("waits on a value no collective start produced");
+  if (!getPending().hasOneUse())
+    return emitOpError("a started collective is waited on exactly once");
   return success();
 }
 

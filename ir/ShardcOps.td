@@ -582,4 +582,53 @@ def Shardc_AdamUpdateOp : Shardc_Op<"AdamUpdate", [Pure,
   }];
 }
 
+//===----------------------------------------------------------------------===//
+// Collectives over flat buffers (lowered from the mesh dialect)
+//===----------------------------------------------------------------------===//
+
+def Shardc_AllGatherStartOp : Shardc_Op<"AllGatherStart", [Pure]> {
+  let summary = "Start gathering every rank's 1-d shard into a full buffer";
+  let description = [{
+    The result is the buffer the collective writes; it is valid only after
+    the matching `shardc.CollectiveWait`. `world_size` ranks take part.
+  }];
+  let arguments = (ins StaticShapeTensorOf<[AnyType]>:$input, I64Attr:$world_size);
+  let results = (outs StaticShapeTensorOf<[AnyType]>:$pending);
+  let hasVerifier = 1;
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($pending)";
+}
+
+def Shardc_ReduceScatterStartOp : Shardc_Op<"ReduceScatterStart", [Pure]> {
+  let summary = "Start a sum over ranks of a 1-d buffer, keeping this rank's chunk";
+  let arguments = (ins StaticShapeTensorOf<[AnyType]>:$input, I64Attr:$world_size);
+  let results = (outs StaticShapeTensorOf<[AnyType]>:$pending);
+  let hasVerifier = 1;
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($pending)";
+}
+
+def Shardc_AllReduceStartOp : Shardc_Op<"AllReduceStart", [Pure,
+    AllTypesMatch<["input", "pending"]>]> {
+  let summary = "Start a sum over ranks of a buffer";
+  let arguments = (ins StaticShapeTensorOf<[AnyType]>:$input, I64Attr:$world_size);
+  let results = (outs StaticShapeTensorOf<[AnyType]>:$pending);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def Shardc_CollectiveWaitOp : Shardc_Op<"CollectiveWait", [Pure,
+    AllTypesMatch<["pending", "result"]>]> {
+  let summary = "Wait until a started collective has written its buffer";
+  let arguments = (ins StaticShapeTensorOf<[AnyType]>:$pending);
+  let results = (outs StaticShapeTensorOf<[AnyType]>:$result);
+  let hasVerifier = 1;
+  let assemblyFormat = "$pending attr-dict `:` type($pending)";
+}
+
+def Shardc_ShardSliceOp : Shardc_Op<"ShardSlice", [Pure]> {
+  let summary = "This rank's chunk of a 1-d buffer (no communication)";
+  let arguments = (ins StaticShapeTensorOf<[AnyType]>:$input, I64Attr:$world_size);
+  let results = (outs StaticShapeTensorOf<[AnyType]>:$output);
+  let hasVerifier = 1;
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($output)";
+}
+
 #endif // SHARDC_OPS_TD

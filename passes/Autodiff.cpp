@@ -688,6 +688,12 @@ LogicalResult Differentiator::run(StringRef lossName) {
   for (Operation *op : llvm::reverse(forward))
     if (failed(backprop(op)))
       return failure();
+  // Mark the backward ops: sharding passes schedule parameter use windows
+  // (forward, backward) from it.
+  for (Operation *op = forward.empty() ? &body.front()
+                                       : forward.back()->getNextNode();
+       op && op != ret.getOperation(); op = op->getNextNode())
+    op->setAttr(kBackwardAttrName, UnitAttr::get(func.getContext()));
 
   // Return the parameter gradients.
   SmallVector<Value> results(ret.getOperands());

@@ -24,7 +24,9 @@ FailureOr<OpDesc> describeOp(Operation *op) {
   for (NamedAttribute named : op->getAttrs()) {
     StringRef name = named.getName().getValue();
     Attribute attr = named.getValue();
-    if (name == "operandSegmentSizes" || name == "resultSegmentSizes")
+    // Segment sizes and our discardable annotations are not kernel inputs.
+    if (name == "operandSegmentSizes" || name == "resultSegmentSizes" ||
+        name.starts_with("shardc."))
       continue;
     if (auto i = dyn_cast<IntegerAttr>(attr)) {
       desc.attrs.set(name.str(), rt::AttrValue::ofInt(i.getInt()));

@@ -189,6 +189,8 @@ int main(int argc, char **argv) {
   }
 
   MLIRContext ctx;
+  // One message per error: no IR dump after it.
+  ctx.printOpOnDiagnostic(false);
   ctx.getOrLoadDialect<shardc::ShardcDialect>();
   ctx.getOrLoadDialect<func::FuncDialect>();
   ctx.getDiagEngine().registerHandler([](Diagnostic &diag) {

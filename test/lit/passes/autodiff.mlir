@@ -8,10 +8,12 @@
 // CHECK-SAME: shardc.loss = "loss"
 // CHECK: %[[MUL:.*]] = shardc.Mul %[[X]], %[[W]]
 // CHECK: %[[LOSS:.*]] = shardc.ReduceSum %[[MUL]]
-// CHECK: %[[SEED:.*]] = shardc.Constant dense<1.000000e+00> : tensor<f32>
-// CHECK: %[[R:.*]] = shardc.Reshape %[[SEED]] : tensor<f32> -> tensor<1x1xf32>
-// CHECK: %[[E:.*]] = shardc.Expand %[[R]] : tensor<1x1xf32> -> tensor<2x3xf32>
-// CHECK: %[[DW:.*]] = shardc.Mul %[[E]], %[[X]]
+// Backward ops carry {shardc.backward}, which sharding uses to schedule
+// parameter use windows.
+// CHECK: %[[SEED:.*]] = shardc.Constant {shardc.backward} dense<1.000000e+00> : tensor<f32>
+// CHECK: %[[R:.*]] = shardc.Reshape %[[SEED]] {shardc.backward} : tensor<f32> -> tensor<1x1xf32>
+// CHECK: %[[E:.*]] = shardc.Expand %[[R]] {shardc.backward} : tensor<1x1xf32> -> tensor<2x3xf32>
+// CHECK: %[[DW:.*]] = shardc.Mul %[[E]], %[[X]] {shardc.backward}
 // CHECK: return %[[LOSS]], %[[DW]]
 func.func @main(%x: tensor<2x3xf32> {shardc.input = "x"},
                 %w: tensor<2x3xf32> {shardc.param = "w"}) -> tensor<f32>
@@ -32,10 +34,10 @@ func.func @main(%x: tensor<2x3xf32> {shardc.input = "x"},
 // CHECK: %[[H:.*]] = shardc.Gather %[[E]], %[[IDX]]
 // CHECK: %[[LOGITS:.*]] = shardc.Gemm %[[H]], %[[E]] {transB = 1 : i64}
 // CHECK: %[[DLOGITS:.*]] = shardc.SoftmaxCrossEntropyLossGrad
-// CHECK-DAG: %[[DH:.*]] = shardc.Gemm %[[DLOGITS]], %[[E]] :
-// CHECK-DAG: %[[DHEAD:.*]] = shardc.Gemm %[[DLOGITS]], %[[H]] {transA = 1 : i64}
-// CHECK: %[[DEMB:.*]] = shardc.GatherGrad %[[DH]], %[[IDX]] {axis = 0 : i64}
-// CHECK: %[[SUM:.*]] = shardc.Add %[[DHEAD]], %[[DEMB]] : (tensor<5x4xf32>, tensor<5x4xf32>)
+// CHECK-DAG: %[[DH:.*]] = shardc.Gemm %[[DLOGITS]], %[[E]] {shardc.backward} :
+// CHECK-DAG: %[[DHEAD:.*]] = shardc.Gemm %[[DLOGITS]], %[[H]] {shardc.backward, transA = 1 : i64}
+// CHECK: %[[DEMB:.*]] = shardc.GatherGrad %[[DH]], %[[IDX]] {axis = 0 : i64, shardc.backward}
+// CHECK: %[[SUM:.*]] = shardc.Add %[[DHEAD]], %[[DEMB]] {shardc.backward} : (tensor<5x4xf32>, tensor<5x4xf32>)
 // CHECK: return %{{.*}}, %[[SUM]]
 // CHECK-NOT: shardc.grad_of = "idx"
 func.func @main(%idx: tensor<2xi64> {shardc.input = "idx"},
@@ -53,8 +55,8 @@ func.func @main(%idx: tensor<2xi64> {shardc.input = "idx"},
 // A broadcast operand's gradient is summed back to its shape.
 // CHECK-LABEL: func.func @main
 // CHECK-SAME: %[[B:[a-z0-9]+]]: tensor<3xf32> {shardc.param = "b"}
-// CHECK: %[[S:.*]] = shardc.ReduceSum %{{.*}} {axes = array<i64: 0>, keepdims = 1 : i64} : tensor<2x3xf32> -> tensor<1x3xf32>
-// CHECK: %[[DB:.*]] = shardc.Reshape %[[S]] : tensor<1x3xf32> -> tensor<3xf32>
+// CHECK: %[[S:.*]] = shardc.ReduceSum %{{.*}} {axes = array<i64: 0>, keepdims = 1 : i64, shardc.backward} : tensor<2x3xf32> -> tensor<1x3xf32>
+// CHECK: %[[DB:.*]] = shardc.Reshape %[[S]] {shardc.backward} : tensor<1x3xf32> -> tensor<3xf32>
 // CHECK: return %{{.*}}, %[[DB]]
 func.func @main(%x: tensor<2x3xf32> {shardc.input = "x"},
                 %b: tensor<3xf32> {shardc.param = "b"}) -> tensor<f32>

@@ -17,10 +17,11 @@ DIR/x.npy = [[1, 1, 1]], so Y = [[9, 12]].
   symlink   DIR/link.bin is a symlink to a file outside DIR
 
 An int64 initializer is a constant, read at import: the model computes
-Y = Reshape(X, S) with X: float[2, 3] and S: int64[2] = [3, 2].
+Y = Add(X, S) with X: int64[2] and S: int64[2] = [3, 2].
 
-  int-valid   S in DIR/shape.bin
-  int-escape  location "../shape.bin"
+  int-valid    S in DIR/shape.bin
+  int-escape   location "../shape.bin"
+  int-reshape  Y = Reshape(X, S) with X: float[2, 3], S in DIR/shape.bin
 
 Uses only Debian's python3-onnx and python3-numpy.
 """
@@ -58,6 +59,15 @@ def matmul_model(path, location, offset=None, length=None):
         [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 3])],
         [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [1, 2])],
         initializer=[external("W", W, location, offset, length)]))
+
+
+def add_model(path, location):
+    save(path, helper.make_graph(
+        [helper.make_node("Add", ["X", "S"], ["Y"], name="add")],
+        "external",
+        [helper.make_tensor_value_info("X", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("Y", TensorProto.INT64, [2])],
+        initializer=[external("S", S, location)]))
 
 
 def reshape_model(path, location):
@@ -102,10 +112,13 @@ def main():
         matmul_model(model, "link.bin")
     elif kind == "int-valid":
         write(os.path.join(out, "shape.bin"), S)
-        reshape_model(model, "shape.bin")
+        add_model(model, "shape.bin")
     elif kind == "int-escape":
         write(os.path.join(out, "..", "shape.bin"), S)
-        reshape_model(model, "../shape.bin")
+        add_model(model, "../shape.bin")
+    elif kind == "int-reshape":
+        write(os.path.join(out, "shape.bin"), S)
+        reshape_model(model, "shape.bin")
     else:
         sys.exit("unknown kind " + kind)
 
