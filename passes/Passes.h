@@ -5,6 +5,8 @@
 #include "ir/ShardcDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Mesh/IR/MeshDialect.h"
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
@@ -50,6 +52,30 @@ struct TrainPipelineOptions
                        llvm::cl::init(0.999)};
   Option<double> eps{*this, "eps", llvm::cl::desc("Adam epsilon"),
                      llvm::cl::init(1e-8)};
+  // Sharding (applied when world-size > 1 or zero-stage is given).
+  Option<int64_t> worldSize{*this, "world-size", llvm::cl::desc("Ranks"),
+                            llvm::cl::init(1)};
+  Option<int64_t> zeroStage{*this, "zero-stage",
+                            llvm::cl::desc("ZeRO stage 0-3 (-1: no sharding)"),
+                            llvm::cl::init(-1)};
+  Option<double> bucketCapMb{*this, "bucket-cap-mb",
+                             llvm::cl::desc("All-reduce bucket size in MiB"),
+                             llvm::cl::init(25.0)};
+  Option<int64_t> minNumParams{*this, "min-num-params",
+                               llvm::cl::desc("Wrap-unit size (0: per module)"),
+                               llvm::cl::init(0)};
+  Option<bool> reshardAfterForward{*this, "reshard-after-forward",
+                                   llvm::cl::desc("Stage 3: regather in backward"),
+                                   llvm::cl::init(true)};
+  Option<std::string> backwardPrefetch{*this, "backward-prefetch",
+                                       llvm::cl::desc("pre, post or none"),
+                                       llvm::cl::init("pre")};
+  Option<bool> forwardPrefetch{*this, "forward-prefetch",
+                               llvm::cl::desc("Prefetch in forward"),
+                               llvm::cl::init(false)};
+  Option<bool> limitAllGathers{*this, "limit-all-gathers",
+                               llvm::cl::desc("At most two gathers in flight"),
+                               llvm::cl::init(true)};
 };
 
 /// Import cleanup, autodiff, the optimizer, and cleanup again: a forward

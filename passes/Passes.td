@@ -98,4 +98,100 @@ def Optimizer : Pass<"shardc-optimizer", "mlir::ModuleOp"> {
   let dependentDialects = ["::shardc::ShardcDialect"];
 }
 
+def WrapUnits : Pass<"shardc-wrap-units", "mlir::ModuleOp"> {
+  let summary = "Group trainable parameters into FSDP wrap units";
+  let description = [{
+    Marks every parameter that an optimizer update consumes with
+    `shardc.unit = K`. Parameters are ordered by first use; by default each
+    module (the name up to its last '.') is a unit, like wrapping every
+    layer; with `min-num-params` consecutive parameters are merged until a
+    unit holds at least that many elements (size_based_auto_wrap_policy).
+    A tied parameter belongs to one unit.
+
+    Before: `%w: tensor<4x4xf32> {shardc.param = "fc1.weight"}`
+    After:  `%w: tensor<4x4xf32> {shardc.param = "fc1.weight", shardc.unit = 0 : i64}`
+  }];
+  let options = [
+    Option<"minNumParams", "min-num-params", "int64_t", /*default=*/"0",
+           "Merge parameters into units of at least this many elements "
+           "(0: one unit per module)">,
+  ];
+}
+
+def Zero : Pass<"shardc-zero", "mlir::ModuleOp"> {
+  let summary = "Rewrite the training step into a ZeRO stage 0-3 per-rank step";
+  let description = [{
+    Stage 0 averages gradients with bucketed `mesh.all_reduce`; stage 1 also
+    shards optimizer state and updates per wrap unit on this rank's shard
+    (`mesh.all_slice`), rebuilding parameters with `mesh.all_gather`; stage 2
+    reduce-scatters each unit's flattened gradient as soon as it is complete;
+    stage 3 keeps parameters only as flat shards (`shardc.param_shard`
+    arguments) and all-gathers each unit before each use window. Flat buffers
+    are padded to a multiple of the world size.
+
+    Before (one parameter, Adam):
+    ```mlir
+    %p2, %m2, %v2 = shardc.AdamUpdate %p, %g, %m, %v, %step {...}
+    ```
+    After (stage 2, world size 2, %p of 5 elements padded to 6):
+    ```mlir
+    %gf = shardc.Concat %g, %zero : ... -> tensor<6xf32>
+    %gs = mesh.reduce_scatter %gf on @world mesh_axes = [0] scatter_axis = 0 : tensor<6xf32> -> tensor<3xf32>
+    %ps = mesh.all_slice %pf on @world mesh_axes = [0] slice_axis = 0 : tensor<6xf32> -> tensor<3xf32>
+    %ps2, %ms2, %vs2 = shardc.AdamUpdate %ps, %gs_avg, %ms, %vs, %step {...}
+    %pf2 = mesh.all_gather %ps2 on @world mesh_axes = [0] gather_axis = 0 : tensor<3xf32> -> tensor<6xf32>
+    ```
+  }];
+  let options = [
+    Option<"worldSize", "world-size", "int64_t", /*default=*/"1", "Number of ranks">,
+    Option<"stage", "stage", "int64_t", /*default=*/"3", "ZeRO stage (0-3)">,
+    Option<"bucketCapMb", "bucket-cap-mb", "double", /*default=*/"25",
+           "Gradient all-reduce bucket size in MiB (stages 0 and 1)">,
+    Option<"reshardAfterForward", "reshard-after-forward", "bool",
+           /*default=*/"true",
+           "Stage 3: free gathered parameters after forward and gather again "
+           "in backward">,
+  ];
+  let dependentDialects = ["::shardc::ShardcDialect", "::mlir::mesh::MeshDialect"];
+}
+
+def LowerCollectives : Pass<"shardc-lower-collectives", "mlir::ModuleOp"> {
+  let summary = "Lower mesh collectives to start/wait ops over flat buffers";
+  let description = [{
+    `mesh.all_gather`, `mesh.reduce_scatter` and `mesh.all_reduce` become a
+    `shardc.*Start` op and a `shardc.CollectiveWait`; `mesh.all_slice`
+    becomes the local `shardc.ShardSlice`.
+
+    Before: `%1 = mesh.all_gather %0 on @world mesh_axes = [0] gather_axis = 0 : tensor<3xf32> -> tensor<6xf32>`
+    After:
+    ```mlir
+    %p = shardc.AllGatherStart %0 {world_size = 2 : i64} : tensor<3xf32> -> tensor<6xf32>
+    %1 = shardc.CollectiveWait %p : tensor<6xf32>
+    ```
+  }];
+  let dependentDialects = ["::shardc::ShardcDialect", "::mlir::mesh::MeshDialect"];
+}
+
+def ScheduleCollectives : Pass<"shardc-schedule-collectives", "mlir::ModuleOp"> {
+  let summary = "Place collective starts and waits to overlap computation";
+  let description = [{
+    Sinks every `shardc.CollectiveWait` to the first use of its result and
+    prefetches ZeRO-3 parameter all-gathers (forward prefetch, backward
+    prefetch pre/post/none, at most two gathers in flight with
+    limit-all-gathers).
+
+    Before: `%p = shardc.AllGatherStart %u ...` right before its wait and use.
+    After (forward-prefetch): the start of unit K+1 sits right after the wait
+    of unit K, before unit K's computation.
+  }];
+  let options = [
+    Option<"backwardPrefetch", "backward-prefetch", "std::string",
+           /*default=*/"\"pre\"", "pre, post or none">,
+    Option<"forwardPrefetch", "forward-prefetch", "bool", /*default=*/"false",
+           "Prefetch the next unit's parameters in forward">,
+    Option<"limitAllGathers", "limit-all-gathers", "bool", /*default=*/"true",
+           "At most two parameter all-gathers in flight">,
+  ];
+}
+
 #endif // SHARDC_PASSES_TD

@@ -30,6 +30,24 @@ void buildTrainPipeline(OpPassManager &pm,
   opt.eps = options.eps;
   pm.addPass(createOptimizer(opt));
   buildImportCleanupPipeline(pm);
+  if (options.zeroStage >= 0) {
+    WrapUnitsOptions wrap;
+    wrap.minNumParams = options.minNumParams;
+    pm.addPass(createWrapUnits(wrap));
+    ZeroOptions zero;
+    zero.worldSize = options.worldSize;
+    zero.stage = options.zeroStage;
+    zero.bucketCapMb = options.bucketCapMb;
+    zero.reshardAfterForward = options.reshardAfterForward;
+    pm.addPass(createZero(zero));
+    buildImportCleanupPipeline(pm);
+    pm.addPass(createLowerCollectives());
+    ScheduleCollectivesOptions sched;
+    sched.backwardPrefetch = options.backwardPrefetch;
+    sched.forwardPrefetch = options.forwardPrefetch;
+    sched.limitAllGathers = options.limitAllGathers;
+    pm.addPass(createScheduleCollectives(sched));
+  }
 }
 
 void registerShardcPassesAndPipelines() {

@@ -198,7 +198,8 @@ int32_t PlanWriter::addBuffer(StringRef name, rt::DType dtype,
 Expected<int32_t> PlanWriter::addDataBuffer(StringRef name, rt::DType dtype,
                                             llvm::ArrayRef<int64_t> shape,
                                             BufferKind kind,
-                                            llvm::ArrayRef<uint8_t> data) {
+                                            llvm::ArrayRef<uint8_t> data,
+                                            int64_t shardCount) {
   if (kind != PARAMETER && kind != CONSTANT)
     return makeError("buffer '" + name +
                      "': only PARAMETER and CONSTANT "
@@ -209,10 +210,13 @@ Expected<int32_t> PlanWriter::addDataBuffer(StringRef name, rt::DType dtype,
   Expected<uint64_t> bytes = denseBytes(dtype, shape);
   if (!bytes)
     return makeError("buffer '" + name + "': " + toString(bytes.takeError()));
-  if (*bytes != data.size())
-    return makeError("buffer '" + name + "': " + rt::dtypeName(dtype) + " " +
-                     rt::shapeToString(shape) + " needs " + Twine(*bytes) +
-                     " bytes, got " + Twine(data.size()));
+  if (shardCount < 1 || (shardCount > 1 && kind != PARAMETER))
+    return makeError("buffer '" + name + "': invalid shard count");
+  if (*bytes * shardCount != data.size())
+    return makeError("buffer '" + name + "': " + Twine(shardCount) + " x " +
+                     rt::dtypeName(dtype) + " " + rt::shapeToString(shape) +
+                     " needs " + Twine(*bytes * shardCount) + " bytes, got " +
+                     Twine(data.size()));
 
   std::vector<uint8_t> &file = kind == PARAMETER ? params : constants;
   int32_t index = addBuffer(name, dtype, shape, kind);
@@ -221,6 +225,8 @@ Expected<int32_t> PlanWriter::addDataBuffer(StringRef name, rt::DType dtype,
   b->set_data_offset(file.size());
   b->set_data_bytes(data.size());
   b->set_checksum(fnv1a64(data));
+  if (shardCount > 1)
+    b->set_shard_count(shardCount);
   file.insert(file.end(), data.begin(), data.end());
   return index;
 }
@@ -316,10 +322,18 @@ Error validatePlan(const Plan &plan, llvm::ArrayRef<StringRef> knownOpTypes) {
                          " buffer must not name a data file");
       continue;
     }
-    if (b.data_bytes() != *bytes)
+    if (b.shard_count() < 0 ||
+        (b.shard_count() > 1 && b.kind() != PARAMETER))
+      return makeError(what + ": shard_count " + Twine(b.shard_count()) +
+                       " is invalid (only PARAMETER buffers are sharded)");
+    uint64_t shards = b.shard_count() > 1 ? b.shard_count() : 1;
+    if (*bytes != 0 && shards > std::numeric_limits<uint64_t>::max() / *bytes)
+      return makeError(what + ": shard_count overflows");
+    if (b.data_bytes() != *bytes * shards)
       return makeError(what + ": data_bytes is " + Twine(b.data_bytes()) +
-                       " but " + rt::dtypeName(dtype) + " " +
-                       rt::shapeToString(shape) + " needs " + Twine(*bytes));
+                       " but " + Twine(shards) + " x " + rt::dtypeName(dtype) +
+                       " " + rt::shapeToString(shape) + " needs " +
+                       Twine(*bytes * shards));
     if (!isPlainFileName(b.data_file()))
       return makeError(what + ": data_file '" + b.data_file() +
                        "' is not a plain file name inside the plan directory");
@@ -460,7 +474,7 @@ struct DataFile {
 
 /// Reads the data of every PARAMETER and CONSTANT buffer of a structurally
 /// valid plan, checking bounds and checksums.
-Error loadData(LoadedPlan &loaded) {
+Error loadData(LoadedPlan &loaded, int rank) {
   const Plan &plan = loaded.plan;
   llvm::StringMap<DataFile> files;
   auto closeAll = [&] {
@@ -532,6 +546,17 @@ Error loadData(LoadedPlan &loaded) {
                        "); the file is corrupt or does not belong to this "
                        "plan");
     }
+    if (b.shard_count() > 1) {
+      if (rank < 0 || rank >= b.shard_count()) {
+        closeAll();
+        return makeError(what + ": has " + Twine(b.shard_count()) +
+                         " shards, none for rank " + Twine(rank));
+      }
+      size_t shardBytes = bytes.size() / b.shard_count();
+      std::vector<uint8_t> mine(bytes.begin() + rank * shardBytes,
+                                bytes.begin() + (rank + 1) * shardBytes);
+      bytes = std::move(mine);
+    }
   }
   closeAll();
   return Error::success();
@@ -540,7 +565,7 @@ Error loadData(LoadedPlan &loaded) {
 } // namespace
 
 Expected<std::unique_ptr<LoadedPlan>>
-loadPlan(StringRef dir, llvm::ArrayRef<StringRef> knownOpTypes) {
+loadPlan(StringRef dir, llvm::ArrayRef<StringRef> knownOpTypes, int rank) {
   if (!llvm::sys::fs::is_directory(dir)) {
     if (!llvm::sys::fs::exists(dir))
       return makeError("plan directory " + dir + " does not exist");
@@ -589,7 +614,7 @@ loadPlan(StringRef dir, llvm::ArrayRef<StringRef> knownOpTypes) {
   if (Error err = validatePlan(loaded->plan, knownOpTypes))
     return makeError("invalid plan in " + dir + ": " +
                      toString(std::move(err)));
-  if (Error err = loadData(*loaded))
+  if (Error err = loadData(*loaded, rank))
     return makeError("invalid plan in " + dir + ": " +
                      toString(std::move(err)));
   return std::move(loaded);

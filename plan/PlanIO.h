@@ -48,10 +48,13 @@ public:
                     llvm::ArrayRef<int64_t> shape, BufferKind kind);
   /// Adds a PARAMETER or CONSTANT buffer whose bytes are `data`
   /// (exactly numel * element size bytes, else an error).
+  /// With shardCount > 1 (a ZeRO-3 flat parameter), `data` holds
+  /// shardCount consecutive shards of `shape`; each rank loads its own.
   llvm::Expected<int32_t> addDataBuffer(llvm::StringRef name, rt::DType dtype,
                                         llvm::ArrayRef<int64_t> shape,
                                         BufferKind kind,
-                                        llvm::ArrayRef<uint8_t> data);
+                                        llvm::ArrayRef<uint8_t> data,
+                                        int64_t shardCount = 1);
   /// The message being built: add ops, inputs and outputs directly.
   Plan &plan() { return planMsg; }
 
@@ -77,8 +80,10 @@ struct LoadedPlan {
 
 /// Reads and validates a plan directory. `knownOpTypes`, when non-empty,
 /// lists the op types the caller can run; any other op type is an error.
+/// `rank` selects which shard of sharded parameters is loaded.
 llvm::Expected<std::unique_ptr<LoadedPlan>>
-loadPlan(llvm::StringRef dir, llvm::ArrayRef<llvm::StringRef> knownOpTypes = {});
+loadPlan(llvm::StringRef dir, llvm::ArrayRef<llvm::StringRef> knownOpTypes = {},
+         int rank = 0);
 
 /// Validates a plan message without its data (structure only).
 llvm::Error validatePlan(const Plan &plan,

@@ -3,6 +3,7 @@
 
 #include "ir/ShardcDialect.h"
 #include "passes/Lowering/OpDesc.h"
+#include "passes/Sharding/Sharding.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -51,6 +52,48 @@ static plan::Attribute toPlanAttr(const std::string &name,
   return a;
 }
 
+/// The memory category of an op result.
+static plan::Category categoryOf(OpResult r) {
+  if (auto cat = r.getOwner()->getAttrOfType<StringAttr>(kCategoryAttrName)) {
+    StringRef c = cat.getValue();
+    if (c == "params")
+      return plan::PARAMS;
+    if (c == "grads")
+      return plan::GRADS;
+    if (c == "opt_state")
+      return plan::OPT_STATE;
+    if (c == "comm")
+      return plan::COMM;
+  }
+  for (OpOperand &use : r.getUses())
+    if (isa<SGDUpdateOp, AdamUpdateOp>(use.getOwner()) &&
+        use.getOperandNumber() == 1)
+      return plan::GRADS;
+  return plan::ACTIVATIONS;
+}
+
+/// FNV-1a over the collectives every rank issues, in order.
+static uint64_t collectiveFingerprint(const plan::Plan &p) {
+  std::string key = "world=" + std::to_string(p.world_size()) +
+                    ";stage=" + std::to_string(p.zero_stage()) + ";";
+  for (const plan::Op &op : p.ops()) {
+    StringRef type = op.type();
+    if (!type.ends_with("Start") && type != "CollectiveWait")
+      continue;
+    key += op.type();
+    for (int32_t id : op.inputs()) {
+      const plan::Buffer &b = p.buffers(id);
+      int64_t n = 1;
+      for (int64_t d : b.shape())
+        n *= d;
+      key += ":" + std::to_string(b.dtype()) + "x" + std::to_string(n);
+    }
+    key += ";";
+  }
+  return plan::fnv1a64(llvm::ArrayRef<uint8_t>(
+      reinterpret_cast<const uint8_t *>(key.data()), key.size()));
+}
+
 LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
                        plan::PlanWriter &writer) {
   auto func = module.lookupSymbol<func::FuncOp>("main");
@@ -75,6 +118,52 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
                                                       kStateAttrName)) {
       buffers[arg] = writer.addBuffer(name.getValue(), dtype, shape,
                                       plan::STATE);
+      p.mutable_buffers(buffers[arg])->set_category(plan::OPT_STATE);
+      continue;
+    }
+    if (auto unit = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                      kParamShardAttrName)) {
+      // A ZeRO-3 flat parameter: the data file holds every rank's shard.
+      auto names =
+          func.getArgAttrOfType<ArrayAttr>(arg.getArgNumber(), kFlatParamsAttrName);
+      auto types =
+          func.getArgAttrOfType<ArrayAttr>(arg.getArgNumber(), kFlatTypesAttrName);
+      int64_t worldSize = 1;
+      if (auto ws = func->getAttrOfType<IntegerAttr>(kWorldSizeAttrName))
+        worldSize = ws.getInt();
+      if (!names || !types || names.size() != types.size())
+        return func.emitError("flat parameter ")
+               << unit << " has no layout";
+      std::vector<uint8_t> data;
+      plan::FlatUnit *fu = p.add_units();
+      fu->set_name(unit.str());
+      int64_t offset = 0;
+      for (auto [nameAttr, typeAttr] : llvm::zip(names, types)) {
+        StringRef pname = cast<StringAttr>(nameAttr).getValue();
+        auto ptype = cast<RankedTensorType>(cast<TypeAttr>(typeAttr).getValue());
+        auto bytes = params(pname);
+        if (!bytes)
+          return func.emitError("parameter '")
+                 << pname << "': " << llvm::toString(bytes.takeError());
+        data.insert(data.end(), bytes->begin(), bytes->end());
+        plan::FlatParam *fp = fu->add_params();
+        fp->set_name(pname.str());
+        fp->set_offset(offset);
+        for (int64_t d : ptype.getShape())
+          fp->add_shape(d);
+        offset += ptype.getNumElements();
+      }
+      int64_t padded = shape[0] * worldSize;
+      data.resize(padded * rt::dtypeSize(dtype), 0);
+      fu->set_padded_elements(padded);
+      auto id = writer.addDataBuffer(unit.getValue(), dtype, shape,
+                                     plan::PARAMETER, data, worldSize);
+      if (!id)
+        return func.emitError("flat parameter ")
+               << unit << ": " << llvm::toString(id.takeError());
+      buffers[arg] = *id;
+      fu->set_buffer(*id);
+      p.mutable_buffers(*id)->set_category(plan::PARAMS);
       continue;
     }
     if (auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
@@ -100,6 +189,7 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
       return func.emitError("parameter '")
              << name.getValue() << "': " << llvm::toString(id.takeError());
     buffers[arg] = *id;
+    p.mutable_buffers(*id)->set_category(plan::PARAMS);
   }
 
   // In-place updates: a result marked `shardc.updates = N` is the new value
@@ -190,6 +280,17 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
       buffers[cst.getResult()] = *id;
       continue;
     }
+    if (auto wait = dyn_cast<CollectiveWaitOp>(op)) {
+      // The wait completes the start's buffer in place.
+      int32_t id = buffers.lookup(wait.getPending());
+      plan::Op *pop = p.add_ops();
+      pop->set_type("CollectiveWait");
+      pop->set_name(locName(op.getLoc(), "CollectiveWait"));
+      pop->add_inputs(id);
+      pop->add_outputs(id);
+      buffers[wait.getResult()] = id;
+      continue;
+    }
     if (!isa<ShardcDialect>(op.getDialect()))
       return op.emitOpError("cannot be lowered to a plan op");
     FailureOr<OpDesc> desc = describeOp(&op);
@@ -218,10 +319,17 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
                                     dtype, shape, plan::TEMP);
       pop->add_outputs(id);
       buffers[r] = id;
+      p.mutable_buffers(id)->set_category(categoryOf(r));
     }
     for (const auto &[name, value] : desc->attrs.all())
       *pop->add_attributes() = toPlanAttr(name, value);
   }
+  if (auto ws = func->getAttrOfType<IntegerAttr>(kWorldSizeAttrName))
+    p.set_world_size(ws.getInt());
+  if (auto st = func->getAttrOfType<IntegerAttr>(kZeroStageAttrName))
+    p.set_zero_stage(st.getInt());
+  p.set_fingerprint(collectiveFingerprint(p));
+
   // A training step: which output is the loss, and the micro-batch.
   if (auto loss = func->getAttrOfType<StringAttr>("shardc.loss")) {
     plan::Training *t = p.mutable_training();

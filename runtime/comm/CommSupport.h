@@ -34,8 +34,7 @@ llvm::Error checkCollectiveArgs(CollectiveKind kind, const void *in,
 /// The error for a failed library call: "<lib> error in <call> at
 /// <file>:<line>: <message>".
 llvm::Error makeCallError(llvm::StringRef lib, llvm::StringRef call,
-                          const char *file, int line,
-                          llvm::StringRef message);
+                          const char *file, int line, llvm::StringRef message);
 
 /// Success for MPI_SUCCESS, otherwise the error of makeCallError with the
 /// text of MPI_Error_string. Must run on the thread that owns MPI. Defined in
@@ -56,7 +55,7 @@ llvm::Error mpiCallError(int code, const char *call, const char *file,
 #define SHARD_MPI_CHECK(call)                                                  \
   do {                                                                         \
     if (::llvm::Error shardMpiErr = SHARD_MPI_ERROR(call))                     \
-      return std::move(shardMpiErr);                                           \
+      return ::llvm::Error(std::move(shardMpiErr));                            \
   } while (false)
 
 #endif // SHARDC_RUNTIME_COMM_COMMSUPPORT_H

@@ -163,8 +163,7 @@ llvm::Error checkCollectiveArgs(CollectiveKind kind, const void *in,
 }
 
 llvm::Error makeCallError(llvm::StringRef lib, llvm::StringRef call,
-                          const char *file, int line,
-                          llvm::StringRef message) {
+                          const char *file, int line, llvm::StringRef message) {
   return llvm::createStringError(
       llvm::inconvertibleErrorCode(),
       llvm::formatv("{0} error in {1} at {2}:{3}: {4}", lib, call,
@@ -192,14 +191,15 @@ public:
   int worldSize() const override { return 1; }
   llvm::StringRef name() const override { return "self"; }
 
-  llvm::Expected<CollectiveHandle>
-  allGatherStart(const void *in, void *out, int64_t count,
-                 DType dtype) override {
+  llvm::Expected<CollectiveHandle> allGatherStart(const void *in, void *out,
+                                                  int64_t count,
+                                                  DType dtype) override {
     return copy(CollectiveKind::AllGather, in, out, count, dtype);
   }
-  llvm::Expected<CollectiveHandle>
-  reduceScatterStart(const void *in, void *out, int64_t count, DType dtype,
-                     ReduceOp op) override {
+  llvm::Expected<CollectiveHandle> reduceScatterStart(const void *in, void *out,
+                                                      int64_t count,
+                                                      DType dtype,
+                                                      ReduceOp op) override {
     return copy(CollectiveKind::ReduceScatter, in, out, count, dtype);
   }
   llvm::Expected<CollectiveHandle> allReduceStart(const void *in, void *out,
@@ -244,8 +244,7 @@ public:
 
 private:
   llvm::Expected<CollectiveHandle> copy(CollectiveKind kind, const void *in,
-                                        void *out, int64_t count,
-                                        DType dtype) {
+                                        void *out, int64_t count, DType dtype) {
     int64_t bytes = 0;
     if (llvm::Error err = detail::checkCollectiveArgs(kind, in, out, count,
                                                       dtype, 0, 1, bytes))
@@ -257,8 +256,8 @@ private:
     std::lock_guard<std::mutex> lock(mutex);
     CollectiveHandle handle = nextHandle++;
     outstanding.insert(handle);
-    addRecord({detail::collectiveKindName(kind), handle, bytes, start, start,
-               end});
+    addRecord(
+        {detail::collectiveKindName(kind), handle, bytes, start, start, end});
     return handle;
   }
 

@@ -115,15 +115,16 @@ public:
   int worldSize() const override { return mySize; }
   llvm::StringRef name() const override { return "mpi"; }
 
-  llvm::Expected<CollectiveHandle>
-  allGatherStart(const void *in, void *out, int64_t count,
-                 DType dtype) override {
+  llvm::Expected<CollectiveHandle> allGatherStart(const void *in, void *out,
+                                                  int64_t count,
+                                                  DType dtype) override {
     return enqueue(CollectiveKind::AllGather, in, out, count, dtype,
                    ReduceOp::Sum);
   }
-  llvm::Expected<CollectiveHandle>
-  reduceScatterStart(const void *in, void *out, int64_t count, DType dtype,
-                     ReduceOp op) override {
+  llvm::Expected<CollectiveHandle> reduceScatterStart(const void *in, void *out,
+                                                      int64_t count,
+                                                      DType dtype,
+                                                      ReduceOp op) override {
     return enqueue(CollectiveKind::ReduceScatter, in, out, count, dtype, op);
   }
   llvm::Expected<CollectiveHandle> allReduceStart(const void *in, void *out,
@@ -155,10 +156,9 @@ private:
     std::string error;
   };
 
-  llvm::Expected<CollectiveHandle> enqueue(CollectiveKind kind,
-                                           const void *in, void *out,
-                                           int64_t count, DType dtype,
-                                           ReduceOp reduce);
+  llvm::Expected<CollectiveHandle> enqueue(CollectiveKind kind, const void *in,
+                                           void *out, int64_t count,
+                                           DType dtype, ReduceOp reduce);
 
   // Communication thread.
   void threadMain();
@@ -229,8 +229,8 @@ llvm::Expected<CollectiveHandle>
 MpiCommunicator::enqueue(CollectiveKind kind, const void *in, void *out,
                          int64_t count, DType dtype, ReduceOp reduce) {
   int64_t bytes = 0;
-  if (llvm::Error err = detail::checkCollectiveArgs(
-          kind, in, out, count, dtype, myRank, mySize, bytes))
+  if (llvm::Error err = detail::checkCollectiveArgs(kind, in, out, count, dtype,
+                                                    myRank, mySize, bytes))
     return std::move(err);
   double queuedUs = nowMicros();
   CollectiveHandle handle;
@@ -345,8 +345,7 @@ llvm::Error MpiCommunicator::initMpi() {
     if (provided < MPI_THREAD_FUNNELED)
       return commError("the MPI library does not provide "
                        "MPI_THREAD_FUNNELED");
-    SHARD_MPI_CHECK(
-        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+    SHARD_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     SHARD_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
     SHARD_MPI_CHECK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
     SHARD_MPI_CHECK(MPI_Comm_rank(comm, &myRank));
@@ -402,11 +401,11 @@ void MpiCommunicator::threadMain() {
     std::string error = std::move(skipReason);
     if (!skip) {
       if (llvm::Error err = execute(op))
-        error = llvm::formatv("{0} of {1} x {2}: {3}",
-                              detail::collectiveKindName(op.kind), op.count,
-                              dtypeName(op.dtype),
-                              llvm::toString(std::move(err)))
-                    .str();
+        error =
+            llvm::formatv("{0} of {1} x {2}: {3}",
+                          detail::collectiveKindName(op.kind), op.count,
+                          dtypeName(op.dtype), llvm::toString(std::move(err)))
+                .str();
     }
     double endUs = nowMicros();
 
@@ -457,8 +456,8 @@ llvm::Error MpiCommunicator::execute(const Op &op) {
 
 /// A scratch buffer; an error rather than a crash if memory runs out.
 static llvm::Expected<std::unique_ptr<char[]>> allocScratch(int64_t bytes) {
-  std::unique_ptr<char[]> buffer(new (std::nothrow)
-                                     char[static_cast<size_t>(bytes)]);
+  std::unique_ptr<char[]> buffer(
+      new (std::nothrow) char[static_cast<size_t>(bytes)]);
   if (!buffer)
     return commError(llvm::formatv("cannot allocate {0} bytes of scratch "
                                    "for a chunked collective",
@@ -478,8 +477,8 @@ llvm::Error MpiCommunicator::allGather(const Op &op) {
 
   if (op.count <= chunkElements(op.dtype, 1)) {
     int count = static_cast<int>(op.count);
-    SHARD_MPI_CHECK(MPI_Allgather(inPlace ? MPI_IN_PLACE : in, count, type,
-                                  out, count, type, comm));
+    SHARD_MPI_CHECK(MPI_Allgather(inPlace ? MPI_IN_PLACE : in, count, type, out,
+                                  count, type, comm));
     return llvm::Error::success();
   }
 
@@ -535,9 +534,8 @@ llvm::Error MpiCommunicator::reduceScatter(const Op &op) {
     for (int r = 0; r < mySize; ++r)
       std::memcpy(tmp + r * n * elem, in + (r * op.count + off) * elem,
                   static_cast<size_t>(n * elem));
-    SHARD_MPI_CHECK(MPI_Reduce_scatter_block(tmp, out + off * elem,
-                                             static_cast<int>(n), type, reduce,
-                                             comm));
+    SHARD_MPI_CHECK(MPI_Reduce_scatter_block(
+        tmp, out + off * elem, static_cast<int>(n), type, reduce, comm));
   }
   return llvm::Error::success();
 }

@@ -7,13 +7,15 @@
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Mesh/IR/MeshDialect.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
-  registry.insert<shardc::ShardcDialect, mlir::func::FuncDialect>();
+  registry.insert<shardc::ShardcDialect, mlir::func::FuncDialect,
+                  mlir::mesh::MeshDialect>();
   shardc::registerShardcPassesAndPipelines();
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();

@@ -9,6 +9,7 @@
 #include "ir/ShardcDialect.h"
 #include "passes/Lowering/PlanEmitter.h"
 #include "passes/Passes.h"
+#include "plan/MemoryPlan.h"
 #include "runtime/Npy.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -88,6 +89,50 @@ static cl::opt<double> beta2("beta2", cl::desc("Adam beta2 (default 0.999)"),
 static cl::opt<double> eps("eps", cl::desc("Adam epsilon (default 1e-8)"),
                            cl::init(1e-8), cl::cat(trainCategory));
 
+static cl::OptionCategory shardCategory(
+    "sharded data parallel (applied when --world-size is given)");
+static cl::opt<int64_t>
+    worldSize("world-size", cl::desc("Number of ranks the plan runs on"),
+              cl::init(0), cl::cat(shardCategory));
+static cl::opt<int64_t> zeroStage(
+    "zero-stage",
+    cl::desc("0: DDP (all-reduce), 1: shard optimizer state (OSS), 2: also "
+             "gradients (SHARD_GRAD_OP), 3: also parameters (FULL_SHARD); "
+             "default 3"),
+    cl::init(3), cl::cat(shardCategory));
+static cl::opt<double>
+    bucketCapMb("bucket-cap-mb",
+                cl::desc("Gradient all-reduce bucket size in MiB (stages 0, "
+                         "1; default 25)"),
+                cl::init(25.0), cl::cat(shardCategory));
+static cl::opt<int64_t> minNumParams(
+    "min-num-params",
+    cl::desc("Auto-wrap: merge parameters into units of at least this many "
+             "elements (default: one unit per module)"),
+    cl::init(0), cl::cat(shardCategory));
+static cl::opt<bool> reshardAfterForward(
+    "reshard-after-forward",
+    cl::desc("Stage 3: free gathered parameters after forward, gather again "
+             "in backward (default on)"),
+    cl::init(true), cl::cat(shardCategory));
+static cl::opt<std::string> backwardPrefetch(
+    "backward-prefetch",
+    cl::desc("pre|post|none: when to prefetch the next unit's parameters in "
+             "backward (default pre)"),
+    cl::init("pre"), cl::cat(shardCategory));
+static cl::opt<bool>
+    forwardPrefetch("forward-prefetch",
+                    cl::desc("Prefetch the next unit's parameters in forward"),
+                    cl::cat(shardCategory));
+static cl::opt<bool> limitAllGathers(
+    "limit-all-gathers",
+    cl::desc("At most two parameter all-gathers in flight (default on)"),
+    cl::init(true), cl::cat(shardCategory));
+static cl::opt<bool> printMemory(
+    "print-memory",
+    cl::desc("Print the predicted per-rank peak memory of the plan"),
+    cl::cat(shardCategory));
+
 static cl::opt<bool> noCleanup(
     "no-fold", cl::desc("Skip constant folding and canonicalization"),
     cl::cat(shardcCategory));
@@ -164,7 +209,7 @@ static int fail(const llvm::Twine &msg) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  cl::HideUnrelatedOptions({&shardcCategory, &trainCategory});
+  cl::HideUnrelatedOptions({&shardcCategory, &trainCategory, &shardCategory});
   cl::ParseCommandLineOptions(
       argc, argv,
       "shardc: compile an ONNX model into a Shard plan\n\n"
@@ -172,6 +217,17 @@ int main(int argc, char **argv) {
       "  shardc model.onnx -o PLAN --optimizer adamw    training step\n"
       "  shardc model.onnx --emit=mlir                  show the IR\n");
   bool training = !optimizerName.empty() || !lossName.empty();
+  if (worldSize.getNumOccurrences() && !training)
+    return fail("--world-size shards a training step: give --optimizer");
+  if (worldSize.getNumOccurrences() && worldSize < 1)
+    return fail("--world-size must be at least 1");
+  if (zeroStage < 0 || zeroStage > 3)
+    return fail("--zero-stage must be 0, 1, 2 or 3");
+  if (bucketCapMb <= 0)
+    return fail("--bucket-cap-mb must be positive");
+  if (backwardPrefetch != "pre" && backwardPrefetch != "post" &&
+      backwardPrefetch != "none")
+    return fail("--backward-prefetch must be pre, post or none");
 
   shardc::ImportOptions options;
   for (const std::string &bind : binds) {
@@ -228,6 +284,16 @@ int main(int argc, char **argv) {
     opts.beta1 = beta1.getValue();
     opts.beta2 = beta2.getValue();
     opts.eps = eps.getValue();
+    if (worldSize.getNumOccurrences()) {
+      opts.worldSize = worldSize.getValue();
+      opts.zeroStage = zeroStage.getValue();
+      opts.bucketCapMb = bucketCapMb.getValue();
+      opts.minNumParams = minNumParams.getValue();
+      opts.reshardAfterForward = reshardAfterForward.getValue();
+      opts.backwardPrefetch = backwardPrefetch.getValue();
+      opts.forwardPrefetch = forwardPrefetch.getValue();
+      opts.limitAllGathers = limitAllGathers.getValue();
+    }
     shardc::buildTrainPipeline(pm, opts);
   } else if (!noCleanup) {
     shardc::buildImportCleanupPipeline(pm);
@@ -262,6 +328,15 @@ int main(int argc, char **argv) {
   };
   if (failed(shardc::emitPlan(module, reader, writer)))
     return 1;
+  shardc::plan::MemoryPlan memory = shardc::plan::planMemory(writer.plan());
+  *writer.plan().mutable_predicted_memory() = shardc::plan::toPrediction(memory);
+  if (printMemory) {
+    llvm::outs() << "predicted per-rank peak memory (bytes):";
+    for (int c = 0; c < shardc::plan::kNumCategories; ++c)
+      llvm::outs() << " " << shardc::plan::categoryName(c) << "="
+                   << memory.peak[c];
+    llvm::outs() << " total=" << memory.peakTotal << "\n";
+  }
   if (llvm::Error err = writer.write(planDir))
     return fail(llvm::toString(std::move(err)));
   if (training) {

@@ -1,0 +1,135 @@
+//===- ScheduleCollectives.cpp - Overlap communication with compute -------===//
+//
+// After lowering, every collective is a start immediately followed by its
+// wait. This pass spreads them apart:
+//  - every wait sinks to just before the first use of its result, so
+//    reduce-scatters and all-reduces of gradients (started as soon as their
+//    bucket is complete) overlap the rest of the backward pass;
+//  - parameter all-gathers (ZeRO-3) are prefetched: with forward-prefetch the
+//    gather of the next unit starts as soon as the current unit's gather has
+//    completed, overlapping the current unit's forward computation; in
+//    backward, `pre` starts the next unit's gather before the current unit's
+//    gradient computation and `post` right after it (FSDP's
+//    BackwardPrefetch.BACKWARD_PRE / BACKWARD_POST); `none` gathers on use.
+//  - limit-all-gathers keeps at most two parameter all-gathers in flight
+//    (prefetch depth 1); without it, prefetching runs two units ahead.
+// Because the whole step is known, these decisions are made once, globally,
+// and every rank executes the same sequence of collectives.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+#include "passes/Sharding/Sharding.h"
+
+using namespace mlir;
+
+namespace shardc {
+#define GEN_PASS_DEF_SCHEDULECOLLECTIVES
+#include "passes/Passes.h.inc"
+
+namespace {
+
+struct Gather {
+  AllGatherStartOp start;
+  CollectiveWaitOp wait;
+};
+
+/// The last op that uses `v` or a value computed from it only by view ops
+/// (the parameter views of a gathered unit).
+Operation *lastUseThroughViews(Value v) {
+  Operation *last = nullptr;
+  SmallVector<Value> work{v};
+  while (!work.empty()) {
+    Value cur = work.pop_back_val();
+    for (Operation *user : cur.getUsers()) {
+      if (!last || last->isBeforeInBlock(user))
+        last = user;
+      if (isa<SliceOp, ReshapeOp>(user))
+        work.push_back(user->getResult(0));
+    }
+  }
+  return last;
+}
+
+struct ScheduleCollectivesPass
+    : impl::ScheduleCollectivesBase<ScheduleCollectivesPass> {
+  using ScheduleCollectivesBase::ScheduleCollectivesBase;
+
+  void runOnOperation() override {
+    auto func = getOperation().lookupSymbol<func::FuncOp>("main");
+    if (!func)
+      return;
+    if (backwardPrefetch != "pre" && backwardPrefetch != "post" &&
+        backwardPrefetch != "none") {
+      func.emitError("schedule-collectives: backward-prefetch must be pre, "
+                     "post or none");
+      return signalPassFailure();
+    }
+    Block &body = func.getBody().front();
+
+    // Sink gradient and bucket bookkeeping (averaging, slicing a reduced
+    // bucket back into gradients) to its first use, so that the waits it
+    // reads can sink too. Walking backwards moves whole chains.
+    SmallVector<Operation *> ops;
+    for (Operation &op : body.without_terminator())
+      ops.push_back(&op);
+    for (Operation *op : llvm::reverse(ops)) {
+      auto cat = op->getAttrOfType<StringAttr>(kCategoryAttrName);
+      if (!cat || (cat.getValue() != "grads" && cat.getValue() != "comm") ||
+          isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp,
+              CollectiveWaitOp>(op) ||
+          op->getNumResults() == 0)
+        continue;
+      Operation *firstUser = nullptr;
+      for (Value r : op->getResults())
+        for (Operation *user : r.getUsers())
+          if (!firstUser || user->isBeforeInBlock(firstUser))
+            firstUser = user;
+      if (firstUser && firstUser->getBlock() == &body &&
+          op->getNextNode() != firstUser)
+        op->moveBefore(firstUser);
+    }
+
+    // Sink every wait to its first use.
+    SmallVector<CollectiveWaitOp> waits;
+    body.walk([&](CollectiveWaitOp w) { waits.push_back(w); });
+    for (CollectiveWaitOp w : waits) {
+      Operation *firstUser = nullptr;
+      for (Operation *user : w.getResult().getUsers())
+        if (!firstUser || user->isBeforeInBlock(firstUser))
+          firstUser = user;
+      if (firstUser && firstUser->getBlock() == &body)
+        w->moveBefore(firstUser);
+    }
+
+    // Parameter gathers, by phase, in execution order.
+    SmallVector<Gather> forward, backward;
+    for (Operation &op : body) {
+      auto start = dyn_cast<AllGatherStartOp>(&op);
+      if (!start || !isa<BlockArgument>(start.getInput()))
+        continue;
+      auto wait = cast<CollectiveWaitOp>(*start.getPending().getUsers().begin());
+      Operation *firstUser = wait->getNextNode();
+      bool isBackward = firstUser && firstUser->hasAttr(kBackwardAttrName);
+      (isBackward ? backward : forward).push_back({start, wait});
+    }
+    int depth = limitAllGathers ? 1 : 2;
+    auto prefetch = [&](SmallVector<Gather> &gathers, bool post) {
+      for (size_t k = depth; k < gathers.size(); ++k) {
+        Gather &prev = gathers[k - depth];
+        Operation *anchor = prev.wait;
+        if (post)
+          if (Operation *last = lastUseThroughViews(prev.wait.getResult()))
+            anchor = last;
+        if (anchor->isBeforeInBlock(gathers[k].start))
+          gathers[k].start->moveAfter(anchor);
+      }
+    };
+    if (forwardPrefetch)
+      prefetch(forward, /*post=*/false);
+    if (backwardPrefetch != "none")
+      prefetch(backward, /*post=*/backwardPrefetch == "post");
+  }
+};
+
+} // namespace
+} // namespace shardc

@@ -1,0 +1,104 @@
+//===- MemoryPlan.cpp - When each buffer of a plan is live ----------------===//
+#include "plan/MemoryPlan.h"
+
+#include "runtime/Tensor.h"
+
+namespace shardc::plan {
+
+const char *categoryName(int category) {
+  switch (category) {
+  case PARAMS:
+    return "params";
+  case GRADS:
+    return "grads";
+  case OPT_STATE:
+    return "opt_state";
+  case COMM:
+    return "comm";
+  default:
+    return "activations";
+  }
+}
+
+MemoryPlan planMemory(const Plan &plan) {
+  MemoryPlan mp;
+  int numOps = plan.ops_size();
+  mp.buffers.resize(plan.buffers_size());
+  mp.allocBefore.resize(numOps);
+  mp.freeAfter.resize(numOps);
+  for (int i = 0; i < plan.buffers_size(); ++i) {
+    const Buffer &b = plan.buffers(i);
+    BufferLifetime &life = mp.buffers[i];
+    life.persistent = b.kind() != TEMP;
+    uint64_t n = 1;
+    for (int64_t d : b.shape())
+      n *= static_cast<uint64_t>(d);
+    life.bytes = n * rt::dtypeSize(static_cast<rt::DType>(b.dtype()));
+  }
+  auto touch = [&](int32_t id, int op) {
+    if (id < 0)
+      return;
+    BufferLifetime &life = mp.buffers[id];
+    if (life.first < 0)
+      life.first = op;
+    life.last = op;
+  };
+  for (int j = 0; j < numOps; ++j) {
+    for (int32_t id : plan.ops(j).inputs())
+      touch(id, j);
+    for (int32_t id : plan.ops(j).outputs())
+      touch(id, j);
+  }
+  for (int32_t id : plan.outputs())
+    if (id >= 0 && mp.buffers[id].first >= 0)
+      mp.buffers[id].last = numOps; // read by the caller after the step
+
+  std::array<uint64_t, kNumCategories> live{};
+  uint64_t liveTotal = 0;
+  auto note = [&] {
+    for (int c = 0; c < kNumCategories; ++c)
+      mp.peak[c] = std::max(mp.peak[c], live[c]);
+    mp.peakTotal = std::max(mp.peakTotal, liveTotal);
+  };
+  auto category = [&](int32_t id) {
+    int c = plan.buffers(id).category();
+    return c >= 0 && c < kNumCategories ? c : 0;
+  };
+  for (int i = 0; i < plan.buffers_size(); ++i) {
+    const BufferLifetime &life = mp.buffers[i];
+    if (life.persistent) {
+      live[category(i)] += life.bytes;
+      liveTotal += life.bytes;
+    } else if (life.first >= 0) {
+      mp.allocBefore[life.first].push_back(i);
+      if (life.last < numOps)
+        mp.freeAfter[life.last].push_back(i);
+    }
+  }
+  note();
+  for (int j = 0; j < numOps; ++j) {
+    for (int32_t id : mp.allocBefore[j]) {
+      live[category(id)] += mp.buffers[id].bytes;
+      liveTotal += mp.buffers[id].bytes;
+    }
+    note();
+    for (int32_t id : mp.freeAfter[j]) {
+      live[category(id)] -= mp.buffers[id].bytes;
+      liveTotal -= mp.buffers[id].bytes;
+    }
+  }
+  return mp;
+}
+
+MemoryPrediction toPrediction(const MemoryPlan &mp) {
+  MemoryPrediction p;
+  p.set_activations(mp.peak[ACTIVATIONS]);
+  p.set_params(mp.peak[PARAMS]);
+  p.set_grads(mp.peak[GRADS]);
+  p.set_opt_state(mp.peak[OPT_STATE]);
+  p.set_comm(mp.peak[COMM]);
+  p.set_total(mp.peakTotal);
+  return p;
+}
+
+} // namespace shardc::plan
