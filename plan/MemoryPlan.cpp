@@ -3,6 +3,8 @@
 
 #include "runtime/Tensor.h"
 
+#include "llvm/ADT/StringRef.h"
+
 namespace shardc::plan {
 
 const char *categoryName(int category) {
@@ -48,6 +50,23 @@ MemoryPlan planMemory(const Plan &plan) {
       touch(id, j);
     for (int32_t id : plan.ops(j).outputs())
       touch(id, j);
+  }
+  // A collective reads its input on the communication thread until its wait
+  // completes: the input stays live until then.
+  for (int j = 0; j < numOps; ++j) {
+    const Op &start = plan.ops(j);
+    if (!llvm::StringRef(start.type()).ends_with("Start") ||
+        start.outputs_size() != 1)
+      continue;
+    for (int k = j + 1; k < numOps; ++k) {
+      const Op &wait = plan.ops(k);
+      if (wait.type() == "CollectiveWait" && wait.inputs_size() == 1 &&
+          wait.inputs(0) == start.outputs(0)) {
+        for (int32_t id : start.inputs())
+          touch(id, k);
+        break;
+      }
+    }
   }
   for (int32_t id : plan.outputs())
     if (id >= 0 && mp.buffers[id].first >= 0)

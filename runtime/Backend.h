@@ -28,6 +28,9 @@ struct KernelContext {
   const AttrMap &attrs;
   llvm::ArrayRef<TensorView> inputs;
   llvm::ArrayRef<TensorView> outputs;
+  /// This process's rank and the number of ranks (ShardSlice uses them).
+  int rank = 0;
+  int worldSize = 1;
 
   /// Input `i`, or an absent view when the op has fewer inputs.
   const TensorView &input(size_t i) const;

@@ -60,7 +60,8 @@ std::string ValueInfo::typeString() const {
 }
 
 Expected<std::unique_ptr<Executor>>
-Executor::create(const plan::LoadedPlan &loaded, KernelBackend &backend) {
+Executor::create(const plan::LoadedPlan &loaded, KernelBackend &backend,
+                 Communicator *comm) {
   const plan::Plan &plan = loaded.plan;
   // Plans from loadPlan are valid already; hand-built ones may not be, and
   // the executor indexes buffers without further checks.
@@ -70,6 +71,25 @@ Executor::create(const plan::LoadedPlan &loaded, KernelBackend &backend) {
 
   std::unique_ptr<Executor> exec(new Executor(backend));
   exec->computeStream = backend.createStream();
+  if (!comm) {
+    exec->ownComm = createSelfCommunicator();
+    comm = exec->ownComm.get();
+  }
+  exec->comm = comm;
+  int64_t planWorld = plan.world_size() > 1 ? plan.world_size() : 1;
+  if (planWorld != comm->worldSize())
+    return makeError("the plan in " + Twine(loaded.dir) + " was compiled for " +
+                     Twine(planWorld) + " rank(s), but this run has " +
+                     Twine(comm->worldSize()) +
+                     "; recompile with shardc --world-size " +
+                     Twine(comm->worldSize()) + " or run with --nproc " +
+                     Twine(planWorld));
+  exec->memoryPlan = plan::planMemory(plan);
+  exec->tempAllocated.assign(plan.buffers_size(), false);
+  for (const plan::Buffer &b : plan.buffers())
+    exec->categories.push_back(
+        b.category() >= 0 && b.category() < plan::kNumCategories ? b.category()
+                                                                 : 0);
   if (Error err = exec->allocateBuffers(loaded))
     return std::move(err);
 
@@ -89,7 +109,8 @@ Executor::create(const plan::LoadedPlan &loaded, KernelBackend &backend) {
 
   for (int j = 0; j < plan.ops_size(); ++j) {
     const plan::Op &op = plan.ops(j);
-    if (!backend.lookup(op.type()))
+    if (!llvm::is_contained(collectiveOpTypes(), op.type()) &&
+        !backend.lookup(op.type()))
       return makeError("op " + Twine(j) + " (" + op.type() + " '" + op.name() +
                        "'): the " + backend.name() +
                        " backend has no kernel for op type '" + op.type() +
@@ -113,6 +134,10 @@ Executor::create(const plan::LoadedPlan &loaded, KernelBackend &backend) {
 }
 
 Executor::~Executor() {
+  for (CollectiveHandle h : llvm::make_second_range(pending))
+    llvm::consumeError(comm->wait(h));
+  for (size_t id = 0; id < tempAllocated.size(); ++id)
+    freeTemp(id);
   for (void *p : allocations)
     backend.deallocate(p);
 }
@@ -130,6 +155,18 @@ Error Executor::allocateBuffers(const plan::LoadedPlan &loaded) {
     llvm::SmallVector<int64_t, 6> shape(b.shape().begin(), b.shape().end());
     TensorView view(plan::toRuntime(b.dtype()), shape, nullptr);
     size_t bytes = view.bytes();
+    if (b.kind() == plan::TEMP) {
+      // Allocated by run() when its first op comes, freed after its last.
+      bufferViews.push_back(std::move(view));
+      continue;
+    }
+    int category =
+        b.category() >= 0 && b.category() < plan::kNumCategories ? b.category()
+                                                                 : 0;
+    live[category] += bytes;
+    liveTotal += bytes;
+    usage.peak[category] = std::max(usage.peak[category], live[category]);
+    usage.peakTotal = std::max(usage.peakTotal, liveTotal);
     Expected<void *> mem = backend.allocate(bytes);
     if (!mem)
       return makeError("buffer " + Twine(i) + " '" + b.name() + "' (" +
@@ -224,6 +261,68 @@ void Executor::setProfiling(bool enabled) {
   }
 }
 
+llvm::ArrayRef<StringRef> Executor::collectiveOpTypes() {
+  static const StringRef types[] = {"AllGatherStart", "ReduceScatterStart",
+                                    "AllReduceStart", "CollectiveWait"};
+  return types;
+}
+
+Error Executor::allocateTemp(int32_t id) {
+  if (tempAllocated[id])
+    return Error::success();
+  TensorView &view = bufferViews[id];
+  size_t bytes = view.bytes();
+  Expected<void *> mem = backend.allocate(bytes);
+  if (!mem)
+    return makeError("buffer " + Twine(id) + ": " + toString(mem.takeError()));
+  view.data = *mem;
+  tempAllocated[id] = true;
+  int c = categories[id];
+  live[c] += bytes;
+  liveTotal += bytes;
+  usage.peak[c] = std::max(usage.peak[c], live[c]);
+  usage.peakTotal = std::max(usage.peakTotal, liveTotal);
+  return Error::success();
+}
+
+void Executor::freeTemp(int32_t id) {
+  if (!tempAllocated[id])
+    return;
+  TensorView &view = bufferViews[id];
+  backend.deallocate(view.data);
+  view.data = nullptr;
+  tempAllocated[id] = false;
+  live[categories[id]] -= view.bytes();
+  liveTotal -= view.bytes();
+}
+
+Error Executor::runCollective(const Step &step) {
+  const TensorView &in = step.inputViews[0];
+  if (step.type == "CollectiveWait") {
+    auto it = pending.find(step.inputBuffers[0]);
+    if (it == pending.end())
+      return makeError("waits on a collective that was not started");
+    CollectiveHandle h = it->second;
+    pending.erase(it);
+    return comm->wait(h);
+  }
+  const TensorView &out = step.outputViews[0];
+  Expected<CollectiveHandle> h = makeError("unknown collective");
+  llvm::consumeError(h.takeError());
+  if (step.type == "AllGatherStart")
+    h = comm->allGatherStart(in.data, out.data, in.numel(), in.dtype);
+  else if (step.type == "ReduceScatterStart")
+    h = comm->reduceScatterStart(in.data, out.data, out.numel(), in.dtype,
+                                 ReduceOp::Sum);
+  else
+    h = comm->allReduceStart(in.data, out.data, in.numel(), in.dtype,
+                             ReduceOp::Sum);
+  if (!h)
+    return h.takeError();
+  pending[step.outputBuffers[0]] = *h;
+  return Error::success();
+}
+
 Error Executor::run() {
   std::string missing;
   for (const Port &port : inputs)
@@ -233,17 +332,44 @@ Error Executor::run() {
   if (!missing.empty())
     return makeError("inputs not set: " + missing);
 
+  // Graph outputs of the previous run were kept for the caller.
+  for (size_t id = 0; id < tempAllocated.size(); ++id)
+    freeTemp(id);
   using Clock = std::chrono::steady_clock;
   for (size_t j = 0; j < steps.size(); ++j) {
-    const Step &step = steps[j];
-    KernelContext ctx{step.type, step.name, step.attrs, step.inputViews,
-                      step.outputViews};
+    Step &step = steps[j];
+    for (int32_t id : memoryPlan.allocBefore[j])
+      if (Error err = allocateTemp(id))
+        return makeError("op " + Twine(j) + " (" + step.type + " '" +
+                         step.name + "'): " + toString(std::move(err)));
+    bindStep(step);
     Clock::time_point start;
     if (profiling)
       start = Clock::now();
-    if (Error err = backend.launch(ctx, *computeStream))
+    double traceStart = tracing ? nowMicros() : 0;
+    bool collective = llvm::is_contained(collectiveOpTypes(), step.type);
+    Error err = Error::success();
+    if (collective) {
+      err = runCollective(step);
+    } else {
+      KernelContext ctx{step.type, step.name, step.attrs, step.inputViews,
+                        step.outputViews};
+      ctx.rank = comm->rank();
+      ctx.worldSize = comm->worldSize();
+      err = backend.launch(ctx, *computeStream);
+    }
+    if (err)
       return makeError("op " + Twine(j) + " of " + Twine(steps.size()) +
                        " failed: " + toString(std::move(err)));
+    if (tracing)
+      events.push_back(
+          {step.type + " '" + step.name + "'",
+           !collective ? "kernel"
+           : step.type == "CollectiveWait" ? "collective-wait"
+                                           : "collective-start",
+           traceStart, nowMicros() - traceStart});
+    for (int32_t id : memoryPlan.freeAfter[j])
+      freeTemp(id);
     if (profiling) {
       // Time the kernel, not just its launch, on asynchronous backends.
       if (Error err = computeStream->synchronize())

@@ -19,16 +19,20 @@
 #ifndef SHARDC_RUNTIME_EXECUTOR_H
 #define SHARDC_RUNTIME_EXECUTOR_H
 
+#include "plan/MemoryPlan.h"
 #include "plan/PlanIO.h"
+#include "runtime/comm/Communicator.h"
 #include "runtime/Attrs.h"
 #include "runtime/Backend.h"
 #include "runtime/Tensor.h"
 
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -48,6 +52,20 @@ struct ValueInfo {
 };
 
 /// Wall-clock time of one op over all runs since profiling was enabled.
+/// One kernel or collective step for a Chrome trace (microseconds on the
+/// nowMicros() axis).
+struct TraceEvent {
+  std::string name;
+  std::string category; // "kernel", "collective-start", "collective-wait"
+  double startUs = 0, durationUs = 0;
+};
+
+/// Bytes the executor had allocated, peak per memory category and in total.
+struct MemoryUsage {
+  std::array<uint64_t, plan::kNumCategories> peak{};
+  uint64_t peakTotal = 0;
+};
+
 struct OpProfile {
   std::string type;
   std::string name;
@@ -61,8 +79,11 @@ public:
   /// constant bytes in. Checks that `backend` has a kernel for every op type
   /// and that the plan is valid (a plan from plan::loadPlan always is).
   /// `plan` may be destroyed afterwards; `backend` must outlive the executor.
+  /// `comm` runs the plan's collectives (nullptr: a single rank); it must
+  /// outlive the executor.
   static llvm::Expected<std::unique_ptr<Executor>>
-  create(const plan::LoadedPlan &plan, KernelBackend &backend);
+  create(const plan::LoadedPlan &plan, KernelBackend &backend,
+         Communicator *comm = nullptr);
 
   ~Executor();
   Executor(const Executor &) = delete;
@@ -97,6 +118,16 @@ public:
   size_t numBuffers() const { return bufferViews.size(); }
   TensorView buffer(size_t i) const { return bufferViews[i]; }
 
+  /// Peak bytes allocated so far, by category (measured, not predicted).
+  const MemoryUsage &memoryUsage() const { return usage; }
+
+  /// Records a trace event per op from now on.
+  void setTracing(bool enabled) { tracing = enabled; }
+  llvm::ArrayRef<TraceEvent> traceEvents() const { return events; }
+
+  /// Op types the executor runs itself (collectives), besides kernels.
+  static llvm::ArrayRef<llvm::StringRef> collectiveOpTypes();
+
   /// Turns per-op timing on or off (off by default); enabling it clears
   /// earlier measurements.
   void setProfiling(bool enabled);
@@ -122,6 +153,9 @@ private:
 
   explicit Executor(KernelBackend &backend) : backend(backend) {}
   llvm::Error allocateBuffers(const plan::LoadedPlan &plan);
+  llvm::Error allocateTemp(int32_t buffer);
+  void freeTemp(int32_t buffer);
+  llvm::Error runCollective(const Step &step);
   void bindStep(Step &step) const;
   std::string inputList() const;
 
@@ -135,6 +169,20 @@ private:
   std::vector<Port> inputs, outputs;
   bool profiling = false;
   std::vector<OpProfile> opProfiles;
+
+  Communicator *comm = nullptr;
+  std::unique_ptr<Communicator> ownComm;
+  /// Buffer categories and when TEMP buffers are allocated and freed.
+  std::vector<int> categories;
+  plan::MemoryPlan memoryPlan;
+  std::vector<bool> tempAllocated;
+  std::array<uint64_t, plan::kNumCategories> live{};
+  uint64_t liveTotal = 0;
+  MemoryUsage usage;
+  /// In-flight collectives by output buffer.
+  llvm::DenseMap<int32_t, CollectiveHandle> pending;
+  bool tracing = false;
+  std::vector<TraceEvent> events;
 };
 
 } // namespace shardc::rt

@@ -124,7 +124,7 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
   size_t lossOutput = plan.training().loss_output();
 
   std::unique_ptr<llvm::raw_fd_ostream> log;
-  if (!options.logPath.empty()) {
+  if (!options.logPath.empty() && options.rank == 0) {
     std::error_code ec;
     log = std::make_unique<llvm::raw_fd_ostream>(options.logPath, ec);
     if (ec)
@@ -143,13 +143,21 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
       return makeError("step " + Twine(step + 1) + ": " +
                        toString(std::move(err)));
     float loss = *exec.output(lossOutput).as<float>();
+    if (options.comm && options.worldSize > 1) {
+      // The logged loss is the mean of the ranks' losses.
+      float sum = 0;
+      if (Error err = options.comm->allReduce(&loss, &sum, 1, DType::F32,
+                                              ReduceOp::Sum))
+        return err;
+      loss = sum / options.worldSize;
+    }
     double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0)
                     .count();
     double elapsed =
         std::chrono::duration<double>(Clock::now() - start).count();
     double samplesPerSec =
         elapsed > 0 ? (step + 1) * batch * options.worldSize / elapsed : 0;
-    if (log) {
+    if (log && options.rank == 0) {
       *log << "{\"step\": " << step + 1 << ", \"loss\": "
            << llvm::format("%.9g", loss) << ", \"step_ms\": "
            << llvm::format("%.3f", ms) << ", \"samples_per_s\": "
@@ -157,7 +165,7 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
            << peakRssBytes() << "}\n";
       log->flush();
     }
-    if (options.progress) {
+    if (options.progress && options.rank == 0) {
       int width = 24;
       int filled = options.steps ? int(width * (step + 1) / options.steps) : width;
       llvm::errs() << "\r[" << std::string(filled, '#')
@@ -174,18 +182,43 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
                        "; lower the learning rate");
     }
   }
-  if (options.progress)
+  if (options.progress && options.rank == 0)
     llvm::errs() << "\n";
   if (!options.exportPath.empty())
-    return exportModel(exec, plan, planDir, options.exportPath);
+    return exportModel(exec, plan, planDir, options.exportPath, options.comm);
   return Error::success();
 }
 
 Error exportModel(const Executor &exec, const plan::Plan &plan,
-                  StringRef planDir, StringRef path) {
+                  StringRef planDir, StringRef path, Communicator *comm) {
   if (!plan.has_training() || plan.training().source_model().empty())
     return makeError("--export: the plan in " + planDir +
                      " carries no source model");
+  // ZeRO-3 flat parameters: gather every rank's shard (all ranks take part).
+  llvm::StringMap<std::pair<std::vector<uint8_t>, std::vector<int64_t>>>
+      unsharded;
+  for (const plan::FlatUnit &unit : plan.units()) {
+    TensorView shard = exec.buffer(unit.buffer());
+    int world = comm ? comm->worldSize() : 1;
+    std::vector<uint8_t> full(shard.bytes() * world);
+    if (comm) {
+      if (Error err = comm->allGather(shard.data, full.data(), shard.numel(),
+                                      shard.dtype))
+        return err;
+    } else {
+      std::memcpy(full.data(), shard.data, shard.bytes());
+    }
+    size_t elem = dtypeSize(shard.dtype);
+    for (const plan::FlatParam &p : unit.params()) {
+      std::vector<int64_t> shape(p.shape().begin(), p.shape().end());
+      size_t bytes = numElements(shape) * elem;
+      std::vector<uint8_t> data(full.begin() + p.offset() * elem,
+                                full.begin() + p.offset() * elem + bytes);
+      unsharded[p.name()] = {std::move(data), std::move(shape)};
+    }
+  }
+  if (comm && comm->rank() != 0)
+    return Error::success();
   llvm::SmallString<256> src(planDir);
   llvm::sys::path::append(src, plan.training().source_model());
   auto buf = llvm::MemoryBuffer::getFile(src, false, false);
@@ -201,6 +234,14 @@ Error exportModel(const Executor &exec, const plan::Plan &plan,
     if (plan.buffers(i).kind() == plan::PARAMETER)
       params[plan.buffers(i).name()] = i;
   for (onnx::TensorProto &init : *model.mutable_graph()->mutable_initializer()) {
+    auto flat = unsharded.find(init.name());
+    if (flat != unsharded.end()) {
+      init.clear_float_data();
+      init.clear_external_data();
+      init.set_data_location(onnx::TensorProto::DEFAULT);
+      init.set_raw_data(flat->second.first.data(), flat->second.first.size());
+      continue;
+    }
     auto it = params.find(init.name());
     if (it == params.end())
       continue;

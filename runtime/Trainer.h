@@ -11,6 +11,7 @@
 #include "plan/PlanIO.h"
 #include "runtime/Executor.h"
 #include "runtime/Npy.h"
+#include "runtime/comm/Communicator.h"
 
 #include "llvm/Support/Error.h"
 
@@ -54,6 +55,8 @@ struct TrainOptions {
   /// micro-batch of the global batch starting at s * worldSize * B.
   int rank = 0;
   int worldSize = 1;
+  /// Averages the logged loss over ranks; nullptr for a single rank.
+  Communicator *comm = nullptr;
 };
 
 /// Peak resident set size of this process so far, in bytes.
@@ -66,9 +69,11 @@ llvm::Error train(Executor &exec, const plan::Plan &plan,
 
 /// Writes the plan's source model (PLAN/model.onnx) to `path` with every
 /// initializer that is a parameter of the plan replaced by its current value
-/// in `exec`.
+/// in `exec`. Sharded (ZeRO-3) parameters are all-gathered over `comm`, so
+/// every rank must call this; only rank 0 writes.
 llvm::Error exportModel(const Executor &exec, const plan::Plan &plan,
-                        llvm::StringRef planDir, llvm::StringRef path);
+                        llvm::StringRef planDir, llvm::StringRef path,
+                        Communicator *comm = nullptr);
 
 } // namespace shardc::rt
 

@@ -51,10 +51,13 @@ llvm::Error mpiCallError(int code, const char *call, const char *file,
   ::shardc::rt::detail::mpiCallError((call), #call, __FILE__, __LINE__)
 
 /// Runs an MPI call and returns its error from the enclosing function (which
-/// returns llvm::Error or llvm::Expected<T>) if it failed.
+/// returns llvm::Error or llvm::Expected<T>) if it failed. (Stringizes the
+/// call itself rather than going through SHARD_MPI_ERROR, which would expand
+/// MPI's macros such as MPI_IN_PLACE in the text.)
 #define SHARD_MPI_CHECK(call)                                                  \
   do {                                                                         \
-    if (::llvm::Error shardMpiErr = SHARD_MPI_ERROR(call))                     \
+    if (::llvm::Error shardMpiErr = ::shardc::rt::detail::mpiCallError(        \
+            (call), #call, __FILE__, __LINE__))                                \
       return ::llvm::Error(std::move(shardMpiErr));                            \
   } while (false)
 

@@ -65,8 +65,16 @@ public:
   /// "mpi", "nccl", "self".
   virtual llvm::StringRef name() const = 0;
 
+  /// Start calls check their arguments and return an error (no collective
+  /// is started) for unsupported element types, negative counts, null or
+  /// overlapping buffers. Reductions take float32, float64, int32 and int64;
+  /// allgather takes every element type. The buffers must stay valid and
+  /// untouched until wait() returns; destroying a communicator first
+  /// completes the collectives it was given.
+  ///
   /// out (count * worldSize elements) = concatenation over ranks of each
-  /// rank's `in` (count elements), in rank order.
+  /// rank's `in` (count elements), in rank order. `in` may be this rank's
+  /// block of `out` (in place).
   virtual llvm::Expected<CollectiveHandle>
   allGatherStart(const void *in, void *out, int64_t count, DType dtype) = 0;
   /// out (count elements) = this rank's chunk of the elementwise reduction
@@ -91,7 +99,7 @@ public:
   virtual llvm::Error barrier() = 0;
 
   /// Aborts every rank (after a fatal error on this one), so that no rank is
-  /// left waiting in a collective.
+  /// left waiting in a collective. Does not return: the job ends with `code`.
   virtual void abort(int code) = 0;
 
   /// The first error a collective reported asynchronously, if any. Sticky:

@@ -303,6 +303,7 @@ llvm::Error gatherKernel(const KernelContext &ctx);
 llvm::Error concatKernel(const KernelContext &ctx);
 llvm::Error splitKernel(const KernelContext &ctx);
 llvm::Error sliceKernel(const KernelContext &ctx);
+llvm::Error shardSliceKernel(const KernelContext &ctx);
 llvm::Error expandKernel(const KernelContext &ctx);
 
 // MatMul.cpp

@@ -38,6 +38,7 @@ const std::vector<std::pair<llvm::StringRef, KernelFn>> &kernelTable() {
       {"Concat", concatKernel},
       {"Split", splitKernel},
       {"Slice", sliceKernel},
+      {"ShardSlice", shardSliceKernel},
       {"Expand", expandKernel},
       {"ReduceMean", reduceMeanKernel},
       {"ReduceSum", reduceSumKernel},

@@ -13,6 +13,10 @@
 #include "runtime/Executor.h"
 #include "runtime/Npy.h"
 #include "runtime/Trainer.h"
+#include "runtime/comm/Communicator.h"
+
+#include <google/protobuf/stubs/common.h>
+#include <google/protobuf/stubs/logging.h>
 #include "runtime/cpu/Kernels.h"
 
 #include "llvm/ADT/StringMap.h"
@@ -22,11 +26,15 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Program.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <climits>
 #include <cmath>
+#include <unistd.h>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -91,6 +99,28 @@ static cl::opt<ProgressMode> progressMode(
                clEnumValN(ProgressMode::On, "on", "always"),
                clEnumValN(ProgressMode::Off, "off", "never")),
     cl::cat(trainCategory));
+
+static cl::OptionCategory distCategory("ranks, memory and tracing");
+static cl::opt<int> nproc(
+    "nproc",
+    cl::desc("Start N local ranks through mpirun (default: the plan's world "
+             "size); under an existing mpirun or srun launch each process is "
+             "one rank"),
+    cl::init(0), cl::cat(distCategory));
+static cl::opt<bool> showMemory(
+    "report-memory",
+    cl::desc("Print each rank's peak bytes of parameters, gradients, "
+             "optimizer state, activations and communication buffers, "
+             "measured and predicted"),
+    cl::cat(distCategory));
+static cl::opt<std::string> tracePath(
+    "trace",
+    cl::desc("Write a Chrome/Perfetto trace of every kernel and collective "
+             "on every rank"),
+    cl::value_desc("trace.json"), cl::cat(distCategory));
+
+/// Set once training steps begin (errors after it may be one rank's alone).
+static bool stepsStarted = false;
 
 static Error makeError(const Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
@@ -236,21 +266,164 @@ static std::string describeInputs(const rt::Executor &exec) {
   return s;
 }
 
-static Error runMain() {
+/// Every rank loads the plan, then all ranks compare what they loaded
+/// (success, collective fingerprint, world size) before anything else: a
+/// rank that failed or runs a different plan stops every rank with an error,
+/// never a hang.
+static Expected<std::unique_ptr<plan::LoadedPlan>>
+loadAndAgree(rt::Communicator &comm) {
   std::vector<StringRef> knownOpTypes;
   for (const auto &entry : rt::cpu::kernelTable())
     knownOpTypes.push_back(entry.first);
-
+  for (StringRef type : rt::Executor::collectiveOpTypes())
+    knownOpTypes.push_back(type);
   Expected<std::unique_ptr<plan::LoadedPlan>> loaded =
-      plan::loadPlan(planDir, knownOpTypes);
+      plan::loadPlan(planDir, knownOpTypes, comm.rank());
+  if (comm.worldSize() == 1)
+    return loaded;
+  std::string mine;
+  int64_t info[3] = {0, 0, 0};
+  if (loaded) {
+    info[0] = 1;
+    uint64_t fp = (*loaded)->plan.fingerprint();
+    std::memcpy(&info[1], &fp, sizeof fp);
+    info[2] = std::max<int64_t>(1, (*loaded)->plan.world_size());
+  } else {
+    mine = toString(loaded.takeError());
+  }
+  std::vector<int64_t> all(3 * comm.worldSize());
+  if (Error err = comm.allGather(info, all.data(), 3, rt::DType::I64))
+    return std::move(err);
+  if (!mine.empty())
+    return makeError("rank " + Twine(comm.rank()) + ": " + mine);
+  for (int r = 0; r < comm.worldSize(); ++r)
+    if (all[3 * r] == 0)
+      return makeError("rank " + Twine(r) +
+                       " could not load the plan (see its error)");
+  for (int r = 0; r < comm.worldSize(); ++r) {
+    if (all[3 * r + 1] != all[1])
+      return makeError("rank " + Twine(r) + " runs a plan whose collectives " +
+                       "differ from rank 0's (fingerprint mismatch): every " +
+                       "rank must run the same plan");
+    if (all[3 * r + 2] != comm.worldSize())
+      return makeError("the plan in " + planDir + " was compiled for " +
+                       Twine(all[3 * r + 2]) + " rank(s), but " +
+                       Twine(comm.worldSize()) +
+                       " are running; recompile with shardc --world-size " +
+                       Twine(comm.worldSize()) + " or start " +
+                       Twine(all[3 * r + 2]) + " ranks");
+  }
+  return loaded;
+}
+
+/// Rank 0 prints, per rank, measured and predicted peak memory.
+static Error reportMemory(rt::Communicator &comm, const rt::Executor &exec,
+                          const plan::Plan &p) {
+  const int n = plan::kNumCategories + 1;
+  std::vector<int64_t> mine(2 * n);
+  const rt::MemoryUsage &u = exec.memoryUsage();
+  const plan::MemoryPrediction &pr = p.predicted_memory();
+  int64_t predicted[n] = {pr.activations(), pr.params(), pr.grads(),
+                          pr.opt_state(), pr.comm(), pr.total()};
+  for (int c = 0; c < plan::kNumCategories; ++c)
+    mine[c] = u.peak[c];
+  mine[plan::kNumCategories] = u.peakTotal;
+  for (int c = 0; c < n; ++c)
+    mine[n + c] = predicted[c];
+  std::vector<int64_t> all(mine.size() * comm.worldSize());
+  if (Error err = comm.allGather(mine.data(), all.data(), mine.size(),
+                                 rt::DType::I64))
+    return err;
+  if (comm.rank() != 0)
+    return Error::success();
+  auto &os = llvm::outs();
+  os << "peak memory per rank in bytes, measured by the runtime's allocator "
+        "(predicted by shardc):\n";
+  os << llvm::left_justify("rank", 5);
+  for (int c = 0; c < plan::kNumCategories; ++c)
+    os << " " << llvm::right_justify(plan::categoryName(c), 25);
+  os << " " << llvm::right_justify("total", 25) << "\n";
+  for (int r = 0; r < comm.worldSize(); ++r) {
+    const int64_t *row = &all[r * mine.size()];
+    os << llvm::left_justify(std::to_string(r), 5);
+    for (int c = 0; c < n; ++c)
+      os << llvm::format(" %11lld (%11lld)", (long long)row[c],
+                         (long long)row[n + c]);
+    os << "\n";
+  }
+  os.flush();
+  return Error::success();
+}
+
+/// Writes a Chrome/Perfetto trace of every rank's kernels (tid 0) and
+/// collectives (tid 1: the communication thread), gathered on rank 0.
+static Error writeTrace(rt::Communicator &comm, const rt::Executor &exec,
+                        StringRef path) {
+  std::string json;
+  llvm::raw_string_ostream os(json);
+  int r = comm.rank();
+  bool first = true;
+  auto event = [&](StringRef name, StringRef cat, int tid, double ts,
+                   double dur) {
+    if (!first)
+      os << ",\n";
+    first = false;
+    os << "{\"name\": \"";
+    for (char c : name)
+      os << (c == '"' || c == '\\' ? '\'' : c);
+    os << "\", \"cat\": \"" << cat << "\", \"ph\": \"X\", \"ts\": "
+       << llvm::format("%.3f", ts) << ", \"dur\": " << llvm::format("%.3f", dur)
+       << ", \"pid\": " << r << ", \"tid\": " << tid << "}";
+  };
+  for (const rt::TraceEvent &e : exec.traceEvents())
+    event(e.name, e.category, 0, e.startUs, e.durationUs);
+  for (const rt::CollectiveRecord &c : comm.takeRecords())
+    event(c.kind + " " + std::to_string(c.bytes) + " B", "communication", 1,
+          c.startUs, c.endUs - c.startUs);
+  os.flush();
+  int64_t len = json.size();
+  std::vector<int64_t> lens(comm.worldSize());
+  if (Error err = comm.allGather(&len, lens.data(), 1, rt::DType::I64))
+    return err;
+  int64_t maxLen = *std::max_element(lens.begin(), lens.end());
+  json.resize(maxLen, ' ');
+  std::vector<char> all(maxLen * comm.worldSize());
+  if (maxLen)
+    if (Error err = comm.allGather(json.data(), all.data(), maxLen,
+                                   rt::DType::U8))
+      return err;
+  if (r != 0)
+    return Error::success();
+  std::error_code ec;
+  llvm::raw_fd_ostream out(path, ec);
+  if (ec)
+    return makeError("cannot write --trace " + path + ": " + ec.message());
+  out << "{\"traceEvents\": [\n";
+  bool any = false;
+  for (int k = 0; k < comm.worldSize(); ++k) {
+    StringRef part(&all[k * maxLen], lens[k]);
+    if (part.empty())
+      continue;
+    if (any)
+      out << ",\n";
+    out << part;
+    any = true;
+  }
+  out << "\n], \"displayTimeUnit\": \"ms\"}\n";
+  return Error::success();
+}
+
+static Error runMain(rt::Communicator &comm) {
+  Expected<std::unique_ptr<plan::LoadedPlan>> loaded = loadAndAgree(comm);
   if (!loaded)
     return loaded.takeError();
   std::unique_ptr<rt::KernelBackend> backend = rt::createCpuBackend();
   Expected<std::unique_ptr<rt::Executor>> execOr =
-      rt::Executor::create(**loaded, *backend);
+      rt::Executor::create(**loaded, *backend, &comm);
   if (!execOr)
     return execOr.takeError();
   rt::Executor &exec = **execOr;
+  exec.setTracing(!tracePath.empty());
   if (!dataDir.empty()) {
     if (!inputSpecs.empty())
       return makeError("--input and --data are exclusive: --data feeds every "
@@ -260,13 +433,27 @@ static Error runMain() {
     options.steps = steps;
     options.logPath = logPath;
     options.exportPath = exportPath;
+    options.rank = comm.rank();
+    options.worldSize = comm.worldSize();
+    options.comm = &comm;
     options.progress =
         progressMode == ProgressMode::On ||
         (progressMode == ProgressMode::Auto && llvm::sys::Process::StandardErrIsDisplayed());
-    return rt::train(exec, (*loaded)->plan, planDir, options);
+    stepsStarted = true;
+    if (Error err = rt::train(exec, (*loaded)->plan, planDir, options))
+      return err;
+    if (showMemory)
+      if (Error err = reportMemory(comm, exec, (*loaded)->plan))
+        return err;
+    if (!tracePath.empty())
+      return writeTrace(comm, exec, tracePath);
+    return Error::success();
   }
+  if (comm.worldSize() > 1)
+    return makeError("a plan for several ranks trains: give --data DIR");
   if (!exportPath.empty())
     return makeError("--export needs a training run (--data DIR --steps N)");
+  const plan::Plan planMsg = (*loaded)->plan;
 
   // Parameters now live in executor buffers.
   loaded->reset();
@@ -337,6 +524,12 @@ static Error runMain() {
     llvm::outs() << "\n";
   }
   llvm::outs().flush();
+  if (showMemory)
+    if (Error err = reportMemory(comm, exec, planMsg))
+      return err;
+  if (!tracePath.empty())
+    if (Error err = writeTrace(comm, exec, tracePath))
+      return err;
 
   if (profileOps) {
     double total = 0;
@@ -353,9 +546,69 @@ static Error runMain() {
   return Error::success();
 }
 
+/// The world size a plan was compiled for (1 when it cannot be read: then
+/// loading it reports the problem).
+static int planWorldSize(StringRef dir) {
+  llvm::SmallString<256> path(dir);
+  llvm::sys::path::append(path, plan::kPlanFile);
+  auto buf = llvm::MemoryBuffer::getFile(path, false, false);
+  if (!buf || (*buf)->getBufferSize() > INT_MAX)
+    return 1;
+  plan::Plan p;
+  {
+#if GOOGLE_PROTOBUF_VERSION < 4022000
+    google::protobuf::LogSilencer silence;
+#endif
+    if (!p.ParseFromArray((*buf)->getBufferStart(),
+                          static_cast<int>((*buf)->getBufferSize())))
+      return 1;
+  }
+  return p.world_size() > 1 ? static_cast<int>(p.world_size()) : 1;
+}
+
+/// Re-runs this command as `ranks` local MPI processes and returns their
+/// exit code.
+static int launchRanks(int ranks, int argc, char **argv) {
+  llvm::ErrorOr<std::string> mpirun = llvm::sys::findProgramByName("mpirun");
+  if (!mpirun) {
+    llvm::WithColor::error(llvm::errs(), "shardrun")
+        << "running " << ranks
+        << " ranks needs mpirun (Debian package openmpi-bin): not found on "
+           "PATH\n";
+    return 1;
+  }
+  static int anchor;
+  std::string self = llvm::sys::fs::getMainExecutable(argv[0], &anchor);
+  std::vector<std::string> args = {*mpirun, "-np", std::to_string(ranks),
+                                   "--oversubscribe", "--bind-to", "none"};
+  if (geteuid() == 0)
+    args.push_back("--allow-run-as-root");
+  args.push_back(self);
+  for (int i = 1; i < argc; ++i) {
+    StringRef a(argv[i]);
+    if (a.starts_with("--nproc=") || a.starts_with("-nproc="))
+      continue;
+    if (a == "--nproc" || a == "-nproc") {
+      ++i;
+      continue;
+    }
+    args.push_back(a.str());
+  }
+  std::vector<StringRef> refs(args.begin(), args.end());
+  std::string err;
+  int rc = llvm::sys::ExecuteAndWait(*mpirun, refs, std::nullopt, {}, 0, 0,
+                                     &err);
+  if (rc < 0) {
+    llvm::WithColor::error(llvm::errs(), "shardrun")
+        << "could not run mpirun: " << err << "\n";
+    return 1;
+  }
+  return rc;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
-  cl::HideUnrelatedOptions({&shardrunCategory, &trainCategory});
+  cl::HideUnrelatedOptions({&shardrunCategory, &trainCategory, &distCategory});
   cl::SetVersionPrinter([](llvm::raw_ostream &os) {
     os << "shardrun (Shard), reads plan version " << plan::kPlanVersion << "\n";
   });
@@ -395,7 +648,46 @@ int main(int argc, char **argv) {
     return 1;
   }
 
-  if (Error err = runMain()) {
+  // One rank of a job that mpirun or srun started.
+  if (rt::launchedByMpi()) {
+    Expected<std::unique_ptr<rt::Communicator>> comm =
+        rt::createMpiCommunicator();
+    if (!comm) {
+      llvm::WithColor::error(llvm::errs(), "shardrun")
+          << toString(comm.takeError()) << "\n";
+      return 1;
+    }
+    rt::Communicator &c = **comm;
+    if (nproc && nproc != c.worldSize()) {
+      llvm::WithColor::error(llvm::errs(), "shardrun")
+          << "--nproc " << nproc << " but the launcher started "
+          << c.worldSize() << " ranks\n";
+      return 1;
+    }
+    if (Error err = runMain(c)) {
+      llvm::outs().flush();
+      llvm::WithColor::error(llvm::errs(), "shardrun")
+          << "rank " << c.rank() << ": " << toString(std::move(err)) << "\n";
+      // Errors found before the first step are the same on every rank, which
+      // all stop; one found later may be this rank's alone while the others
+      // wait in a collective: end the whole job.
+      if (stepsStarted && c.worldSize() > 1)
+        c.abort(1);
+      return 1;
+    }
+    return 0;
+  }
+
+  // Started directly: run the plan's ranks as local processes.
+  int ranks = nproc ? static_cast<int>(nproc) : planWorldSize(planDir);
+  if (ranks < 1) {
+    llvm::WithColor::error(llvm::errs(), "shardrun") << "--nproc must be >= 1\n";
+    return 1;
+  }
+  if (ranks > 1)
+    return launchRanks(ranks, argc, argv);
+  std::unique_ptr<rt::Communicator> self = rt::createSelfCommunicator();
+  if (Error err = runMain(*self)) {
     llvm::outs().flush();
     llvm::WithColor::error(llvm::errs(), "shardrun")
         << toString(std::move(err)) << "\n";

@@ -1,0 +1,27 @@
+//===- Collective.cpp - Rank-local parts of sharded data parallelism ------===//
+#include "runtime/cpu/KernelUtil.h"
+
+#include <cstring>
+
+namespace shardc::rt::cpu {
+
+/// ShardSlice: this rank's chunk of a 1-d buffer (ZeRO's local partition).
+llvm::Error shardSliceKernel(const KernelContext &ctx) {
+  const TensorView &in = ctx.input(0);
+  if (ctx.outputs.size() != 1 || in.rank() != 1 || ctx.outputs[0].rank() != 1 ||
+      in.dtype != ctx.outputs[0].dtype)
+    return ctx.error("expects one 1-d input and one 1-d output of one type");
+  const TensorView &out = ctx.outputs[0];
+  if (ctx.rank < 0 || ctx.worldSize < 1 || ctx.rank >= ctx.worldSize ||
+      in.numel() != out.numel() * ctx.worldSize)
+    return ctx.error("input of " + llvm::Twine(in.numel()) +
+                     " elements is not " + llvm::Twine(ctx.worldSize) +
+                     " shards of " + llvm::Twine(out.numel()));
+  size_t bytes = out.bytes();
+  if (bytes)
+    std::memcpy(out.data, static_cast<const char *>(in.data) + ctx.rank * bytes,
+                bytes);
+  return llvm::Error::success();
+}
+
+} // namespace shardc::rt::cpu
