@@ -40,6 +40,9 @@ MemoryPlan planMemory(const Plan &plan) {
   auto touch = [&](int32_t id, int op) {
     if (id < 0)
       return;
+    // A view keeps its root alive and costs nothing itself.
+    if (plan.buffers(id).is_alias())
+      id = plan.buffers(id).alias_of();
     BufferLifetime &life = mp.buffers[id];
     if (life.first < 0)
       life.first = op;
@@ -68,9 +71,14 @@ MemoryPlan planMemory(const Plan &plan) {
       }
     }
   }
-  for (int32_t id : plan.outputs())
-    if (id >= 0 && mp.buffers[id].first >= 0)
+  for (int32_t id : plan.outputs()) {
+    if (id < 0)
+      continue;
+    if (plan.buffers(id).is_alias())
+      id = plan.buffers(id).alias_of();
+    if (mp.buffers[id].first >= 0)
       mp.buffers[id].last = numOps; // read by the caller after the step
+  }
 
   std::array<uint64_t, kNumCategories> live{};
   uint64_t liveTotal = 0;
@@ -85,6 +93,8 @@ MemoryPlan planMemory(const Plan &plan) {
   };
   for (int i = 0; i < plan.buffers_size(); ++i) {
     const BufferLifetime &life = mp.buffers[i];
+    if (plan.buffers(i).is_alias())
+      continue;
     if (life.persistent) {
       live[category(i)] += life.bytes;
       liveTotal += life.bytes;

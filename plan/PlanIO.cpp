@@ -374,6 +374,34 @@ Error validatePlan(const Plan &plan, llvm::ArrayRef<StringRef> knownOpTypes) {
   std::vector<bool> defined(numBuffers, false);
   for (int i = 0; i < numBuffers; ++i)
     defined[i] = plan.buffers(i).kind() != TEMP;
+  // Views: into a TEMP buffer that is no view itself, inside its bytes.
+  auto rootOf = [&](int32_t index) {
+    return plan.buffers(index).is_alias() ? plan.buffers(index).alias_of()
+                                          : index;
+  };
+  for (int i = 0; i < numBuffers; ++i) {
+    const Buffer &b = plan.buffers(i);
+    if (!b.is_alias())
+      continue;
+    std::string what = describeBuffer(plan, i);
+    if (b.kind() != TEMP || !inRange(b.alias_of()) ||
+        plan.buffers(b.alias_of()).kind() != TEMP ||
+        plan.buffers(b.alias_of()).is_alias())
+      return makeError(what + ": a view must be a TEMP buffer into a TEMP "
+                              "buffer that is not a view");
+    auto size = [&](const Buffer &x) -> uint64_t {
+      uint64_t n = 1;
+      for (int64_t d : x.shape())
+        n *= d;
+      return n * rt::dtypeSize(toRuntime(x.dtype()));
+    };
+    const Buffer &root = plan.buffers(b.alias_of());
+    if (b.alias_offset() > size(root) ||
+        size(b) > size(root) - b.alias_offset())
+      return makeError(what + ": view [" + Twine(b.alias_offset()) + ", +" +
+                       Twine(size(b)) + ") leaves " +
+                       describeBuffer(plan, b.alias_of()));
+  }
   for (int j = 0; j < plan.ops_size(); ++j) {
     const Op &op = plan.ops(j);
     std::string what = describeOp(plan, j);
@@ -389,7 +417,7 @@ Error validatePlan(const Plan &plan, llvm::ArrayRef<StringRef> knownOpTypes) {
         return makeError(what + ": input " + Twine(k) + " has buffer index " +
                          Twine(index) + ", out of range (the plan has " +
                          Twine(numBuffers) + " buffers)");
-      if (!defined[index])
+      if (!defined[rootOf(index)])
         return makeError(what + ": input " + Twine(k) + " reads " +
                          describeBuffer(plan, index) +
                          " before any earlier op writes it");
@@ -405,6 +433,9 @@ Error validatePlan(const Plan &plan, llvm::ArrayRef<StringRef> knownOpTypes) {
       // Parameters and state are updated in place; inputs and constants
       // are never written.
       int kind = plan.buffers(index).kind();
+      if (plan.buffers(index).is_alias())
+        return makeError(what + ": output " + Twine(k) + " writes " +
+                         describeBuffer(plan, index) + ", a view");
       if (kind == INPUT || kind == CONSTANT)
         return makeError(what + ": output " + Twine(k) + " writes " +
                          describeBuffer(plan, index) + ", a " +
@@ -437,7 +468,7 @@ Error validatePlan(const Plan &plan, llvm::ArrayRef<StringRef> knownOpTypes) {
       return makeError("graph output " + Twine(k) + ": buffer index " +
                        Twine(index) + " is out of range (the plan has " +
                        Twine(numBuffers) + " buffers)");
-    if (!defined[index])
+    if (!defined[rootOf(index)])
       return makeError("graph output " + Twine(k) + " (" +
                        describeBuffer(plan, index) + "): no op writes it");
   }

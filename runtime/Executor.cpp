@@ -85,6 +85,11 @@ Executor::create(const plan::LoadedPlan &loaded, KernelBackend &backend,
                      Twine(comm->worldSize()) + " or run with --nproc " +
                      Twine(planWorld));
   exec->memoryPlan = plan::planMemory(plan);
+  exec->aliases.resize(plan.buffers_size());
+  for (int i = 0; i < plan.buffers_size(); ++i)
+    if (plan.buffers(i).is_alias())
+      exec->aliases[i] = {plan.buffers(i).alias_of(),
+                          static_cast<size_t>(plan.buffers(i).alias_offset())};
   exec->tempAllocated.assign(plan.buffers_size(), false);
   for (const plan::Buffer &b : plan.buffers())
     exec->categories.push_back(
@@ -156,7 +161,8 @@ Error Executor::allocateBuffers(const plan::LoadedPlan &loaded) {
     TensorView view(plan::toRuntime(b.dtype()), shape, nullptr);
     size_t bytes = view.bytes();
     if (b.kind() == plan::TEMP) {
-      // Allocated by run() when its first op comes, freed after its last.
+      // Allocated by run() when its first op comes, freed after its last;
+      // a view lives in its root's memory.
       bufferViews.push_back(std::move(view));
       continue;
     }
@@ -197,7 +203,7 @@ void Executor::bindStep(Step &step) const {
                   llvm::SmallVectorImpl<TensorView> &views) {
     views.clear();
     for (int32_t index : buffers)
-      views.push_back(index < 0 ? TensorView() : bufferViews[index]);
+      views.push_back(index < 0 ? TensorView() : view(index));
   };
   bind(step.inputBuffers, step.inputViews);
   bind(step.outputBuffers, step.outputViews);
@@ -259,6 +265,16 @@ void Executor::setProfiling(bool enabled) {
     p.seconds = 0.0;
     p.calls = 0;
   }
+}
+
+TensorView Executor::view(int32_t index) const {
+  TensorView v = bufferViews[index];
+  const Alias &a = aliases[index];
+  if (a.root >= 0)
+    v.data = bufferViews[a.root].data
+                 ? static_cast<char *>(bufferViews[a.root].data) + a.offset
+                 : nullptr;
+  return v;
 }
 
 llvm::ArrayRef<StringRef> Executor::collectiveOpTypes() {

@@ -111,12 +111,12 @@ public:
   const ValueInfo &outputInfo(size_t i) const { return outputs[i].info; }
   /// A view of graph output `i` (< numOutputs()); the memory belongs to the
   /// executor and holds the result of the last run() until the next one.
-  TensorView output(size_t i) const { return bufferViews[outputs[i].buffer]; }
+  TensorView output(size_t i) const { return view(outputs[i].buffer); }
 
   /// Every buffer of the plan (parameters, state, activations), by plan
   /// index, as kernels see it. Parameters and state persist across runs.
   size_t numBuffers() const { return bufferViews.size(); }
-  TensorView buffer(size_t i) const { return bufferViews[i]; }
+  TensorView buffer(size_t i) const { return view(i); }
 
   /// Peak bytes allocated so far, by category (measured, not predicted).
   const MemoryUsage &memoryUsage() const { return usage; }
@@ -156,6 +156,13 @@ private:
   llvm::Error allocateTemp(int32_t buffer);
   void freeTemp(int32_t buffer);
   llvm::Error runCollective(const Step &step);
+  /// Buffer `index` as kernels see it (a view resolves into its root).
+  TensorView view(int32_t index) const;
+  struct Alias {
+    int32_t root = -1;
+    size_t offset = 0;
+  };
+  std::vector<Alias> aliases;
   void bindStep(Step &step) const;
   std::string inputList() const;
 

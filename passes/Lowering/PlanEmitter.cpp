@@ -293,6 +293,35 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
     }
     if (!isa<ShardcDialect>(op.getDialect()))
       return op.emitOpError("cannot be lowered to a plan op");
+    // A reshape, or a contiguous slice of a 1-d buffer, of a TEMP buffer is
+    // a view: no op, no copy, no memory of its own.
+    if (isa<ReshapeOp, SliceOp>(op) && !inPlace.count(op.getResult(0))) {
+      int32_t src = buffers.lookup(op.getOperand(0));
+      const plan::Buffer &sb = p.buffers(src);
+      auto inType = cast<RankedTensorType>(op.getOperand(0).getType());
+      uint64_t offset = 0;
+      bool contiguous = isa<ReshapeOp>(op);
+      if (auto slice = dyn_cast<SliceOp>(op)) {
+        contiguous = inType.getRank() == 1 && slice.getSteps()[0] == 1;
+        if (contiguous)
+          offset = slice.getStarts()[0] *
+                   rt::dtypeSize(toRuntimeType(inType.getElementType()));
+      }
+      if (contiguous && sb.kind() == plan::TEMP) {
+        int32_t root = sb.is_alias() ? sb.alias_of() : src;
+        offset += sb.is_alias() ? sb.alias_offset() : 0;
+        auto [dtype, shape] = bufferType(op.getResult(0));
+        std::string name = locName(op.getLoc(), "view") + ":view";
+        int32_t id = writer.addBuffer(name, dtype, shape, plan::TEMP);
+        plan::Buffer *vb = p.mutable_buffers(id);
+        vb->set_is_alias(true);
+        vb->set_alias_of(root);
+        vb->set_alias_offset(offset);
+        vb->set_category(p.buffers(root).category());
+        buffers[op.getResult(0)] = id;
+        continue;
+      }
+    }
     FailureOr<OpDesc> desc = describeOp(&op);
     if (failed(desc))
       return failure();
