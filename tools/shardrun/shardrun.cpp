@@ -266,6 +266,8 @@ static std::string describeInputs(const rt::Executor &exec) {
   return s;
 }
 
+static int planWorldSize(StringRef dir);
+
 /// Every rank loads the plan, then all ranks compare what they loaded
 /// (success, collective fingerprint, world size) before anything else: a
 /// rank that failed or runs a different plan stops every rank with an error,
@@ -277,6 +279,21 @@ loadAndAgree(rt::Communicator &comm) {
     knownOpTypes.push_back(entry.first);
   for (StringRef type : rt::Executor::collectiveOpTypes())
     knownOpTypes.push_back(type);
+  if (comm.worldSize() > 1) {
+    // First agree on the world size, before any rank reads its shard.
+    int64_t planWorld = planWorldSize(planDir);
+    std::vector<int64_t> worlds(comm.worldSize());
+    if (Error err = comm.allGather(&planWorld, worlds.data(), 1, rt::DType::I64))
+      return std::move(err);
+    for (int r = 0; r < comm.worldSize(); ++r)
+      if (worlds[r] != comm.worldSize())
+        return makeError("the plan in " + planDir + " (on rank " + Twine(r) +
+                         ") was compiled for " + Twine(worlds[r]) +
+                         " rank(s), but " + Twine(comm.worldSize()) +
+                         " are running; recompile with shardc --world-size " +
+                         Twine(comm.worldSize()) + " or start " +
+                         Twine(worlds[r]) + " ranks");
+  }
   Expected<std::unique_ptr<plan::LoadedPlan>> loaded =
       plan::loadPlan(planDir, knownOpTypes, comm.rank());
   if (comm.worldSize() == 1)
@@ -666,8 +683,10 @@ int main(int argc, char **argv) {
     }
     if (Error err = runMain(c)) {
       llvm::outs().flush();
-      llvm::WithColor::error(llvm::errs(), "shardrun")
-          << "rank " << c.rank() << ": " << toString(std::move(err)) << "\n";
+      // One write per line: ranks share the terminal.
+      std::string line = "shardrun: error: rank " + std::to_string(c.rank()) +
+                         ": " + toString(std::move(err)) + "\n";
+      llvm::errs() << line;
       // Errors found before the first step are the same on every rank, which
       // all stop; one found later may be this rank's alone while the others
       // wait in a collective: end the whole job.
