@@ -5,6 +5,7 @@ test/parity/check_parity.py compares Shard's training against.
 
     /usr/bin/python3 examples/make_reference.py [--examples mlp cnn gpt]
                                                [--optimizers sgd adam adamw]
+                                               [--world-size 1 2 4]
 
 Writes, for each example NAME and optimizer OPT:
     NAME/reference/OPT.json          {"losses": [loss of each step, before
@@ -19,6 +20,19 @@ Step s (from 0) trains on samples [s*B, (s+1)*B) of NAME/data, wrapping
 around, where B is the micro-batch the model was exported with; this is
 shardrun --data's rule. Needs Debian's python3-torch and python3-onnx; the
 test suite does not. Deterministic: re-running reproduces the files.
+
+With --world-size N for N > 1 (default: 1 only), it also writes the data
+parallel references NAME/reference/ddpN_OPT.{json,_weights.npz,_gradmask.npz}
+(the config gains "world_size": N; "batch" stays the per-rank micro-batch).
+They simulate N ranks of PyTorch DDP in this one process, exactly: step s
+trains on the global batch of N*B samples starting at s*N*B (wrapping), rank
+r forwards its r-th micro-batch at the current weights, the gradients are
+averaged (sum over ranks / N), the loss is the mean of the ranks' losses, and
+the optimizer steps once. BatchNorm normalizes with the micro-batch's
+statistics, and each rank keeps its own running statistics, which move only
+with its own micro-batches, from the same initial values; the saved weights
+carry rank 0's (shardrun exports rank 0's model). N = 1 is the single-rank
+reference above, in the same operations and files.
 """
 import argparse
 import copy
@@ -106,49 +120,81 @@ def make_optimizer(cfg, params):
                eps=cfg["eps"], weight_decay=cfg["weight_decay"])
 
 
-def batches(name, data_dir):
+def batches(name, data_dir, world=1):
+    """Yields, for each step, the micro-batch of each of `world` ranks: the
+    step's global batch is world*B samples from step*world*B on, wrapping
+    around the data set, and rank r takes its r-th B."""
     _, _, batch, input_names = export_examples.EXAMPLES[name]
     data = {k: np.load(os.path.join(data_dir, f"{k}.npy")) for k in input_names}
     n = len(data[input_names[0]])
     for s in range(STEPS):
-        rows = np.arange(s * batch, (s + 1) * batch) % n
-        yield [torch.from_numpy(data[k][rows]) for k in input_names]
+        micro = []
+        for r in range(world):
+            first = (s * world + r) * batch
+            rows = np.arange(first, first + batch) % n
+            micro.append([torch.from_numpy(data[k][rows]) for k in input_names])
+        yield micro
 
 
-def train(name, cfg, onnx_path, data_dir, shadow=False, exact=False):
-    """Trains STEPS steps. Returns the losses, the final value of every
-    initializer and, with `shadow`, each step's gradients in float32 and as
-    a float64 copy of the model computes them at the same weights and batch
-    (name -> array [step, *shape]). With `exact`, the update uses the
-    float64 gradients (rounded to float32) instead of the float32 ones."""
+def train(name, cfg, onnx_path, data_dir, shadow=False, exact=False, world=1):
+    """Trains STEPS steps on `world` simulated data parallel ranks (see the
+    module doc; world=1 is plain training, in the same operations). Returns
+    the losses (mean over ranks), the final value of every initializer (with
+    rank 0's BatchNorm statistics) and, with `shadow`, each step's
+    rank-averaged gradients in float32 and as a float64 copy of the model
+    computes them at the same weights and micro-batches (name -> array
+    [step, *shape]). With `exact`, the update uses the averaged float64
+    gradients (rounded to float32) instead of the float32 ones."""
     inits = load_initializers(onnx_path)
     model = build_model(name, inits)
     model.train()
     params = dict(model.named_parameters())  # a tied weight appears once
+    buffers = dict(model.named_buffers())
     opt = make_optimizer(cfg, params.values())
     shadow = shadow or exact
     model64 = copy.deepcopy(model).double() if shadow else None
     params64 = dict(model64.named_parameters()) if shadow else None
+    # Each rank's copy of the buffers (BatchNorm statistics; constant ones
+    # too, harmlessly), all starting from the initial values.
+    rank_buffers = [{k: b.detach().clone() for k, b in buffers.items()}
+                    for _ in range(world)]
     losses, g32, g64 = [], {k: [] for k in params}, {k: [] for k in params}
-    for args in batches(name, data_dir):
-        if shadow:
-            # Before the float32 forward, which moves BatchNorm's statistics.
-            model64.load_state_dict(model.state_dict())
-            _, loss64 = model64(*[a.double() if a.is_floating_point() else a for a in args])
-            loss64.backward()
-            for k, p in params64.items():
-                g64[k].append(p.grad.numpy().copy())
-            model64.zero_grad()
-        _, loss = model(*args)
-        losses.append(float(loss.item()))
-        loss.backward()
+    for micro in batches(name, data_dir, world):
+        rank_losses, sum32, sum64 = [], {}, {}
+        for r, args in enumerate(micro):
+            with torch.no_grad():
+                for k, b in buffers.items():
+                    b.copy_(rank_buffers[r][k])
+            if shadow:
+                # Before the float32 forward, which moves BatchNorm's statistics.
+                model64.load_state_dict(model.state_dict())
+                _, loss64 = model64(*[a.double() if a.is_floating_point() else a
+                                      for a in args])
+                loss64.backward()
+                for k, p in params64.items():
+                    sum64[k] = p.grad.clone() if r == 0 else sum64[k] + p.grad
+                model64.zero_grad()
+            _, loss = model(*args)
+            rank_losses.append(float(loss.item()))
+            loss.backward()
+            for k, p in params.items():
+                sum32[k] = p.grad.clone() if r == 0 else sum32[k] + p.grad
+            opt.zero_grad()
+            rank_buffers[r] = {k: b.detach().clone() for k, b in buffers.items()}
+        # Dividing by world = 1 is exact: one rank reproduces plain training.
+        losses.append(sum(rank_losses) / world)
         for k, p in params.items():
+            p.grad = sum32[k] / world
             if shadow:
                 g32[k].append(p.grad.numpy().copy())
+                g64[k].append((sum64[k] / world).numpy().copy())
             if exact:
                 p.grad.copy_(torch.from_numpy(g64[k][-1]))
         opt.step()
         opt.zero_grad()
+    with torch.no_grad():
+        for k, b in buffers.items():
+            b.copy_(rank_buffers[0][k])
     state = model.state_dict()
     final = {k: state[k].detach().numpy().copy() for k in inits}
     grads = ({k: np.stack(v) for k, v in g32.items()},
@@ -156,7 +202,7 @@ def train(name, cfg, onnx_path, data_dir, shadow=False, exact=False):
     return losses, final, grads
 
 
-def noise_masks(name, cfg, onnx_path, data_dir, final, grads):
+def noise_masks(name, cfg, onnx_path, data_dir, final, grads, world=1):
     """Elements whose trained value is set by float32 rounding noise in the
     gradients, which no other implementation reproduces.
 
@@ -186,7 +232,9 @@ def noise_masks(name, cfg, onnx_path, data_dir, final, grads):
        PyTorch's about as much as PyTorch's differs from exact, so such an
        element cannot be expected to match within the tolerance. This catches
        the running means and first steps above, and leaves SGD's lr * noise
-       steps (and with them everything under SGD) unmasked."""
+       steps (and with them everything under SGD) unmasked.
+    With world > 1 both tests see the rank-averaged gradients, the ones the
+    optimizer steps with."""
     g32, g64 = grads
     adaptive = cfg["optimizer"] in ("adam", "adamw")
     masks, why = {}, {}
@@ -195,7 +243,7 @@ def noise_masks(name, cfg, onnx_path, data_dir, final, grads):
             m = np.abs(g32[k] - g64[k]).max(axis=0) > 0.01 * np.abs(g64[k]).max(axis=0)
             if m.any():
                 masks[k], why[k] = m, "gradient is rounding noise"
-    _, exact, _ = train(name, cfg, onnx_path, data_dir, exact=True)
+    _, exact, _ = train(name, cfg, onnx_path, data_dir, exact=True, world=world)
     for k, v in final.items():
         if not np.issubdtype(v.dtype, np.floating):
             continue
@@ -206,7 +254,7 @@ def noise_masks(name, cfg, onnx_path, data_dir, final, grads):
             why[k] = (why[k] + ", " if k in why else "") + \
                 f"{int(new.sum())} sensitive to gradient rounding"
     for k, m in sorted(masks.items()):
-        print(f"  {name}: masked {int(m.sum())}/{m.size} elements of {k} ({why[k]})")
+        print(f"  {name}{'' if world == 1 else f' ddp{world}'}: masked {int(m.sum())}/{m.size} elements of {k} ({why[k]})")
     return masks
 
 
@@ -216,7 +264,11 @@ def main():
                     help="the examples directory")
     ap.add_argument("--examples", nargs="+", default=list(export_examples.EXAMPLES))
     ap.add_argument("--optimizers", nargs="+", default=list(OPTIMIZERS))
+    ap.add_argument("--world-size", nargs="+", type=int, default=[1], metavar="N",
+                    help="simulated data parallel ranks; N > 1 writes ddpN_OPT.*")
     args = ap.parse_args()
+    if any(n < 1 for n in args.world_size):
+        sys.exit("--world-size: each N must be at least 1")
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)
     for name in args.examples:
@@ -225,19 +277,24 @@ def main():
         data_dir = os.path.join(d, "data")
         out = os.path.join(d, "reference")
         os.makedirs(out, exist_ok=True)
-        for opt_name in args.optimizers:
-            cfg = dict(OPTIMIZERS[opt_name], **OVERRIDES.get((name, opt_name), {}))
-            cfg["steps"] = STEPS
-            cfg["batch"] = export_examples.EXAMPLES[name][2]
-            losses, final, grads = train(name, cfg, onnx_path, data_dir, shadow=True)
-            masks = noise_masks(name, cfg, onnx_path, data_dir, final, grads)
-            with open(os.path.join(out, f"{opt_name}.json"), "w") as f:
-                json.dump({"losses": losses, "config": cfg}, f, indent=1)
-                f.write("\n")
-            np.savez_compressed(os.path.join(out, f"{opt_name}_weights.npz"), **final)
-            np.savez_compressed(os.path.join(out, f"{opt_name}_gradmask.npz"), **masks)
-            print(f"wrote {out}/{opt_name}.* (loss {losses[0]:.4f} -> {losses[-1]:.4f}, "
-                  f"{sum(int(m.sum()) for m in masks.values())} elements masked)")
+        for world in args.world_size:
+            for opt_name in args.optimizers:
+                cfg = dict(OPTIMIZERS[opt_name], **OVERRIDES.get((name, opt_name), {}))
+                cfg["steps"] = STEPS
+                cfg["batch"] = export_examples.EXAMPLES[name][2]
+                if world > 1:  # the single-rank files predate the key
+                    cfg["world_size"] = world
+                losses, final, grads = train(name, cfg, onnx_path, data_dir,
+                                             shadow=True, world=world)
+                masks = noise_masks(name, cfg, onnx_path, data_dir, final, grads, world)
+                stem = opt_name if world == 1 else f"ddp{world}_{opt_name}"
+                with open(os.path.join(out, f"{stem}.json"), "w") as f:
+                    json.dump({"losses": losses, "config": cfg}, f, indent=1)
+                    f.write("\n")
+                np.savez_compressed(os.path.join(out, f"{stem}_weights.npz"), **final)
+                np.savez_compressed(os.path.join(out, f"{stem}_gradmask.npz"), **masks)
+                print(f"wrote {out}/{stem}.* (loss {losses[0]:.4f} -> {losses[-1]:.4f}, "
+                      f"{sum(int(m.sum()) for m in masks.values())} elements masked)")
 
 
 if __name__ == "__main__":

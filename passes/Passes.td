@@ -103,8 +103,9 @@ def WrapUnits : Pass<"shardc-wrap-units", "mlir::ModuleOp"> {
   let description = [{
     Marks every parameter that an optimizer update consumes with
     `shardc.unit = K`. Parameters are ordered by first use; by default each
-    module (the name up to its last '.') is a unit, like wrapping every
-    layer; with `min-num-params` consecutive parameters are merged until a
+    layer is a unit (the name up to its first numeric component, e.g.
+    "blocks.3", else the module, e.g. "fc1"), like wrapping every transformer
+    block; with `min-num-params` consecutive parameters are merged until a
     unit holds at least that many elements (size_based_auto_wrap_policy).
     A tied parameter belongs to one unit.
 
@@ -114,7 +115,7 @@ def WrapUnits : Pass<"shardc-wrap-units", "mlir::ModuleOp"> {
   let options = [
     Option<"minNumParams", "min-num-params", "int64_t", /*default=*/"0",
            "Merge parameters into units of at least this many elements "
-           "(0: one unit per module)">,
+           "(0: one unit per layer)">,
   ];
 }
 

@@ -385,10 +385,9 @@ Error validatePlan(const Plan &plan, llvm::ArrayRef<StringRef> knownOpTypes) {
       continue;
     std::string what = describeBuffer(plan, i);
     if (b.kind() != TEMP || !inRange(b.alias_of()) ||
-        plan.buffers(b.alias_of()).kind() != TEMP ||
         plan.buffers(b.alias_of()).is_alias())
-      return makeError(what + ": a view must be a TEMP buffer into a TEMP "
-                              "buffer that is not a view");
+      return makeError(what + ": a view must be a TEMP buffer into a buffer "
+                              "that is not a view");
     auto size = [&](const Buffer &x) -> uint64_t {
       uint64_t n = 1;
       for (int64_t d : x.shape())

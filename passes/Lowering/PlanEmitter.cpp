@@ -202,6 +202,7 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
   if (!names || names.size() > ret.getNumOperands())
     return func.emitError("output names do not match the results");
   DenseMap<Value, BlockArgument> inPlace;
+  DenseMap<Value, Operation *> inPlaceWriter; // argument -> op updating it
   SmallVector<std::pair<Value, BlockArgument>> copyBack;
   for (unsigned i = names.size(); i < ret.getNumOperands(); ++i) {
     auto target = func.getResultAttrOfType<IntegerAttr>(i, kUpdatesAttrName);
@@ -224,10 +225,12 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
                       return user == producer || user == ret ||
                              user->isBeforeInBlock(producer);
                     });
-    if (canAlias)
+    if (canAlias) {
       inPlace[v] = arg;
-    else
+      inPlaceWriter[arg] = producer;
+    } else {
       copyBack.push_back({v, arg});
+    }
   }
 
   unsigned counter = 0;
@@ -307,7 +310,20 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
           offset = slice.getStarts()[0] *
                    rt::dtypeSize(toRuntimeType(inType.getElementType()));
       }
-      if (contiguous && sb.kind() == plan::TEMP) {
+      // A view of a parameter or state buffer is safe while nothing writes
+      // that buffer: every use of the view must come before its in-place
+      // update.
+      bool safeRoot = sb.kind() == plan::TEMP;
+      if (!safeRoot && contiguous && !sb.is_alias()) {
+        Value root = op.getOperand(0);
+        Operation *writer = inPlaceWriter.lookup(root);
+        safeRoot = isa<BlockArgument>(root) &&
+                   llvm::all_of(op.getResult(0).getUsers(), [&](Operation *u) {
+                     return !isa<func::ReturnOp>(u) && !isa<ReshapeOp, SliceOp>(u) &&
+                            (!writer || u->isBeforeInBlock(writer));
+                   });
+      }
+      if (contiguous && safeRoot) {
         int32_t root = sb.is_alias() ? sb.alias_of() : src;
         offset += sb.is_alias() ? sb.alias_offset() : 0;
         auto [dtype, shape] = bufferType(op.getResult(0));

@@ -3,8 +3,9 @@
 // A wrap unit is the set of parameters that is flattened into one buffer,
 // sharded, gathered and reduced together (FSDP's FlatParameter). Trainable
 // parameters (those an optimizer update consumes) are ordered by their first
-// use; by default every module (the parameter name up to its last '.')
-// becomes a unit, as one FSDP wrap per layer would; with min-num-params,
+// use; by default every layer (the parameter name up to its first numeric
+// component, "blocks.3", else its module, "fc1") becomes a unit, as wrapping
+// every transformer block in FSDP would; with min-num-params,
 // consecutive parameters are merged until a unit holds at least that many
 // elements (size_based_auto_wrap_policy). A parameter used in several places
 // (tied weights) belongs to exactly one unit.
@@ -22,6 +23,22 @@ namespace shardc {
 #include "passes/Passes.h.inc"
 
 namespace {
+
+/// The layer a parameter belongs to: its name up to the first numeric
+/// component ("blocks.3.attn.qkv.weight" -> "blocks.3"), else its module
+/// ("fc1.weight" -> "fc1").
+std::string layerOf(StringRef name) {
+  SmallVector<StringRef> parts;
+  name.split(parts, '.');
+  std::string prefix;
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    prefix += (i ? "." : "") + parts[i].str();
+    unsigned n;
+    if (!parts[i].getAsInteger(10, n))
+      return prefix;
+  }
+  return name.rsplit('.').first.str();
+}
 
 struct WrapUnitsPass : impl::WrapUnitsBase<WrapUnitsPass> {
   using WrapUnitsBase::WrapUnitsBase;
@@ -54,8 +71,7 @@ struct WrapUnitsPass : impl::WrapUnitsBase<WrapUnitsPass> {
     int64_t unit = -1, unitElems = 0;
     std::string unitModule;
     for (const ParamUpdate &u : updates) {
-      StringRef name = paramName(func, u.param);
-      std::string module = name.rsplit('.').first.str();
+      std::string module = layerOf(paramName(func, u.param));
       int64_t n = cast<RankedTensorType>(u.param.getType()).getNumElements();
       bool startNew;
       if (minNumParams > 0)

@@ -425,6 +425,12 @@ LogicalResult ZeroRewriter::run() {
   if (updates.empty())
     return success();
   results = readStepResults(func);
+  // The parameter gradients autodiff produced count as gradients in the
+  // memory plan (not as activations).
+  for (ParamUpdate &u : updates)
+    if (Operation *def = u.grad.getDefiningOp())
+      if (!def->hasAttr(kCategoryAttrName))
+        tag(def, "grads");
 
   if (stage <= 1)
     allReduceGradients(updates);

@@ -4,13 +4,23 @@ PyTorch's (committed in examples/NAME/reference by examples/make_reference.py):
 the loss of every step, and every initializer of the exported model.
 
     check_parity.py --shardc BIN --shardrun BIN --example examples/cnn --optimizer adam
+                    [--world-size N --zero-stage K [--against-stage0]]
 
 Elements listed in reference/OPT_gradmask.npz are left out of the weight
 comparison: their trained values are set by float rounding noise (see
-make_reference.py). Needs numpy and onnx only. Exit code 1 on a mismatch."""
+make_reference.py). Needs numpy and onnx only. Exit code 1 on a mismatch.
+
+With --world-size N, shardc compiles for N data parallel ranks (at ZeRO
+stage K with --zero-stage), shardrun starts them, and the run is compared with
+the simulated DDP reference reference/ddpN_OPT.* (N = 1: reference/OPT.*).
+With --against-stage0 it also compiles and runs stage 0 at the same N and
+checks that stage K reproduces its losses and exported weights to 1e-5: the
+stages differ only in where gradients, optimizer state and parameters live,
+so they must train the same model (see compare_stages for what may differ)."""
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -23,8 +33,17 @@ LOSS_RTOL = 1e-4
 WEIGHT_RTOL = 1e-3
 WEIGHT_ATOL = 1e-5
 
-# Keys of the reference config that are not shardc flags.
-NOT_FLAGS = {"optimizer", "steps", "batch"}
+# Stage K against stage 0 (--against-stage0).
+STAGE_LOSS_RTOL = 1e-5
+STAGE_WEIGHT_RTOL = 1e-5
+STAGE_WEIGHT_ATOL = 1e-5
+
+# Keys of the reference config that are not shardc flags (world_size comes
+# from --world-size, which must agree with it).
+NOT_FLAGS = {"optimizer", "steps", "batch", "world_size"}
+
+# A run that takes longer has hung (a 20-step run takes seconds).
+RUN_TIMEOUT_S = 240
 
 
 def shardc_flags(cfg):
@@ -44,9 +63,18 @@ def shardc_flags(cfg):
 
 def run(cmd, what):
     print("$ " + " ".join(cmd), flush=True)
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # A session of its own, so that a hung mpirun goes with all its ranks.
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=RUN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        sys.stdout.write(out)
+        raise SystemExit(f"FAILED: {what} did not finish in {RUN_TIMEOUT_S} s")
     if proc.returncode != 0:
-        sys.stdout.write(proc.stdout)
+        sys.stdout.write(out)
         raise SystemExit(f"FAILED: {what} exited with code {proc.returncode}")
 
 
@@ -60,27 +88,33 @@ def read_losses(log_path):
     return [steps[s] for s in sorted(steps)]
 
 
-def compare_losses(want, got):
-    """Prints the table; returns the number of steps that differ."""
-    print(f"\n{'step':>4}  {'reference':>14}  {'shard':>14}  {'rel-err':>9}")
-    bad = 0
+def compare_losses(want, got, rtol=LOSS_RTOL, names=("reference", "shard")):
+    """Prints the table; returns the number of steps that differ and the
+    largest relative error."""
+    print(f"\n{'step':>4}  {names[0]:>14}  {names[1]:>14}  {'rel-err':>9}")
+    bad, worst = 0, 0.0
     for s, (w, g) in enumerate(zip(want, got)):
         rel = abs(g - w) / abs(w) if w != 0 else abs(g)
-        ok = rel <= LOSS_RTOL
+        ok = rel <= rtol
         bad += not ok
+        worst = max(worst, rel) if rel == rel else float("nan")
         print(f"{s:>4}  {w:>14.8g}  {g:>14.8g}  {rel:>9.2e}{'' if ok else '  MISMATCH'}")
     if len(got) != len(want):
         print(f"shardrun logged {len(got)} steps, the reference has {len(want)}")
         bad += abs(len(got) - len(want))
-    return bad
+    return bad, worst
 
 
-def compare_weights(want, got, masks):
-    """Prints one line per initializer; returns the names that differ."""
+def compare_weights(want, got, masks, rtol=WEIGHT_RTOL, atol=WEIGHT_ATOL, stats=None):
+    """Prints one line per initializer; returns the names that differ. Fills
+    `stats` with the largest absolute error and the largest error in units
+    of the tolerance (above 1 fails) over the compared elements."""
     print(f"\n{'initializer':<24} {'shape':<16} {'max-abs-err':>11} {'max-rel-err':>11} "
           f"{'bad':>5} {'excluded':>8}")
     failed = []
     excluded_total = 0
+    stats = {} if stats is None else stats
+    stats.update(max_abs=0.0, max_tol=0.0)
     for name in sorted(want):
         w = want[name]
         if name not in got:
@@ -104,9 +138,13 @@ def compare_weights(want, got, masks):
         excluded_total += excluded
         w64, g64 = w[keep].astype(np.float64), g[keep].astype(np.float64)
         err = np.abs(g64 - w64)
-        bad = int((~(err <= WEIGHT_ATOL + WEIGHT_RTOL * np.abs(w64))).sum())  # NaN is bad
+        tol = atol + rtol * np.abs(w64)
+        bad = int((~(err <= tol)).sum())  # NaN is bad
         max_abs = float(err.max()) if err.size else 0.0
-        max_rel = float((err / np.maximum(np.abs(w64), WEIGHT_ATOL)).max()) if err.size else 0.0
+        max_rel = float((err / np.maximum(np.abs(w64), atol)).max()) if err.size else 0.0
+        if err.size:
+            stats["max_abs"] = max(stats["max_abs"], max_abs)
+            stats["max_tol"] = max(stats["max_tol"], float((err / tol).max()))
         print(f"{name:<24} {shape:<16} {max_abs:>11.3e} {max_rel:>11.3e} {bad:>5} "
               f"{excluded:>8}{'  MISMATCH' if bad else ''}")
         if bad:
@@ -119,42 +157,130 @@ def compare_weights(want, got, masks):
     return failed
 
 
+def train(args, name, cfg, work, sharding):
+    """Compiles the example with the config's hyperparameters and the
+    `sharding` flags, trains it in WORK; returns the logged losses and the
+    exported model's initializers."""
+    os.makedirs(work, exist_ok=True)
+    plan = os.path.join(work, "plan")
+    log = os.path.join(work, "run.jsonl")
+    trained = os.path.join(work, "trained.onnx")
+    run([args.shardc, os.path.join(args.example, f"{name}.onnx"), "-o", plan]
+        + shardc_flags(cfg) + sharding + args.shardc_arg, "shardc")
+    run([args.shardrun, plan, "--data", os.path.join(args.example, "data"),
+         "--steps", str(cfg["steps"]), "--log", log, "--export", trained,
+         "--progress", "off"], "shardrun")
+    return read_losses(log), {i.name: numpy_helper.to_array(i)
+                              for i in onnx.load(trained).graph.initializer}
+
+
+def compare_stages(stage, losses0, weights0, losses, weights, masks):
+    """Stage `stage` against stage 0 at the same world size: losses to
+    rtol 1e-5, every float element of every initializer to atol + rtol
+    1e-5, masked ones included. Returns the problems and fills the summary.
+
+    The stages run the same kernels on the same micro-batches; they differ
+    in the collectives that combine the gradients (all-reduce at stages 0
+    and 1, reduce-scatter at 2 and 3, bucketed differently), which may add
+    the ranks' contributions in another order. That changes a gradient by an
+    ulp or so, far inside 1e-5 for every element that the reference check
+    compares. Elements in the reference's gradmask are the exception: their
+    gradient is rounding noise, which Adam turns into steps of up to lr, so
+    they may differ between the stages for the same reason they differ from
+    PyTorch. They stay in the comparison; the report says how many of the
+    differing elements are masked ones, so a summation-order effect is told
+    apart from a real one, but both fail: hiding them would also hide, say,
+    a stage that drops a noise gradient's update."""
+    problems = []
+    print(f"\nstage {stage} against stage 0")
+    bad_steps, worst = compare_losses(losses0, losses, STAGE_LOSS_RTOL,
+                                      ("stage 0", f"stage {stage}"))
+    if bad_steps:
+        problems.append(f"{bad_steps} step losses of stage {stage} differ from stage 0's "
+                        f"by more than rtol {STAGE_LOSS_RTOL:g}")
+    stats = {}
+    failed = compare_weights(weights0, weights, {}, STAGE_WEIGHT_RTOL, STAGE_WEIGHT_ATOL,
+                             stats)
+    for k in failed:
+        w, g = weights0.get(k), weights.get(k)
+        if w is None or g is None or g.shape != w.shape or \
+                not np.issubdtype(w.dtype, np.floating):
+            continue
+        off = ~(np.abs(g.astype(np.float64) - w) <=
+                STAGE_WEIGHT_ATOL + STAGE_WEIGHT_RTOL * np.abs(w.astype(np.float64)))
+        noisy = int((off & masks[k]).sum()) if k in masks else 0
+        print(f"  {k}: {int(off.sum())} elements differ, {noisy} of them in the "
+              f"reference gradmask (rounding-noise driven)")
+    if failed:
+        problems.append(f"{len(failed)} exported initializers of stage {stage} differ from "
+                        f"stage 0's by more than rtol {STAGE_WEIGHT_RTOL:g}, atol "
+                        f"{STAGE_WEIGHT_ATOL:g}: {', '.join(failed)}")
+    return problems, worst, stats
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shardc", required=True)
     ap.add_argument("--shardrun", required=True)
     ap.add_argument("--example", required=True, help="example directory, e.g. examples/mlp")
     ap.add_argument("--optimizer", required=True, help="a reference in DIR/reference, e.g. sgd")
+    ap.add_argument("--world-size", type=int, metavar="N",
+                    help="compile for N data parallel ranks (default: single-rank, "
+                         "without sharding flags)")
+    ap.add_argument("--zero-stage", type=int, choices=range(4), metavar="K",
+                    help="ZeRO stage 0-3 (with --world-size)")
+    ap.add_argument("--against-stage0", action="store_true",
+                    help="also run stage 0 and compare stage K with it to 1e-5")
+    ap.add_argument("--shardc-arg", action="append", default=[], metavar="ARG",
+                    help="one more shardc flag for every compile, e.g. "
+                         "--shardc-arg=--bucket-cap-mb=0.01 (repeatable)")
     ap.add_argument("--keep", metavar="DIR", help="work in DIR and keep the plan, log and model")
     args = ap.parse_args()
+    if args.world_size is not None and args.world_size < 1:
+        ap.error("--world-size must be at least 1")
+    if args.zero_stage is not None and args.world_size is None:
+        ap.error("--zero-stage needs --world-size")
+    if args.against_stage0 and args.zero_stage is None:
+        ap.error("--against-stage0 needs --zero-stage")
 
     name = os.path.basename(os.path.normpath(args.example))
+    world = args.world_size or 1
+    stem = args.optimizer if world == 1 else f"ddp{world}_{args.optimizer}"
     refdir = os.path.join(args.example, "reference")
-    with open(os.path.join(refdir, f"{args.optimizer}.json")) as f:
+    ref_path = os.path.join(refdir, f"{stem}.json")
+    if not os.path.exists(ref_path):
+        raise SystemExit(f"no reference {ref_path}: make it with examples/make_reference.py"
+                         f" --world-size {world}")
+    with open(ref_path) as f:
         ref = json.load(f)
     cfg = ref["config"]
-    want_weights = dict(np.load(os.path.join(refdir, f"{args.optimizer}_weights.npz")))
-    mask_path = os.path.join(refdir, f"{args.optimizer}_gradmask.npz")
+    if cfg.get("world_size", 1) != world:
+        raise SystemExit(f"{ref_path} is for world size {cfg.get('world_size', 1)}, "
+                         f"not {world}")
+    want_weights = dict(np.load(os.path.join(refdir, f"{stem}_weights.npz")))
+    mask_path = os.path.join(refdir, f"{stem}_gradmask.npz")
     masks = dict(np.load(mask_path)) if os.path.exists(mask_path) else {}
 
+    sharding = []
+    if args.world_size is not None:
+        sharding += [f"--world-size={world}"]
+    if args.zero_stage is not None:
+        sharding += [f"--zero-stage={args.zero_stage}"]
+    stage0 = args.against_stage0 and args.zero_stage != 0
+    what = f"{name} {args.optimizer}" + ("" if args.world_size is None else
+                                         f" world {world}") + \
+        ("" if args.zero_stage is None else f" stage {args.zero_stage}")
     with tempfile.TemporaryDirectory() as tmp:
         work = args.keep or tmp
-        os.makedirs(work, exist_ok=True)
-        plan = os.path.join(work, "plan")
-        log = os.path.join(work, "run.jsonl")
-        trained = os.path.join(work, "trained.onnx")
-        run([args.shardc, os.path.join(args.example, f"{name}.onnx"), "-o", plan]
-            + shardc_flags(cfg), "shardc")
-        run([args.shardrun, plan, "--data", os.path.join(args.example, "data"),
-             "--steps", str(cfg["steps"]), "--log", log, "--export", trained,
-             "--progress", "off"], "shardrun")
-        got_losses = read_losses(log)
-        got_weights = {i.name: numpy_helper.to_array(i)
-                       for i in onnx.load(trained).graph.initializer}
+        got_losses, got_weights = train(args, name, cfg, work, sharding)
+        if stage0:
+            losses0, weights0 = train(args, name, cfg, os.path.join(work, "stage0"),
+                                      [f"--world-size={world}", "--zero-stage=0"])
 
-    print(f"\n{name} / {args.optimizer}: {cfg}")
-    bad_steps = compare_losses(ref["losses"], got_losses)
-    failed = compare_weights(want_weights, got_weights, masks)
+    print(f"\n{what}: {cfg}")
+    bad_steps, loss_err = compare_losses(ref["losses"], got_losses)
+    stats = {}
+    failed = compare_weights(want_weights, got_weights, masks, stats=stats)
     problems = []
     if bad_steps:
         problems.append(f"{bad_steps} of {len(ref['losses'])} step losses differ from "
@@ -162,10 +288,20 @@ def main():
     if failed:
         problems.append(f"{len(failed)} trained initializers differ from PyTorch's by more "
                         f"than rtol {WEIGHT_RTOL:g}, atol {WEIGHT_ATOL:g}: {', '.join(failed)}")
+    summary = (f"loss-rel-err={loss_err:.2e} weight-abs-err={stats['max_abs']:.2e} "
+               f"weight-err/tol={stats['max_tol']:.2f}")
+    if stage0:
+        more, loss0_err, stats0 = compare_stages(args.zero_stage, losses0, weights0,
+                                                 got_losses, got_weights, masks)
+        problems += more
+        summary += (f" vs-stage0: loss-rel-err={loss0_err:.2e} "
+                    f"weight-abs-err={stats0['max_abs']:.2e} "
+                    f"weight-err/tol={stats0['max_tol']:.2f}")
+    print(f"\nsummary {what}: {summary}")
     if problems:
-        print(f"\nparity {name} {args.optimizer}: FAILED\n  " + "\n  ".join(problems))
+        print(f"\nparity {what}: FAILED\n  " + "\n  ".join(problems))
         return 1
-    print(f"\nparity {name} {args.optimizer}: ok")
+    print(f"\nparity {what}: ok")
     return 0
 
 

@@ -108,7 +108,7 @@ static cl::opt<double>
 static cl::opt<int64_t> minNumParams(
     "min-num-params",
     cl::desc("Auto-wrap: merge parameters into units of at least this many "
-             "elements (default: one unit per module)"),
+             "elements (default: one unit per layer)"),
     cl::init(0), cl::cat(shardCategory));
 static cl::opt<bool> reshardAfterForward(
     "reshard-after-forward",
@@ -335,7 +335,12 @@ int main(int argc, char **argv) {
     for (int c = 0; c < shardc::plan::kNumCategories; ++c)
       llvm::outs() << " " << shardc::plan::categoryName(c) << "="
                    << memory.peak[c];
-    llvm::outs() << " total=" << memory.peakTotal << "\n";
+    llvm::outs() << " total=" << memory.peakTotal;
+    int64_t largest = 0;
+    for (const auto &unit : writer.plan().units())
+      largest = std::max<int64_t>(largest, unit.padded_elements());
+    llvm::outs() << " units=" << writer.plan().units_size()
+                 << " largest_unit_elements=" << largest << "\n";
   }
   if (llvm::Error err = writer.write(planDir))
     return fail(llvm::toString(std::move(err)));

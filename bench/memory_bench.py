@@ -1,0 +1,114 @@
+#!/usr/bin/python3
+"""Per-rank model-state memory of ZeRO stages 0-3, measured, against the ZeRO
+paper's formulas.
+
+Exports the GPT example scaled to about 50 M parameters (PyTorch, Debian's
+python3-torch), compiles it with Adam for N ranks at each stage, trains two
+steps with `shardrun --report-memory` and compares each rank's measured peak
+bytes of parameters + gradients + optimizer state (fp32 Adam, psi =
+parameter count) with
+    stage 0: 16 psi            stage 1: 8 psi + 8 psi / N
+    stage 2: 4 psi + 12 psi/N  stage 3: 16 psi / N + one unit's gathered
+                                        parameters and gradients.
+Usage: bench/memory_bench.py [--ranks 4] [--layers 16] [--width 512]
+Prints a Markdown table; exits 1 if any stage is off by more than 10 %.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "examples"))
+
+
+def export(out, layers, width):
+    import torch
+    from export_examples import GPT
+    torch.manual_seed(0)
+    vocab, ctx, batch = 64, 16, 2
+    model = GPT(vocab=vocab, ctx=ctx, d=width, heads=8, layers=layers)
+    psi = sum(p.numel() for p in model.parameters())
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(0, vocab, (64, ctx + 1))
+    data = os.path.join(out, "data")
+    os.makedirs(data, exist_ok=True)
+    np.save(os.path.join(data, "idx.npy"), tokens[:, :-1].astype(np.int64))
+    np.save(os.path.join(data, "targets.npy"), tokens[:, 1:].astype(np.int64))
+    args = (torch.from_numpy(tokens[:batch, :-1].astype(np.int64)),
+            torch.from_numpy(tokens[:batch, 1:].astype(np.int64)))
+    model.train()
+    path = os.path.join(out, "gpt.onnx")
+    torch.onnx.export(model, args, path, input_names=["idx", "targets"],
+                      output_names=["logits", "loss"], opset_version=15,
+                      do_constant_folding=False,
+                      training=torch.onnx.TrainingMode.TRAINING)
+    return path, data, psi
+
+
+def report(shardrun, plan, data):
+    out = subprocess.run([shardrun, plan, "--data", data, "--steps", "2", "--progress", "off",
+                          "--report-memory"], check=True, capture_output=True, text=True).stdout
+    rows = {}
+    for line in out.splitlines():
+        m = re.match(r"^(\d+)\s+(.*)$", line)
+        if m:
+            pairs = re.findall(r"(\d+) \(\s*(\d+)\)", m.group(2))
+            rows[int(m.group(1))] = [int(a) for a, _ in pairs]
+    return rows  # per rank: activations, params, grads, opt_state, comm, total
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ranks", type=int, default=4)
+    ap.add_argument("--layers", type=int, default=16)
+    ap.add_argument("--width", type=int, default=512)
+    ap.add_argument("--shardc", default=os.path.join(ROOT, "build/bin/shardc"))
+    ap.add_argument("--shardrun", default=os.path.join(ROOT, "build/bin/shardrun"))
+    args = ap.parse_args()
+    n = args.ranks
+    with tempfile.TemporaryDirectory(prefix="shard-bench-") as tmp:
+        model, data, psi = export(tmp, args.layers, args.width)
+        print(f"GPT: {args.layers} layers, width {args.width}, psi = {psi} parameters, "
+              f"Adam fp32, N = {n} ranks\n")
+        print("| stage | formula | formula bytes | measured params | grads | optimizer state "
+              "| measured model state (max over ranks) | ratio | activations | comm |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        ok = True
+        for stage in range(4):
+            plan = os.path.join(tmp, f"s{stage}")
+            subprocess.run([args.shardc, model, "-o", plan, "--optimizer", "adam",
+                            "--world-size", str(n), "--zero-stage", str(stage)], check=True)
+            rows = report(args.shardrun, plan, data)
+            state = max(r[1] + r[2] + r[3] for r in rows.values())
+            worst = max(rows.values(), key=lambda r: r[1] + r[2] + r[3])
+            if stage == 0:
+                text, formula = "16Ψ", 16 * psi
+            elif stage == 1:
+                text, formula = "8Ψ + 8Ψ/N", 8 * psi + 8 * psi / n
+            elif stage == 2:
+                text, formula = "4Ψ + 12Ψ/N", 4 * psi + 12 * psi / n
+            else:
+                # One unit's gathered parameters and (unreduced) gradients:
+                # the largest unit is one transformer block (the default
+                # wrap policy makes one unit per layer).
+                unit = 12 * args.width * args.width + 13 * args.width
+                text, formula = "16Ψ/N + 8·unit", 16 * psi / n + 8 * unit
+            ratio = state / formula
+            ok &= abs(ratio - 1) <= 0.10
+            print(f"| {stage} | {text} | {formula / 2**20:.1f} MiB | {worst[1] / 2**20:.1f} MiB "
+                  f"| {worst[2] / 2**20:.1f} MiB | {worst[3] / 2**20:.1f} MiB | "
+                  f"{state / 2**20:.1f} MiB | {ratio:.3f} | {worst[0] / 2**20:.1f} MiB "
+                  f"| {worst[4] / 2**20:.1f} MiB |")
+        print("\nall stages within 10 % of the formulas" if ok else
+              "\nSOME STAGE IS MORE THAN 10 % OFF THE FORMULA")
+        return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
