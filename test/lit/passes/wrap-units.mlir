@@ -103,3 +103,38 @@ func.func @main(%arg0: tensor<2xi64> {shardc.input = "idx"}, %arg1: tensor<5x3xf
   %new_param_0, %new_momentum_buffer_1 = shardc.SGDUpdate %arg2, %8, %arg5, %11 {dampening = 0.000000e+00 : f32, lr = 1.000000e-01 : f32, momentum = 0.000000e+00 : f32, nesterov = 0 : i64, weight_decay = 0.000000e+00 : f32} : tensor<3x3xf32>, tensor<f32>
   return %4, %11, %new_param, %new_momentum_buffer, %new_param_0, %new_momentum_buffer_1 : tensor<f32>, tensor<f32>, tensor<5x3xf32>, tensor<5x3xf32>, tensor<3x3xf32>, tensor<3x3xf32>
 }
+
+// -----
+
+// Parameters under a numbered layer ("blocks.N") form one unit per layer,
+// whatever submodule they belong to (one FSDP wrap per transformer block).
+// CHECK-LABEL: func.func @main
+// CHECK-SAME: {shardc.param = "blocks.0.attn.weight", shardc.unit = 0 : i64}
+// CHECK-SAME: {shardc.param = "blocks.0.mlp.weight", shardc.unit = 0 : i64}
+// CHECK-SAME: {shardc.param = "blocks.1.attn.weight", shardc.unit = 1 : i64}
+// CHECK-SAME: {shardc.param = "blocks.1.mlp.weight", shardc.unit = 1 : i64}
+// CHECK-SAME: tensor<f32> {shardc.state = "optimizer.step"}
+// MIN-LABEL: func.func @main
+// MIN-SAME: {shardc.param = "blocks.0.attn.weight", shardc.unit = 0 : i64}
+// MIN-SAME: {shardc.param = "blocks.1.mlp.weight", shardc.unit = 0 : i64}
+func.func @main(%arg0: tensor<2xf32> {shardc.input = "x"}, %arg1: tensor<2xf32> {shardc.param = "blocks.0.attn.weight"}, %arg2: tensor<2xf32> {shardc.param = "blocks.0.mlp.weight"}, %arg3: tensor<2xf32> {shardc.param = "blocks.1.attn.weight"}, %arg4: tensor<2xf32> {shardc.param = "blocks.1.mlp.weight"}, %arg5: tensor<f32> {shardc.state = "optimizer.step"}, %arg6: tensor<2xf32> {shardc.state = "blocks.0.attn.weight.momentum_buffer"}, %arg7: tensor<2xf32> {shardc.state = "blocks.0.mlp.weight.momentum_buffer"}, %arg8: tensor<2xf32> {shardc.state = "blocks.1.attn.weight.momentum_buffer"}, %arg9: tensor<2xf32> {shardc.state = "blocks.1.mlp.weight.momentum_buffer"}) -> (tensor<f32>, tensor<f32> {shardc.updates = 5 : i64}, tensor<2xf32> {shardc.updates = 1 : i64}, tensor<2xf32> {shardc.updates = 6 : i64}, tensor<2xf32> {shardc.updates = 2 : i64}, tensor<2xf32> {shardc.updates = 7 : i64}, tensor<2xf32> {shardc.updates = 3 : i64}, tensor<2xf32> {shardc.updates = 8 : i64}, tensor<2xf32> {shardc.updates = 4 : i64}, tensor<2xf32> {shardc.updates = 9 : i64}) attributes {shardc.loss = "loss", shardc.optimizer = "sgd", shardc.output_names = ["loss"]} {
+  %0 = shardc.Constant dense<1.000000e+00> : tensor<2xf32>
+  %1 = shardc.Mul %arg0, %arg1 : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  %2 = shardc.Mul %1, %arg2 : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  %3 = shardc.Mul %2, %arg3 : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  %4 = shardc.Mul %3, %arg4 : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  %5 = shardc.ReduceSum %4 {axes = array<i64: 0>, keepdims = 0 : i64} : tensor<2xf32> -> tensor<f32>
+  %6 = shardc.Mul %arg4, %0 {shardc.backward} : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  %7 = shardc.Mul %3, %0 {shardc.backward} : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  %8 = shardc.Mul %6, %arg3 {shardc.backward} : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  %9 = shardc.Mul %6, %2 {shardc.backward} : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  %10 = shardc.Mul %8, %arg2 {shardc.backward} : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  %11 = shardc.Mul %8, %1 {shardc.backward} : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  %12 = shardc.Mul %10, %arg0 {shardc.backward} : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  %13 = shardc.Increment %arg5 : tensor<f32>
+  %new_param, %new_momentum_buffer = shardc.SGDUpdate %arg1, %12, %arg6, %13 {dampening = 0.000000e+00 : f32, lr = 1.000000e-01 : f32, momentum = 0.000000e+00 : f32, nesterov = 0 : i64, weight_decay = 0.000000e+00 : f32} : tensor<2xf32>, tensor<f32>
+  %new_param_0, %new_momentum_buffer_1 = shardc.SGDUpdate %arg2, %11, %arg7, %13 {dampening = 0.000000e+00 : f32, lr = 1.000000e-01 : f32, momentum = 0.000000e+00 : f32, nesterov = 0 : i64, weight_decay = 0.000000e+00 : f32} : tensor<2xf32>, tensor<f32>
+  %new_param_2, %new_momentum_buffer_3 = shardc.SGDUpdate %arg3, %9, %arg8, %13 {dampening = 0.000000e+00 : f32, lr = 1.000000e-01 : f32, momentum = 0.000000e+00 : f32, nesterov = 0 : i64, weight_decay = 0.000000e+00 : f32} : tensor<2xf32>, tensor<f32>
+  %new_param_4, %new_momentum_buffer_5 = shardc.SGDUpdate %arg4, %7, %arg9, %13 {dampening = 0.000000e+00 : f32, lr = 1.000000e-01 : f32, momentum = 0.000000e+00 : f32, nesterov = 0 : i64, weight_decay = 0.000000e+00 : f32} : tensor<2xf32>, tensor<f32>
+  return %5, %13, %new_param, %new_momentum_buffer, %new_param_0, %new_momentum_buffer_1, %new_param_2, %new_momentum_buffer_3, %new_param_4, %new_momentum_buffer_5 : tensor<f32>, tensor<f32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>
+}
