@@ -11,6 +11,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Matchers.h"
+#include "mlir/IR/PatternMatch.h"
 
 #include <optional>
 
@@ -242,6 +243,49 @@ LogicalResult MatMulOp::verify() {
     return emitOpError("result shape ") << fmt(shapeOf(getOutput()))
                                         << ", expected " << fmt(expected);
   return success();
+}
+
+namespace {
+/// MatMul(x, Transpose(w)) with 2-d w -> Reshape(Gemm(Reshape(x), w, transB)).
+struct MatMulOfTransposedWeight : OpRewritePattern<MatMulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MatMulOp op,
+                                PatternRewriter &rewriter) const override {
+    auto t = op.getB().getDefiningOp<TransposeOp>();
+    if (!t || t.getPerm() != ArrayRef<int64_t>{1, 0})
+      return failure();
+    auto x = cast<RankedTensorType>(op.getA().getType());
+    auto w = cast<RankedTensorType>(t.getInput().getType());
+    auto out = cast<RankedTensorType>(op.getType());
+    if (x.getRank() < 2 || !isa<FloatType>(x.getElementType()) ||
+        x.getElementType() != w.getElementType())
+      return failure();
+    int64_t k = x.getShape().back(), rows = x.getNumElements() / std::max<int64_t>(k, 1);
+    if (k == 0 || rows * k != x.getNumElements())
+      return failure();
+    Location loc = op.getLoc();
+    auto x2 = RankedTensorType::get({rows, k}, x.getElementType());
+    auto y2 = RankedTensorType::get({rows, w.getDimSize(0)}, x.getElementType());
+    if (y2.getNumElements() != out.getNumElements())
+      return failure();
+    Value a = op.getA();
+    if (x != x2)
+      a = rewriter.create<ReshapeOp>(loc, x2, a);
+    Value g = rewriter.create<GemmOp>(
+        loc, y2, a, t.getInput(), Value(), rewriter.getF32FloatAttr(1.0f),
+        rewriter.getF32FloatAttr(1.0f), rewriter.getI64IntegerAttr(0),
+        rewriter.getI64IntegerAttr(1));
+    if (y2 != out)
+      g = rewriter.create<ReshapeOp>(loc, out, g);
+    rewriter.replaceOp(op, g);
+    return success();
+  }
+};
+} // namespace
+
+void MatMulOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
+                                           MLIRContext *context) {
+  patterns.add<MatMulOfTransposedWeight>(context);
 }
 
 static LogicalResult verifySoftmaxLike(Operation *op, int64_t axis) {

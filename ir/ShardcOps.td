@@ -148,9 +148,16 @@ def Shardc_GemmOp : Shardc_Op<"Gemm", [Pure]> {
 
 def Shardc_MatMulOp : Shardc_Op<"MatMul", [Pure]> {
   let summary = "numpy.matmul: batched, broadcasting matrix product";
+  let description = [{
+    Canonicalization turns `MatMul(x, Transpose(w))` with a 2-d `w` (what
+    torch.onnx.export emits for nn.Linear without folding) into a `Gemm` with
+    `transB` over `x` reshaped to 2-d: no transposed copy of the weight, in
+    forward or backward.
+  }];
   let arguments = (ins Shardc_Tensor:$a, Shardc_Tensor:$b);
   let results = (outs Shardc_Tensor:$output);
   let hasVerifier = 1;
+  let hasCanonicalizer = 1;
   let assemblyFormat = [{
     $a `,` $b attr-dict `:` functional-type(operands, results)
   }];
