@@ -44,9 +44,9 @@ MemoryPlan planMemory(const Plan &plan) {
     if (plan.buffers(id).is_alias())
       id = plan.buffers(id).alias_of();
     BufferLifetime &life = mp.buffers[id];
-    if (life.first < 0)
+    if (life.first < 0 || op < life.first)
       life.first = op;
-    life.last = op;
+    life.last = std::max(life.last, op);
   };
   for (int j = 0; j < numOps; ++j) {
     for (int32_t id : plan.ops(j).inputs())

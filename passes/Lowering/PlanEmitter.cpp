@@ -348,6 +348,21 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
     pop->set_name(opName);
     for (Value v : op.getOperands())
       pop->add_inputs(buffers.lookup(v));
+    // An all-reduce whose input has no other use reduces in place.
+    if (auto ar = dyn_cast<AllReduceStartOp>(op)) {
+      Value in = ar.getInput();
+      int32_t id = buffers.lookup(in);
+      if (in.hasOneUse() && p.buffers(id).kind() == plan::TEMP &&
+          !p.buffers(id).is_alias()) {
+        pop->add_outputs(id);
+        buffers[ar.getPending()] = id;
+        // The bucket now holds the summed gradients.
+        p.mutable_buffers(id)->set_category(categoryOf(ar->getResult(0)));
+        for (const auto &[name, value] : desc->attrs.all())
+          *pop->add_attributes() = toPlanAttr(name, value);
+        continue;
+      }
+    }
     for (OpResult r : op.getResults()) {
       if (BlockArgument target = inPlace.lookup(r)) {
         int32_t id = buffers.lookup(target);

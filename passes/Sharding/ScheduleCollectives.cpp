@@ -4,7 +4,9 @@
 // wait. This pass spreads them apart:
 //  - every wait sinks to just before the first use of its result, so
 //    reduce-scatters and all-reduces of gradients (started as soon as their
-//    bucket is complete) overlap the rest of the backward pass;
+//    bucket is complete) overlap the rest of the backward pass, but no
+//    later than the start of the next gradient reduction (one bucket's full
+//    gradient in flight at a time);
 //  - parameter all-gathers (ZeRO-3) are prefetched: with forward-prefetch the
 //    gather of the next unit starts as soon as the current unit's gather has
 //    completed, overlapping the current unit's forward computation; in
@@ -99,6 +101,20 @@ struct ScheduleCollectivesPass
           firstUser = user;
       if (firstUser && firstUser->getBlock() == &body)
         w->moveBefore(firstUser);
+    }
+
+    // A gradient reduction keeps its unit's full gradient alive until its
+    // wait: wait for it before the next reduction starts, so that at most
+    // one unit's full gradient is in flight (the overlap with the next
+    // unit's backward computation remains).
+    SmallVector<Operation *> reductions;
+    for (Operation &op : body)
+      if (isa<ReduceScatterStartOp, AllReduceStartOp>(&op))
+        reductions.push_back(&op);
+    for (size_t k = 0; k + 1 < reductions.size(); ++k) {
+      Operation *wait = *reductions[k]->getResult(0).getUsers().begin();
+      if (reductions[k + 1]->isBeforeInBlock(wait))
+        wait->moveBefore(reductions[k + 1]);
     }
 
     // Parameter gathers, by phase, in execution order.
