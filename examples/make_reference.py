@@ -21,9 +21,10 @@ around, where B is the micro-batch the model was exported with; this is
 shardrun --data's rule. Needs Debian's python3-torch and python3-onnx; the
 test suite does not. Deterministic: re-running reproduces the files.
 
-With --world-size N for N > 1 (default: 1 only), it also writes the data
-parallel references NAME/reference/ddpN_OPT.{json,_weights.npz,_gradmask.npz}
-(the config gains "world_size": N; "batch" stays the per-rank micro-batch).
+--world-size lists rank counts (default: 1). For each N > 1 it writes the
+data parallel references NAME/reference/ddpN_OPT{.json,_weights.npz,
+_gradmask.npz} (the config gains "world_size": N; "batch" stays the per-rank
+micro-batch).
 They simulate N ranks of PyTorch DDP in this one process, exactly: step s
 trains on the global batch of N*B samples starting at s*N*B (wrapping), rank
 r forwards its r-th micro-batch at the current weights, the gradients are
@@ -253,8 +254,9 @@ def noise_masks(name, cfg, onnx_path, data_dir, final, grads, world=1):
             masks[k] = masks.get(k, np.zeros(v.shape, bool)) | drift
             why[k] = (why[k] + ", " if k in why else "") + \
                 f"{int(new.sum())} sensitive to gradient rounding"
+    label = name if world == 1 else f"{name} ddp{world}"
     for k, m in sorted(masks.items()):
-        print(f"  {name}{'' if world == 1 else f' ddp{world}'}: masked {int(m.sum())}/{m.size} elements of {k} ({why[k]})")
+        print(f"  {label}: masked {int(m.sum())}/{m.size} elements of {k} ({why[k]})")
     return masks
 
 

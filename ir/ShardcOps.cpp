@@ -727,6 +727,11 @@ LogicalResult ReduceScatterStartOp::verify() {
 LogicalResult ShardSliceOp::verify() {
   return verifyShardPair(*this, getOutput(), getInput(), getWorldSize());
 }
+LogicalResult AllReduceStartOp::verify() {
+  if (getWorldSize() < 1)
+    return emitOpError("world_size must be positive");
+  return success();
+}
 LogicalResult CollectiveWaitOp::verify() {
   if (!isa_and_nonnull<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp>(
           getPending().getDefiningOp()))

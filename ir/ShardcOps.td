@@ -618,6 +618,7 @@ def Shardc_AllReduceStartOp : Shardc_Op<"AllReduceStart", [Pure,
   let summary = "Start a sum over ranks of a buffer";
   let arguments = (ins StaticShapeTensorOf<[AnyType]>:$input, I64Attr:$world_size);
   let results = (outs StaticShapeTensorOf<[AnyType]>:$pending);
+  let hasVerifier = 1;
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 

@@ -47,8 +47,15 @@ struct LowerCollectivesPass
     auto meshName = op->getAttrOfType<FlatSymbolRefAttr>("mesh");
     auto meshOp = meshName ? module.lookupSymbol<mesh::MeshOp>(meshName)
                            : mesh::MeshOp();
-    if (!meshOp || meshOp.getShape().size() != 1)
-      return op->emitOpError("lower-collectives: needs a 1-d mesh");
+    if (!meshOp || meshOp.getShape().size() != 1 ||
+        ShapedType::isDynamic(meshOp.getShape()[0]) ||
+        meshOp.getShape()[0] < 1)
+      return op->emitOpError("lower-collectives: needs a 1-d mesh of static "
+                             "size");
+    auto axes = op->getAttrOfType<DenseI16ArrayAttr>("mesh_axes");
+    if (!axes || axes.asArrayRef() != ArrayRef<int16_t>{0})
+      return op->emitOpError("lower-collectives: the collective must run over "
+                             "mesh axis 0 (mesh_axes = [0])");
     int64_t n = meshOp.getShape()[0];
     if (cast<RankedTensorType>(op->getOperand(0).getType()).getRank() != 1)
       return op->emitOpError("lower-collectives: only 1-d buffers");

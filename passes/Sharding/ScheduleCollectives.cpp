@@ -77,9 +77,7 @@ struct ScheduleCollectivesPass
     for (Operation *op : llvm::reverse(ops)) {
       auto cat = op->getAttrOfType<StringAttr>(kCategoryAttrName);
       if (!cat || (cat.getValue() != "grads" && cat.getValue() != "comm") ||
-          isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp,
-              CollectiveWaitOp>(op) ||
-          op->getNumResults() == 0)
+          !isa<MulOp, SliceOp, ReshapeOp>(op) || op->getNumResults() == 0)
         continue;
       Operation *firstUser = nullptr;
       for (Value r : op->getResults())
@@ -112,30 +110,55 @@ struct ScheduleCollectivesPass
       if (isa<ReduceScatterStartOp, AllReduceStartOp>(&op))
         reductions.push_back(&op);
     for (size_t k = 0; k + 1 < reductions.size(); ++k) {
-      Operation *wait = *reductions[k]->getResult(0).getUsers().begin();
+      Value pending = reductions[k]->getResult(0);
+      if (pending.use_empty())
+        continue;
+      Operation *wait = *pending.getUsers().begin();
       if (reductions[k + 1]->isBeforeInBlock(wait))
         wait->moveBefore(reductions[k + 1]);
     }
 
     // Parameter gathers, by phase, in execution order.
+    // A gather belongs to the phase of the computations that use it,
+    // looking through the views of its parameters.
     SmallVector<Gather> forward, backward;
     for (Operation &op : body) {
       auto start = dyn_cast<AllGatherStartOp>(&op);
-      if (!start || !isa<BlockArgument>(start.getInput()))
+      if (!start || !isa<BlockArgument>(start.getInput()) ||
+          !start.getPending().hasOneUse())
         continue;
-      auto wait = cast<CollectiveWaitOp>(*start.getPending().getUsers().begin());
-      Operation *firstUser = wait->getNextNode();
-      bool isBackward = firstUser && firstUser->hasAttr(kBackwardAttrName);
-      (isBackward ? backward : forward).push_back({start, wait});
+      auto wait =
+          dyn_cast<CollectiveWaitOp>(*start.getPending().getUsers().begin());
+      if (!wait)
+        continue;
+      bool isBackward = false, used = false;
+      SmallVector<Value> work{wait.getResult()};
+      while (!work.empty()) {
+        for (Operation *user : work.pop_back_val().getUsers()) {
+          if (isa<SliceOp, ReshapeOp>(user)) {
+            work.push_back(user->getResult(0));
+            continue;
+          }
+          used = true;
+          isBackward |= user->hasAttr(kBackwardAttrName);
+        }
+      }
+      if (used)
+        (isBackward ? backward : forward).push_back({start, wait});
     }
-    int depth = limitAllGathers ? 1 : 2;
+    size_t depth = limitAllGathers ? 1 : 2;
     auto prefetch = [&](SmallVector<Gather> &gathers, bool post) {
-      for (size_t k = depth; k < gathers.size(); ++k) {
-        Gather &prev = gathers[k - depth];
+      for (size_t k = 1; k < gathers.size(); ++k) {
+        Gather &prev = gathers[k < depth ? 0 : k - depth];
         Operation *anchor = prev.wait;
         if (post)
           if (Operation *last = lastUseThroughViews(prev.wait.getResult()))
             anchor = last;
+        // Gathers prefetched at the same point keep their order.
+        Operation *prevStart = gathers[k - 1].start;
+        if (anchor->isBeforeInBlock(prevStart) &&
+            prevStart->isBeforeInBlock(gathers[k].start))
+          anchor = prevStart->isBeforeInBlock(prev.wait) ? anchor : prevStart;
         if (anchor->isBeforeInBlock(gathers[k].start))
           gathers[k].start->moveAfter(anchor);
       }

@@ -70,7 +70,15 @@ struct WrapUnitsPass : impl::WrapUnitsBase<WrapUnitsPass> {
     OpBuilder b(func.getContext());
     int64_t unit = -1, unitElems = 0;
     std::string unitModule;
+    llvm::StringMap<int64_t> layerUnits; // default policy: one unit per layer
     for (const ParamUpdate &u : updates) {
+      if (minNumParams == 0) {
+        std::string layer = layerOf(paramName(func, u.param));
+        auto [it, inserted] = layerUnits.try_emplace(layer, layerUnits.size());
+        func.setArgAttr(u.param.getArgNumber(), kUnitAttrName,
+                        b.getI64IntegerAttr(it->second));
+        continue;
+      }
       std::string module = layerOf(paramName(func, u.param));
       int64_t n = cast<RankedTensorType>(u.param.getType()).getNumElements();
       bool startNew;

@@ -424,6 +424,17 @@ LogicalResult ZeroRewriter::run() {
   SmallVector<ParamUpdate> updates = collectParamUpdates(func);
   if (updates.empty())
     return success();
+  // Updates come after the backward pass (the optimizer pass puts them
+  // there); gradient reductions are inserted between the two.
+  Operation *firstUpdate = updates.front().op;
+  for (ParamUpdate &u : updates)
+    if (u.op->isBeforeInBlock(firstUpdate))
+      firstUpdate = u.op;
+  for (ParamUpdate &u : updates)
+    if (Operation *def = u.grad.getDefiningOp())
+      if (firstUpdate->isBeforeInBlock(def))
+        return firstUpdate->emitOpError(
+            "zero: optimizer updates must follow every gradient they use");
   results = readStepResults(func);
   // The parameter gradients autodiff produced count as gradients in the
   // memory plan (not as activations).

@@ -14,9 +14,11 @@ With --world-size N, shardc compiles for N data parallel ranks (at ZeRO
 stage K with --zero-stage), shardrun starts them, and the run is compared with
 the simulated DDP reference reference/ddpN_OPT.* (N = 1: reference/OPT.*).
 With --against-stage0 it also compiles and runs stage 0 at the same N and
-checks that stage K reproduces its losses and exported weights to 1e-5: the
-stages differ only in where gradients, optimizer state and parameters live,
-so they must train the same model (see compare_stages for what may differ)."""
+checks that stage K reproduces its losses and exported weights to 1e-5, every
+element, no mask: the stages differ only in where gradients, optimizer state
+and parameters live, so they must train the same model. For N > 2 that
+comparison runs both stages with Open MPI's reductions pinned to one order
+(see FIXED_ORDER_ENV)."""
 import argparse
 import json
 import os
@@ -45,6 +47,25 @@ NOT_FLAGS = {"optimizer", "steps", "batch", "world_size"}
 # A run that takes longer has hung (a 20-step run takes seconds).
 RUN_TIMEOUT_S = 240
 
+# Open MPI settings under which all-reduce (stages 0, 1) and reduce-scatter
+# (stages 2, 3) add the ranks' gradients in the same order: both reduce to
+# one rank linearly, ((g3 + g2) + g1) + g0, then broadcast or scatter. Left
+# to itself, Open MPI 4.1.4 on 4 ranks adds (g0 + g1) + (g2 + g3) in
+# MPI_Allreduce (recursive doubling) but (g0 + g2) + (g1 + g3) in
+# MPI_Reduce_scatter_block (recursive halving), for messages of 4096 floats
+# and more (at 64 the two agree); the sums then differ by an ulp, which Adam
+# turns into steps of up to lr for elements whose gradient is rounding noise
+# (the reference gradmask's elements), and the stages could not be compared
+# element for element. Two ranks' sum a + b = b + a is the same under every
+# algorithm, so N <= 2 needs no pinning. mpirun passes OMPI_MCA_* variables
+# on to the ranks; other MPIs ignore them.
+FIXED_ORDER_ENV = {
+    "OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
+    "OMPI_MCA_coll_tuned_allreduce_algorithm": "1",  # basic linear
+    "OMPI_MCA_coll_tuned_reduce_scatter_block_algorithm": "1",  # basic linear
+    "OMPI_MCA_coll_tuned_reduce_algorithm": "1",  # linear
+}
+
 
 def shardc_flags(cfg):
     """The config's hyperparameters as shardc flags ("weight_decay" ->
@@ -61,11 +82,15 @@ def shardc_flags(cfg):
     return flags
 
 
-def run(cmd, what):
-    print("$ " + " ".join(cmd), flush=True)
-    # A session of its own, so that a hung mpirun goes with all its ranks.
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
+def run(cmd, what, env=None):
+    """Runs CMD with `env` added to the environment; exits on failure."""
+    print("$ " + "".join(f"{k}={v} " for k, v in (env or {}).items()) + " ".join(cmd),
+          flush=True)
+    # A session of its own, so that a hung mpirun goes with all its ranks;
+    # no stdin, which mpirun would otherwise read from the caller.
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            env=dict(os.environ, **env) if env else None)
     try:
         out, _ = proc.communicate(timeout=RUN_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -157,10 +182,11 @@ def compare_weights(want, got, masks, rtol=WEIGHT_RTOL, atol=WEIGHT_ATOL, stats=
     return failed
 
 
-def train(args, name, cfg, work, sharding):
+def train(args, name, cfg, work, sharding, env=None):
     """Compiles the example with the config's hyperparameters and the
-    `sharding` flags, trains it in WORK; returns the logged losses and the
-    exported model's initializers."""
+    `sharding` flags, trains it in WORK (shardrun with `env` added to its
+    environment); returns the logged losses and the exported model's
+    initializers."""
     os.makedirs(work, exist_ok=True)
     plan = os.path.join(work, "plan")
     log = os.path.join(work, "run.jsonl")
@@ -169,7 +195,7 @@ def train(args, name, cfg, work, sharding):
         + shardc_flags(cfg) + sharding + args.shardc_arg, "shardc")
     run([args.shardrun, plan, "--data", os.path.join(args.example, "data"),
          "--steps", str(cfg["steps"]), "--log", log, "--export", trained,
-         "--progress", "off"], "shardrun")
+         "--progress", "off"], "shardrun", env)
     return read_losses(log), {i.name: numpy_helper.to_array(i)
                               for i in onnx.load(trained).graph.initializer}
 
@@ -177,20 +203,16 @@ def train(args, name, cfg, work, sharding):
 def compare_stages(stage, losses0, weights0, losses, weights, masks):
     """Stage `stage` against stage 0 at the same world size: losses to
     rtol 1e-5, every float element of every initializer to atol + rtol
-    1e-5, masked ones included. Returns the problems and fills the summary.
+    1e-5, the reference gradmask's elements included. Returns the problems,
+    the largest loss error and the weight statistics.
 
-    The stages run the same kernels on the same micro-batches; they differ
-    in the collectives that combine the gradients (all-reduce at stages 0
-    and 1, reduce-scatter at 2 and 3, bucketed differently), which may add
-    the ranks' contributions in another order. That changes a gradient by an
-    ulp or so, far inside 1e-5 for every element that the reference check
-    compares. Elements in the reference's gradmask are the exception: their
-    gradient is rounding noise, which Adam turns into steps of up to lr, so
-    they may differ between the stages for the same reason they differ from
-    PyTorch. They stay in the comparison; the report says how many of the
-    differing elements are masked ones, so a summation-order effect is told
-    apart from a real one, but both fail: hiding them would also hide, say,
-    a stage that drops a noise gradient's update."""
+    The stages run the same kernels on the same micro-batches and, with the
+    ranks' gradients added in one order (FIXED_ORDER_ENV), must agree to
+    the bit; the tolerance only leaves room for an MPI whose order cannot be
+    pinned. Even then the gradmask's elements are not excluded, since that
+    would also hide, say, a stage that drops a noise gradient's update;
+    instead each failing initializer says how many of its differing elements
+    are in the gradmask (set by rounding noise: a summation-order effect)."""
     problems = []
     print(f"\nstage {stage} against stage 0")
     bad_steps, worst = compare_losses(losses0, losses, STAGE_LOSS_RTOL,
@@ -267,17 +289,24 @@ def main():
     if args.zero_stage is not None:
         sharding += [f"--zero-stage={args.zero_stage}"]
     stage0 = args.against_stage0 and args.zero_stage != 0
-    what = f"{name} {args.optimizer}" + ("" if args.world_size is None else
-                                         f" world {world}") + \
+    fixed = FIXED_ORDER_ENV if world > 2 else None
+    setup = ("" if args.world_size is None else f" world {world}") + \
         ("" if args.zero_stage is None else f" stage {args.zero_stage}")
+    what = f"{name} {args.optimizer}{setup}"
     with tempfile.TemporaryDirectory() as tmp:
         work = args.keep or tmp
+        # Against the reference with the MPI's own choice of algorithms.
         got_losses, got_weights = train(args, name, cfg, work, sharding)
         if stage0:
+            losses_k, weights_k = got_losses, got_weights
+            if fixed:
+                losses_k, weights_k = train(args, name, cfg,
+                                            os.path.join(work, "fixed-order"), sharding,
+                                            fixed)
             losses0, weights0 = train(args, name, cfg, os.path.join(work, "stage0"),
-                                      [f"--world-size={world}", "--zero-stage=0"])
+                                      [f"--world-size={world}", "--zero-stage=0"], fixed)
 
-    print(f"\n{what}: {cfg}")
+    print(f"\n{name} / {args.optimizer}{setup}: {cfg}")
     bad_steps, loss_err = compare_losses(ref["losses"], got_losses)
     stats = {}
     failed = compare_weights(want_weights, got_weights, masks, stats=stats)
@@ -291,8 +320,11 @@ def main():
     summary = (f"loss-rel-err={loss_err:.2e} weight-abs-err={stats['max_abs']:.2e} "
                f"weight-err/tol={stats['max_tol']:.2f}")
     if stage0:
+        if fixed:
+            print(f"\nstage 0 and stage {args.zero_stage} again, the ranks' gradients "
+                  f"added in one order (FIXED_ORDER_ENV)")
         more, loss0_err, stats0 = compare_stages(args.zero_stage, losses0, weights0,
-                                                 got_losses, got_weights, masks)
+                                                 losses_k, weights_k, masks)
         problems += more
         summary += (f" vs-stage0: loss-rel-err={loss0_err:.2e} "
                     f"weight-abs-err={stats0['max_abs']:.2e} "

@@ -1,8 +1,9 @@
 // RUN: shardc-opt %s -split-input-file -shardc-wrap-units | FileCheck %s
 // RUN: shardc-opt %s -split-input-file -shardc-wrap-units=min-num-params=20 | FileCheck %s --check-prefix=MIN
 
-// Default policy: one unit per module (the name up to its last '.'), numbered
-// in order of first use; optimizer state gets no unit.
+// Default policy: one unit per layer (here, without numbered layers, the
+// module: the name up to its last '.'), numbered in order of first use;
+// optimizer state gets no unit.
 // With min-num-params=20, consecutive parameters merge until a unit holds at
 // least 20 elements: fc1.weight (8) + fc1.bias (4) + fc2.weight (12) = 24
 // closes unit 0 across module boundaries; the rest (3 + 3 + 1) is unit 1.

@@ -154,8 +154,8 @@
 // Without reshard-after-forward a unit has one use window: backward reads
 // head.scale from the forward gather.
 // KEEP-LABEL: func.func @main
-// KEEP-SAME: %[[P0:[a-z0-9]+]]: tensor<4xf32> {{{.*}}shardc.param_shard = "unit0"}
-// KEEP-SAME: %[[P1:[a-z0-9]+]]: tensor<2xf32> {{{.*}}shardc.param_shard = "unit1"}
+// KEEP-SAME: %[[P0:[a-z0-9]+]]: tensor<4xf32> {shardc.flat_params = ["fc.weight", "fc.bias"], shardc.flat_types = [tensor<5x2xf32>, tensor<5xf32>], shardc.param_shard = "unit0"}
+// KEEP-SAME: %[[P1:[a-z0-9]+]]: tensor<2xf32> {shardc.flat_params = ["head.scale"], shardc.flat_types = [tensor<5xf32>], shardc.param_shard = "unit1"}
 // KEEP: mesh.all_gather %[[P0]]
 // KEEP: %[[FULL1:.*]] = mesh.all_gather %[[P1]] {{.*}} : tensor<2xf32> -> tensor<8xf32>
 // KEEP: %[[S:.*]] = shardc.Slice %[[FULL1]]
@@ -228,7 +228,7 @@ func.func @main(%arg0: tensor<2x2xf32> {shardc.input = "x"}, %arg1: tensor<5x2xf
 // STAGE3: shardc.SGDUpdate %[[E]],
 
 // KEEP-LABEL: func.func @main
-// KEEP-SAME: %[[E:[a-z0-9]+]]: tensor<4xf32> {{{.*}}shardc.param_shard = "unit0"}
+// KEEP-SAME: %[[E:[a-z0-9]+]]: tensor<4xf32> {shardc.flat_params = ["emb.weight"], shardc.flat_types = [tensor<5x3xf32>], shardc.param_shard = "unit0"}
 // KEEP: %[[FULL:.*]] = mesh.all_gather %[[E]]
 // KEEP: %[[EF:.*]] = shardc.Slice %[[FULL]]
 // KEEP: %[[EMB:.*]] = shardc.Reshape %[[EF]]
