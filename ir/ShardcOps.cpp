@@ -496,22 +496,30 @@ LogicalResult SplitOp::verify() {
   return success();
 }
 
-LogicalResult SliceOp::verify() {
-  auto in = shapeOf(getInput()), out = shapeOf(getOutput());
-  ArrayRef<int64_t> starts = getStarts(), steps = getSteps();
+/// `out` is the slice of `in` with one start and step per dimension.
+static LogicalResult verifySliceShapes(Operation *op, ArrayRef<int64_t> in,
+                                       ArrayRef<int64_t> out,
+                                       ArrayRef<int64_t> starts,
+                                       ArrayRef<int64_t> steps) {
   if (starts.size() != in.size() || steps.size() != in.size() ||
       out.size() != in.size())
-    return emitOpError("starts, steps and result need one entry per dim");
+    return op->emitOpError("starts, steps and the sliced shape need one entry "
+                           "per dim");
   for (size_t i = 0; i < in.size(); ++i) {
     if (steps[i] == 0)
-      return emitOpError("step of dim ") << i << " is zero";
+      return op->emitOpError("step of dim ") << i << " is zero";
     if (out[i] == 0)
       continue;
     int64_t last = starts[i] + (out[i] - 1) * steps[i];
     if (starts[i] < 0 || starts[i] >= in[i] || last < 0 || last >= in[i])
-      return emitOpError("slice of dim ") << i << " leaves the input";
+      return op->emitOpError("slice of dim ") << i << " leaves the input";
   }
   return success();
+}
+
+LogicalResult SliceOp::verify() {
+  return verifySliceShapes(*this, shapeOf(getInput()), shapeOf(getOutput()),
+                           getStarts(), getSteps());
 }
 
 LogicalResult ExpandOp::verify() {
@@ -680,21 +688,8 @@ LogicalResult GatherGradOp::verify() {
 }
 
 LogicalResult SliceGradOp::verify() {
-  auto in = shapeOf(getInputGrad()), out = shapeOf(getGrad());
-  ArrayRef<int64_t> starts = getStarts(), steps = getSteps();
-  if (starts.size() != in.size() || steps.size() != in.size() ||
-      out.size() != in.size())
-    return emitOpError("starts, steps and gradient need one entry per dim");
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (steps[i] == 0)
-      return emitOpError("step of dim ") << i << " is zero";
-    if (out[i] == 0)
-      continue;
-    int64_t last = starts[i] + (out[i] - 1) * steps[i];
-    if (starts[i] < 0 || starts[i] >= in[i] || last < 0 || last >= in[i])
-      return emitOpError("slice of dim ") << i << " leaves the input";
-  }
-  return success();
+  return verifySliceShapes(*this, shapeOf(getInputGrad()), shapeOf(getGrad()),
+                           getStarts(), getSteps());
 }
 
 //===----------------------------------------------------------------------===//

@@ -615,7 +615,7 @@ func.func @split_other_dims(%arg0: tensor<2x6xf32>) -> tensor<2x3xf32> {
 // -----
 
 func.func @slice_entries(%arg0: tensor<4x6xf32>) -> tensor<2x6xf32> {
-  // expected-error @+1 {{'shardc.Slice' op starts, steps and result need one entry per dim}}
+  // expected-error @+1 {{'shardc.Slice' op starts, steps and the sliced shape need one entry per dim}}
   %0 = shardc.Slice %arg0 {starts = array<i64: 1>, steps = array<i64: 1>} : tensor<4x6xf32> -> tensor<2x6xf32>
   return %0 : tensor<2x6xf32>
 }
