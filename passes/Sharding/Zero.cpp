@@ -255,10 +255,13 @@ LogicalResult ZeroRewriter::shardUnit(int64_t index, Unit &unit) {
   SmallVector<Value> grads;
   for (auto &u : unit)
     grads.push_back(u.op->getOperand(1));
-  if (Operation *last = latestDef(grads))
-    b.setInsertionPointAfter(last);
-  else
+  // Stage 1 keeps full (all-reduced) gradients until the step, as ZeRO-1
+  // does; stages 2 and 3 reduce-scatter a unit as soon as it is complete.
+  Operation *last = latestDef(grads);
+  if (stage == 1 || !last)
     b.setInsertionPoint(first);
+  else
+    b.setInsertionPointAfter(last);
   SmallVector<Value> gflats;
   for (Value g : grads)
     gflats.push_back(flatten(g, "comm"));

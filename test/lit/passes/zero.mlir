@@ -65,18 +65,17 @@
 // STAGE1-SAME: %[[STEP:[a-z0-9]+]]: tensor<f32> {shardc.state = "optimizer.step"}, %[[M0:[a-z0-9]+]]: tensor<4xf32> {shardc.state = "unit0.momentum_buffer"}, %[[M1:[a-z0-9]+]]: tensor<2xf32> {shardc.state = "unit1.momentum_buffer"})
 // STAGE1-SAME: -> (tensor<f32>, tensor<f32> {shardc.updates = 4 : i64}, tensor<4xf32> {shardc.updates = 5 : i64}, tensor<5x2xf32> {shardc.updates = 1 : i64}, tensor<5xf32> {shardc.updates = 2 : i64}, tensor<2xf32> {shardc.updates = 6 : i64}, tensor<5xf32> {shardc.updates = 3 : i64})
 // STAGE1-SAME: shardc.zero_stage = 1 : i64
+// ZeRO-1 keeps the all-reduced full gradients until the step: each unit's
+// gradient shard is sliced out right before its update.
 // STAGE1: %[[SUM:.*]] = mesh.all_reduce %{{.*}} : tensor<20xf32> -> tensor<20xf32>
 // STAGE1: %[[GS:.*]] = shardc.Mul %{{.*}} {shardc.category = "grads"} : (tensor<5xf32>, tensor<f32>) -> tensor<5xf32>
-// STAGE1: %[[PAD3:.*]] = shardc.Constant {shardc.category = "comm"} dense<0.000000e+00> : tensor<3xf32>
-// STAGE1: %[[GSF:.*]] = shardc.Concat %[[GS]], %[[PAD3]] {axis = 0 : i64, shardc.category = "comm"} : (tensor<5xf32>, tensor<3xf32>) -> tensor<8xf32>
-// STAGE1: %[[GS1:.*]] = mesh.all_slice %[[GSF]] on @world mesh_axes = [0] slice_axis = 0 {shardc.category = "grads"} : tensor<8xf32> -> tensor<2xf32>
 // STAGE1: %[[GW:.*]] = shardc.Mul %{{.*}} {shardc.category = "grads"} : (tensor<5x2xf32>, tensor<f32>) -> tensor<5x2xf32>
 // STAGE1: %[[GB:.*]] = shardc.Mul %{{.*}} {shardc.category = "grads"} : (tensor<5xf32>, tensor<f32>) -> tensor<5xf32>
+// STAGE1: %[[NSTEP:.*]] = shardc.Increment %[[STEP]]
 // STAGE1: %[[GWF:.*]] = shardc.Reshape %[[GW]] {shardc.category = "comm"} : tensor<5x2xf32> -> tensor<10xf32>
 // STAGE1: %[[PAD1:.*]] = shardc.Constant {shardc.category = "comm"} dense<0.000000e+00> : tensor<1xf32>
 // STAGE1: %[[G0F:.*]] = shardc.Concat %[[GWF]], %[[GB]], %[[PAD1]] {axis = 0 : i64, shardc.category = "comm"} : (tensor<10xf32>, tensor<5xf32>, tensor<1xf32>) -> tensor<16xf32>
 // STAGE1: %[[GS0:.*]] = mesh.all_slice %[[G0F]] on @world mesh_axes = [0] slice_axis = 0 {shardc.category = "grads"} : tensor<16xf32> -> tensor<4xf32>
-// STAGE1: %[[NSTEP:.*]] = shardc.Increment %[[STEP]]
 // STAGE1: %[[WF:.*]] = shardc.Reshape %[[W]] {shardc.category = "params"} : tensor<5x2xf32> -> tensor<10xf32>
 // STAGE1: %[[PPAD1:.*]] = shardc.Constant {shardc.category = "params"} dense<0.000000e+00> : tensor<1xf32>
 // STAGE1: %[[P0F:.*]] = shardc.Concat %[[WF]], %[[B]], %[[PPAD1]] {axis = 0 : i64, shardc.category = "params"} : (tensor<10xf32>, tensor<5xf32>, tensor<1xf32>) -> tensor<16xf32>
@@ -86,6 +85,9 @@
 // STAGE1: %[[NWF:.*]] = shardc.Slice %[[FULL0]] {shardc.category = "params", starts = array<i64: 0>, steps = array<i64: 1>} : tensor<16xf32> -> tensor<10xf32>
 // STAGE1: %[[NW:.*]] = shardc.Reshape %[[NWF]] {shardc.category = "params"} : tensor<10xf32> -> tensor<5x2xf32>
 // STAGE1: %[[NB:.*]] = shardc.Slice %[[FULL0]] {shardc.category = "params", starts = array<i64: 10>, steps = array<i64: 1>} : tensor<16xf32> -> tensor<5xf32>
+// STAGE1: %[[PAD3:.*]] = shardc.Constant {shardc.category = "comm"} dense<0.000000e+00> : tensor<3xf32>
+// STAGE1: %[[GSF:.*]] = shardc.Concat %[[GS]], %[[PAD3]] {axis = 0 : i64, shardc.category = "comm"} : (tensor<5xf32>, tensor<3xf32>) -> tensor<8xf32>
+// STAGE1: %[[GS1:.*]] = mesh.all_slice %[[GSF]] on @world mesh_axes = [0] slice_axis = 0 {shardc.category = "grads"} : tensor<8xf32> -> tensor<2xf32>
 // STAGE1: %[[PPAD3:.*]] = shardc.Constant {shardc.category = "params"} dense<0.000000e+00> : tensor<3xf32>
 // STAGE1: %[[P1F:.*]] = shardc.Concat %[[S]], %[[PPAD3]] {axis = 0 : i64, shardc.category = "params"} : (tensor<5xf32>, tensor<3xf32>) -> tensor<8xf32>
 // STAGE1: %[[PS1:.*]] = mesh.all_slice %[[P1F]] {{.*}} : tensor<8xf32> -> tensor<2xf32>
