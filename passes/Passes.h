@@ -78,6 +78,27 @@ struct TrainPipelineOptions
                                llvm::cl::init(true)};
 };
 
+/// Options of the shardc-zero pipeline.
+struct ZeroPipelineOptions
+    : public mlir::PassPipelineOptions<ZeroPipelineOptions> {
+  Option<int64_t> worldSize{*this, "world-size", llvm::cl::desc("Ranks"),
+                            llvm::cl::init(1)};
+  Option<int64_t> stage{*this, "stage", llvm::cl::desc("ZeRO stage 0-3"),
+                        llvm::cl::init(3)};
+  Option<double> bucketCapMb{*this, "bucket-cap-mb",
+                             llvm::cl::desc("All-reduce bucket size in MiB"),
+                             llvm::cl::init(25.0)};
+  Option<bool> reshardAfterForward{
+      *this, "reshard-after-forward",
+      llvm::cl::desc("Stage 3: gather again in backward"), llvm::cl::init(true)};
+};
+
+/// The ZeRO rewrite of a training step for one stage: zero-config, then the
+/// stage's passes (bucket-gradients, partition-optimizer,
+/// reduce-scatter-gradients, shard-parameters).
+void buildZeroPipeline(mlir::OpPassManager &pm,
+                       const ZeroPipelineOptions &options);
+
 /// Import cleanup, autodiff, the optimizer, and cleanup again: a forward
 /// model becomes one training step.
 void buildTrainPipeline(mlir::OpPassManager &pm,

@@ -119,39 +119,121 @@ def WrapUnits : Pass<"shardc-wrap-units", "mlir::ModuleOp"> {
   ];
 }
 
-def Zero : Pass<"shardc-zero", "mlir::ModuleOp"> {
-  let summary = "Rewrite the training step into a ZeRO stage 0-3 per-rank step";
+def ZeroConfig : Pass<"shardc-zero-config", "mlir::ModuleOp"> {
+  let summary = "Configure a training step for data parallelism (ZeRO)";
   let description = [{
-    Stage 0 averages gradients with bucketed `mesh.all_reduce`; stage 1 also
-    shards optimizer state and updates per wrap unit on this rank's shard
-    (`mesh.all_slice`), rebuilding parameters with `mesh.all_gather`; stage 2
-    reduce-scatters each unit's flattened gradient as soon as it is complete;
-    stage 3 keeps parameters only as flat shards (`shardc.param_shard`
-    arguments) and all-gathers each unit before each use window. Flat buffers
-    are padded to a multiple of the world size.
+    Records `shardc.world_size` and `shardc.zero_stage` on @main, creates
+    the 1-d mesh `@world` every collective runs on, checks that the optimizer
+    updates follow the backward pass, and marks parameter gradients as
+    gradients for memory planning. The `shardc-zero` pipeline runs it, then
+    per stage: 0: bucket-gradients; 1: bucket-gradients, partition-optimizer;
+    2: partition-optimizer, reduce-scatter-gradients; 3: those and
+    shard-parameters.
 
-    Before (one parameter, Adam):
-    ```mlir
-    %p2, %m2, %v2 = shardc.AdamUpdate %p, %g, %m, %v, %step {...}
-    ```
-    After (stage 2, world size 2, %p of 5 elements padded to 6):
-    ```mlir
-    %gf = shardc.Concat %g, %zero : ... -> tensor<6xf32>
-    %gs = mesh.reduce_scatter %gf on @world mesh_axes = [0] scatter_axis = 0 : tensor<6xf32> -> tensor<3xf32>
-    %ps = mesh.all_slice %pf on @world mesh_axes = [0] slice_axis = 0 : tensor<6xf32> -> tensor<3xf32>
-    %ps2, %ms2, %vs2 = shardc.AdamUpdate %ps, %gs_avg, %ms, %vs, %step {...}
-    %pf2 = mesh.all_gather %ps2 on @world mesh_axes = [0] gather_axis = 0 : tensor<3xf32> -> tensor<6xf32>
-    ```
+    After: `mesh.mesh @world(shape = 4)` and
+    `func.func @main(...) attributes {shardc.world_size = 4 : i64, shardc.zero_stage = 3 : i64}`.
   }];
   let options = [
     Option<"worldSize", "world-size", "int64_t", /*default=*/"1", "Number of ranks">,
     Option<"stage", "stage", "int64_t", /*default=*/"3", "ZeRO stage (0-3)">,
+  ];
+  let dependentDialects = ["::shardc::ShardcDialect", "::mlir::mesh::MeshDialect"];
+}
+
+def BucketGradients : Pass<"shardc-bucket-gradients", "mlir::ModuleOp"> {
+  let summary = "Average gradients over ranks with bucketed all-reduces (DDP)";
+  let description = [{
+    Stages 0 and 1: gradients, in the order backward produces them, are
+    packed into flat buckets of at most bucket-cap-mb; each bucket is summed
+    with `mesh.all_reduce` as soon as its last gradient exists; every
+    gradient is sliced back out and averaged (times 1/N) where its update
+    needs it.
+
+    Before: `shardc.SGDUpdate %w, %g, ...`
+    After:
+    ```mlir
+    %b = shardc.Concat %g_flat, %h_flat : ... -> tensor<20xf32>
+    %s = mesh.all_reduce %b on @world mesh_axes = [0] : tensor<20xf32> -> tensor<20xf32>
+    %g2 = shardc.Mul (shardc.Slice %s ...), 1/N
+    shardc.SGDUpdate %w, %g2, ...
+    ```
+  }];
+  let options = [
     Option<"bucketCapMb", "bucket-cap-mb", "double", /*default=*/"25",
-           "Gradient all-reduce bucket size in MiB (stages 0 and 1)">,
+           "Bucket size in MiB">,
+  ];
+  let dependentDialects = ["::shardc::ShardcDialect", "::mlir::mesh::MeshDialect"];
+}
+
+def PartitionOptimizer : Pass<"shardc-partition-optimizer", "mlir::ModuleOp"> {
+  let summary = "Shard optimizer state: each rank updates its shard of each unit";
+  let description = [{
+    ZeRO-1 (FairScale OSS), and the base of stages 2 and 3: each wrap unit's
+    parameters, gradients and optimizer state are flattened and padded to a
+    multiple of the world size; a rank updates only its shard
+    (`mesh.all_slice`) with shard-sized optimizer state, and `mesh.all_gather`
+    rebuilds the full parameters from the updated shards.
+
+    Before (a 5-element parameter, world size 2, Adam):
+    `%p2, %m2, %v2 = shardc.AdamUpdate %p, %g, %m, %v, %step`
+    After:
+    ```mlir
+    %gs = mesh.all_slice %g_flat_padded ... : tensor<6xf32> -> tensor<3xf32>
+    %ps = mesh.all_slice %p_flat_padded ... : tensor<6xf32> -> tensor<3xf32>
+    %ps2, %ms2, %vs2 = shardc.AdamUpdate %ps, %gs, %ms, %vs, %step
+    %pf = mesh.all_gather %ps2 ... : tensor<3xf32> -> tensor<6xf32>
+    ```
+    with `%ms`, `%vs` new `tensor<3xf32>` arguments (`shardc.state = "unit0.exp_avg"`).
+  }];
+  let dependentDialects = ["::shardc::ShardcDialect", "::mlir::mesh::MeshDialect"];
+}
+
+def ReduceScatterGradients
+    : Pass<"shardc-reduce-scatter-gradients", "mlir::ModuleOp"> {
+  let summary = "Gradient shards by reduce-scatter as soon as a unit is complete";
+  let description = [{
+    Stages 2 and 3: the gradient shard partition-optimizer sliced from a
+    unit's full gradient becomes a `mesh.reduce_scatter` of the unit's
+    flattened, padded local gradient, issued right after the unit's last
+    gradient is produced, and averaged over ranks. A rank keeps only its
+    gradient shard.
+
+    Before: `%gs = mesh.all_slice %g_flat ... {shardc.grad_shard_of = "unit0"}` (before the update)
+    After (right after the unit's last gradient):
+    ```mlir
+    %r = mesh.reduce_scatter %g_flat on @world mesh_axes = [0] scatter_axis = 0 : tensor<6xf32> -> tensor<3xf32>
+    %gs = shardc.Mul %r, 1/N
+    ```
+  }];
+  let dependentDialects = ["::shardc::ShardcDialect", "::mlir::mesh::MeshDialect"];
+}
+
+def ShardParameters : Pass<"shardc-shard-parameters", "mlir::ModuleOp"> {
+  let summary = "ZeRO-3: parameters as flat shards, all-gathered per use window";
+  let description = [{
+    Each wrap unit becomes one `shardc.param_shard` argument (this rank's
+    shard, with the layout in `shardc.flat_params` / `shardc.flat_types`)
+    updated in place; before each use window (forward, and again in backward
+    with reshard-after-forward) the unit is gathered with `mesh.all_gather`
+    and its parameters are views of the gathered buffer. A tied parameter is
+    gathered once per window.
+
+    Before: `%ps = mesh.all_slice %p_flat_padded` feeding the update, and the
+    parameters `%w`, `%b` used by forward and backward ops.
+    After:
+    ```mlir
+    func.func @main(..., %u0: tensor<3xf32> {shardc.param_shard = "unit0", ...})
+    %f = mesh.all_gather %u0 ... : tensor<3xf32> -> tensor<6xf32>   // before the first forward use
+    %w = shardc.Reshape (shardc.Slice %f ...)                       // views
+    ...
+    %f2 = mesh.all_gather %u0 ...                                   // before the first backward use
+    %u0_new, ... = shardc.AdamUpdate %u0, ...                       // in place
+    ```
+  }];
+  let options = [
     Option<"reshardAfterForward", "reshard-after-forward", "bool",
            /*default=*/"true",
-           "Stage 3: free gathered parameters after forward and gather again "
-           "in backward">,
+           "Free gathered parameters after forward and gather again in backward">,
   ];
   let dependentDialects = ["::shardc::ShardcDialect", "::mlir::mesh::MeshDialect"];
 }

@@ -12,6 +12,28 @@ void buildImportCleanupPipeline(OpPassManager &pm) {
   pm.addPass(createCanonicalizerPass());
 }
 
+void buildZeroPipeline(OpPassManager &pm, const ZeroPipelineOptions &options) {
+  ZeroConfigOptions config;
+  config.worldSize = options.worldSize;
+  config.stage = options.stage;
+  pm.addPass(createZeroConfig(config));
+  int64_t stage = options.stage;
+  if (stage <= 1) {
+    BucketGradientsOptions bucket;
+    bucket.bucketCapMb = options.bucketCapMb;
+    pm.addPass(createBucketGradients(bucket));
+  }
+  if (stage >= 1)
+    pm.addPass(createPartitionOptimizer());
+  if (stage >= 2)
+    pm.addPass(createReduceScatterGradients());
+  if (stage >= 3) {
+    ShardParametersOptions shard;
+    shard.reshardAfterForward = options.reshardAfterForward;
+    pm.addPass(createShardParameters(shard));
+  }
+}
+
 void buildTrainPipeline(OpPassManager &pm,
                         const TrainPipelineOptions &options) {
   buildImportCleanupPipeline(pm);
@@ -34,12 +56,12 @@ void buildTrainPipeline(OpPassManager &pm,
     WrapUnitsOptions wrap;
     wrap.minNumParams = options.minNumParams;
     pm.addPass(createWrapUnits(wrap));
-    ZeroOptions zero;
+    ZeroPipelineOptions zero;
     zero.worldSize = options.worldSize;
     zero.stage = options.zeroStage;
     zero.bucketCapMb = options.bucketCapMb;
     zero.reshardAfterForward = options.reshardAfterForward;
-    pm.addPass(createZero(zero));
+    buildZeroPipeline(pm, zero);
     buildImportCleanupPipeline(pm);
     pm.addPass(createLowerCollectives());
     ScheduleCollectivesOptions sched;
@@ -56,6 +78,10 @@ void registerShardcPassesAndPipelines() {
       "shardc-import-cleanup",
       "Fold constants and canonicalize an imported model",
       [](OpPassManager &pm) { buildImportCleanupPipeline(pm); });
+  PassPipelineRegistration<ZeroPipelineOptions>(
+      "shardc-zero",
+      "Rewrite a training step into a per-rank ZeRO stage 0-3 step",
+      buildZeroPipeline);
   PassPipelineRegistration<TrainPipelineOptions>(
       "shardc-train-pipeline",
       "Turn an imported forward model into one training step",

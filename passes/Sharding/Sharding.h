@@ -5,6 +5,9 @@
 #include "ir/ShardcDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+#include "llvm/ADT/MapVector.h"
 
 namespace shardc {
 
@@ -19,6 +22,13 @@ constexpr llvm::StringLiteral kWorldSizeAttrName = "shardc.world_size";
 constexpr llvm::StringLiteral kZeroStageAttrName = "shardc.zero_stage";
 /// The mesh every collective runs on.
 constexpr llvm::StringLiteral kMeshName = "world";
+/// Discardable attributes linking the ops of one wrap unit across passes:
+/// the unit's name on its sharded update, and on the mesh.all_slice that
+/// takes this rank's gradient shard (rewritten by reduce-scatter-gradients)
+/// or parameter shard (rewritten by shard-parameters).
+constexpr llvm::StringLiteral kUnitNameAttrName = "shardc.unit_name";
+constexpr llvm::StringLiteral kGradShardOfAttrName = "shardc.grad_shard_of";
+constexpr llvm::StringLiteral kParamShardOfAttrName = "shardc.param_shard_of";
 
 /// One optimizer update of a parameter (SGDUpdate or AdamUpdate).
 struct ParamUpdate {
@@ -46,6 +56,52 @@ StepResults readStepResults(mlir::func::FuncOp func);
 /// and the `shardc.updates` result attributes from the arguments' current
 /// positions (arguments may have been added or erased since).
 void writeStepResults(mlir::func::FuncOp func, const StepResults &results);
+
+/// The world size the step was configured for (shardc-zero-config), or an
+/// error on `func`.
+mlir::FailureOr<int64_t> configuredWorldSize(mlir::func::FuncOp func,
+                                             llvm::StringRef pass);
+
+/// Builds the flat, padded buffers of wrap units and tags what it creates
+/// with its memory category.
+class FlatBuilder {
+public:
+  FlatBuilder(mlir::OpBuilder &b, int64_t worldSize) : b(b), n(worldSize) {}
+  mlir::Operation *tag(mlir::Operation *op, llvm::StringRef category);
+  mlir::Value tagged(mlir::Value v, llvm::StringRef category);
+  /// `v` as a 1-d tensor.
+  mlir::Value flatten(mlir::Value v, llvm::StringRef category);
+  /// The `type`-shaped tensor at element `offset` of a 1-d buffer.
+  mlir::Value sliceFlat(mlir::Value flat, int64_t offset,
+                        mlir::RankedTensorType type, llvm::StringRef category);
+  /// 1-d `parts` concatenated and followed by `pad` zeros.
+  mlir::Value concatFlat(llvm::ArrayRef<mlir::Value> parts, int64_t pad,
+                         mlir::Type elem, llvm::StringRef category);
+  /// `v` / world size (the average of a sum over ranks).
+  mlir::Value scaleByInverseWorld(mlir::Value v, llvm::StringRef category);
+
+  mlir::OpBuilder &b;
+  int64_t n;
+};
+
+/// The op defining the latest of `values` in the block (null if none is an
+/// op result).
+mlir::Operation *latestDef(llvm::ArrayRef<mlir::Value> values);
+
+/// The parameter updates grouped by wrap unit (shardc.unit; a parameter
+/// without one is a unit of its own), in order of first appearance.
+llvm::MapVector<int64_t, llvm::SmallVector<ParamUpdate, 4>>
+groupByUnit(mlir::func::FuncOp func, llvm::ArrayRef<ParamUpdate> updates);
+
+/// Erases `root` if it is pure and unused, then every producer that is left
+/// pure and unused in turn.
+void eraseDeadProducers(mlir::Operation *root);
+
+/// Writes `results` as @main's return, erases `deadOps` and the unused
+/// `deadArgs`, and fixes the `shardc.updates` indices.
+void finishRewrite(mlir::func::FuncOp func, const StepResults &results,
+                   llvm::ArrayRef<mlir::Operation *> deadOps,
+                   llvm::ArrayRef<mlir::BlockArgument> deadArgs);
 
 } // namespace shardc
 

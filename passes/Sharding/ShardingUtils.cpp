@@ -3,6 +3,11 @@
 
 #include "mlir/IR/Builders.h"
 
+#include "llvm/ADT/BitVector.h"
+#include "llvm/ADT/SetVector.h"
+
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
 using namespace mlir;
 
 namespace shardc {
@@ -65,6 +70,136 @@ void writeStepResults(func::FuncOp func, const StepResults &results) {
   func.setFunctionType(
       b.getFunctionType(func.getFunctionType().getInputs(), types));
   func.setAllResultAttrs(attrs);
+}
+
+FailureOr<int64_t> configuredWorldSize(func::FuncOp func, StringRef pass) {
+  auto ws = func->getAttrOfType<IntegerAttr>(kWorldSizeAttrName);
+  if (!ws || ws.getInt() < 1)
+    return func.emitError(pass) << ": the step has no world size; run "
+                                   "shardc-zero-config first";
+  return ws.getInt();
+}
+
+Operation *FlatBuilder::tag(Operation *op, StringRef category) {
+  op->setAttr(kCategoryAttrName, b.getStringAttr(category));
+  return op;
+}
+
+Value FlatBuilder::tagged(Value v, StringRef category) {
+  tag(v.getDefiningOp(), category);
+  return v;
+}
+
+Value FlatBuilder::flatten(Value v, StringRef category) {
+  auto t = cast<RankedTensorType>(v.getType());
+  auto flat = RankedTensorType::get({t.getNumElements()}, t.getElementType());
+  if (t == flat)
+    return v;
+  return tagged(b.create<ReshapeOp>(v.getLoc(), flat, v), category);
+}
+
+Value FlatBuilder::sliceFlat(Value flat, int64_t offset, RankedTensorType type,
+                             StringRef category) {
+  auto slice =
+      RankedTensorType::get({type.getNumElements()}, type.getElementType());
+  Value s = flat;
+  if (slice != flat.getType())
+    s = tagged(b.create<SliceOp>(flat.getLoc(), slice, flat,
+                                 ArrayRef<int64_t>{offset},
+                                 ArrayRef<int64_t>{1}),
+               category);
+  if (type == slice)
+    return s;
+  return tagged(b.create<ReshapeOp>(flat.getLoc(), type, s), category);
+}
+
+Value FlatBuilder::concatFlat(ArrayRef<Value> parts, int64_t pad, Type elem,
+                              StringRef category) {
+  SmallVector<Value> all(parts);
+  Location loc = parts.front().getLoc();
+  if (pad > 0) {
+    auto padType = RankedTensorType::get({pad}, elem);
+    all.push_back(tagged(
+        b.create<ConstantOp>(loc, padType,
+                             cast<ElementsAttr>(DenseElementsAttr::get(
+                                 padType, b.getFloatAttr(elem, 0.0)))),
+        category));
+  }
+  if (all.size() == 1)
+    return all[0];
+  int64_t total = 0;
+  for (Value v : all)
+    total += cast<RankedTensorType>(v.getType()).getNumElements();
+  return tagged(b.create<ConcatOp>(loc, RankedTensorType::get({total}, elem),
+                                   all, 0),
+                category);
+}
+
+Value FlatBuilder::scaleByInverseWorld(Value v, StringRef category) {
+  if (n == 1)
+    return v;
+  auto et = cast<RankedTensorType>(v.getType()).getElementType();
+  auto st = RankedTensorType::get({}, et);
+  Value c = b.create<ConstantOp>(
+      v.getLoc(), st,
+      cast<ElementsAttr>(DenseElementsAttr::get(
+          st, b.getFloatAttr(et, 1.0 / static_cast<double>(n)))));
+  return tagged(b.create<MulOp>(v.getLoc(), v.getType(), v, c), category);
+}
+
+Operation *latestDef(ArrayRef<Value> values) {
+  Operation *latest = nullptr;
+  for (Value v : values) {
+    Operation *def = v.getDefiningOp();
+    if (def && (!latest || latest->isBeforeInBlock(def)))
+      latest = def;
+  }
+  return latest;
+}
+
+llvm::MapVector<int64_t, SmallVector<ParamUpdate, 4>>
+groupByUnit(func::FuncOp func, ArrayRef<ParamUpdate> updates) {
+  llvm::MapVector<int64_t, SmallVector<ParamUpdate, 4>> units;
+  int64_t next = 1 << 30;
+  for (const ParamUpdate &u : updates) {
+    auto unit = func.getArgAttrOfType<IntegerAttr>(u.param.getArgNumber(),
+                                                   kUnitAttrName);
+    units[unit ? unit.getInt() : next++].push_back(u);
+  }
+  return units;
+}
+
+void eraseDeadProducers(Operation *root) {
+  // A set: an op reached twice (two operands from one producer) is erased
+  // once. An erased op has no users, so nothing can queue it again.
+  llvm::SetVector<Operation *> work;
+  work.insert(root);
+  while (!work.empty()) {
+    Operation *cur = work.pop_back_val();
+    if (!cur->use_empty() || !isPure(cur))
+      continue;
+    SmallVector<Operation *> producers;
+    for (Value v : cur->getOperands())
+      if (Operation *def = v.getDefiningOp())
+        producers.push_back(def);
+    cur->erase();
+    for (Operation *def : producers)
+      work.insert(def);
+  }
+}
+
+void finishRewrite(func::FuncOp func, const StepResults &results,
+                   ArrayRef<Operation *> deadOps,
+                   ArrayRef<BlockArgument> deadArgs) {
+  writeStepResults(func, results);
+  for (Operation *op : deadOps)
+    op->erase();
+  llvm::BitVector erase(func.getNumArguments());
+  for (BlockArgument a : deadArgs)
+    if (a.use_empty())
+      erase.set(a.getArgNumber());
+  func.eraseArguments(erase);
+  writeStepResults(func, results);
 }
 
 } // namespace shardc

@@ -2,9 +2,10 @@
 // RUN: not shardc-opt %s -split-input-file -shardc-zero='world-size=2 stage=4' 2>&1 | FileCheck %s --check-prefix=STAGE
 // RUN: not shardc-opt %s -split-input-file -shardc-zero='world-size=2 stage=-1' 2>&1 | FileCheck %s --check-prefix=STAGE
 // RUN: not shardc-opt %s -split-input-file -shardc-zero='world-size=0 stage=0' 2>&1 | FileCheck %s --check-prefix=STAGE
-// RUN: not shardc-opt %s -split-input-file -shardc-zero='world-size=2 stage=0 bucket-cap-mb=0' 2>&1 | FileCheck %s --check-prefix=STAGE
+// RUN: not shardc-opt %s -split-input-file -shardc-zero='world-size=2 stage=0 bucket-cap-mb=0' 2>&1 | FileCheck %s --check-prefix=BUCKET
 
-// STAGE: error: zero: world size must be >= 1, the stage 0-3 and the bucket cap positive
+// STAGE: error: zero: world size must be >= 1 and the stage 0-3
+// BUCKET: error: bucket-gradients: bucket-cap-mb must be positive
 
 // One wrap unit (layer "m") holding an f32 and an f16 parameter cannot be
 // flattened into one buffer.

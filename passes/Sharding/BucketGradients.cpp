@@ -1,0 +1,100 @@
+//===- BucketGradients.cpp - Bucketed all-reduce of gradients -------------===//
+//
+// ZeRO stages 0 and 1 (DDP): gradients are packed, in the order backward
+// produces them, into flat buckets of at most bucket-cap-mb; each bucket is
+// summed over ranks with mesh.all_reduce as soon as its last gradient
+// exists, and every gradient is sliced back out and averaged where its
+// update needs it.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+#include "passes/Sharding/Sharding.h"
+
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
+
+using namespace mlir;
+
+namespace shardc {
+#define GEN_PASS_DEF_BUCKETGRADIENTS
+#include "passes/Passes.h.inc"
+
+namespace {
+
+struct BucketGradientsPass : impl::BucketGradientsBase<BucketGradientsPass> {
+  using BucketGradientsBase::BucketGradientsBase;
+  void runOnOperation() override {
+    auto func = getOperation().lookupSymbol<func::FuncOp>("main");
+    if (!func)
+      return;
+    if (bucketCapMb <= 0) {
+      func.emitError("bucket-gradients: bucket-cap-mb must be positive");
+      return signalPassFailure();
+    }
+    FailureOr<int64_t> n = configuredWorldSize(func, "bucket-gradients");
+    if (failed(n))
+      return signalPassFailure();
+    int64_t cap = static_cast<int64_t>(bucketCapMb * (1 << 20));
+    OpBuilder b(func.getContext());
+    FlatBuilder flat(b, *n);
+
+    SmallVector<ParamUpdate> updates = collectParamUpdates(func);
+    DenseMap<Operation *, unsigned> position;
+    unsigned i = 0;
+    for (Operation &op : func.getBody().front())
+      position[&op] = i++;
+    auto defPos = [&](const ParamUpdate &u) {
+      Operation *d = u.grad.getDefiningOp();
+      return d ? position.lookup(d) : 0u;
+    };
+    llvm::stable_sort(updates, [&](const ParamUpdate &a, const ParamUpdate &c) {
+      return defPos(a) < defPos(c);
+    });
+    SmallVector<SmallVector<ParamUpdate>> buckets;
+    int64_t filled = 0;
+    for (const ParamUpdate &u : updates) {
+      auto t = cast<RankedTensorType>(u.grad.getType());
+      int64_t bytes = t.getNumElements() *
+                      std::max<int64_t>(1, t.getElementTypeBitWidth() / 8);
+      if (buckets.empty() || filled + bytes > cap ||
+          cast<RankedTensorType>(buckets.back().front().grad.getType())
+                  .getElementType() != t.getElementType()) {
+        buckets.emplace_back();
+        filled = 0;
+      }
+      buckets.back().push_back(u);
+      filled += bytes;
+    }
+    for (auto &bucket : buckets) {
+      SmallVector<Value> grads;
+      for (auto &u : bucket)
+        grads.push_back(u.grad);
+      if (Operation *last = latestDef(grads))
+        b.setInsertionPointAfter(last);
+      else
+        b.setInsertionPointToStart(&func.getBody().front());
+      SmallVector<Value> flats;
+      for (Value g : grads)
+        flats.push_back(flat.flatten(g, "comm"));
+      Type elem = cast<RankedTensorType>(grads[0].getType()).getElementType();
+      Value bucketFlat = flat.concatFlat(flats, 0, elem, "comm");
+      // The bucket holds the summed gradients; each gradient is sliced out
+      // and averaged right where its update needs it.
+      Value reduced = flat.tagged(
+          b.create<mesh::AllReduceOp>(bucketFlat.getLoc(), bucketFlat.getType(),
+                                      kMeshName, ArrayRef<int16_t>{0},
+                                      bucketFlat, mesh::ReductionKind::Sum),
+          "grads");
+      int64_t offset = 0;
+      for (auto &u : bucket) {
+        auto t = cast<RankedTensorType>(u.grad.getType());
+        Value g = flat.scaleByInverseWorld(
+            flat.sliceFlat(reduced, offset, t, "grads"), "grads");
+        u.op->setOperand(1, g);
+        offset += t.getNumElements();
+      }
+    }
+  }
+};
+
+} // namespace
+} // namespace shardc

@@ -1,0 +1,164 @@
+//===- ShardParameters.cpp - ZeRO-3 parameters: shards and all-gathers ----===//
+//
+// ZeRO stage 3 (FSDP FULL_SHARD): a wrap unit's parameters live only as this
+// rank's shard of their flat, padded buffer, a `shardc.param_shard` argument
+// carrying the layout (`shardc.flat_params`, `shardc.flat_types`). The update
+// of partition-optimizer applies to the shard in place; the full parameters
+// are no longer rebuilt after the step. Instead the unit is all-gathered
+// before each use window, and its parameters are views of the gathered
+// buffer, dead after the window's last use: one window for forward and one
+// for backward with reshard-after-forward (the default), one window for the
+// whole step without it. A parameter used several times (tied weights) is
+// gathered once per window.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+#include "passes/Sharding/Sharding.h"
+
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
+
+#include "llvm/ADT/SetVector.h"
+
+using namespace mlir;
+
+namespace shardc {
+#define GEN_PASS_DEF_SHARDPARAMETERS
+#include "passes/Passes.h.inc"
+
+namespace {
+
+struct ShardParametersPass : impl::ShardParametersBase<ShardParametersPass> {
+  using ShardParametersBase::ShardParametersBase;
+
+  void runOnOperation() override {
+    auto func = getOperation().lookupSymbol<func::FuncOp>("main");
+    if (!func)
+      return;
+    FailureOr<int64_t> ws = configuredWorldSize(func, "shard-parameters");
+    if (failed(ws))
+      return signalPassFailure();
+    SmallVector<Operation *> updates;
+    func.walk([&](Operation *op) {
+      if (op->hasAttr(kUnitNameAttrName))
+        updates.push_back(op);
+    });
+    if (updates.empty())
+      return;
+    llvm::StringMap<BlockArgument> params;
+    for (BlockArgument arg : func.getArguments())
+      if (auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                        kParamAttrName))
+        params[name.getValue()] = arg;
+    StepResults results = readStepResults(func);
+    SmallVector<BlockArgument> deadArgs;
+    OpBuilder b(func.getContext());
+    for (Operation *update : updates) {
+      auto slice = update->getOperand(0).getDefiningOp<mesh::AllSliceOp>();
+      auto names = update->getAttrOfType<ArrayAttr>(kFlatParamsAttrName);
+      auto types = update->getAttrOfType<ArrayAttr>(kFlatTypesAttrName);
+      if (!slice || !slice->hasAttr(kParamShardOfAttrName) || !names ||
+          !types) {
+        update->emitOpError("shard-parameters: the update's parameter is not "
+                            "a partition-optimizer shard");
+        return signalPassFailure();
+      }
+      auto unitName = update->getAttrOfType<StringAttr>(kUnitNameAttrName);
+      SmallVector<BlockArgument> unitParams;
+      for (Attribute name : names) {
+        BlockArgument p = params.lookup(cast<StringAttr>(name).getValue());
+        if (!p) {
+          update->emitOpError("shard-parameters: unknown parameter ") << name;
+          return signalPassFailure();
+        }
+        unitParams.push_back(p);
+      }
+      // The shard argument replaces this rank's slice of the parameters.
+      unsigned idx = func.getNumArguments();
+      func.insertArgument(
+          idx, slice.getType(),
+          b.getDictionaryAttr(
+              {b.getNamedAttr(kParamShardAttrName, unitName),
+               b.getNamedAttr(kFlatParamsAttrName, names),
+               b.getNamedAttr(kFlatTypesAttrName, types)}),
+          update->getLoc());
+      BlockArgument shard = func.getArgument(idx);
+      update->setOperand(0, shard);
+      eraseDeadProducers(slice);
+      // The update writes the shard in place; the full parameters are not
+      // rebuilt after the step.
+      llvm::DenseSet<Value> unitSet(unitParams.begin(), unitParams.end());
+      llvm::erase_if(results.updates, [&](auto &entry) {
+        return unitSet.contains(entry.second);
+      });
+      results.updates.push_back({update->getResult(0), shard});
+      writeStepResults(func, results);
+      for (Operation *user : llvm::make_early_inc_range(
+               update->getResult(0).getUsers()))
+        if (isa<mesh::AllGatherOp>(user))
+          eraseUnusedGather(user);
+      gatherForUseWindows(b, shard, unitParams, *ws);
+      deadArgs.append(unitParams.begin(), unitParams.end());
+    }
+    finishRewrite(func, results, {}, deadArgs);
+  }
+
+  /// Erases the rebuild of the full parameters (now without uses): the
+  /// gather and the views of it, users first.
+  void eraseUnusedGather(Operation *gather) {
+    llvm::SetVector<Operation *> chain;
+    chain.insert(gather);
+    for (size_t i = 0; i < chain.size(); ++i)
+      for (Operation *user : chain[i]->getUsers())
+        if (isa<SliceOp, ReshapeOp>(user))
+          chain.insert(user);
+    for (Operation *op : llvm::reverse(chain))
+      if (op->use_empty())
+        op->erase();
+  }
+
+  void gatherForUseWindows(OpBuilder &b, BlockArgument shard,
+                           ArrayRef<BlockArgument> unitParams, int64_t n) {
+    auto shardType = cast<RankedTensorType>(shard.getType());
+    auto flatType = RankedTensorType::get({shardType.getNumElements() * n},
+                                          shardType.getElementType());
+    FlatBuilder flat(b, n);
+    SmallVector<SmallVector<OpOperand *>, 2> windows(reshardAfterForward ? 2
+                                                                         : 1);
+    for (BlockArgument p : unitParams)
+      for (OpOperand &use : p.getUses()) {
+        Operation *user = use.getOwner();
+        if (isa<func::ReturnOp>(user))
+          continue;
+        bool backward = user->hasAttr(kBackwardAttrName);
+        windows[reshardAfterForward && backward ? 1 : 0].push_back(&use);
+      }
+    for (auto &window : windows) {
+      if (window.empty())
+        continue;
+      Operation *firstUser = window.front()->getOwner();
+      for (OpOperand *use : window)
+        if (use->getOwner()->isBeforeInBlock(firstUser))
+          firstUser = use->getOwner();
+      b.setInsertionPoint(firstUser);
+      Value full = flat.tagged(
+          b.create<mesh::AllGatherOp>(firstUser->getLoc(), flatType, kMeshName,
+                                      ArrayRef<int16_t>{0}, shard,
+                                      APInt(64, 0)),
+          "params");
+      DenseMap<Value, Value> views;
+      int64_t offset = 0;
+      for (BlockArgument p : unitParams) {
+        auto t = cast<RankedTensorType>(p.getType());
+        if (llvm::any_of(window,
+                         [&](OpOperand *use) { return use->get() == p; }))
+          views[p] = flat.sliceFlat(full, offset, t, "params");
+        offset += t.getNumElements();
+      }
+      for (OpOperand *use : window)
+        use->set(views.lookup(use->get()));
+    }
+  }
+};
+
+} // namespace
+} // namespace shardc

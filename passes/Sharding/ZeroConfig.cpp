@@ -1,0 +1,73 @@
+//===- ZeroConfig.cpp - Configure a training step for data parallelism ----===//
+//
+// The first pass of every ZeRO stage: records the world size and stage on
+// @main, creates the 1-d mesh @world that every collective runs on, checks
+// that the optimizer updates follow the backward pass (collectives are
+// inserted between the two) and marks the parameter gradients as gradients
+// for memory planning. The `shardc-zero` pipeline runs it, then per stage:
+//
+//   stage 0  shardc-bucket-gradients
+//   stage 1  shardc-bucket-gradients, shardc-partition-optimizer
+//   stage 2  shardc-partition-optimizer, shardc-reduce-scatter-gradients
+//   stage 3  shardc-partition-optimizer, shardc-reduce-scatter-gradients,
+//            shardc-shard-parameters
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+#include "passes/Sharding/Sharding.h"
+
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
+
+using namespace mlir;
+
+namespace shardc {
+#define GEN_PASS_DEF_ZEROCONFIG
+#include "passes/Passes.h.inc"
+
+namespace {
+
+struct ZeroConfigPass : impl::ZeroConfigBase<ZeroConfigPass> {
+  using ZeroConfigBase::ZeroConfigBase;
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto func = module.lookupSymbol<func::FuncOp>("main");
+    if (!func) {
+      module.emitError("zero: the module has no func.func @main");
+      return signalPassFailure();
+    }
+    if (worldSize < 1 || stage < 0 || stage > 3) {
+      func.emitError("zero: world size must be >= 1 and the stage 0-3");
+      return signalPassFailure();
+    }
+    OpBuilder b(func.getContext());
+    func->setAttr(kWorldSizeAttrName, b.getI64IntegerAttr(worldSize));
+    func->setAttr(kZeroStageAttrName, b.getI64IntegerAttr(stage));
+    if (!module.lookupSymbol(kMeshName)) {
+      b.setInsertionPointToStart(module.getBody());
+      b.create<mesh::MeshOp>(module.getLoc(), kMeshName,
+                             ArrayRef<int64_t>{worldSize});
+    }
+    SmallVector<ParamUpdate> updates = collectParamUpdates(func);
+    if (updates.empty())
+      return;
+    Operation *firstUpdate = updates.front().op;
+    for (ParamUpdate &u : updates)
+      if (u.op->isBeforeInBlock(firstUpdate))
+        firstUpdate = u.op;
+    for (ParamUpdate &u : updates)
+      if (Operation *def = u.grad.getDefiningOp())
+        if (firstUpdate->isBeforeInBlock(def)) {
+          firstUpdate->emitOpError(
+              "zero: optimizer updates must follow every gradient they use");
+          return signalPassFailure();
+        }
+    FlatBuilder flat(b, worldSize);
+    for (ParamUpdate &u : updates)
+      if (Operation *def = u.grad.getDefiningOp())
+        if (!def->hasAttr(kCategoryAttrName))
+          flat.tag(def, "grads");
+  }
+};
+
+} // namespace
+} // namespace shardc
