@@ -596,8 +596,13 @@ static int launchRanks(int ranks, int argc, char **argv) {
   }
   static int anchor;
   std::string self = llvm::sys::fs::getMainExecutable(argv[0], &anchor);
+  // Local ranks share the machine's cores (often more ranks than cores):
+  // no binding, and MPI yields the core while it waits instead of spinning,
+  // so the ranks' kernels and communication threads all progress (the GPT
+  // example at ZeRO-3 on 2 ranks and 2 cores: 1255 -> 5654 samples/s).
   std::vector<std::string> args = {*mpirun, "-np", std::to_string(ranks),
-                                   "--oversubscribe", "--bind-to", "none"};
+                                   "--oversubscribe", "--bind-to", "none",
+                                   "--mca", "mpi_yield_when_idle", "1"};
   if (geteuid() == 0)
     args.push_back("--allow-run-as-root");
   args.push_back(self);
