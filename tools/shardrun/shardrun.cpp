@@ -78,8 +78,9 @@ static cl::OptionCategory trainCategory(
     "training (for plans compiled with shardc --optimizer)");
 static cl::opt<std::string>
     dataDir("data",
-            cl::desc("Train on DIR/<input>.npy (first axis = samples); "
-                     "step s uses samples [s*B, (s+1)*B), wrapping around"),
+            cl::desc("Train on DIR/<input>.npy (first axis = samples); step "
+                     "s on rank r of N uses samples [(s*N+r)*B, (s*N+r+1)*B), "
+                     "wrapping around"),
             cl::value_desc("DIR"), cl::cat(trainCategory));
 static cl::opt<int64_t> steps("steps", cl::desc("Training steps (default 1)"),
                               cl::init(1), cl::cat(trainCategory));
