@@ -185,6 +185,35 @@ llvm::Error transposeKernel(const KernelContext &ctx) {
   });
 }
 
+/// Gather's and GatherGrad's indices (i64 or i32) as non-negative int64,
+/// each checked against [-axisDim, axisDim).
+static llvm::Error normalizeIndices(const KernelContext &ctx,
+                                    const TensorView &indices, int64_t axis,
+                                    int64_t axisDim,
+                                    llvm::SmallVectorImpl<int64_t> &idx) {
+  int64_t count = indices.numel();
+  idx.resize(count);
+  if (indices.dtype == DType::I64) {
+    for (int64_t i = 0; i < count; ++i)
+      idx[i] = indices.as<int64_t>()[i];
+  } else if (indices.dtype == DType::I32) {
+    for (int64_t i = 0; i < count; ++i)
+      idx[i] = indices.as<int32_t>()[i];
+  } else {
+    return unsupportedType(ctx, indices.dtype, "'indices'");
+  }
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t v = idx[i];
+    if (v < -axisDim || v >= axisDim)
+      return ctx.error("index " + llvm::Twine(v) + " out of range [" +
+                       llvm::Twine(-axisDim) + ", " + llvm::Twine(axisDim) +
+                       ") on axis " + llvm::Twine(axis));
+    if (v < 0)
+      idx[i] = v + axisDim;
+  }
+  return llvm::Error::success();
+}
+
 llvm::Error gatherKernel(const KernelContext &ctx) {
   SHARDC_CPU_TRY(requireInput(ctx, 0, "data"));
   SHARDC_CPU_TRY(requireInput(ctx, 1, "indices"));
@@ -209,25 +238,8 @@ llvm::Error gatherKernel(const KernelContext &ctx) {
   int64_t count = indices.numel();
 
   // Normalize and check the indices once.
-  llvm::SmallVector<int64_t, 16> idx(count);
-  if (indices.dtype == DType::I64) {
-    for (int64_t i = 0; i < count; ++i)
-      idx[i] = indices.as<int64_t>()[i];
-  } else if (indices.dtype == DType::I32) {
-    for (int64_t i = 0; i < count; ++i)
-      idx[i] = indices.as<int32_t>()[i];
-  } else {
-    return unsupportedType(ctx, indices.dtype, "'indices'");
-  }
-  for (int64_t i = 0; i < count; ++i) {
-    int64_t v = idx[i];
-    if (v < -axisDim || v >= axisDim)
-      return ctx.error("index " + llvm::Twine(v) + " out of range [" +
-                       llvm::Twine(-axisDim) + ", " + llvm::Twine(axisDim) +
-                       ") on axis " + llvm::Twine(axis));
-    if (v < 0)
-      idx[i] = v + axisDim;
-  }
+  llvm::SmallVector<int64_t, 16> idx;
+  SHARDC_CPU_TRY(normalizeIndices(ctx, indices, axis, axisDim, idx));
   if (innerBytes == 0)
     return llvm::Error::success();
   const char *src = data.as<const char>();
@@ -397,25 +409,8 @@ llvm::Error gatherGradKernel(const KernelContext &ctx) {
   int64_t inner = product(dData.shape, axis + 1, dData.rank());
   int64_t count = indices.numel();
 
-  llvm::SmallVector<int64_t, 16> idx(count);
-  if (indices.dtype == DType::I64) {
-    for (int64_t i = 0; i < count; ++i)
-      idx[i] = indices.as<int64_t>()[i];
-  } else if (indices.dtype == DType::I32) {
-    for (int64_t i = 0; i < count; ++i)
-      idx[i] = indices.as<int32_t>()[i];
-  } else {
-    return unsupportedType(ctx, indices.dtype, "'indices'");
-  }
-  for (int64_t i = 0; i < count; ++i) {
-    int64_t v = idx[i];
-    if (v < -axisDim || v >= axisDim)
-      return ctx.error("index " + llvm::Twine(v) + " out of range [" +
-                       llvm::Twine(-axisDim) + ", " + llvm::Twine(axisDim) +
-                       ") on axis " + llvm::Twine(axis));
-    if (v < 0)
-      idx[i] = v + axisDim;
-  }
+  llvm::SmallVector<int64_t, 16> idx;
+  SHARDC_CPU_TRY(normalizeIndices(ctx, indices, axis, axisDim, idx));
   return dispatchIn(FloatTypes{}, ctx, dy.dtype, "dY",
                     [&](auto tag) -> llvm::Error {
                       using T = typename decltype(tag)::type;
