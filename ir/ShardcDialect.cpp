@@ -2,10 +2,21 @@
 #include "ir/ShardcDialect.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+
+#include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 
-#include "ir/ShardcDialect.cpp.inc"
+#include "ir/ShardcOpsDialect.cpp.inc"
+
+#include "ir/ShardcEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "ir/ShardcAttrs.cpp.inc"
+
+#define GET_TYPEDEF_CLASSES
+#include "ir/ShardcOpsTypes.cpp.inc"
 
 namespace shardc {
 
@@ -14,6 +25,31 @@ void ShardcDialect::initialize() {
 #define GET_OP_LIST
 #include "ir/ShardcOps.cpp.inc"
       >();
+  registerTypes();
+  registerAttributes();
+}
+
+void ShardcDialect::registerTypes() {
+  addTypes<
+#define GET_TYPEDEF_LIST
+#include "ir/ShardcOpsTypes.cpp.inc"
+      >();
+}
+
+void ShardcDialect::registerAttributes() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "ir/ShardcAttrs.cpp.inc"
+      >();
+}
+
+LogicalResult
+PendingType::verify(function_ref<InFlightDiagnostic()> emitError,
+                    RankedTensorType tensorType) {
+  if (!tensorType.hasStaticShape())
+    return emitError() << "a pending collective needs a static shape, got "
+                       << tensorType;
+  return success();
 }
 
 Operation *ShardcDialect::materializeConstant(OpBuilder &builder,

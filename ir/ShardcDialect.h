@@ -10,7 +10,23 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
-#include "ir/ShardcDialect.h.inc"
+namespace shardc {
+/// The network between ranks, as a side-effect resource: collective start
+/// and wait ops read and write it (see ShardcDialect.td).
+struct CommResource : public mlir::SideEffects::Resource::Base<CommResource> {
+  llvm::StringRef getName() final { return "<Communication>"; }
+};
+} // namespace shardc
+
+#include "ir/ShardcOpsDialect.h.inc"
+
+#include "ir/ShardcEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "ir/ShardcAttrs.h.inc"
+
+#define GET_TYPEDEF_CLASSES
+#include "ir/ShardcOpsTypes.h.inc"
 
 #define GET_OP_CLASSES
 #include "ir/ShardcOps.h.inc"

@@ -9,6 +9,7 @@
 #define SHARDC_DIALECT_TD
 
 include "mlir/IR/OpBase.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
 
 def Shardc_Dialect : Dialect {
   let name = "shardc";
@@ -21,11 +22,21 @@ def Shardc_Dialect : Dialect {
     kernel needs (see docs/ops.md).
   }];
   let hasConstantMaterializer = 1;
-  let useDefaultAttributePrinterParser = 0;
-  let useDefaultTypePrinterParser = 0;
+  let useDefaultAttributePrinterParser = 1;
+  let useDefaultTypePrinterParser = 1;
+  let extraClassDeclaration = [{
+    void registerTypes();
+    void registerAttributes();
+  }];
 }
 
 class Shardc_Op<string mnemonic, list<Trait> traits = []>
     : Op<Shardc_Dialect, mnemonic, traits>;
+
+// The network between ranks. Ops that start or finish a collective read and
+// write it, so that no generic transformation (CSE, canonicalization, DCE,
+// code motion) merges, drops or reorders communication: every rank must
+// issue the same collectives in the same order.
+def Shardc_CommResource : Resource<"::shardc::CommResource">;
 
 #endif // SHARDC_DIALECT_TD

@@ -697,9 +697,10 @@ LogicalResult SliceGradOp::verify() {
 //===----------------------------------------------------------------------===//
 
 /// `full` is 1-d with `worldSize` times the elements of the 1-d `shard`.
-static LogicalResult verifyShardPair(Operation *op, Value shard, Value full,
+static LogicalResult verifyShardPair(Operation *op, RankedTensorType shard,
+                                     RankedTensorType full,
                                      int64_t worldSize) {
-  auto s = shapeOf(shard), f = shapeOf(full);
+  auto s = shard.getShape(), f = full.getShape();
   if (worldSize < 1)
     return op->emitOpError("world_size must be positive");
   if (s.size() != 1 || f.size() != 1)
@@ -708,31 +709,30 @@ static LogicalResult verifyShardPair(Operation *op, Value shard, Value full,
     return op->emitOpError("full buffer of ")
            << f[0] << " elements is not " << worldSize << " shards of "
            << s[0];
-  if (elemOf(shard) != elemOf(full))
+  if (shard.getElementType() != full.getElementType())
     return op->emitOpError("element types differ");
   return success();
 }
 
+static RankedTensorType tensorTypeOf(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
 LogicalResult AllGatherStartOp::verify() {
-  return verifyShardPair(*this, getInput(), getPending(), getWorldSize());
+  return verifyShardPair(*this, tensorTypeOf(getInput()),
+                         getResultTensorType(), getWorldSize());
 }
 LogicalResult ReduceScatterStartOp::verify() {
-  return verifyShardPair(*this, getPending(), getInput(), getWorldSize());
+  return verifyShardPair(*this, getResultTensorType(),
+                         tensorTypeOf(getInput()), getWorldSize());
 }
 LogicalResult ShardSliceOp::verify() {
-  return verifyShardPair(*this, getOutput(), getInput(), getWorldSize());
+  return verifyShardPair(*this, tensorTypeOf(getOutput()),
+                         tensorTypeOf(getInput()), getWorldSize());
 }
 LogicalResult AllReduceStartOp::verify() {
   if (getWorldSize() < 1)
     return emitOpError("world_size must be positive");
-  return success();
-}
-LogicalResult CollectiveWaitOp::verify() {
-  if (!isa_and_nonnull<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp>(
-          getPending().getDefiningOp()))
-    return emitOpError("waits on a value no collective start produced");
-  if (!getPending().hasOneUse())
-    return emitOpError("a started collective is waited on exactly once");
   return success();
 }
 

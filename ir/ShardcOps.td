@@ -2,7 +2,9 @@
 #ifndef SHARDC_OPS_TD
 #define SHARDC_OPS_TD
 
+include "ir/ShardcAttrs.td"
 include "ir/ShardcDialect.td"
+include "ir/ShardcTypes.td"
 include "mlir/IR/BuiltinAttributes.td"
 include "mlir/IR/CommonAttrConstraints.td"
 include "mlir/IR/CommonTypeConstraints.td"
@@ -593,42 +595,92 @@ def Shardc_AdamUpdateOp : Shardc_Op<"AdamUpdate", [Pure,
 // Collectives over flat buffers (lowered from the mesh dialect)
 //===----------------------------------------------------------------------===//
 
-def Shardc_AllGatherStartOp : Shardc_Op<"AllGatherStart", [Pure]> {
+// Starting and finishing a collective communicates: both ops read and write
+// the network, so nothing generic removes, merges or reorders them (see
+// Shardc_CommResource). A start yields a handle that only the wait consumes.
+defvar Shardc_Communicates = MemoryEffects<[MemRead<Shardc_CommResource>,
+                                            MemWrite<Shardc_CommResource>]>;
+
+class Shardc_CollectiveStartOp<string mnemonic, list<Trait> traits = []>
+    : Shardc_Op<mnemonic, !listconcat(traits, [Shardc_Communicates])> {
+  let arguments = (ins StaticShapeTensorOf<[AnyType]>:$input,
+                   I64Attr:$world_size);
+  let results = (outs Shardc_PendingType:$pending);
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The tensor the collective produces once waited for.
+    ::mlir::RankedTensorType getResultTensorType() {
+      return ::llvm::cast<PendingType>(getPending().getType()).getTensorType();
+    }
+  }];
+}
+
+def Shardc_AllGatherStartOp : Shardc_CollectiveStartOp<"AllGatherStart"> {
   let summary = "Start gathering every rank's 1-d shard into a full buffer";
   let description = [{
-    The result is the buffer the collective writes; it is valid only after
-    the matching `shardc.CollectiveWait`. `world_size` ranks take part.
+    Every one of the `world_size` ranks contributes its 1-d `input`; the
+    gathered buffer holds them in rank order and is readable after the
+    `shardc.CollectiveWait` that consumes the handle.
+
+    ```mlir
+    %h = shardc.AllGatherStart %shard {world_size = 2 : i64}
+        : tensor<3xf32> -> !shardc.pending<tensor<6xf32>>
+    ```
   }];
-  let arguments = (ins StaticShapeTensorOf<[AnyType]>:$input, I64Attr:$world_size);
-  let results = (outs StaticShapeTensorOf<[AnyType]>:$pending);
-  let hasVerifier = 1;
-  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($pending)";
+  let assemblyFormat = [{
+    $input attr-dict `:` type($input) `->` qualified(type($pending))
+  }];
 }
 
-def Shardc_ReduceScatterStartOp : Shardc_Op<"ReduceScatterStart", [Pure]> {
+def Shardc_ReduceScatterStartOp
+    : Shardc_CollectiveStartOp<"ReduceScatterStart"> {
   let summary = "Start a sum over ranks of a 1-d buffer, keeping this rank's chunk";
-  let arguments = (ins StaticShapeTensorOf<[AnyType]>:$input, I64Attr:$world_size);
-  let results = (outs StaticShapeTensorOf<[AnyType]>:$pending);
-  let hasVerifier = 1;
-  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($pending)";
+  let description = [{
+    The elementwise sum over the `world_size` ranks of `input`, of which
+    rank r keeps chunk r (1/`world_size` of the elements).
+
+    ```mlir
+    %h = shardc.ReduceScatterStart %grads {world_size = 2 : i64}
+        : tensor<6xf32> -> !shardc.pending<tensor<3xf32>>
+    ```
+  }];
+  let assemblyFormat = [{
+    $input attr-dict `:` type($input) `->` qualified(type($pending))
+  }];
 }
 
-def Shardc_AllReduceStartOp : Shardc_Op<"AllReduceStart", [Pure,
-    AllTypesMatch<["input", "pending"]>]> {
+def Shardc_AllReduceStartOp : Shardc_CollectiveStartOp<"AllReduceStart", [
+    TypesMatchWith<"the pending result is the input's type", "input",
+                   "pending", "PendingType::get(::llvm::cast<::mlir::RankedTensorType>($_self))">]> {
   let summary = "Start a sum over ranks of a buffer";
-  let arguments = (ins StaticShapeTensorOf<[AnyType]>:$input, I64Attr:$world_size);
-  let results = (outs StaticShapeTensorOf<[AnyType]>:$pending);
-  let hasVerifier = 1;
+  let description = [{
+    The elementwise sum over the `world_size` ranks of `input` (a gradient
+    bucket); the handle's tensor has the input's type.
+
+    ```mlir
+    %h = shardc.AllReduceStart %bucket {world_size = 2 : i64} : tensor<8xf32>
+    ```
+  }];
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
-def Shardc_CollectiveWaitOp : Shardc_Op<"CollectiveWait", [Pure,
-    AllTypesMatch<["pending", "result"]>]> {
+def Shardc_CollectiveWaitOp : Shardc_Op<"CollectiveWait", [
+    Shardc_Communicates,
+    TypesMatchWith<"the handle is pending the result's type", "result",
+                   "pending", "PendingType::get(::llvm::cast<::mlir::RankedTensorType>($_self))">]> {
   let summary = "Wait until a started collective has written its buffer";
-  let arguments = (ins StaticShapeTensorOf<[AnyType]>:$pending);
+  let description = [{
+    Consumes the handle of a collective start and yields the tensor the
+    collective produced. Scheduling (`shardc-schedule-collectives`) places
+    it just before the first use, so that computation runs in between.
+
+    ```mlir
+    %full = shardc.CollectiveWait %h : tensor<6xf32>
+    ```
+  }];
+  let arguments = (ins Shardc_PendingType:$pending);
   let results = (outs StaticShapeTensorOf<[AnyType]>:$result);
-  let hasVerifier = 1;
-  let assemblyFormat = "$pending attr-dict `:` type($pending)";
+  let assemblyFormat = "$pending attr-dict `:` type($result)";
 }
 
 def Shardc_ShardSliceOp : Shardc_Op<"ShardSlice", [Pure]> {

@@ -242,13 +242,16 @@ def LowerCollectives : Pass<"shardc-lower-collectives", "mlir::ModuleOp"> {
   let summary = "Lower mesh collectives to start/wait ops over flat buffers";
   let description = [{
     `mesh.all_gather`, `mesh.reduce_scatter` and `mesh.all_reduce` become a
-    `shardc.*Start` op and a `shardc.CollectiveWait`; `mesh.all_slice`
-    becomes the local `shardc.ShardSlice`.
+    `shardc.*Start` op, which yields a `!shardc.pending` handle, and a
+    `shardc.CollectiveWait` that consumes it; `mesh.all_slice` becomes the
+    local `shardc.ShardSlice`. The mesh ops are pure values (CSE may merge
+    two equal gathers); start and wait communicate, so from here on no
+    generic transformation merges, drops or reorders a collective.
 
     Before: `%1 = mesh.all_gather %0 on @world mesh_axes = [0] gather_axis = 0 : tensor<3xf32> -> tensor<6xf32>`
     After:
     ```mlir
-    %p = shardc.AllGatherStart %0 {world_size = 2 : i64} : tensor<3xf32> -> tensor<6xf32>
+    %p = shardc.AllGatherStart %0 {world_size = 2 : i64} : tensor<3xf32> -> !shardc.pending<tensor<6xf32>>
     %1 = shardc.CollectiveWait %p : tensor<6xf32>
     ```
   }];

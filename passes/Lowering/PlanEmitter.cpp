@@ -104,10 +104,30 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
     p.set_model_name(name.str());
 
   DenseMap<Value, int32_t> buffers;
+  // A pending collective's buffer is the tensor it will hold.
   auto bufferType = [](Value v) {
-    auto t = cast<RankedTensorType>(v.getType());
+    auto t = isa<PendingType>(v.getType())
+                 ? cast<PendingType>(v.getType()).getTensorType()
+                 : cast<RankedTensorType>(v.getType());
     return std::make_pair(toRuntimeType(t.getElementType()), t.getShape());
   };
+
+  // The runtime finishes every collective it starts exactly once.
+  WalkResult handles = func.walk([&](Operation *op) {
+    if (!isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp>(op))
+      return WalkResult::advance();
+    Value pending = op->getResult(0);
+    bool oneWait = pending.hasOneUse() &&
+                   isa<CollectiveWaitOp>(*pending.getUsers().begin());
+    if (oneWait)
+      return WalkResult::advance();
+    op->emitOpError("is not finished by exactly one shardc.CollectiveWait: ")
+        << "every started collective must be waited for once before the "
+           "step ends";
+    return WalkResult::interrupt();
+  });
+  if (handles.wasInterrupted())
+    return failure();
 
   for (BlockArgument arg : func.getArguments()) {
     auto [dtype, shape] = bufferType(arg);

@@ -2,8 +2,11 @@
 //
 // The mesh dialect's collectives are pure tensor ops with no asynchronous
 // form (and no runtime lowering in LLVM 19). Each becomes a start op that
-// hands a flat buffer to the communicator and a wait op that makes the
-// result available, so that scheduling can put computation between them:
+// hands a flat buffer to the communicator and yields a `!shardc.pending`
+// handle, and a wait op that consumes the handle and makes the result
+// available, so that scheduling can put computation between them. Unlike
+// the mesh ops, start and wait communicate (they have memory effects on the
+// network), so generic transformations keep every one of them in order:
 //
 //   mesh.all_gather     -> shardc.AllGatherStart     + shardc.CollectiveWait
 //   mesh.reduce_scatter -> shardc.ReduceScatterStart + shardc.CollectiveWait
@@ -73,12 +76,13 @@ struct LowerCollectivesPass
       start = b.create<ShardSliceOp>(loc, type, in, n);
       result = start->getResult(0);
     } else {
+      auto pending = PendingType::get(cast<RankedTensorType>(type));
       if (isa<mesh::AllGatherOp>(op))
-        start = b.create<AllGatherStartOp>(loc, type, in, n);
+        start = b.create<AllGatherStartOp>(loc, pending, in, n);
       else if (isa<mesh::ReduceScatterOp>(op))
-        start = b.create<ReduceScatterStartOp>(loc, type, in, n);
+        start = b.create<ReduceScatterStartOp>(loc, pending, in, n);
       else
-        start = b.create<AllReduceStartOp>(loc, type, in, n);
+        start = b.create<AllReduceStartOp>(loc, pending, in, n);
       Operation *wait =
           b.create<CollectiveWaitOp>(loc, type, start->getResult(0));
       if (category)

@@ -4,7 +4,7 @@
 // the mesh size becomes world_size.
 // CHECK-LABEL: func.func @all_gather
 // CHECK-SAME: (%[[SHARD:[a-z0-9]+]]: tensor<3xf32>)
-// CHECK: %[[P:.*]] = shardc.AllGatherStart %[[SHARD]] {shardc.category = "params", world_size = 2 : i64} : tensor<3xf32> -> tensor<6xf32>
+// CHECK: %[[P:.*]] = shardc.AllGatherStart %[[SHARD]] {shardc.category = "params", world_size = 2 : i64} : tensor<3xf32> -> !shardc.pending<tensor<6xf32>>
 // CHECK: %[[FULL:.*]] = shardc.CollectiveWait %[[P]] {shardc.category = "params"} : tensor<6xf32>
 // CHECK: return %[[FULL]]
 // CHECK-NOT: mesh.all_gather
@@ -20,7 +20,7 @@ func.func @all_gather(%shard: tensor<3xf32>) -> tensor<6xf32> {
 // phase marker).
 // CHECK-LABEL: func.func @reduce_scatter
 // CHECK-SAME: (%[[FLAT:[a-z0-9]+]]: tensor<8xf32>)
-// CHECK: %[[P:.*]] = shardc.ReduceScatterStart %[[FLAT]] {shardc.backward, shardc.category = "grads", world_size = 4 : i64} : tensor<8xf32> -> tensor<2xf32>
+// CHECK: %[[P:.*]] = shardc.ReduceScatterStart %[[FLAT]] {shardc.backward, shardc.category = "grads", world_size = 4 : i64} : tensor<8xf32> -> !shardc.pending<tensor<2xf32>>
 // CHECK: %[[SHARD:.*]] = shardc.CollectiveWait %[[P]] {shardc.category = "grads"} : tensor<2xf32>
 // CHECK: return %[[SHARD]]
 // CHECK-NOT: mesh.reduce_scatter
@@ -70,11 +70,11 @@ func.func @all_slice(%flat: tensor<16xf32>) -> tensor<4xf32> {
 // is lowered in place, in order, and uses are rewired to the waits.
 // CHECK-LABEL: func.func @main
 // CHECK-SAME: (%[[G:[a-z0-9]+]]: tensor<8xf32>, %[[P:[a-z0-9]+]]: tensor<8xf32>)
-// CHECK: %[[RS:.*]] = shardc.ReduceScatterStart %[[G]] {shardc.category = "grads", world_size = 4 : i64} : tensor<8xf32> -> tensor<2xf32>
+// CHECK: %[[RS:.*]] = shardc.ReduceScatterStart %[[G]] {shardc.category = "grads", world_size = 4 : i64} : tensor<8xf32> -> !shardc.pending<tensor<2xf32>>
 // CHECK: %[[GS:.*]] = shardc.CollectiveWait %[[RS]] {shardc.category = "grads"} : tensor<2xf32>
 // CHECK: %[[PS:.*]] = shardc.ShardSlice %[[P]] {shardc.category = "params", world_size = 4 : i64} : tensor<8xf32> -> tensor<2xf32>
 // CHECK: %[[NEW:.*]] = shardc.Sub %[[PS]], %[[GS]]
-// CHECK: %[[AG:.*]] = shardc.AllGatherStart %[[NEW]] {shardc.category = "params", world_size = 4 : i64} : tensor<2xf32> -> tensor<8xf32>
+// CHECK: %[[AG:.*]] = shardc.AllGatherStart %[[NEW]] {shardc.category = "params", world_size = 4 : i64} : tensor<2xf32> -> !shardc.pending<tensor<8xf32>>
 // CHECK: %[[FULL:.*]] = shardc.CollectiveWait %[[AG]] {shardc.category = "params"} : tensor<8xf32>
 // CHECK: return %[[FULL]]
 mesh.mesh @world(shape = 4)

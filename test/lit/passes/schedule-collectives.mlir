@@ -200,42 +200,42 @@ mesh.mesh @world(shape = 2)
 func.func @main(%arg0: tensor<4xf32> {shardc.input = "x"}, %arg1: tensor<f32> {shardc.state = "optimizer.step"}, %arg2: tensor<2xf32> {shardc.flat_params = ["l0.s"], shardc.flat_types = [tensor<4xf32>], shardc.param_shard = "unit0"}, %arg3: tensor<2xf32> {shardc.state = "unit0.momentum_buffer"}, %arg4: tensor<2xf32> {shardc.flat_params = ["l1.s"], shardc.flat_types = [tensor<4xf32>], shardc.param_shard = "unit1"}, %arg5: tensor<2xf32> {shardc.state = "unit1.momentum_buffer"}, %arg6: tensor<2xf32> {shardc.flat_params = ["l2.s"], shardc.flat_types = [tensor<4xf32>], shardc.param_shard = "unit2"}, %arg7: tensor<2xf32> {shardc.state = "unit2.momentum_buffer"}, %arg8: tensor<2xf32> {shardc.flat_params = ["l3.s"], shardc.flat_types = [tensor<4xf32>], shardc.param_shard = "unit3"}, %arg9: tensor<2xf32> {shardc.state = "unit3.momentum_buffer"}) -> (tensor<f32>, tensor<f32> {shardc.updates = 1 : i64}, tensor<2xf32> {shardc.updates = 3 : i64}, tensor<2xf32> {shardc.updates = 2 : i64}, tensor<2xf32> {shardc.updates = 5 : i64}, tensor<2xf32> {shardc.updates = 4 : i64}, tensor<2xf32> {shardc.updates = 7 : i64}, tensor<2xf32> {shardc.updates = 6 : i64}, tensor<2xf32> {shardc.updates = 9 : i64}, tensor<2xf32> {shardc.updates = 8 : i64}) attributes {shardc.loss = "loss", shardc.optimizer = "sgd", shardc.output_names = ["loss"], shardc.world_size = 2 : i64, shardc.zero_stage = 3 : i64} {
   %0 = shardc.Constant dense<5.000000e-01> : tensor<f32>
   %1 = shardc.Constant dense<1.000000e+00> : tensor<4xf32>
-  %2 = shardc.AllGatherStart %arg2 {shardc.category = "params", world_size = 2 : i64} : tensor<2xf32> -> tensor<4xf32>
+  %2 = shardc.AllGatherStart %arg2 {shardc.category = "params", world_size = 2 : i64} : tensor<2xf32> -> !shardc.pending<tensor<4xf32>>
   %3 = shardc.CollectiveWait %2 {shardc.category = "params"} : tensor<4xf32>
   %4 = shardc.Mul %arg0, %3 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  %5 = shardc.AllGatherStart %arg4 {shardc.category = "params", world_size = 2 : i64} : tensor<2xf32> -> tensor<4xf32>
+  %5 = shardc.AllGatherStart %arg4 {shardc.category = "params", world_size = 2 : i64} : tensor<2xf32> -> !shardc.pending<tensor<4xf32>>
   %6 = shardc.CollectiveWait %5 {shardc.category = "params"} : tensor<4xf32>
   %7 = shardc.Mul %4, %6 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  %8 = shardc.AllGatherStart %arg6 {shardc.category = "params", world_size = 2 : i64} : tensor<2xf32> -> tensor<4xf32>
+  %8 = shardc.AllGatherStart %arg6 {shardc.category = "params", world_size = 2 : i64} : tensor<2xf32> -> !shardc.pending<tensor<4xf32>>
   %9 = shardc.CollectiveWait %8 {shardc.category = "params"} : tensor<4xf32>
   %10 = shardc.Mul %7, %9 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  %11 = shardc.AllGatherStart %arg8 {shardc.category = "params", world_size = 2 : i64} : tensor<2xf32> -> tensor<4xf32>
+  %11 = shardc.AllGatherStart %arg8 {shardc.category = "params", world_size = 2 : i64} : tensor<2xf32> -> !shardc.pending<tensor<4xf32>>
   %12 = shardc.CollectiveWait %11 {shardc.category = "params"} : tensor<4xf32>
   %13 = shardc.Mul %10, %12 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   %14 = shardc.ReduceSum %13 {axes = array<i64: 0>, keepdims = 0 : i64} : tensor<4xf32> -> tensor<f32>
-  %15 = shardc.AllGatherStart %arg8 {shardc.category = "params", world_size = 2 : i64} : tensor<2xf32> -> tensor<4xf32>
+  %15 = shardc.AllGatherStart %arg8 {shardc.category = "params", world_size = 2 : i64} : tensor<2xf32> -> !shardc.pending<tensor<4xf32>>
   %16 = shardc.CollectiveWait %15 {shardc.category = "params"} : tensor<4xf32>
   %17 = shardc.Mul %16, %1 {shardc.backward} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   %18 = shardc.Mul %10, %1 {shardc.backward, shardc.category = "grads"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  %19 = shardc.ReduceScatterStart %18 {shardc.category = "grads", world_size = 2 : i64} : tensor<4xf32> -> tensor<2xf32>
+  %19 = shardc.ReduceScatterStart %18 {shardc.category = "grads", world_size = 2 : i64} : tensor<4xf32> -> !shardc.pending<tensor<2xf32>>
   %20 = shardc.CollectiveWait %19 {shardc.category = "grads"} : tensor<2xf32>
   %21 = shardc.Mul %20, %0 {shardc.category = "grads"} : (tensor<2xf32>, tensor<f32>) -> tensor<2xf32>
-  %22 = shardc.AllGatherStart %arg6 {shardc.category = "params", world_size = 2 : i64} : tensor<2xf32> -> tensor<4xf32>
+  %22 = shardc.AllGatherStart %arg6 {shardc.category = "params", world_size = 2 : i64} : tensor<2xf32> -> !shardc.pending<tensor<4xf32>>
   %23 = shardc.CollectiveWait %22 {shardc.category = "params"} : tensor<4xf32>
   %24 = shardc.Mul %17, %23 {shardc.backward} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   %25 = shardc.Mul %17, %7 {shardc.backward, shardc.category = "grads"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  %26 = shardc.ReduceScatterStart %25 {shardc.category = "grads", world_size = 2 : i64} : tensor<4xf32> -> tensor<2xf32>
+  %26 = shardc.ReduceScatterStart %25 {shardc.category = "grads", world_size = 2 : i64} : tensor<4xf32> -> !shardc.pending<tensor<2xf32>>
   %27 = shardc.CollectiveWait %26 {shardc.category = "grads"} : tensor<2xf32>
   %28 = shardc.Mul %27, %0 {shardc.category = "grads"} : (tensor<2xf32>, tensor<f32>) -> tensor<2xf32>
-  %29 = shardc.AllGatherStart %arg4 {shardc.category = "params", world_size = 2 : i64} : tensor<2xf32> -> tensor<4xf32>
+  %29 = shardc.AllGatherStart %arg4 {shardc.category = "params", world_size = 2 : i64} : tensor<2xf32> -> !shardc.pending<tensor<4xf32>>
   %30 = shardc.CollectiveWait %29 {shardc.category = "params"} : tensor<4xf32>
   %31 = shardc.Mul %24, %30 {shardc.backward} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   %32 = shardc.Mul %24, %4 {shardc.backward, shardc.category = "grads"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  %33 = shardc.ReduceScatterStart %32 {shardc.category = "grads", world_size = 2 : i64} : tensor<4xf32> -> tensor<2xf32>
+  %33 = shardc.ReduceScatterStart %32 {shardc.category = "grads", world_size = 2 : i64} : tensor<4xf32> -> !shardc.pending<tensor<2xf32>>
   %34 = shardc.CollectiveWait %33 {shardc.category = "grads"} : tensor<2xf32>
   %35 = shardc.Mul %34, %0 {shardc.category = "grads"} : (tensor<2xf32>, tensor<f32>) -> tensor<2xf32>
   %36 = shardc.Mul %31, %arg0 {shardc.backward, shardc.category = "grads"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  %37 = shardc.ReduceScatterStart %36 {shardc.category = "grads", world_size = 2 : i64} : tensor<4xf32> -> tensor<2xf32>
+  %37 = shardc.ReduceScatterStart %36 {shardc.category = "grads", world_size = 2 : i64} : tensor<4xf32> -> !shardc.pending<tensor<2xf32>>
   %38 = shardc.CollectiveWait %37 {shardc.category = "grads"} : tensor<2xf32>
   %39 = shardc.Mul %38, %0 {shardc.category = "grads"} : (tensor<2xf32>, tensor<f32>) -> tensor<2xf32>
   %40 = shardc.Increment %arg1 : tensor<f32>

@@ -13,7 +13,9 @@
 #include "passes/Passes.h"
 #include "plan/PlanIO.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -283,6 +285,63 @@ g (float[2, 3] X, float[3, 4] W = {1,2,3,4,5,6,7,8,9,10,11,12}, float[4] B = {1,
       EXPECT_EQ((*loaded)->bytes[i].size(), p.buffers(i).name() == "W" ? 48u : 16u);
     }
   EXPECT_EQ(params, 2);
+}
+
+/// Emits a plan from textual IR; returns the diagnostics, or "" on success.
+std::string emitFromIr(llvm::StringRef ir) {
+  mlir::MLIRContext ctx;
+  ctx.loadDialect<ShardcDialect, mlir::func::FuncDialect>();
+  std::string diagnostics;
+  ctx.getDiagEngine().registerHandler([&](mlir::Diagnostic &d) {
+    diagnostics += d.str() + "\n";
+    return mlir::success();
+  });
+  auto module = mlir::parseSourceString<mlir::ModuleOp>(ir, &ctx);
+  if (!module)
+    return "parse error: " + diagnostics;
+  plan::PlanWriter writer;
+  ParamReader reader = [](llvm::StringRef) -> llvm::Expected<std::vector<uint8_t>> {
+    return std::vector<uint8_t>(8, 0);
+  };
+  if (mlir::succeeded(emitPlan(*module, reader, writer)))
+    return "";
+  return diagnostics.empty() ? "failed without a diagnostic" : diagnostics;
+}
+
+// The runtime finishes each collective it starts exactly once: plan lowering
+// refuses a start whose handle is never waited for, or waited for twice
+// (both are valid IR: the handle type only says what a wait consumes).
+TEST(PlanEmission, EveryCollectiveIsWaitedForOnce) {
+  const char *waitedOnce = R"(
+func.func @main(%g: tensor<2xf32> {shardc.input = "g"}) -> tensor<2xf32>
+    attributes {shardc.output_names = ["r"]} {
+  %h = shardc.AllReduceStart %g {world_size = 2 : i64} : tensor<2xf32>
+  %r = shardc.CollectiveWait %h : tensor<2xf32>
+  return %r : tensor<2xf32>
+})";
+  EXPECT_EQ(emitFromIr(waitedOnce), "");
+
+  const char *neverWaited = R"(
+func.func @main(%g: tensor<2xf32> {shardc.input = "g"}) -> tensor<2xf32>
+    attributes {shardc.output_names = ["r"]} {
+  %h = shardc.AllReduceStart %g {world_size = 2 : i64} : tensor<2xf32>
+  return %g : tensor<2xf32>
+})";
+  EXPECT_NE(emitFromIr(neverWaited).find(
+                "is not finished by exactly one shardc.CollectiveWait"),
+            std::string::npos);
+
+  const char *waitedTwice = R"(
+func.func @main(%g: tensor<2xf32> {shardc.input = "g"}) -> (tensor<2xf32>, tensor<2xf32>)
+    attributes {shardc.output_names = ["a", "b"]} {
+  %h = shardc.AllReduceStart %g {world_size = 2 : i64} : tensor<2xf32>
+  %a = shardc.CollectiveWait %h : tensor<2xf32>
+  %b = shardc.CollectiveWait %h : tensor<2xf32>
+  return %a, %b : tensor<2xf32>, tensor<2xf32>
+})";
+  EXPECT_NE(emitFromIr(waitedTwice).find(
+                "is not finished by exactly one shardc.CollectiveWait"),
+            std::string::npos);
 }
 
 } // namespace

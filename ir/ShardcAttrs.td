@@ -1,0 +1,55 @@
+//===- ShardcAttrs.td - Attributes of the shardc dialect ---*- tablegen -*-===//
+//
+// Enumerations that ops and passes share. They are typed attributes, never
+// strings: a misspelled value is a parse error, and passes switch over them.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SHARDC_ATTRS_TD
+#define SHARDC_ATTRS_TD
+
+include "ir/ShardcDialect.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+
+def Shardc_LossReduction : I32EnumAttr<"LossReduction",
+    "how a loss reduces over its targets", [
+      I32EnumAttrCase<"None", 0, "none">,
+      I32EnumAttrCase<"Sum", 1, "sum">,
+      I32EnumAttrCase<"Mean", 2, "mean">
+    ]> {
+  let cppNamespace = "::shardc";
+  let genSpecializedAttr = 0;
+}
+
+def Shardc_LossReductionAttr
+    : EnumAttr<Shardc_Dialect, Shardc_LossReduction, "reduction"> {
+  let summary = "Reduction of a loss: none, sum or mean (ONNX `reduction`)";
+  let assemblyFormat = "`<` $value `>`";
+}
+
+def Shardc_MemoryCategory : I32EnumAttr<"MemoryCategory",
+    "what a buffer holds, for memory planning and reports", [
+      I32EnumAttrCase<"Params", 0, "params">,
+      I32EnumAttrCase<"Grads", 1, "grads">,
+      I32EnumAttrCase<"OptState", 2, "opt_state">,
+      I32EnumAttrCase<"Activations", 3, "activations">,
+      I32EnumAttrCase<"Comm", 4, "comm">
+    ]> {
+  let cppNamespace = "::shardc";
+  let genSpecializedAttr = 0;
+}
+
+def Shardc_MemoryCategoryAttr
+    : EnumAttr<Shardc_Dialect, Shardc_MemoryCategory, "category"> {
+  let summary = "Memory category of an op's results (`shardc.category`)";
+  let description = [{
+    Set by the sharding passes on the ops they create, e.g.
+    `{shardc.category = #shardc.category<grads>}`; the plan emitter files
+    each result's buffer under it (plan.proto's `Category`). Results
+    without it are activations, or gradients when an optimizer update
+    consumes them as its gradient.
+  }];
+  let assemblyFormat = "`<` $value `>`";
+}
+
+#endif // SHARDC_ATTRS_TD
