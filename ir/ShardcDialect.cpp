@@ -1,5 +1,6 @@
 //===- ShardcDialect.cpp - The shardc dialect -----------------------------===//
 #include "ir/ShardcDialect.h"
+#include "ir/gradients/Gradients.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -25,6 +26,16 @@ void ShardcDialect::initialize() {
 #define GET_OP_LIST
 #include "ir/ShardcOps.cpp.inc"
       >();
+  // The gradient rules (DifferentiableOpInterface), one file per op family.
+  MLIRContext *ctx = getContext();
+  registerConstantGradients(ctx);
+  registerElementwiseGradients(ctx);
+  registerLinearAlgebraGradients(ctx);
+  registerNormalizationGradients(ctx);
+  registerConvPoolGradients(ctx);
+  registerDataMovementGradients(ctx);
+  registerReductionGradients(ctx);
+  registerLossGradients(ctx);
   registerTypes();
   registerAttributes();
 }

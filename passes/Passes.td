@@ -40,6 +40,9 @@ def Autodiff : Pass<"shardc-autodiff", "mlir::ModuleOp"> {
     gradients. Ops that need kernels of their own for their gradient emit
     gradient ops (ReluGrad, ConvGradInput, LayerNormGrad, ...); the others
     are differentiated into forward ops. MaxPool gains its indices result.
+    Each op's gradient rule is its `DifferentiableOpInterface` model, one
+    file per op family in `ir/gradients/` (docs/autodiff.md); an op that a
+    gradient reaches without one is an error.
 
     Before:
     ```mlir

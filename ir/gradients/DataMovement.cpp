@@ -1,0 +1,120 @@
+//===- DataMovement.cpp - Gradient rules of the data movement ops ---------===//
+#include "ir/GradientEmitter.h"
+#include "ir/gradients/Gradients.h"
+
+using namespace mlir;
+
+namespace shardc {
+namespace {
+
+struct ReshapeGradient
+    : DifferentiableOpInterface::ExternalModel<ReshapeGradient, ReshapeOp> {
+  LogicalResult backprop(Operation *op, GradientEmitter &e) const {
+    auto r = cast<ReshapeOp>(op);
+    e.accumulate(r.getInput(),
+                 e.reshape(e.grad(r.getOutput()), tensorTy(r.getInput())));
+    return success();
+  }
+};
+
+struct TransposeGradient
+    : DifferentiableOpInterface::ExternalModel<TransposeGradient, TransposeOp> {
+  LogicalResult backprop(Operation *op, GradientEmitter &e) const {
+    auto t = cast<TransposeOp>(op);
+    Value dy = e.grad(t.getOutput());
+    ArrayRef<int64_t> perm = t.getPerm();
+    SmallVector<int64_t> inv(perm.size());
+    for (size_t i = 0; i < perm.size(); ++i)
+      inv[perm[i]] = i;
+    e.accumulate(t.getInput(),
+                 e.create<TransposeOp>(t.getInput().getType(), dy, inv));
+    return success();
+  }
+};
+
+struct ExpandGradient
+    : DifferentiableOpInterface::ExternalModel<ExpandGradient, ExpandOp> {
+  LogicalResult backprop(Operation *op, GradientEmitter &e) const {
+    auto ex = cast<ExpandOp>(op);
+    e.accumulate(ex.getInput(),
+                 e.sumTo(e.grad(ex.getOutput()), tensorTy(ex.getInput())));
+    return success();
+  }
+};
+
+/// Scatter-adds into the float data; the indices have no gradient.
+struct GatherGradient
+    : DifferentiableOpInterface::ExternalModel<GatherGradient, GatherOp> {
+  LogicalResult backprop(Operation *op, GradientEmitter &e) const {
+    auto g = cast<GatherOp>(op);
+    Value dy = e.grad(g.getOutput());
+    if (isa<FloatType>(tensorTy(g.getData()).getElementType()))
+      e.accumulate(g.getData(),
+                   e.create<GatherGradOp>(g.getData().getType(), dy,
+                                          g.getIndices(), g.getAxis()));
+    return success();
+  }
+};
+
+/// Each active input gets its slice of the gradient.
+struct ConcatGradient
+    : DifferentiableOpInterface::ExternalModel<ConcatGradient, ConcatOp> {
+  LogicalResult backprop(Operation *op, GradientEmitter &e) const {
+    auto c = cast<ConcatOp>(op);
+    Value dy = e.grad(c.getOutput());
+    int64_t axis = c.getAxis(), offset = 0;
+    auto yt = tensorTy(dy);
+    for (Value in : c.getInputs()) {
+      auto it = tensorTy(in);
+      if (e.isActive(in)) {
+        SmallVector<int64_t> starts(yt.getRank(), 0), steps(yt.getRank(), 1);
+        starts[axis] = offset;
+        e.accumulate(in, e.create<SliceOp>(it, dy, starts, steps));
+      }
+      offset += it.getDimSize(axis);
+    }
+    return success();
+  }
+};
+
+/// Concatenates the gradients of the pieces, zeros for pieces without one.
+struct SplitGradient
+    : DifferentiableOpInterface::ExternalModel<SplitGradient, SplitOp> {
+  LogicalResult backprop(Operation *op, GradientEmitter &e) const {
+    auto s = cast<SplitOp>(op);
+    SmallVector<Value> parts;
+    for (Value r : s.getOutputs()) {
+      Value g = e.grad(r);
+      parts.push_back(g ? g : e.zerosLike(tensorTy(r)));
+    }
+    e.accumulate(s.getInput(), e.create<ConcatOp>(s.getInput().getType(), parts,
+                                                  s.getAxis()));
+    return success();
+  }
+};
+
+struct SliceGradient
+    : DifferentiableOpInterface::ExternalModel<SliceGradient, SliceOp> {
+  LogicalResult backprop(Operation *op, GradientEmitter &e) const {
+    auto sl = cast<SliceOp>(op);
+    Value dy = e.grad(sl.getOutput());
+    e.accumulate(sl.getInput(),
+                 e.create<SliceGradOp>(sl.getInput().getType(), dy,
+                                       sl.getStarts(), sl.getSteps()));
+    return success();
+  }
+};
+
+} // namespace
+
+void registerDataMovementGradients(MLIRContext *ctx) {
+  ReshapeOp::attachInterface<ReshapeGradient>(*ctx);
+  TransposeOp::attachInterface<TransposeGradient>(*ctx);
+  GatherOp::attachInterface<GatherGradient>(*ctx);
+  ConcatOp::attachInterface<ConcatGradient>(*ctx);
+  SplitOp::attachInterface<SplitGradient>(*ctx);
+  SliceOp::attachInterface<SliceGradient>(*ctx);
+  ExpandOp::attachInterface<ExpandGradient>(*ctx);
+}
+
+} // namespace shardc

@@ -1,0 +1,259 @@
+//===- Elementwise.cpp - Gradient rules of the elementwise ops ------------===//
+//
+// Broadcasting binary ops sum their gradient back to each operand's shape
+// (GradientEmitter::sumTo).
+//
+//===----------------------------------------------------------------------===//
+#include "ir/GradientEmitter.h"
+#include "ir/gradients/Gradients.h"
+
+#include <cmath>
+
+using namespace mlir;
+
+namespace shardc {
+namespace {
+
+struct AddGradient
+    : DifferentiableOpInterface::ExternalModel<AddGradient, AddOp> {
+  LogicalResult backprop(Operation *op, GradientEmitter &e) const {
+    auto add = cast<AddOp>(op);
+    Value dy = e.grad(add.getOutput());
+    e.accumulate(add.getLhs(), e.sumTo(dy, tensorTy(add.getLhs())));
+    e.accumulate(add.getRhs(), e.sumTo(dy, tensorTy(add.getRhs())));
+    return success();
+  }
+};
+
+struct SubGradient
+    : DifferentiableOpInterface::ExternalModel<SubGradient, SubOp> {
+  LogicalResult backprop(Operation *op, GradientEmitter &e) const {
+    auto sub = cast<SubOp>(op);
+    Value dy = e.grad(sub.getOutput());
+    e.accumulate(sub.getLhs(), e.sumTo(dy, tensorTy(sub.getLhs())));
+    if (e.isActive(sub.getRhs()))
+      e.accumulate(sub.getRhs(), e.sumTo(e.neg(dy), tensorTy(sub.getRhs())));
+    return success();
+  }
+};
+
+struct MulGradient
+    : DifferentiableOpInterface::ExternalModel<MulGradient, MulOp> {
+  LogicalResult backprop(Operation *op, GradientEmitter &e) const {
+    auto m = cast<MulOp>(op);
+    Value dy = e.grad(m.getOutput());
+    if (e.isActive(m.getLhs()))
+      e.accumulate(m.getLhs(),
+                   e.sumTo(e.mul(dy, m.getRhs()), tensorTy(m.getLhs())));
+    if (e.isActive(m.getRhs()))
+      e.accumulate(m.getRhs(),
+                   e.sumTo(e.mul(dy, m.getLhs()), tensorTy(m.getRhs())));
+    return success();
+  }
+};
+
+struct DivGradient
+    : DifferentiableOpInterface::ExternalModel<DivGradient, DivOp> {
+  LogicalResult backprop(Operation *op, GradientEmitter &e) const {
+    auto d = cast<DivOp>(op);
+    Value dy = e.grad(d.getOutput());
+    if (e.isActive(d.getLhs()))
+      e.accumulate(d.getLhs(),
+                   e.sumTo(e.div(dy, d.getRhs()), tensorTy(d.getLhs())));
+    if (e.isActive(d.getRhs())) {
+      // d(a/b)/db = -(a/b)/b.
+      Value g = e.neg(e.div(e.mul(dy, d.getOutput()), d.getRhs()));
+      e.accumulate(d.getRhs(), e.sumTo(g, tensorTy(d.getRhs())));
+    }
+    return success();
+  }
+};
+
+struct PowGradient
+    : DifferentiableOpInterface::ExternalModel<PowGradient, PowOp> {
+  LogicalResult backprop(Operation *op, GradientEmitter &e) const {
+    auto p = cast<PowOp>(op);
+    Value dy = e.grad(p.getOutput());
+    Value x = p.getLhs(), ex = p.getRhs();
+    if (!isa<FloatType>(tensorTy(x).getElementType()))
+      return success();
+    if (e.isActive(x)) {
+      // d(x^e)/dx = e * x^(e-1).
+      Value eF = ex;
+      if (tensorTy(ex).getElementType() != tensorTy(x).getElementType())
+        eF = e.create<CastOp>(
+            RankedTensorType::get(tensorTy(ex).getShape(),
+                                  tensorTy(x).getElementType()),
+            ex, onnxTypeCode(tensorTy(x).getElementType()));
+      Value em1 = e.create<SubOp>(
+          eF.getType(), eF, e.constant(tensorTy(eF).getElementType(), 1.0));
+      Value xp = e.create<PowOp>(
+          RankedTensorType::get(
+              broadcastShape(tensorTy(x).getShape(), tensorTy(em1).getShape()),
+              tensorTy(x).getElementType()),
+          x, em1);
+      e.accumulate(x, e.sumTo(e.mul(e.mul(dy, eF), xp), tensorTy(x)));
+    }
+    if (e.isActive(ex)) {
+      // d(x^e)/de = x^e * ln(x).
+      Value lx = e.create<LogOp>(x.getType(), x);
+      e.accumulate(ex,
+                   e.sumTo(e.mul(e.mul(dy, p.getOutput()), lx), tensorTy(ex)));
+    }
+    return success();
+  }
+};
+
+struct WhereGradient
+    : DifferentiableOpInterface::ExternalModel<WhereGradient, WhereOp> {
+  LogicalResult backprop(Operation *op, GradientEmitter &e) const {
+    auto w = cast<WhereOp>(op);
+    Value dy = e.grad(w.getOutput());
+    Value zero = e.constant(tensorTy(dy).getElementType(), 0.0);
+    if (e.isActive(w.getX()))
+      e.accumulate(
+          w.getX(),
+          e.sumTo(e.create<WhereOp>(dy.getType(), w.getCondition(), dy, zero),
+                  tensorTy(w.getX())));
+    if (e.isActive(w.getY()))
+      e.accumulate(
+          w.getY(),
+          e.sumTo(e.create<WhereOp>(dy.getType(), w.getCondition(), zero, dy),
+                  tensorTy(w.getY())));
+    return success();
+  }
+};
+
+struct SqrtGradient
+    : DifferentiableOpInterface::ExternalModel<SqrtGradient, SqrtOp> {
+  LogicalResult backprop(Operation *op, GradientEmitter &e) const {
+    auto s = cast<SqrtOp>(op);
+    Value dy = e.grad(s.getOutput());
+    e.accumulate(s.getInput(), e.div(dy, e.scale(s.getOutput(), 2.0)));
+    return success();
+  }
+};
+
+struct ExpGradient
+    : DifferentiableOpInterface::ExternalModel<ExpGradient, ExpOp> {
+  LogicalResult backprop(Operation *op, GradientEmitter &e) const {
+    auto ex = cast<ExpOp>(op);
+    Value dy = e.grad(ex.getOutput());
+    e.accumulate(ex.getInput(), e.mul(dy, ex.getOutput()));
+    return success();
+  }
+};
+
+struct LogGradient
+    : DifferentiableOpInterface::ExternalModel<LogGradient, LogOp> {
+  LogicalResult backprop(Operation *op, GradientEmitter &e) const {
+    auto l = cast<LogOp>(op);
+    Value dy = e.grad(l.getOutput());
+    e.accumulate(l.getInput(), e.div(dy, l.getInput()));
+    return success();
+  }
+};
+
+struct NegGradient
+    : DifferentiableOpInterface::ExternalModel<NegGradient, NegOp> {
+  LogicalResult backprop(Operation *op, GradientEmitter &e) const {
+    auto n = cast<NegOp>(op);
+    e.accumulate(n.getInput(), e.neg(e.grad(n.getOutput())));
+    return success();
+  }
+};
+
+struct IdentityGradient
+    : DifferentiableOpInterface::ExternalModel<IdentityGradient, IdentityOp> {
+  LogicalResult backprop(Operation *op, GradientEmitter &e) const {
+    auto id = cast<IdentityOp>(op);
+    e.accumulate(id.getInput(), e.grad(id.getOutput()));
+    return success();
+  }
+};
+
+struct ErfGradient
+    : DifferentiableOpInterface::ExternalModel<ErfGradient, ErfOp> {
+  LogicalResult backprop(Operation *op, GradientEmitter &e) const {
+    // d erf(x)/dx = 2/sqrt(pi) * exp(-x^2).
+    auto erf = cast<ErfOp>(op);
+    Value dy = e.grad(erf.getOutput());
+    Value x = erf.getInput();
+    Value x2 = e.mul(x, x);
+    Value ex = e.create<ExpOp>(x.getType(), e.neg(x2));
+    e.accumulate(x, e.mul(dy, e.scale(ex, 2.0 / std::sqrt(M_PI))));
+    return success();
+  }
+};
+
+struct ReluGradient
+    : DifferentiableOpInterface::ExternalModel<ReluGradient, ReluOp> {
+  LogicalResult backprop(Operation *op, GradientEmitter &e) const {
+    auto r = cast<ReluOp>(op);
+    Value dy = e.grad(r.getOutput());
+    e.accumulate(r.getInput(),
+                 e.create<ReluGradOp>(dy.getType(), dy, r.getInput()));
+    return success();
+  }
+};
+
+struct TanhGradient
+    : DifferentiableOpInterface::ExternalModel<TanhGradient, TanhOp> {
+  LogicalResult backprop(Operation *op, GradientEmitter &e) const {
+    auto t = cast<TanhOp>(op);
+    Value dy = e.grad(t.getOutput());
+    e.accumulate(t.getInput(),
+                 e.create<TanhGradOp>(dy.getType(), dy, t.getOutput()));
+    return success();
+  }
+};
+
+struct SigmoidGradient
+    : DifferentiableOpInterface::ExternalModel<SigmoidGradient, SigmoidOp> {
+  LogicalResult backprop(Operation *op, GradientEmitter &e) const {
+    auto sg = cast<SigmoidOp>(op);
+    Value dy = e.grad(sg.getOutput());
+    e.accumulate(sg.getInput(),
+                 e.create<SigmoidGradOp>(dy.getType(), dy, sg.getOutput()));
+    return success();
+  }
+};
+
+/// Only float-to-float casts pass a gradient (casting it back).
+struct CastGradient
+    : DifferentiableOpInterface::ExternalModel<CastGradient, CastOp> {
+  LogicalResult backprop(Operation *op, GradientEmitter &e) const {
+    auto c = cast<CastOp>(op);
+    Value dy = e.grad(c.getOutput());
+    auto inType = tensorTy(c.getInput());
+    if (isa<FloatType>(inType.getElementType()) &&
+        isa<FloatType>(tensorTy(dy).getElementType()))
+      e.accumulate(
+          c.getInput(),
+          e.create<CastOp>(inType, dy, onnxTypeCode(inType.getElementType())));
+    return success();
+  }
+};
+
+} // namespace
+
+void registerElementwiseGradients(MLIRContext *ctx) {
+  AddOp::attachInterface<AddGradient>(*ctx);
+  SubOp::attachInterface<SubGradient>(*ctx);
+  MulOp::attachInterface<MulGradient>(*ctx);
+  DivOp::attachInterface<DivGradient>(*ctx);
+  PowOp::attachInterface<PowGradient>(*ctx);
+  WhereOp::attachInterface<WhereGradient>(*ctx);
+  SqrtOp::attachInterface<SqrtGradient>(*ctx);
+  ExpOp::attachInterface<ExpGradient>(*ctx);
+  LogOp::attachInterface<LogGradient>(*ctx);
+  ErfOp::attachInterface<ErfGradient>(*ctx);
+  TanhOp::attachInterface<TanhGradient>(*ctx);
+  SigmoidOp::attachInterface<SigmoidGradient>(*ctx);
+  NegOp::attachInterface<NegGradient>(*ctx);
+  ReluOp::attachInterface<ReluGradient>(*ctx);
+  IdentityOp::attachInterface<IdentityGradient>(*ctx);
+  CastOp::attachInterface<CastGradient>(*ctx);
+}
+
+} // namespace shardc

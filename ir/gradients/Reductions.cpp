@@ -1,0 +1,43 @@
+//===- Reductions.cpp - Gradient rules of ReduceSum and ReduceMean --------===//
+#include "ir/GradientEmitter.h"
+#include "ir/gradients/Gradients.h"
+
+#include <type_traits>
+
+using namespace mlir;
+
+namespace shardc {
+namespace {
+
+/// Expands the gradient back over the reduced axes (divided by their size
+/// for the mean).
+template <typename OpTy>
+struct ReduceGradient
+    : DifferentiableOpInterface::ExternalModel<ReduceGradient<OpTy>, OpTy> {
+  LogicalResult backprop(Operation *op, GradientEmitter &e) const {
+    auto red = cast<OpTy>(op);
+    Value dy = e.grad(red.getOutput());
+    Value in = red.getInput();
+    auto it = tensorTy(in);
+    SmallVector<int64_t> kept(it.getShape());
+    int64_t n = 1;
+    for (int64_t a : red.getAxes()) {
+      n *= kept[a];
+      kept[a] = 1;
+    }
+    Value g = e.reshape(dy, RankedTensorType::get(kept, it.getElementType()));
+    if constexpr (std::is_same_v<OpTy, ReduceMeanOp>)
+      g = e.scale(g, 1.0 / n);
+    e.accumulate(in, e.create<ExpandOp>(it, g));
+    return success();
+  }
+};
+
+} // namespace
+
+void registerReductionGradients(MLIRContext *ctx) {
+  ReduceSumOp::attachInterface<ReduceGradient<ReduceSumOp>>(*ctx);
+  ReduceMeanOp::attachInterface<ReduceGradient<ReduceMeanOp>>(*ctx);
+}
+
+} // namespace shardc
