@@ -227,11 +227,10 @@ LogicalResult Differentiator::run(StringRef lossName) {
 struct AutodiffPass : impl::AutodiffBase<AutodiffPass> {
   using AutodiffBase::AutodiffBase;
   void runOnOperation() override {
-    auto func = getOperation().lookupSymbol<func::FuncOp>("main");
-    if (!func) {
-      getOperation().emitError("autodiff: the module has no func.func @main");
+    FailureOr<func::FuncOp> step = getStepFunction(getOperation(), "autodiff");
+    if (failed(step))
       return signalPassFailure();
-    }
+    func::FuncOp func = *step;
     Differentiator d(func);
     if (failed(d.run(loss)))
       signalPassFailure();

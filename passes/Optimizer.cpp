@@ -24,18 +24,13 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
   using OptimizerBase::OptimizerBase;
 
   void runOnOperation() override {
-    auto func = getOperation().lookupSymbol<func::FuncOp>("main");
-    if (!func) {
-      getOperation().emitError("optimizer: the module has no func.func @main");
+    FailureOr<func::FuncOp> step = getStepFunction(getOperation(), "optimizer");
+    if (failed(step))
       return signalPassFailure();
-    }
-    if (optimizer != "sgd" && optimizer != "adam" && optimizer != "adamw") {
-      func.emitError("optimizer: unknown optimizer '")
-          << optimizer << "' (choose sgd, adam or adamw)";
-      return signalPassFailure();
-    }
-    double wd = weightDecay >= 0 ? weightDecay.getValue()
-                                 : (optimizer == "adamw" ? 0.01 : 0.0);
+    func::FuncOp func = *step;
+    double wd = weightDecay >= 0
+                    ? weightDecay.getValue()
+                    : (optimizer == OptimizerKind::AdamW ? 0.01 : 0.0);
     if (lr < 0 || momentum < 0 || wd < 0 || eps < 0 || beta1 < 0 ||
         beta1 >= 1 || beta2 < 0 || beta2 >= 1) {
       func.emitError("optimizer: lr, momentum, weight decay and eps must be "
@@ -102,7 +97,7 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
         }
         Value grad = ret.getOperand(index);
         Location ploc = NameLoc::get(b.getStringAttr(name), loc);
-        if (optimizer == "sgd") {
+        if (optimizer == OptimizerKind::Sgd) {
           BlockArgument buf = addState(p.getType(), name + ".momentum_buffer");
           b.setInsertionPoint(ret);
           auto upd = b.create<SGDUpdateOp>(
@@ -120,7 +115,7 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
               ploc, TypeRange{p.getType(), p.getType(), p.getType()}, p, grad,
               m, v, newStep, b.getF32FloatAttr(lr), b.getF32FloatAttr(beta1),
               b.getF32FloatAttr(beta2), b.getF32FloatAttr(eps),
-              b.getF32FloatAttr(wd), b.getI64IntegerAttr(optimizer == "adamw"));
+              b.getF32FloatAttr(wd), b.getI64IntegerAttr(optimizer == OptimizerKind::AdamW));
           updates.push_back({upd.getNewParam(), p.getArgNumber()});
           updates.push_back({upd.getNewExpAvg(), m.getArgNumber()});
           updates.push_back({upd.getNewExpAvgSq(), v.getArgNumber()});
@@ -156,7 +151,8 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
     func.setFunctionType(
         b.getFunctionType(func.getFunctionType().getInputs(), types));
     func.setAllResultAttrs(resultAttrs);
-    func->setAttr("shardc.optimizer", b.getStringAttr(optimizer.getValue()));
+    func->setAttr("shardc.optimizer",
+                  b.getStringAttr(optimizerName(optimizer)));
   }
 };
 

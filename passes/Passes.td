@@ -86,8 +86,13 @@ def Optimizer : Pass<"shardc-optimizer", "mlir::ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"sgd\"",
-           "sgd, adam or adamw">,
+    Option<"optimizer", "optimizer", "::shardc::OptimizerKind",
+           /*default=*/"::shardc::OptimizerKind::Sgd",
+           "The optimizer of the training step",
+           [{::llvm::cl::values(
+             clEnumValN(::shardc::OptimizerKind::Sgd, "sgd", "torch.optim.SGD"),
+             clEnumValN(::shardc::OptimizerKind::Adam, "adam", "torch.optim.Adam"),
+             clEnumValN(::shardc::OptimizerKind::AdamW, "adamw", "torch.optim.AdamW"))}]>,
     Option<"lr", "lr", "double", /*default=*/"1e-3", "Learning rate">,
     Option<"momentum", "momentum", "double", /*default=*/"0.0", "SGD momentum">,
     Option<"dampening", "dampening", "double", /*default=*/"0.0", "SGD dampening">,
@@ -138,7 +143,9 @@ def ZeroConfig : Pass<"shardc-zero-config", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"worldSize", "world-size", "int64_t", /*default=*/"1", "Number of ranks">,
-    Option<"stage", "stage", "int64_t", /*default=*/"3", "ZeRO stage (0-3)">,
+    Option<"stage", "zero-stage", "int64_t", /*default=*/"3",
+           "0: DDP (all-reduce), 1: shard optimizer state (OSS), 2: also "
+           "gradients (SHARD_GRAD_OP), 3: also parameters (FULL_SHARD)">,
   ];
   let dependentDialects = ["::shardc::ShardcDialect", "::mlir::mesh::MeshDialect"];
 }
@@ -274,8 +281,16 @@ def ScheduleCollectives : Pass<"shardc-schedule-collectives", "mlir::ModuleOp"> 
     of unit K, before unit K's computation.
   }];
   let options = [
-    Option<"backwardPrefetch", "backward-prefetch", "std::string",
-           /*default=*/"\"pre\"", "pre, post or none">,
+    Option<"backwardPrefetch", "backward-prefetch", "::shardc::BackwardPrefetch",
+           /*default=*/"::shardc::BackwardPrefetch::Pre",
+           "When to prefetch the next unit's parameters in backward",
+           [{::llvm::cl::values(
+             clEnumValN(::shardc::BackwardPrefetch::Pre, "pre",
+                        "before the current unit's gradient computation (BACKWARD_PRE)"),
+             clEnumValN(::shardc::BackwardPrefetch::Post, "post",
+                        "after it (BACKWARD_POST)"),
+             clEnumValN(::shardc::BackwardPrefetch::None, "none",
+                        "gather each unit when it is used"))}]>,
     Option<"forwardPrefetch", "forward-prefetch", "bool", /*default=*/"false",
            "Prefetch the next unit's parameters in forward">,
     Option<"limitAllGathers", "limit-all-gathers", "bool", /*default=*/"true",

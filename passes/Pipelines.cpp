@@ -12,64 +12,39 @@ void buildImportCleanupPipeline(OpPassManager &pm) {
   pm.addPass(createCanonicalizerPass());
 }
 
-void buildZeroPipeline(OpPassManager &pm, const ZeroPipelineOptions &options) {
-  ZeroConfigOptions config;
-  config.worldSize = options.worldSize;
-  config.stage = options.stage;
-  pm.addPass(createZeroConfig(config));
+/// Zero-config and the stage's passes, configured from any pipeline options
+/// that hold their options (the shardc-zero and the train pipeline's).
+template <typename OptionsT>
+static void addZeroPasses(OpPassManager &pm, const OptionsT &options) {
+  pm.addPass(createZeroConfig(getZeroConfigOptions(options)));
   int64_t stage = options.stage;
-  if (stage <= 1) {
-    BucketGradientsOptions bucket;
-    bucket.bucketCapMb = options.bucketCapMb;
-    pm.addPass(createBucketGradients(bucket));
-  }
+  if (stage <= 1)
+    pm.addPass(createBucketGradients(getBucketGradientsOptions(options)));
   if (stage >= 1)
     pm.addPass(createPartitionOptimizer());
   if (stage >= 2)
     pm.addPass(createReduceScatterGradients());
-  if (stage >= 3) {
-    ShardParametersOptions shard;
-    shard.reshardAfterForward = options.reshardAfterForward;
-    pm.addPass(createShardParameters(shard));
-  }
+  if (stage >= 3)
+    pm.addPass(createShardParameters(getShardParametersOptions(options)));
+}
+
+void buildZeroPipeline(OpPassManager &pm, const ZeroPipelineOptions &options) {
+  addZeroPasses(pm, options);
 }
 
 void buildTrainPipeline(OpPassManager &pm,
                         const TrainPipelineOptions &options) {
   buildImportCleanupPipeline(pm);
-  AutodiffOptions ad;
-  ad.loss = options.loss;
-  pm.addPass(createAutodiff(ad));
-  OptimizerOptions opt;
-  opt.optimizer = options.optimizer;
-  opt.lr = options.lr;
-  opt.momentum = options.momentum;
-  opt.dampening = options.dampening;
-  opt.nesterov = options.nesterov;
-  opt.weightDecay = options.weightDecay;
-  opt.beta1 = options.beta1;
-  opt.beta2 = options.beta2;
-  opt.eps = options.eps;
-  pm.addPass(createOptimizer(opt));
+  pm.addPass(createAutodiff(getAutodiffOptions(options)));
+  pm.addPass(createOptimizer(getOptimizerOptions(options)));
   buildImportCleanupPipeline(pm);
-  if (options.zeroStage >= 0) {
-    WrapUnitsOptions wrap;
-    wrap.minNumParams = options.minNumParams;
-    pm.addPass(createWrapUnits(wrap));
-    ZeroPipelineOptions zero;
-    zero.worldSize = options.worldSize;
-    zero.stage = options.zeroStage;
-    zero.bucketCapMb = options.bucketCapMb;
-    zero.reshardAfterForward = options.reshardAfterForward;
-    buildZeroPipeline(pm, zero);
-    buildImportCleanupPipeline(pm);
-    pm.addPass(createLowerCollectives());
-    ScheduleCollectivesOptions sched;
-    sched.backwardPrefetch = options.backwardPrefetch;
-    sched.forwardPrefetch = options.forwardPrefetch;
-    sched.limitAllGathers = options.limitAllGathers;
-    pm.addPass(createScheduleCollectives(sched));
-  }
+  if (!options.shards())
+    return;
+  pm.addPass(createWrapUnits(getWrapUnitsOptions(options)));
+  addZeroPasses(pm, options);
+  buildImportCleanupPipeline(pm);
+  pm.addPass(createLowerCollectives());
+  pm.addPass(createScheduleCollectives(getScheduleCollectivesOptions(options)));
 }
 
 void registerShardcPassesAndPipelines() {

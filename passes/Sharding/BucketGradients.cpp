@@ -23,9 +23,10 @@ namespace {
 struct BucketGradientsPass : impl::BucketGradientsBase<BucketGradientsPass> {
   using BucketGradientsBase::BucketGradientsBase;
   void runOnOperation() override {
-    auto func = getOperation().lookupSymbol<func::FuncOp>("main");
-    if (!func)
-      return;
+    FailureOr<func::FuncOp> step = getStepFunction(getOperation(), "bucket-gradients");
+    if (failed(step))
+      return signalPassFailure();
+    func::FuncOp func = *step;
     if (bucketCapMb <= 0) {
       func.emitError("bucket-gradients: bucket-cap-mb must be positive");
       return signalPassFailure();

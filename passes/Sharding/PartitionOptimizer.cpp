@@ -29,9 +29,10 @@ namespace {
 struct PartitionOptimizerPass
     : impl::PartitionOptimizerBase<PartitionOptimizerPass> {
   void runOnOperation() override {
-    auto func = getOperation().lookupSymbol<func::FuncOp>("main");
-    if (!func)
-      return;
+    FailureOr<func::FuncOp> step = getStepFunction(getOperation(), "partition-optimizer");
+    if (failed(step))
+      return signalPassFailure();
+    func::FuncOp func = *step;
     FailureOr<int64_t> ws = configuredWorldSize(func, "partition-optimizer");
     if (failed(ws))
       return signalPassFailure();

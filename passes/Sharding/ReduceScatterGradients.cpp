@@ -23,9 +23,10 @@ namespace {
 struct ReduceScatterGradientsPass
     : impl::ReduceScatterGradientsBase<ReduceScatterGradientsPass> {
   void runOnOperation() override {
-    auto func = getOperation().lookupSymbol<func::FuncOp>("main");
-    if (!func)
-      return;
+    FailureOr<func::FuncOp> step = getStepFunction(getOperation(), "reduce-scatter-gradients");
+    if (failed(step))
+      return signalPassFailure();
+    func::FuncOp func = *step;
     FailureOr<int64_t> n = configuredWorldSize(func, "reduce-scatter-gradients");
     if (failed(n))
       return signalPassFailure();

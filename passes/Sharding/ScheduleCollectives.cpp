@@ -57,15 +57,10 @@ struct ScheduleCollectivesPass
   using ScheduleCollectivesBase::ScheduleCollectivesBase;
 
   void runOnOperation() override {
-    auto func = getOperation().lookupSymbol<func::FuncOp>("main");
-    if (!func)
-      return;
-    if (backwardPrefetch != "pre" && backwardPrefetch != "post" &&
-        backwardPrefetch != "none") {
-      func.emitError("schedule-collectives: backward-prefetch must be pre, "
-                     "post or none");
+    FailureOr<func::FuncOp> step = getStepFunction(getOperation(), "schedule-collectives");
+    if (failed(step))
       return signalPassFailure();
-    }
+    func::FuncOp func = *step;
     Block &body = func.getBody().front();
 
     // Sink gradient and bucket bookkeeping (averaging, slicing a reduced
@@ -165,8 +160,8 @@ struct ScheduleCollectivesPass
     };
     if (forwardPrefetch)
       prefetch(forward, /*post=*/false);
-    if (backwardPrefetch != "none")
-      prefetch(backward, /*post=*/backwardPrefetch == "post");
+    if (backwardPrefetch != BackwardPrefetch::None)
+      prefetch(backward, /*post=*/backwardPrefetch == BackwardPrefetch::Post);
   }
 };
 

@@ -31,9 +31,10 @@ struct ShardParametersPass : impl::ShardParametersBase<ShardParametersPass> {
   using ShardParametersBase::ShardParametersBase;
 
   void runOnOperation() override {
-    auto func = getOperation().lookupSymbol<func::FuncOp>("main");
-    if (!func)
-      return;
+    FailureOr<func::FuncOp> step = getStepFunction(getOperation(), "shard-parameters");
+    if (failed(step))
+      return signalPassFailure();
+    func::FuncOp func = *step;
     FailureOr<int64_t> ws = configuredWorldSize(func, "shard-parameters");
     if (failed(ws))
       return signalPassFailure();

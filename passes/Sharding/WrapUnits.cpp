@@ -44,9 +44,10 @@ struct WrapUnitsPass : impl::WrapUnitsBase<WrapUnitsPass> {
   using WrapUnitsBase::WrapUnitsBase;
 
   void runOnOperation() override {
-    auto func = getOperation().lookupSymbol<func::FuncOp>("main");
-    if (!func)
-      return;
+    FailureOr<func::FuncOp> step = getStepFunction(getOperation(), "wrap-units");
+    if (failed(step))
+      return signalPassFailure();
+    func::FuncOp func = *step;
     if (minNumParams < 0) {
       func.emitError("wrap-units: min-num-params must be >= 0");
       return signalPassFailure();

@@ -30,13 +30,13 @@ struct ZeroConfigPass : impl::ZeroConfigBase<ZeroConfigPass> {
   using ZeroConfigBase::ZeroConfigBase;
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto func = module.lookupSymbol<func::FuncOp>("main");
-    if (!func) {
-      module.emitError("zero: the module has no func.func @main");
+    FailureOr<func::FuncOp> step = getStepFunction(module, "zero-config");
+    if (failed(step))
       return signalPassFailure();
-    }
+    func::FuncOp func = *step;
     if (worldSize < 1 || stage < 0 || stage > 3) {
-      func.emitError("zero: world size must be >= 1 and the stage 0-3");
+      func.emitError("zero-config: world-size must be >= 1 and zero-stage 0, "
+                     "1, 2 or 3");
       return signalPassFailure();
     }
     OpBuilder b(func.getContext());

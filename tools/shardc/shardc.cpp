@@ -58,76 +58,14 @@ static cl::opt<bool> printIrAfterAll(
     cl::desc("Print the IR after import and after every pass (to stderr)"),
     cl::cat(shardcCategory));
 
+// Training and sharding flags are the train pipeline's options (declared
+// once, with the passes, in passes/Passes.td); main() registers them here.
 static cl::OptionCategory trainCategory(
     "training (a training step is compiled when --optimizer or --loss is "
     "given)");
-static cl::opt<std::string>
-    lossName("loss", cl::value_desc("NAME"),
-             cl::desc("The output to minimize (default: the model's only "
-                      "scalar float output)"),
-             cl::cat(trainCategory));
-static cl::opt<std::string>
-    optimizerName("optimizer", cl::value_desc("sgd|adam|adamw"),
-                  cl::desc("Optimizer of the training step"),
-                  cl::cat(trainCategory));
-static cl::opt<double> lr("lr", cl::desc("Learning rate (default 1e-3)"),
-                          cl::init(1e-3), cl::cat(trainCategory));
-static cl::opt<double> momentum("momentum", cl::desc("SGD momentum"),
-                                cl::init(0.0), cl::cat(trainCategory));
-static cl::opt<double> dampening("dampening", cl::desc("SGD dampening"),
-                                 cl::init(0.0), cl::cat(trainCategory));
-static cl::opt<bool> nesterov("nesterov", cl::desc("SGD Nesterov momentum"),
-                              cl::cat(trainCategory));
-static cl::opt<double>
-    weightDecay("weight-decay",
-                cl::desc("Weight decay (default 0; 0.01 for adamw)"),
-                cl::init(-1.0), cl::cat(trainCategory));
-static cl::opt<double> beta1("beta1", cl::desc("Adam beta1 (default 0.9)"),
-                             cl::init(0.9), cl::cat(trainCategory));
-static cl::opt<double> beta2("beta2", cl::desc("Adam beta2 (default 0.999)"),
-                             cl::init(0.999), cl::cat(trainCategory));
-static cl::opt<double> eps("eps", cl::desc("Adam epsilon (default 1e-8)"),
-                           cl::init(1e-8), cl::cat(trainCategory));
-
 static cl::OptionCategory shardCategory(
-    "sharded data parallel (applied when --world-size is given)");
-static cl::opt<int64_t>
-    worldSize("world-size", cl::desc("Number of ranks the plan runs on"),
-              cl::init(0), cl::cat(shardCategory));
-static cl::opt<int64_t> zeroStage(
-    "zero-stage",
-    cl::desc("0: DDP (all-reduce), 1: shard optimizer state (OSS), 2: also "
-             "gradients (SHARD_GRAD_OP), 3: also parameters (FULL_SHARD); "
-             "default 3"),
-    cl::init(3), cl::cat(shardCategory));
-static cl::opt<double>
-    bucketCapMb("bucket-cap-mb",
-                cl::desc("Gradient all-reduce bucket size in MiB (stages 0, "
-                         "1; default 25)"),
-                cl::init(25.0), cl::cat(shardCategory));
-static cl::opt<int64_t> minNumParams(
-    "min-num-params",
-    cl::desc("Auto-wrap: merge parameters into units of at least this many "
-             "elements (default: one unit per layer)"),
-    cl::init(0), cl::cat(shardCategory));
-static cl::opt<bool> reshardAfterForward(
-    "reshard-after-forward",
-    cl::desc("Stage 3: free gathered parameters after forward, gather again "
-             "in backward (default on)"),
-    cl::init(true), cl::cat(shardCategory));
-static cl::opt<std::string> backwardPrefetch(
-    "backward-prefetch",
-    cl::desc("pre|post|none: when to prefetch the next unit's parameters in "
-             "backward (default pre)"),
-    cl::init("pre"), cl::cat(shardCategory));
-static cl::opt<bool>
-    forwardPrefetch("forward-prefetch",
-                    cl::desc("Prefetch the next unit's parameters in forward"),
-                    cl::cat(shardCategory));
-static cl::opt<bool> limitAllGathers(
-    "limit-all-gathers",
-    cl::desc("At most two parameter all-gathers in flight (default on)"),
-    cl::init(true), cl::cat(shardCategory));
+    "sharded data parallel (applied when --world-size or --zero-stage is "
+    "given)");
 static cl::opt<bool> printMemory(
     "print-memory",
     cl::desc("Print the predicted per-rank peak memory of the plan"),
@@ -209,6 +147,18 @@ static int fail(const llvm::Twine &msg) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  shardc::TrainPipelineOptions pipeline;
+  for (llvm::ArrayRef<const char *> args :
+       {llvm::ArrayRef<const char *>(shardc::kAutodiffOptionArgs),
+        llvm::ArrayRef<const char *>(shardc::kOptimizerOptionArgs)})
+    pipeline.addAsToolFlags(args, trainCategory);
+  for (llvm::ArrayRef<const char *> args :
+       {llvm::ArrayRef<const char *>(shardc::kZeroConfigOptionArgs),
+        llvm::ArrayRef<const char *>(shardc::kBucketGradientsOptionArgs),
+        llvm::ArrayRef<const char *>(shardc::kWrapUnitsOptionArgs),
+        llvm::ArrayRef<const char *>(shardc::kShardParametersOptionArgs),
+        llvm::ArrayRef<const char *>(shardc::kScheduleCollectivesOptionArgs)})
+    pipeline.addAsToolFlags(args, shardCategory);
   cl::HideUnrelatedOptions({&shardcCategory, &trainCategory, &shardCategory});
   cl::ParseCommandLineOptions(
       argc, argv,
@@ -216,18 +166,10 @@ int main(int argc, char **argv) {
       "  shardc model.onnx -o PLAN                      forward pass\n"
       "  shardc model.onnx -o PLAN --optimizer adamw    training step\n"
       "  shardc model.onnx --emit=mlir                  show the IR\n");
-  bool training = !optimizerName.empty() || !lossName.empty();
-  if (worldSize.getNumOccurrences() && !training)
-    return fail("--world-size shards a training step: give --optimizer");
-  if (worldSize.getNumOccurrences() && worldSize < 1)
-    return fail("--world-size must be at least 1");
-  if (zeroStage < 0 || zeroStage > 3)
-    return fail("--zero-stage must be 0, 1, 2 or 3");
-  if (bucketCapMb <= 0)
-    return fail("--bucket-cap-mb must be positive");
-  if (backwardPrefetch != "pre" && backwardPrefetch != "post" &&
-      backwardPrefetch != "none")
-    return fail("--backward-prefetch must be pre, post or none");
+  bool training = pipeline.optimizer.hasValue() || pipeline.loss.hasValue();
+  if (pipeline.shards() && !training)
+    return fail("--world-size and --zero-stage shard a training step: give "
+                "--optimizer");
 
   shardc::ImportOptions options;
   for (const std::string &bind : binds) {
@@ -273,28 +215,7 @@ int main(int argc, char **argv) {
         /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false);
   }
   if (training) {
-    shardc::TrainPipelineOptions opts;
-    opts.loss = lossName.getValue();
-    opts.optimizer = optimizerName.empty() ? "sgd" : optimizerName.getValue();
-    opts.lr = lr.getValue();
-    opts.momentum = momentum.getValue();
-    opts.dampening = dampening.getValue();
-    opts.nesterov = nesterov.getValue();
-    opts.weightDecay = weightDecay.getValue();
-    opts.beta1 = beta1.getValue();
-    opts.beta2 = beta2.getValue();
-    opts.eps = eps.getValue();
-    if (worldSize.getNumOccurrences()) {
-      opts.worldSize = worldSize.getValue();
-      opts.zeroStage = zeroStage.getValue();
-      opts.bucketCapMb = bucketCapMb.getValue();
-      opts.minNumParams = minNumParams.getValue();
-      opts.reshardAfterForward = reshardAfterForward.getValue();
-      opts.backwardPrefetch = backwardPrefetch.getValue();
-      opts.forwardPrefetch = forwardPrefetch.getValue();
-      opts.limitAllGathers = limitAllGathers.getValue();
-    }
-    shardc::buildTrainPipeline(pm, opts);
+    shardc::buildTrainPipeline(pm, pipeline);
   } else if (!noCleanup) {
     shardc::buildImportCleanupPipeline(pm);
   }

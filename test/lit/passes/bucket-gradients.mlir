@@ -1,5 +1,5 @@
-// RUN: shardc-opt %S/Inputs/zero-step.mlir -shardc-zero-config='world-size=4 stage=0' -shardc-bucket-gradients | FileCheck %s
-// RUN: shardc-opt %S/Inputs/zero-step.mlir -shardc-zero-config='world-size=4 stage=0' -shardc-bucket-gradients=bucket-cap-mb=0.00004 | FileCheck %s --check-prefix=SMALL
+// RUN: shardc-opt %S/Inputs/zero-step.mlir -shardc-zero-config='world-size=4 zero-stage=0' -shardc-bucket-gradients | FileCheck %s
+// RUN: shardc-opt %S/Inputs/zero-step.mlir -shardc-zero-config='world-size=4 zero-stage=0' -shardc-bucket-gradients=bucket-cap-mb=0.00004 | FileCheck %s --check-prefix=SMALL
 
 // One bucket: the three gradients, in the order backward produces them,
 // flattened into 20 elements, summed once, then sliced back and averaged.

@@ -2,7 +2,7 @@
 // RUN: not shardc-opt %s -shardc-optimizer='optimizer=sgd nesterov=true' 2>&1 | FileCheck %s --check-prefix=NESTEROV
 // RUN: not shardc-opt %s -shardc-optimizer='optimizer=adam beta1=1.5' 2>&1 | FileCheck %s --check-prefix=BETA
 
-// NAME: error: optimizer: unknown optimizer 'lamb' (choose sgd, adam or adamw)
+// NAME: for the --optimizer option: 'lamb' is not one of: sgd, adam, adamw
 // NESTEROV: error: optimizer: Nesterov momentum requires a momentum and zero dampening
 // BETA: error: optimizer: lr, momentum, weight decay and eps must be >= 0 and betas in [0, 1)
 func.func @main(%x: tensor<2xf32> {shardc.input = "x"},

@@ -1,4 +1,4 @@
-// RUN: shardc-opt %S/Inputs/zero-step.mlir -shardc-zero-config='world-size=4 stage=1' -shardc-partition-optimizer | FileCheck %s
+// RUN: shardc-opt %S/Inputs/zero-step.mlir -shardc-zero-config='world-size=4 zero-stage=1' -shardc-partition-optimizer | FileCheck %s
 
 // Two units (fc: 10 + 5 elements padded to 16; head: 5 padded to 8): each
 // rank slices its shard of the flat gradient and parameters, updates it with

@@ -1,4 +1,4 @@
-// RUN: shardc-opt %S/Inputs/zero-step.mlir -shardc-zero-config='world-size=4 stage=2' -shardc-partition-optimizer -shardc-reduce-scatter-gradients | FileCheck %s
+// RUN: shardc-opt %S/Inputs/zero-step.mlir -shardc-zero-config='world-size=4 zero-stage=2' -shardc-partition-optimizer -shardc-reduce-scatter-gradients | FileCheck %s
 
 // The gradient shards become reduce-scatters issued right after each unit's
 // last gradient (head's before fc's gradient is computed), averaged.

@@ -1,4 +1,4 @@
-// RUN: shardc-opt %S/Inputs/zero-step.mlir -shardc-zero-config='world-size=4 stage=2' | FileCheck %s
+// RUN: shardc-opt %S/Inputs/zero-step.mlir -shardc-zero-config='world-size=4 zero-stage=2' | FileCheck %s
 // RUN: not shardc-opt %S/Inputs/zero-step.mlir -shardc-partition-optimizer 2>&1 | FileCheck %s --check-prefix=NOCONFIG
 
 // The configuration lands on @main and the mesh every collective runs on is

@@ -1,10 +1,10 @@
-// RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=2 stage=3' -verify-diagnostics
-// RUN: not shardc-opt %s -split-input-file -shardc-zero='world-size=2 stage=4' 2>&1 | FileCheck %s --check-prefix=STAGE
-// RUN: not shardc-opt %s -split-input-file -shardc-zero='world-size=2 stage=-1' 2>&1 | FileCheck %s --check-prefix=STAGE
-// RUN: not shardc-opt %s -split-input-file -shardc-zero='world-size=0 stage=0' 2>&1 | FileCheck %s --check-prefix=STAGE
-// RUN: not shardc-opt %s -split-input-file -shardc-zero='world-size=2 stage=0 bucket-cap-mb=0' 2>&1 | FileCheck %s --check-prefix=BUCKET
+// RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=2 zero-stage=3' -verify-diagnostics
+// RUN: not shardc-opt %s -split-input-file -shardc-zero='world-size=2 zero-stage=4' 2>&1 | FileCheck %s --check-prefix=STAGE
+// RUN: not shardc-opt %s -split-input-file -shardc-zero='world-size=2 zero-stage=-1' 2>&1 | FileCheck %s --check-prefix=STAGE
+// RUN: not shardc-opt %s -split-input-file -shardc-zero='world-size=0 zero-stage=0' 2>&1 | FileCheck %s --check-prefix=STAGE
+// RUN: not shardc-opt %s -split-input-file -shardc-zero='world-size=2 zero-stage=0 bucket-cap-mb=0' 2>&1 | FileCheck %s --check-prefix=BUCKET
 
-// STAGE: error: zero: world size must be >= 1 and the stage 0-3
+// STAGE: error: zero-config: world-size must be >= 1 and zero-stage 0, 1, 2 or 3
 // BUCKET: error: bucket-gradients: bucket-cap-mb must be positive
 
 // One wrap unit (layer "m") holding an f32 and an f16 parameter cannot be
@@ -34,7 +34,7 @@ func.func @main(%arg0: tensor<2xf32> {shardc.param = "m.a", shardc.unit = 0 : i6
 
 // -----
 
-// expected-error@+1 {{zero: the module has no func.func @main}}
+// expected-error@+1 {{zero-config: the module has no func.func @main}}
 module {
   func.func @step() {
     return

@@ -1,9 +1,9 @@
-// RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=4 stage=0' | FileCheck %s --check-prefix=STAGE0
-// RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=4 stage=0 bucket-cap-mb=0.00006' | FileCheck %s --check-prefix=BUCKET
-// RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=4 stage=1' | FileCheck %s --check-prefix=STAGE1
-// RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=4 stage=2' | FileCheck %s --check-prefix=STAGE2
-// RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=4 stage=3' | FileCheck %s --check-prefix=STAGE3
-// RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=4 stage=3 reshard-after-forward=false' | FileCheck %s --check-prefix=KEEP
+// RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=4 zero-stage=0' | FileCheck %s --check-prefix=STAGE0
+// RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=4 zero-stage=0 bucket-cap-mb=0.00006' | FileCheck %s --check-prefix=BUCKET
+// RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=4 zero-stage=1' | FileCheck %s --check-prefix=STAGE1
+// RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=4 zero-stage=2' | FileCheck %s --check-prefix=STAGE2
+// RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=4 zero-stage=3' | FileCheck %s --check-prefix=STAGE3
+// RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=4 zero-stage=3 reshard-after-forward=false' | FileCheck %s --check-prefix=KEEP
 
 // A training step (SGD with momentum) of three parameters whose sizes do not
 // divide by the world size 4: unit 0 = fc.weight (5x2) + fc.bias (5), 15

@@ -71,9 +71,9 @@ TEST_P(Partition, EveryElementOwnedByExactlyOneRank) {
   ASSERT_TRUE(mlir::succeeded(imported)) << diags;
   mlir::PassManager pm(&ctx);
   TrainPipelineOptions opts;
-  opts.optimizer = "sgd";
+  opts.optimizer = OptimizerKind::Sgd;
   opts.worldSize = world;
-  opts.zeroStage = 3;
+  opts.stage = 3;
   // Size-based wrapping: fc1_weight (21) + fc1_bias (7) + head_weight (35)
   // reach 30 elements in one unit, head_bias (5) is the second.
   opts.minNumParams = 30;

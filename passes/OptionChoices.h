@@ -1,0 +1,101 @@
+//===- OptionChoices.h - Enum-valued pass options ---------------*- C++ -*-===//
+//
+// The enumerations that pass options take (declared in Passes.td with
+// `llvm::cl::values`), and the command-line parser they use: llvm::cl's
+// enum parser, except that an unknown value is rejected with the list of
+// choices. The parser is the one of every place an option is parsed: shardc's
+// flags, pipeline options (`shardc-opt --shardc-train-pipeline='...'`) and
+// pass options (`shardc-opt --shardc-schedule-collectives='...'`).
+//
+//===----------------------------------------------------------------------===//
+#ifndef SHARDC_PASSES_OPTIONCHOICES_H
+#define SHARDC_PASSES_OPTIONCHOICES_H
+
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/CommandLine.h"
+
+#include <string>
+
+namespace shardc {
+
+/// The optimizer of a training step (`optimizer`).
+enum class OptimizerKind { Sgd, Adam, AdamW };
+/// When ZeRO-3 prefetches the next unit's parameters in backward
+/// (`backward-prefetch`; FSDP's BackwardPrefetch).
+enum class BackwardPrefetch { Pre, Post, None };
+
+/// PyTorch's name of an optimizer ("sgd", "adam", "adamw").
+llvm::StringRef optimizerName(OptimizerKind kind);
+
+namespace detail {
+/// A cl parser over a fixed set of named values (what llvm::cl::parser does
+/// for enums), whose error for an unknown value names every choice.
+template <typename T> class ChoiceParser : public llvm::cl::generic_parser_base {
+protected:
+  struct Choice : public GenericOptionInfo {
+    Choice(llvm::StringRef name, T v, llvm::StringRef help)
+        : GenericOptionInfo(name, help), V(v) {}
+    llvm::cl::OptionValue<T> V;
+  };
+  /// `Values`, as llvm::cl::parser names it: MLIR's pass option printer
+  /// reads it to print a value's name.
+  llvm::SmallVector<Choice, 4> Values;
+
+public:
+  using parser_data_type = T;
+  ChoiceParser(llvm::cl::Option &owner) : generic_parser_base(owner) {}
+
+  unsigned getNumOptions() const override { return Values.size(); }
+  llvm::StringRef getOption(unsigned n) const override { return Values[n].Name; }
+  llvm::StringRef getDescription(unsigned n) const override {
+    return Values[n].HelpStr;
+  }
+  const llvm::cl::GenericOptionValue &getOptionValue(unsigned n) const override {
+    return Values[n].V;
+  }
+
+  /// Returns true (after reporting through `o`) on an unknown value.
+  bool parse(llvm::cl::Option &o, llvm::StringRef argName, llvm::StringRef arg,
+             T &value) {
+    llvm::StringRef given = Owner.hasArgStr() ? arg : argName;
+    for (const Choice &c : Values)
+      if (c.Name == given) {
+        value = c.V.getValue();
+        return false;
+      }
+    std::string choices;
+    for (const Choice &c : Values)
+      choices += (choices.empty() ? "" : ", ") + c.Name.str();
+    return o.error("'" + given + "' is not one of: " + choices);
+  }
+
+  template <typename DT>
+  void addLiteralOption(llvm::StringRef name, const DT &v,
+                        llvm::StringRef help) {
+    Values.emplace_back(name, static_cast<T>(v), help);
+    AddLiteralOption(Owner, name);
+  }
+  void removeLiteralOption(llvm::StringRef name) {
+    Values.erase(Values.begin() + findOption(name));
+  }
+};
+} // namespace detail
+} // namespace shardc
+
+namespace llvm::cl {
+template <>
+class parser<shardc::OptimizerKind>
+    : public shardc::detail::ChoiceParser<shardc::OptimizerKind> {
+public:
+  using ChoiceParser::ChoiceParser;
+};
+template <>
+class parser<shardc::BackwardPrefetch>
+    : public shardc::detail::ChoiceParser<shardc::BackwardPrefetch> {
+public:
+  using ChoiceParser::ChoiceParser;
+};
+} // namespace llvm::cl
+
+#endif // SHARDC_PASSES_OPTIONCHOICES_H
