@@ -21,7 +21,9 @@
 //   ops/Constants.cpp     constants.onnxtxt
 //   ops/Loss.cpp          loss.onnxtxt
 //
-// Adding an operator touches one of these files (and its test) only.
+// (op-errors.test holds the errors of all of them that ONNX's own checks do
+// not catch first). Adding an operator touches one of these files, and its
+// test, only.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SHARDC_FRONTEND_OPIMPORTERS_H
