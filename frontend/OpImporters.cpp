@@ -1,0 +1,221 @@
+//===- OpImporters.cpp - Helpers for per-operator importers ---------------===//
+//
+// ImportContext's operand, result and attribute helpers, the conversions
+// from ONNX types and tensors that both the driver and the importers use,
+// and the table of importers with the list of families in it.
+//
+//===----------------------------------------------------------------------===//
+#include "frontend/OpImporters.h"
+
+#include "frontend/Importer.h"
+#include "ir/ShardcDialect.h"
+#include "passes/Lowering/OpDesc.h"
+
+#include "mlir/IR/Matchers.h"
+
+#include <cassert>
+
+using namespace mlir;
+
+namespace shardc {
+
+//===----------------------------------------------------------------------===//
+// ONNX types and tensors
+//===----------------------------------------------------------------------===//
+
+FailureOr<RankedTensorType> tensorTypeFromOnnx(MLIRContext *ctx,
+                                               const onnx::TypeProto &type,
+                                               llvm::StringRef name,
+                                               Location loc) {
+  if (!type.has_tensor_type())
+    return emitError(loc) << "value '" << name
+                          << "' is not a tensor (sequences, maps and optionals "
+                             "are not supported)";
+  const auto &tt = type.tensor_type();
+  Type elem = elementTypeFromOnnxCode(ctx, tt.elem_type());
+  if (!elem)
+    return emitError(loc) << "value '" << name << "' has element type code "
+                          << tt.elem_type() << ", which Shard does not support";
+  if (!tt.has_shape())
+    return emitError(loc) << "value '" << name
+                          << "' has no inferred shape; Shard compiles static "
+                             "shapes";
+  SmallVector<int64_t> dims;
+  for (const auto &d : tt.shape().dim()) {
+    if (!d.has_dim_value())
+      return emitError(loc)
+             << "value '" << name << "' has a dynamic dimension"
+             << (d.has_dim_param() ? " '" + d.dim_param() + "'" : std::string())
+             << "; Shard compiles static shapes: export with fixed sizes, or "
+                "bind the inputs that determine shapes with --bind";
+    if (d.dim_value() < 0)
+      return emitError(loc)
+             << "value '" << name << "' has a negative dimension";
+    dims.push_back(d.dim_value());
+  }
+  return RankedTensorType::get(dims, elem);
+}
+
+DenseElementsAttr tensorAttrFromOnnx(MLIRContext *ctx,
+                                     const onnx::TensorProto &t,
+                                     llvm::StringRef modelDir, Location loc) {
+  auto bytes = readTensorBytes(t, modelDir);
+  if (!bytes) {
+    emitError(loc) << llvm::toString(bytes.takeError());
+    return nullptr;
+  }
+  Type elem = elementTypeFromOnnxCode(ctx, t.data_type());
+  auto type = RankedTensorType::get(
+      SmallVector<int64_t>(t.dims().begin(), t.dims().end()), elem);
+  return constantFromBytes(type, *bytes);
+}
+
+//===----------------------------------------------------------------------===//
+// ImportContext
+//===----------------------------------------------------------------------===//
+
+InFlightDiagnostic ImportContext::nodeError() {
+  return emitError(nodeLoc)
+         << onnxNode.op_type() << " (opset " << opsetVersion << "): ";
+}
+
+LogicalResult ImportContext::requireOperands(int min, int max) {
+  const onnx::NodeProto &node = onnxNode;
+  if (node.input_size() < min || node.input_size() > max)
+    return nodeError() << "expects " << min
+                       << (min == max ? "" : " to " + std::to_string(max))
+                       << " inputs, got " << node.input_size();
+  for (int i = 0; i < min; ++i)
+    if (node.input(i).empty())
+      return nodeError() << "required input " << i << " is missing";
+  for (int i = 0; i < node.input_size(); ++i)
+    if (!node.input(i).empty() && !values.count(node.input(i)))
+      return nodeError() << "input '" << node.input(i)
+                         << "' is not defined before this node";
+  return success();
+}
+
+Value ImportContext::operand(int i) const {
+  if (i >= onnxNode.input_size() || onnxNode.input(i).empty())
+    return nullptr;
+  return values.lookup(onnxNode.input(i));
+}
+
+FailureOr<SmallVector<int64_t>> ImportContext::constInts(int i,
+                                                         llvm::StringRef what) {
+  Value v = operand(i);
+  DenseElementsAttr attr;
+  if (!v || !matchPattern(v, m_Constant(&attr))) {
+    auto diag = nodeError() << what << " (input '" << onnxNode.input(i)
+                            << "') must be a compile-time constant";
+    if (v && isa<BlockArgument>(v))
+      diag << "; bind it with --bind " << onnxNode.input(i) << "=FILE.npy";
+    return diag;
+  }
+  SmallVector<int64_t> out;
+  for (APInt x : attr.getValues<APInt>())
+    out.push_back(x.getSExtValue());
+  return out;
+}
+
+FailureOr<RankedTensorType> ImportContext::outType(int i) {
+  if (i >= onnxNode.output_size() || onnxNode.output(i).empty())
+    return nodeError() << "output " << i << " is missing";
+  auto it = types.find(onnxNode.output(i));
+  if (it == types.end())
+    return nodeError() << "no shape could be inferred for output '"
+                       << onnxNode.output(i)
+                       << "'; Shard compiles static shapes: bind the "
+                          "inputs that determine it with --bind";
+  return tensorTypeFromOnnx(b.getContext(), it->second, onnxNode.output(i),
+                            nodeLoc);
+}
+
+bool ImportContext::hasInferredShape(int i) const {
+  if (i >= onnxNode.output_size())
+    return false;
+  auto it = types.find(onnxNode.output(i));
+  return it != types.end() && it->second.has_tensor_type() &&
+         it->second.tensor_type().has_shape();
+}
+
+LogicalResult ImportContext::finish(Operation *op, ArrayRef<int> outputIndex) {
+  SmallVector<Value> results(op->getResults());
+  SmallVector<Value> folded;
+  if (succeeded(foldWithKernels(op, folded)))
+    results = folded;
+  for (auto [i, v] : llvm::enumerate(results)) {
+    int out = outputIndex.empty() ? (int)i : outputIndex[i];
+    if (out >= 0 && out < onnxNode.output_size() &&
+        !onnxNode.output(out).empty())
+      define(out, v);
+  }
+  return success();
+}
+
+void ImportContext::define(int i, Value v) { values[onnxNode.output(i)] = v; }
+
+const onnx::AttributeProto *ImportContext::attr(llvm::StringRef name) const {
+  for (const auto &a : onnxNode.attribute())
+    if (a.name() == name)
+      return &a;
+  return nullptr;
+}
+
+int64_t ImportContext::intAttr(llvm::StringRef name, int64_t def) const {
+  const auto *a = attr(name);
+  return a ? a->i() : def;
+}
+
+float ImportContext::floatAttr(llvm::StringRef name, float def) const {
+  const auto *a = attr(name);
+  return a ? a->f() : def;
+}
+
+std::string ImportContext::stringAttr(llvm::StringRef name,
+                                      llvm::StringRef def) const {
+  const auto *a = attr(name);
+  return a ? a->s() : def.str();
+}
+
+SmallVector<int64_t> ImportContext::intsAttr(llvm::StringRef name) const {
+  SmallVector<int64_t> out;
+  if (const auto *a = attr(name))
+    out.assign(a->ints().begin(), a->ints().end());
+  return out;
+}
+
+DenseElementsAttr ImportContext::tensorAttr(const onnx::TensorProto &tensor) {
+  return tensorAttrFromOnnx(b.getContext(), tensor, modelDir, nodeLoc);
+}
+
+FailureOr<int64_t> ImportContext::normAxis(int64_t axis, int64_t rank) {
+  int64_t r = std::max<int64_t>(rank, 1);
+  if (axis < -r || axis >= r)
+    return nodeError() << "axis " << axis << " is out of range for rank "
+                       << rank;
+  return axis < 0 ? axis + r : axis;
+}
+
+//===----------------------------------------------------------------------===//
+// The table
+//===----------------------------------------------------------------------===//
+
+void OpImporterTable::add(llvm::StringRef opType, OpImporter importer) {
+  bool inserted = importers.try_emplace(opType, importer).second;
+  assert(inserted && "two importers registered for one op type");
+  (void)inserted;
+}
+
+void registerAllOpImporters(OpImporterTable &table) {
+  registerElementwiseImporters(table);
+  registerLinalgImporters(table);
+  registerNormalizationImporters(table);
+  registerReduceImporters(table);
+  registerConvPoolImporters(table);
+  registerDataMovementImporters(table);
+  registerConstantsImporters(table);
+  registerLossImporters(table);
+}
+
+} // namespace shardc

@@ -1,0 +1,120 @@
+//===- Elementwise.cpp - Import of elementwise ONNX operators -------------===//
+//
+// Add, Sub, Mul, Div and Pow (numpy broadcasting: the result type comes from
+// shape inference), Where, the unary operators (which keep their operand's
+// type), Cast (carrying the ONNX type code) and Dropout, which in inference
+// is a copy of its input with an all-true mask. Tested by
+// test/lit/import/elementwise.onnxtxt and dropout.onnxtxt.
+//
+//===----------------------------------------------------------------------===//
+#include "frontend/OpImporters.h"
+
+#include "ir/ShardcDialect.h"
+
+#include "mlir/IR/Matchers.h"
+
+#include <type_traits>
+
+using namespace mlir;
+
+namespace shardc {
+
+template <typename OpT> static LogicalResult importBinary(ImportContext &ctx) {
+  if (failed(ctx.requireOperands(2, 2)))
+    return failure();
+  auto type = ctx.outType(0);
+  if (failed(type))
+    return failure();
+  Value lhs = ctx.operand(0), rhs = ctx.operand(1);
+  if (!std::is_same<OpT, PowOp>::value &&
+      cast<RankedTensorType>(lhs.getType()).getElementType() !=
+          cast<RankedTensorType>(rhs.getType()).getElementType())
+    return ctx.nodeError() << "operands have different element types";
+  return ctx.finish(ctx.builder().create<OpT>(ctx.loc(), *type, lhs, rhs));
+}
+
+template <typename OpT> static LogicalResult importUnary(ImportContext &ctx) {
+  if (failed(ctx.requireOperands(1, 1)))
+    return failure();
+  Value in = ctx.operand(0);
+  return ctx.finish(ctx.builder().create<OpT>(ctx.loc(), in.getType(), in));
+}
+
+static LogicalResult importWhere(ImportContext &ctx) {
+  if (failed(ctx.requireOperands(3, 3)))
+    return failure();
+  auto type = ctx.outType(0);
+  if (failed(type))
+    return failure();
+  return ctx.finish(ctx.builder().create<WhereOp>(
+      ctx.loc(), *type, ctx.operand(0), ctx.operand(1), ctx.operand(2)));
+}
+
+static LogicalResult importCast(ImportContext &ctx) {
+  if (failed(ctx.requireOperands(1, 1)))
+    return failure();
+  auto type = ctx.outType(0);
+  if (failed(type))
+    return failure();
+  return ctx.finish(ctx.builder().create<CastOp>(
+      ctx.loc(), *type, ctx.operand(0), ctx.intAttr("to", 0)));
+}
+
+static LogicalResult importDropout(ImportContext &ctx) {
+  if (failed(ctx.requireOperands(1, 3)))
+    return failure();
+  const onnx::NodeProto &node = ctx.node();
+  OpBuilder &b = ctx.builder();
+  bool training = false;
+  if (ctx.operand(2)) {
+    auto t = ctx.constInts(2, "training_mode");
+    if (failed(t))
+      return failure();
+    training = !t->empty() && (*t)[0] != 0;
+  }
+  double ratio = 0.5;
+  if (Value r = ctx.operand(1)) {
+    DenseElementsAttr attr;
+    if (!matchPattern(r, m_Constant(&attr)))
+      return ctx.nodeError() << "ratio must be a compile-time constant";
+    ratio = (*attr.value_begin<APFloat>()).convertToDouble();
+  }
+  if (training && ratio != 0.0)
+    return ctx.nodeError() << "dropout with ratio " << ratio
+                           << " in training mode is not supported; export "
+                              "the model in eval mode or with p=0";
+  Value x = ctx.operand(0);
+  auto id = b.create<IdentityOp>(ctx.loc(), x.getType(), x);
+  if (failed(ctx.finish(id)))
+    return failure();
+  if (node.output_size() > 1 && !node.output(1).empty()) {
+    auto maskType = ctx.outType(1);
+    if (failed(maskType))
+      return failure();
+    auto ones = DenseElementsAttr::get(*maskType, true);
+    ctx.define(1, b.create<ConstantOp>(ctx.loc(), *maskType, ones));
+  }
+  return success();
+}
+
+void registerElementwiseImporters(OpImporterTable &table) {
+  table.add("Add", importBinary<AddOp>);
+  table.add("Sub", importBinary<SubOp>);
+  table.add("Mul", importBinary<MulOp>);
+  table.add("Div", importBinary<DivOp>);
+  table.add("Pow", importBinary<PowOp>);
+  table.add("Where", importWhere);
+  table.add("Sqrt", importUnary<SqrtOp>);
+  table.add("Exp", importUnary<ExpOp>);
+  table.add("Log", importUnary<LogOp>);
+  table.add("Erf", importUnary<ErfOp>);
+  table.add("Tanh", importUnary<TanhOp>);
+  table.add("Sigmoid", importUnary<SigmoidOp>);
+  table.add("Neg", importUnary<NegOp>);
+  table.add("Relu", importUnary<ReluOp>);
+  table.add("Identity", importUnary<IdentityOp>);
+  table.add("Cast", importCast);
+  table.add("Dropout", importDropout);
+}
+
+} // namespace shardc
