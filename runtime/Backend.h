@@ -1,16 +1,17 @@
-//===- Backend.h - Kernel backends, streams and events ----------*- C++ -*-===//
+//===- Backend.h - Kernel backends ------------------------------*- C++ -*-===//
 //
 // The executor talks to devices only through these interfaces. The CPU
 // backend runs kernels synchronously on the calling thread; a CUDA backend
-// implements the same interfaces with cudaStream_t / cudaEvent_t, so the
-// executor's schedule (kernels on a compute stream, collectives on a
-// communication stream, events between them) does not change.
+// implements the same interfaces with cudaStream_t / cudaEvent_t
+// (runtime/Stream.h), so the executor's schedule (kernels on a compute
+// stream, collectives ordered against it by events) does not change.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SHARDC_RUNTIME_BACKEND_H
 #define SHARDC_RUNTIME_BACKEND_H
 
 #include "runtime/Attrs.h"
+#include "runtime/Stream.h"
 #include "runtime/Tensor.h"
 
 #include "llvm/ADT/StringMap.h"
@@ -41,23 +42,6 @@ struct KernelContext {
 };
 
 using KernelFn = llvm::Error (*)(const KernelContext &ctx);
-
-/// An ordered queue of work on a device. CPU streams run work eagerly.
-class Stream {
-public:
-  virtual ~Stream() = default;
-  /// Blocks until all work queued so far has finished.
-  virtual llvm::Error synchronize() = 0;
-};
-
-/// A marker in a stream that another stream (or the host) can wait for.
-class Event {
-public:
-  virtual ~Event() = default;
-  virtual llvm::Error record(Stream &stream) = 0;
-  virtual llvm::Error wait(Stream &stream) = 0;
-  virtual llvm::Error synchronize() = 0;
-};
 
 /// A device: memory, streams and a table of kernels by op type.
 class KernelBackend {
