@@ -54,10 +54,13 @@ public:
   virtual std::unique_ptr<Stream> createStream() = 0;
   virtual std::unique_ptr<Event> createEvent() = 0;
 
-  /// The kernel for an op type, or nullptr if this backend has none.
+  /// The kernel for an op type, or nullptr if this backend has none. The
+  /// executor looks every op up once, when it loads a plan.
   KernelFn lookup(llvm::StringRef opType) const;
-  /// Runs one op on `stream`.
-  virtual llvm::Error launch(const KernelContext &ctx, Stream &stream);
+  /// Queues `kernel` (from lookup()) for the op of `ctx` on `stream`. The
+  /// CPU backend runs it on the calling thread before returning.
+  virtual llvm::Error launch(KernelFn kernel, const KernelContext &ctx,
+                             Stream &stream);
 
 protected:
   void registerKernel(llvm::StringRef opType, KernelFn fn) { kernels[opType] = fn; }
