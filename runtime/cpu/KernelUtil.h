@@ -292,8 +292,6 @@ llvm::Error sigmoidKernel(const KernelContext &ctx);
 llvm::Error negKernel(const KernelContext &ctx);
 llvm::Error reluKernel(const KernelContext &ctx);
 llvm::Error castKernel(const KernelContext &ctx);
-llvm::Error fillKernel(const KernelContext &ctx);
-llvm::Error dropoutKernel(const KernelContext &ctx);
 
 // DataMovement.cpp
 llvm::Error identityKernel(const KernelContext &ctx);
