@@ -2,7 +2,7 @@
 //
 // The executor talks to devices only through these interfaces. The CPU
 // backend runs kernels synchronously on the calling thread; a CUDA backend
-// implements the same interfaces with cudaStream_t / cudaEvent_t
+// would implement the same interfaces with cudaStream_t / cudaEvent_t
 // (runtime/Stream.h), so the executor's schedule (kernels on a compute
 // stream, collectives ordered against it by events) does not change.
 //

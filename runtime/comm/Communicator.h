@@ -5,7 +5,8 @@
 // hands the operation to the communicator and returns at once; wait orders
 // what comes after it behind the collective's completion. Implementations:
 // MPI on CPU (a communication thread drives MPI, which only progresses when
-// called), NCCL on GPU, and a single-rank communicator for world size 1.
+// called) and a single-rank communicator for world size 1; an NCCL
+// communicator for GPUs would implement the same interface.
 //
 // Ordering against the compute stream (runtime/Stream.h). The executor's
 // kernels write a collective's input and read its output on a compute
@@ -93,7 +94,7 @@ public:
 
   virtual int rank() const = 0;
   virtual int worldSize() const = 0;
-  /// "mpi", "nccl", "self".
+  /// "mpi" or "self" (an NCCL communicator would be "nccl").
   virtual llvm::StringRef name() const = 0;
 
   /// Start calls check their arguments and return an error (no collective
