@@ -22,11 +22,9 @@ KernelFn KernelBackend::lookup(llvm::StringRef opType) const {
   return it == kernels.end() ? nullptr : it->second;
 }
 
-llvm::Error KernelBackend::launch(const KernelContext &ctx, Stream &) {
-  KernelFn fn = lookup(ctx.opType);
-  if (!fn)
-    return ctx.error("no " + name() + " kernel for this op type");
-  return fn(ctx);
+llvm::Error KernelBackend::launch(KernelFn kernel, const KernelContext &ctx,
+                                  Stream &) {
+  return kernel(ctx);
 }
 
 namespace {

@@ -1,16 +1,17 @@
-//===- Backend.h - Kernel backends, streams and events ----------*- C++ -*-===//
+//===- Backend.h - Kernel backends ------------------------------*- C++ -*-===//
 //
 // The executor talks to devices only through these interfaces. The CPU
 // backend runs kernels synchronously on the calling thread; a CUDA backend
-// implements the same interfaces with cudaStream_t / cudaEvent_t, so the
-// executor's schedule (kernels on a compute stream, collectives on a
-// communication stream, events between them) does not change.
+// would implement the same interfaces with cudaStream_t / cudaEvent_t
+// (runtime/Stream.h), so the executor's schedule (kernels on a compute
+// stream, collectives ordered against it by events) does not change.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SHARDC_RUNTIME_BACKEND_H
 #define SHARDC_RUNTIME_BACKEND_H
 
 #include "runtime/Attrs.h"
+#include "runtime/Stream.h"
 #include "runtime/Tensor.h"
 
 #include "llvm/ADT/StringMap.h"
@@ -42,23 +43,6 @@ struct KernelContext {
 
 using KernelFn = llvm::Error (*)(const KernelContext &ctx);
 
-/// An ordered queue of work on a device. CPU streams run work eagerly.
-class Stream {
-public:
-  virtual ~Stream() = default;
-  /// Blocks until all work queued so far has finished.
-  virtual llvm::Error synchronize() = 0;
-};
-
-/// A marker in a stream that another stream (or the host) can wait for.
-class Event {
-public:
-  virtual ~Event() = default;
-  virtual llvm::Error record(Stream &stream) = 0;
-  virtual llvm::Error wait(Stream &stream) = 0;
-  virtual llvm::Error synchronize() = 0;
-};
-
 /// A device: memory, streams and a table of kernels by op type.
 class KernelBackend {
 public:
@@ -70,10 +54,13 @@ public:
   virtual std::unique_ptr<Stream> createStream() = 0;
   virtual std::unique_ptr<Event> createEvent() = 0;
 
-  /// The kernel for an op type, or nullptr if this backend has none.
+  /// The kernel for an op type, or nullptr if this backend has none. The
+  /// executor looks every op up once, when it loads a plan.
   KernelFn lookup(llvm::StringRef opType) const;
-  /// Runs one op on `stream`.
-  virtual llvm::Error launch(const KernelContext &ctx, Stream &stream);
+  /// Queues `kernel` (from lookup()) for the op of `ctx` on `stream`. The
+  /// CPU backend runs it on the calling thread before returning.
+  virtual llvm::Error launch(KernelFn kernel, const KernelContext &ctx,
+                             Stream &stream);
 
 protected:
   void registerKernel(llvm::StringRef opType, KernelFn fn) { kernels[opType] = fn; }

@@ -1,10 +1,14 @@
 //===- Executor.cpp - Runs a loaded plan on a kernel backend --------------===//
 #include "runtime/Executor.h"
 
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/Twine.h"
+#include "llvm/Support/ErrorHandling.h"
 
+#include <cassert>
 #include <chrono>
 #include <cstring>
+#include <utility>
 
 namespace shardc::rt {
 
@@ -112,24 +116,14 @@ Executor::create(const plan::LoadedPlan &loaded, KernelBackend &backend,
   for (int32_t index : plan.outputs())
     exec->outputs.push_back(makePort(index));
 
+  exec->steps.reserve(plan.ops_size());
   for (int j = 0; j < plan.ops_size(); ++j) {
-    const plan::Op &op = plan.ops(j);
-    if (!llvm::is_contained(collectiveOpTypes(), op.type()) &&
-        !backend.lookup(op.type()))
-      return makeError("op " + Twine(j) + " (" + op.type() + " '" + op.name() +
-                       "'): the " + backend.name() +
-                       " backend has no kernel for op type '" + op.type() +
-                       "'");
-    Step step;
-    step.type = op.type();
-    step.name = op.name();
-    for (const plan::Attribute &attr : op.attributes())
-      step.attrs.set(attr.name(), convertAttr(attr));
-    step.inputBuffers.assign(op.inputs().begin(), op.inputs().end());
-    step.outputBuffers.assign(op.outputs().begin(), op.outputs().end());
-    exec->bindStep(step);
-    exec->steps.push_back(std::move(step));
+    exec->steps.emplace_back();
+    if (Error err = exec->resolveStep(plan, j))
+      return std::move(err);
   }
+  if (Error err = exec->assignCollectiveSlots(plan))
+    return std::move(err);
   exec->opProfiles.resize(exec->steps.size());
   for (size_t j = 0; j < exec->steps.size(); ++j) {
     exec->opProfiles[j].type = exec->steps[j].type;
@@ -138,9 +132,93 @@ Executor::create(const plan::LoadedPlan &loaded, KernelBackend &backend,
   return std::move(exec);
 }
 
+/// "op <index> (<type> '<name>')", how errors name an op of the plan.
+static std::string opLabel(const plan::Plan &plan, int index) {
+  const plan::Op &op = plan.ops(index);
+  return "op " + std::to_string(index) + " (" + op.type() + " '" + op.name() +
+         "')";
+}
+
+Error Executor::resolveStep(const plan::Plan &plan, int index) {
+  const plan::Op &op = plan.ops(index);
+  Step &step = steps.back();
+  step.type = op.type();
+  step.name = op.name();
+  step.label = step.type + " '" + step.name + "'";
+  for (const plan::Attribute &attr : op.attributes())
+    step.attrs.set(attr.name(), convertAttr(attr));
+  step.inputBuffers.assign(op.inputs().begin(), op.inputs().end());
+  step.outputBuffers.assign(op.outputs().begin(), op.outputs().end());
+  bindStep(step);
+
+  std::optional<CollectiveOpKind> collective = getCollectiveOpKind(op.type());
+  if (!collective) {
+    step.kind = StepKind::Kernel;
+    step.category = "kernel";
+    step.kernel = backend.lookup(op.type());
+    if (!step.kernel)
+      return makeError(opLabel(plan, index) + ": the " + backend.name() +
+                       " backend has no kernel for op type '" + op.type() +
+                       "'");
+    return Error::success();
+  }
+  if (Error err = checkCollectiveOp(*collective, step.inputViews,
+                                    step.outputViews, comm->worldSize()))
+    return makeError(opLabel(plan, index) + ": " + toString(std::move(err)));
+  if (*collective == CollectiveOpKind::Wait) {
+    step.kind = StepKind::CollectiveWait;
+    step.category = "collective-wait";
+    return Error::success();
+  }
+  step.kind = StepKind::CollectiveStart;
+  step.category = "collective-start";
+  step.collective = *collective;
+  step.inputReady = backend.createEvent();
+  return Error::success();
+}
+
+Error Executor::assignCollectiveSlots(const plan::Plan &plan) {
+  // The start in flight on each buffer, by step index.
+  llvm::DenseMap<int32_t, int> started;
+  for (size_t j = 0; j < steps.size(); ++j) {
+    Step &step = steps[j];
+    if (step.kind == StepKind::CollectiveStart) {
+      int32_t buffer = step.outputBuffers[0];
+      auto [it, inserted] = started.try_emplace(buffer, j);
+      if (!inserted)
+        return makeError(opLabel(plan, j) + ": starts a collective into '" +
+                         plan.buffers(buffer).name() + "' while " +
+                         opLabel(plan, it->second) + " is still in flight");
+      step.slot = static_cast<int32_t>(inFlight.size());
+      inFlight.emplace_back();
+    } else if (step.kind == StepKind::CollectiveWait) {
+      auto it = started.find(step.inputBuffers[0]);
+      if (it == started.end())
+        return makeError(opLabel(plan, j) + ": waits on '" +
+                         plan.buffers(step.inputBuffers[0]).name() +
+                         "', which no collective in flight writes");
+      step.slot = steps[it->second].slot;
+      started.erase(it);
+    }
+  }
+  if (!started.empty()) {
+    int first = plan.ops_size();
+    for (int j : llvm::make_second_range(started))
+      first = std::min(first, j);
+    return makeError(opLabel(plan, first) +
+                     ": the collective it starts is never waited for");
+  }
+  return Error::success();
+}
+
+void Executor::drainInFlight() {
+  for (std::optional<CollectiveHandle> &h : inFlight)
+    if (h)
+      llvm::consumeError(comm->wait(*std::exchange(h, std::nullopt)));
+}
+
 Executor::~Executor() {
-  for (CollectiveHandle h : llvm::make_second_range(pending))
-    llvm::consumeError(comm->wait(h));
+  drainInFlight();
   for (size_t id = 0; id < tempAllocated.size(); ++id)
     freeTemp(id);
   for (void *p : allocations)
@@ -277,12 +355,6 @@ TensorView Executor::view(int32_t index) const {
   return v;
 }
 
-llvm::ArrayRef<StringRef> Executor::collectiveOpTypes() {
-  static const StringRef types[] = {"AllGatherStart", "ReduceScatterStart",
-                                    "AllReduceStart", "CollectiveWait"};
-  return types;
-}
-
 Error Executor::allocateTemp(int32_t id) {
   if (tempAllocated[id])
     return Error::success();
@@ -312,31 +384,36 @@ void Executor::freeTemp(int32_t id) {
   liveTotal -= view.bytes();
 }
 
-Error Executor::runCollective(const Step &step) {
-  const TensorView &in = step.inputViews[0];
-  if (step.type == "CollectiveWait") {
-    auto it = pending.find(step.inputBuffers[0]);
-    if (it == pending.end())
-      return makeError("waits on a collective that was not started");
-    CollectiveHandle h = it->second;
-    pending.erase(it);
-    return comm->wait(h);
+Error Executor::runStep(Step &step) {
+  switch (step.kind) {
+  case StepKind::Kernel: {
+    KernelContext ctx{step.type, step.name, step.attrs, step.inputViews,
+                      step.outputViews};
+    ctx.rank = comm->rank();
+    ctx.worldSize = comm->worldSize();
+    return backend.launch(step.kernel, ctx, *computeStream);
   }
-  const TensorView &out = step.outputViews[0];
-  Expected<CollectiveHandle> h = makeError("unknown collective");
-  llvm::consumeError(h.takeError());
-  if (step.type == "AllGatherStart")
-    h = comm->allGatherStart(in.data, out.data, in.numel(), in.dtype);
-  else if (step.type == "ReduceScatterStart")
-    h = comm->reduceScatterStart(in.data, out.data, out.numel(), in.dtype,
-                                 ReduceOp::Sum);
-  else
-    h = comm->allReduceStart(in.data, out.data, in.numel(), in.dtype,
-                             ReduceOp::Sum);
-  if (!h)
-    return h.takeError();
-  pending[step.outputBuffers[0]] = *h;
-  return Error::success();
+  case StepKind::CollectiveStart: {
+    // The input is ready once the compute stream reaches this point.
+    if (Error err = step.inputReady->record(*computeStream))
+      return err;
+    Expected<CollectiveHandle> h =
+        startCollectiveOp(*comm, step.collective, step.inputViews[0],
+                          step.outputViews[0], *step.inputReady);
+    if (!h)
+      return h.takeError();
+    inFlight[step.slot] = *h;
+    return Error::success();
+  }
+  case StepKind::CollectiveWait: {
+    std::optional<CollectiveHandle> h =
+        std::exchange(inFlight[step.slot], std::nullopt);
+    // create() paired every wait with an earlier start.
+    assert(h && "collective wait without a start");
+    return comm->wait(*h, computeStream.get());
+  }
+  }
+  llvm_unreachable("unknown step kind");
 }
 
 Error Executor::run() {
@@ -348,7 +425,9 @@ Error Executor::run() {
   if (!missing.empty())
     return makeError("inputs not set: " + missing);
 
-  // Graph outputs of the previous run were kept for the caller.
+  // A run that failed may have left collectives in flight, into buffers
+  // freed next. Graph outputs of the previous run were kept for the caller.
+  drainInFlight();
   for (size_t id = 0; id < tempAllocated.size(); ++id)
     freeTemp(id);
   using Clock = std::chrono::steady_clock;
@@ -363,27 +442,12 @@ Error Executor::run() {
     if (profiling)
       start = Clock::now();
     double traceStart = tracing ? nowMicros() : 0;
-    bool collective = llvm::is_contained(collectiveOpTypes(), step.type);
-    Error err = Error::success();
-    if (collective) {
-      err = runCollective(step);
-    } else {
-      KernelContext ctx{step.type, step.name, step.attrs, step.inputViews,
-                        step.outputViews};
-      ctx.rank = comm->rank();
-      ctx.worldSize = comm->worldSize();
-      err = backend.launch(ctx, *computeStream);
-    }
-    if (err)
+    if (Error err = runStep(step))
       return makeError("op " + Twine(j) + " of " + Twine(steps.size()) +
                        " failed: " + toString(std::move(err)));
     if (tracing)
       events.push_back(
-          {step.type + " '" + step.name + "'",
-           !collective ? "kernel"
-           : step.type == "CollectiveWait" ? "collective-wait"
-                                           : "collective-start",
-           traceStart, nowMicros() - traceStart});
+          {step.label, step.category, traceStart, nowMicros() - traceStart});
     for (int32_t id : memoryPlan.freeAfter[j])
       freeTemp(id);
     if (profiling) {

@@ -9,11 +9,20 @@
 //   (*exec)->run();
 //   rt::TensorView y = (*exec)->output(0);
 //
-// Memory: every buffer owns one backend allocation today. Buffers reach
-// kernels only through `bufferViews`, so a memory planner can later point
-// several buffers into one arena slot without touching the step loop.
-// Communication: a step is a kernel launch today; collectives (on a second
-// stream, ordered by events) will be another kind of step.
+// Steps: create() resolves every op once: a kernel (the backend's function,
+// looked up by op type), a collective start or a collective wait
+// (runtime/comm/CollectiveOps.h), with its buffer indices and attributes.
+// run() then does no lookups by op type.
+// Memory: parameters, optimizer state, inputs and constants are allocated by
+// create(); TEMP buffers are allocated before the first op that touches them
+// and freed after the last (plan/MemoryPlan.h); a view (alias) buffer lives
+// in its root's memory. Buffers reach kernels only through `bufferViews`, so
+// a memory planner can later point several buffers into one arena slot
+// without touching the step loop.
+// Communication: before a collective start, the executor records the start's
+// event on the compute stream and hands it to the communicator with the
+// buffers; the matching wait makes the compute stream wait for the
+// collective (the contract is in runtime/comm/Communicator.h).
 //
 //===----------------------------------------------------------------------===//
 #ifndef SHARDC_RUNTIME_EXECUTOR_H
@@ -21,13 +30,13 @@
 
 #include "plan/MemoryPlan.h"
 #include "plan/PlanIO.h"
-#include "runtime/comm/Communicator.h"
 #include "runtime/Attrs.h"
 #include "runtime/Backend.h"
 #include "runtime/Tensor.h"
+#include "runtime/comm/CollectiveOps.h"
+#include "runtime/comm/Communicator.h"
 
 #include "llvm/ADT/ArrayRef.h"
-#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -51,7 +60,6 @@ struct ValueInfo {
   std::string typeString() const;
 };
 
-/// Wall-clock time of one op over all runs since profiling was enabled.
 /// One kernel or collective step for a Chrome trace (microseconds on the
 /// nowMicros() axis).
 struct TraceEvent {
@@ -66,6 +74,7 @@ struct MemoryUsage {
   uint64_t peakTotal = 0;
 };
 
+/// Wall-clock time of one op over all runs since profiling was enabled.
 struct OpProfile {
   std::string type;
   std::string name;
@@ -76,8 +85,10 @@ struct OpProfile {
 class Executor {
 public:
   /// Allocates every buffer of `plan` on `backend` and copies parameter and
-  /// constant bytes in. Checks that `backend` has a kernel for every op type
-  /// and that the plan is valid (a plan from plan::loadPlan always is).
+  /// constant bytes in. Checks that the plan is valid (a plan from
+  /// plan::loadPlan always is), that `backend` has a kernel for every op type
+  /// that is not a collective, and that every collective start has operands
+  /// that fit it and exactly one later wait.
   /// `plan` may be destroyed afterwards; `backend` must outlive the executor.
   /// `comm` runs the plan's collectives (nullptr: a single rank); it must
   /// outlive the executor.
@@ -126,7 +137,9 @@ public:
   llvm::ArrayRef<TraceEvent> traceEvents() const { return events; }
 
   /// Op types the executor runs itself (collectives), besides kernels.
-  static llvm::ArrayRef<llvm::StringRef> collectiveOpTypes();
+  static llvm::ArrayRef<llvm::StringRef> collectiveOpTypes() {
+    return rt::collectiveOpTypes();
+  }
 
   /// Turns per-op timing on or off (off by default); enabling it clears
   /// earlier measurements.
@@ -135,10 +148,25 @@ public:
   llvm::ArrayRef<OpProfile> profile() const { return opProfiles; }
 
 private:
-  /// One op of the plan, ready to launch.
+  enum class StepKind : uint8_t { Kernel, CollectiveStart, CollectiveWait };
+  /// One op of the plan, resolved by create().
   struct Step {
+    StepKind kind = StepKind::Kernel;
+    /// Kernel steps: the backend's kernel for the op type.
+    KernelFn kernel = nullptr;
+    /// Collective starts: which collective.
+    CollectiveOpKind collective = CollectiveOpKind::Wait;
+    /// Collective steps: the slot of `inFlight` that the start fills and
+    /// its wait empties.
+    int32_t slot = -1;
+    /// Collective starts: recorded on the compute stream right before the
+    /// start; the communicator touches the buffers only after it.
+    std::unique_ptr<Event> inputReady;
     std::string type;
     std::string name;
+    /// Trace event name ("<type> '<name>'") and category.
+    std::string label;
+    const char *category = "kernel";
     AttrMap attrs;
     /// Buffer indices; -1 for an absent optional operand.
     llvm::SmallVector<int32_t, 4> inputBuffers, outputBuffers;
@@ -155,7 +183,13 @@ private:
   llvm::Error allocateBuffers(const plan::LoadedPlan &plan);
   llvm::Error allocateTemp(int32_t buffer);
   void freeTemp(int32_t buffer);
-  llvm::Error runCollective(const Step &step);
+  /// Resolves op `index` of `plan` into steps.back() (already pushed).
+  llvm::Error resolveStep(const plan::Plan &plan, int index);
+  /// Pairs every collective start with its wait.
+  llvm::Error assignCollectiveSlots(const plan::Plan &plan);
+  llvm::Error runStep(Step &step);
+  /// Waits for the collectives a failed run left in flight.
+  void drainInFlight();
   /// Buffer `index` as kernels see it (a view resolves into its root).
   TensorView view(int32_t index) const;
   struct Alias {
@@ -186,8 +220,8 @@ private:
   std::array<uint64_t, plan::kNumCategories> live{};
   uint64_t liveTotal = 0;
   MemoryUsage usage;
-  /// In-flight collectives by output buffer.
-  llvm::DenseMap<int32_t, CollectiveHandle> pending;
+  /// In-flight collectives, by the slot of their start and wait steps.
+  std::vector<std::optional<CollectiveHandle>> inFlight;
   bool tracing = false;
   std::vector<TraceEvent> events;
 };

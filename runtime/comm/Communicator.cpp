@@ -192,23 +192,26 @@ public:
   llvm::StringRef name() const override { return "self"; }
 
   llvm::Expected<CollectiveHandle> allGatherStart(const void *in, void *out,
-                                                  int64_t count,
-                                                  DType dtype) override {
-    return copy(CollectiveKind::AllGather, in, out, count, dtype);
+                                                  int64_t count, DType dtype,
+                                                  Event *inputReady) override {
+    return copy(CollectiveKind::AllGather, in, out, count, dtype, inputReady);
   }
-  llvm::Expected<CollectiveHandle> reduceScatterStart(const void *in, void *out,
-                                                      int64_t count,
-                                                      DType dtype,
-                                                      ReduceOp op) override {
-    return copy(CollectiveKind::ReduceScatter, in, out, count, dtype);
+  llvm::Expected<CollectiveHandle>
+  reduceScatterStart(const void *in, void *out, int64_t count, DType dtype,
+                     ReduceOp op, Event *inputReady) override {
+    return copy(CollectiveKind::ReduceScatter, in, out, count, dtype,
+                inputReady);
   }
   llvm::Expected<CollectiveHandle> allReduceStart(const void *in, void *out,
                                                   int64_t count, DType dtype,
-                                                  ReduceOp op) override {
-    return copy(CollectiveKind::AllReduce, in, out, count, dtype);
+                                                  ReduceOp op,
+                                                  Event *inputReady) override {
+    return copy(CollectiveKind::AllReduce, in, out, count, dtype, inputReady);
   }
 
-  llvm::Error wait(CollectiveHandle handle) override {
+  /// The copy was done by the start call: every stream is already ordered
+  /// after it.
+  llvm::Error wait(CollectiveHandle handle, Stream *) override {
     std::lock_guard<std::mutex> lock(mutex);
     if (!outstanding.erase(handle))
       return llvm::createStringError(
@@ -226,7 +229,7 @@ public:
     return llvm::Error::success();
   }
 
-  void abort(int code) override {
+  [[noreturn]] void abort(int code) override {
     // No other rank to release: end this process, without running static
     // destructors that could block.
     std::fflush(nullptr);
@@ -243,12 +246,22 @@ public:
   }
 
 private:
+  /// Copies `in` to `out` on the calling thread, once `inputReady` (if any)
+  /// is reached.
   llvm::Expected<CollectiveHandle> copy(CollectiveKind kind, const void *in,
-                                        void *out, int64_t count, DType dtype) {
+                                        void *out, int64_t count, DType dtype,
+                                        Event *inputReady) {
     int64_t bytes = 0;
     if (llvm::Error err = detail::checkCollectiveArgs(kind, in, out, count,
                                                       dtype, 0, 1, bytes))
       return std::move(err);
+    double queued = nowMicros();
+    if (inputReady)
+      if (llvm::Error err = inputReady->synchronize())
+        return llvm::createStringError(
+            llvm::inconvertibleErrorCode(),
+            llvm::Twine(detail::collectiveKindName(kind)) +
+                ": waiting for the input: " + llvm::toString(std::move(err)));
     double start = nowMicros();
     if (count > 0 && in != out)
       std::memcpy(out, in, static_cast<size_t>(bytes));
@@ -257,7 +270,7 @@ private:
     CollectiveHandle handle = nextHandle++;
     outstanding.insert(handle);
     addRecord(
-        {detail::collectiveKindName(kind), handle, bytes, start, start, end});
+        {detail::collectiveKindName(kind), handle, bytes, queued, start, end});
     return handle;
   }
 

@@ -2,10 +2,41 @@
 //
 // The runtime's only view of other ranks. Collectives are split into start
 // and wait so that a plan can overlap communication with computation: start
-// hands the operation to the communicator and returns at once; wait blocks
-// until it has completed. Implementations: MPI on CPU (a communication thread
-// drives MPI, which only progresses when called), NCCL on GPU, and a
-// single-rank communicator for world size 1.
+// hands the operation to the communicator and returns at once; wait orders
+// what comes after it behind the collective's completion. Implementations:
+// MPI on CPU (a communication thread drives MPI, which only progresses when
+// called) and a single-rank communicator for world size 1; an NCCL
+// communicator for GPUs would implement the same interface.
+//
+// Ordering against the compute stream (runtime/Stream.h). The executor's
+// kernels write a collective's input and read its output on a compute
+// stream, which on a GPU runs behind the host. The contract is the one NCCL
+// needs:
+//
+//   start(in, out, ..., inputReady)
+//       The caller has recorded `inputReady` on the compute stream after all
+//       work that writes `in` or still uses `out`. The collective touches the
+//       buffers only once that point is reached: NCCL makes its own stream
+//       wait for the event (cudaStreamWaitEvent); the MPI communication
+//       thread synchronizes the event before it calls MPI; the self
+//       communicator synchronizes it before its copy. The event must stay
+//       alive, and not be recorded again, until wait() for the handle has
+//       returned.
+//   wait(handle, computeStream)
+//       Work queued on `computeStream` after this call runs after the
+//       collective has completed. NCCL records an event on its stream and
+//       makes the compute stream wait for it, without blocking the host; the
+//       MPI and self communicators block the calling thread until the
+//       collective has completed, which orders every later launch.
+//
+// On the CPU backend streams run work as it is queued, so recording an event
+// costs nothing, synchronizing it returns at once, and wait is a host wait.
+// Host callers (the blocking conveniences, the trainer, tests) pass no event
+// (the input is memory the host has finished writing) and no stream (wait
+// blocks the calling thread until the output is valid). The executor
+// (runtime/Executor.h) keeps one event per collective start of its plan,
+// records it on its compute stream right before the start, and waits with
+// its compute stream.
 //
 // All ranks must issue the same collectives in the same order (the compiler
 // guarantees it for plans and stamps a fingerprint that ranks compare before
@@ -15,6 +46,7 @@
 #ifndef SHARDC_RUNTIME_COMM_COMMUNICATOR_H
 #define SHARDC_RUNTIME_COMM_COMMUNICATOR_H
 
+#include "runtime/Stream.h"
 #include "runtime/Tensor.h"
 
 #include "llvm/ADT/StringRef.h"
@@ -62,35 +94,42 @@ public:
 
   virtual int rank() const = 0;
   virtual int worldSize() const = 0;
-  /// "mpi", "nccl", "self".
+  /// "mpi" or "self" (an NCCL communicator would be "nccl").
   virtual llvm::StringRef name() const = 0;
 
   /// Start calls check their arguments and return an error (no collective
   /// is started) for unsupported element types, negative counts, null or
   /// overlapping buffers. Reductions take float32, float64, int32 and int64;
   /// allgather takes every element type. The buffers must stay valid and
-  /// untouched until wait() returns; destroying a communicator first
-  /// completes the collectives it was given.
+  /// untouched until the collective has completed (see wait()); destroying a
+  /// communicator first completes the collectives it was given.
+  /// `inputReady`: the point on the compute stream after which the
+  /// collective may read `in` and write `out` (see the file comment); null
+  /// when the host has finished writing them.
   ///
   /// out (count * worldSize elements) = concatenation over ranks of each
   /// rank's `in` (count elements), in rank order. `in` may be this rank's
   /// block of `out` (in place).
   virtual llvm::Expected<CollectiveHandle>
-  allGatherStart(const void *in, void *out, int64_t count, DType dtype) = 0;
+  allGatherStart(const void *in, void *out, int64_t count, DType dtype,
+                 Event *inputReady = nullptr) = 0;
   /// out (count elements) = this rank's chunk of the elementwise reduction
   /// over ranks of `in` (count * worldSize elements): rank r receives chunk r.
   virtual llvm::Expected<CollectiveHandle>
   reduceScatterStart(const void *in, void *out, int64_t count, DType dtype,
-                     ReduceOp op) = 0;
+                     ReduceOp op, Event *inputReady = nullptr) = 0;
   /// out (count elements) = elementwise reduction over ranks of `in`;
   /// `in == out` is allowed.
   virtual llvm::Expected<CollectiveHandle>
   allReduceStart(const void *in, void *out, int64_t count, DType dtype,
-                 ReduceOp op) = 0;
-  /// Blocks until the collective has completed and its output is valid.
-  virtual llvm::Error wait(CollectiveHandle handle) = 0;
+                 ReduceOp op, Event *inputReady = nullptr) = 0;
+  /// Retires `handle`. Work queued on `computeStream` afterwards runs after
+  /// the collective has completed; with no stream, returns once the output
+  /// is valid. Returns the collective's error, if it failed.
+  virtual llvm::Error wait(CollectiveHandle handle,
+                           Stream *computeStream = nullptr) = 0;
 
-  /// Blocking conveniences (start + wait).
+  /// Blocking conveniences (start + wait, on host memory).
   llvm::Error allGather(const void *in, void *out, int64_t count, DType dtype);
   llvm::Error allReduce(const void *in, void *out, int64_t count, DType dtype,
                         ReduceOp op);
@@ -99,8 +138,9 @@ public:
   virtual llvm::Error barrier() = 0;
 
   /// Aborts every rank (after a fatal error on this one), so that no rank is
-  /// left waiting in a collective. Does not return: the job ends with `code`.
-  virtual void abort(int code) = 0;
+  /// left waiting in a collective. Never returns: the job ends with `code`,
+  /// also when collectives are in flight.
+  [[noreturn]] virtual void abort(int code) = 0;
 
   /// The first error a collective reported asynchronously, if any. Sticky:
   /// once a collective has failed, every later call reports it again.

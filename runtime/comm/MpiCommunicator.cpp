@@ -10,6 +10,12 @@
 // the runtime's computation. Every rank posts the same collectives in the
 // same order, so the FIFO keeps them matched.
 //
+// Streams (Communicator.h): the communication thread synchronizes a start's
+// inputReady event before its MPI calls read the input, and wait() blocks the
+// calling thread until the collective has completed, so the compute stream
+// needs no ordering of its own. On the CPU backend the event is complete when
+// recorded.
+//
 // Errors: the communicator has MPI_ERRORS_RETURN, and SHARD_MPI_CHECK turns
 // a failing call into an llvm::Error naming the call, file:line and MPI's
 // message. The first failure is sticky (asyncError()); later queued
@@ -116,25 +122,29 @@ public:
   llvm::StringRef name() const override { return "mpi"; }
 
   llvm::Expected<CollectiveHandle> allGatherStart(const void *in, void *out,
-                                                  int64_t count,
-                                                  DType dtype) override {
+                                                  int64_t count, DType dtype,
+                                                  Event *inputReady) override {
     return enqueue(CollectiveKind::AllGather, in, out, count, dtype,
-                   ReduceOp::Sum);
+                   ReduceOp::Sum, inputReady);
   }
-  llvm::Expected<CollectiveHandle> reduceScatterStart(const void *in, void *out,
-                                                      int64_t count,
-                                                      DType dtype,
-                                                      ReduceOp op) override {
-    return enqueue(CollectiveKind::ReduceScatter, in, out, count, dtype, op);
+  llvm::Expected<CollectiveHandle>
+  reduceScatterStart(const void *in, void *out, int64_t count, DType dtype,
+                     ReduceOp op, Event *inputReady) override {
+    return enqueue(CollectiveKind::ReduceScatter, in, out, count, dtype, op,
+                   inputReady);
   }
   llvm::Expected<CollectiveHandle> allReduceStart(const void *in, void *out,
                                                   int64_t count, DType dtype,
-                                                  ReduceOp op) override {
-    return enqueue(CollectiveKind::AllReduce, in, out, count, dtype, op);
+                                                  ReduceOp op,
+                                                  Event *inputReady) override {
+    return enqueue(CollectiveKind::AllReduce, in, out, count, dtype, op,
+                   inputReady);
   }
-  llvm::Error wait(CollectiveHandle handle) override;
+  /// Blocks until the collective has completed; the stream needs nothing
+  /// more, since everything queued later is queued after this returns.
+  llvm::Error wait(CollectiveHandle handle, Stream *computeStream) override;
   llvm::Error barrier() override;
-  void abort(int code) override;
+  [[noreturn]] void abort(int code) override;
   llvm::Error asyncError() override;
   std::vector<CollectiveRecord> takeRecords() override;
 
@@ -146,6 +156,8 @@ private:
     int64_t count;
     DType dtype;
     ReduceOp reduce;
+    /// Synchronized on the communication thread before the MPI calls.
+    Event *inputReady;
     CollectiveHandle handle;
     int64_t bytes;
     double queuedUs;
@@ -158,7 +170,8 @@ private:
 
   llvm::Expected<CollectiveHandle> enqueue(CollectiveKind kind, const void *in,
                                            void *out, int64_t count,
-                                           DType dtype, ReduceOp reduce);
+                                           DType dtype, ReduceOp reduce,
+                                           Event *inputReady);
 
   // Communication thread.
   void threadMain();
@@ -227,7 +240,8 @@ MpiCommunicator::~MpiCommunicator() {
 
 llvm::Expected<CollectiveHandle>
 MpiCommunicator::enqueue(CollectiveKind kind, const void *in, void *out,
-                         int64_t count, DType dtype, ReduceOp reduce) {
+                         int64_t count, DType dtype, ReduceOp reduce,
+                         Event *inputReady) {
   int64_t bytes = 0;
   if (llvm::Error err = detail::checkCollectiveArgs(kind, in, out, count, dtype,
                                                     myRank, mySize, bytes))
@@ -238,14 +252,14 @@ MpiCommunicator::enqueue(CollectiveKind kind, const void *in, void *out,
     std::lock_guard<std::mutex> lock(mutex);
     handle = nextHandle++;
     states.emplace(handle, OpState());
-    queue.push_back(
-        Op{kind, in, out, count, dtype, reduce, handle, bytes, queuedUs});
+    queue.push_back(Op{kind, in, out, count, dtype, reduce, inputReady, handle,
+                       bytes, queuedUs});
   }
   workCv.notify_one();
   return handle;
 }
 
-llvm::Error MpiCommunicator::wait(CollectiveHandle handle) {
+llvm::Error MpiCommunicator::wait(CollectiveHandle handle, Stream *) {
   std::unique_lock<std::mutex> lock(mutex);
   auto it = states.find(handle);
   if (it == states.end())
@@ -272,10 +286,10 @@ llvm::Error MpiCommunicator::wait(CollectiveHandle handle) {
 llvm::Error MpiCommunicator::barrier() {
   llvm::Expected<CollectiveHandle> handle =
       enqueue(CollectiveKind::Barrier, nullptr, nullptr, 0, DType::Undefined,
-              ReduceOp::Sum);
+              ReduceOp::Sum, nullptr);
   if (!handle)
     return handle.takeError();
-  return wait(*handle);
+  return wait(*handle, nullptr);
 }
 
 llvm::Error MpiCommunicator::asyncError() {
@@ -440,6 +454,12 @@ int64_t MpiCommunicator::chunkElements(DType dtype, int64_t blocks) const {
 }
 
 llvm::Error MpiCommunicator::execute(const Op &op) {
+  // The input is ready on the caller's compute stream from here on (on the
+  // CPU backend, already when the event was recorded).
+  if (op.inputReady)
+    if (llvm::Error err = op.inputReady->synchronize())
+      return commError("waiting for the input: " +
+                       llvm::toString(std::move(err)));
   switch (op.kind) {
   case CollectiveKind::Barrier:
     SHARD_MPI_CHECK(MPI_Barrier(comm));

@@ -1,7 +1,7 @@
 //===- Elementwise.cpp - Elementwise kernels ------------------------------===//
 //
 // Binary arithmetic with numpy broadcasting, Pow, Where, unary math, Cast,
-// Fill and (inference) Dropout. Equal shapes take a flat loop; broadcasting
+// and the activation gradients. Equal shapes take a flat loop; broadcasting
 // walks contiguous rows with forEachRow.
 //
 //===----------------------------------------------------------------------===//
@@ -358,67 +358,6 @@ llvm::Error castKernel(const KernelContext &ctx) {
                             return llvm::Error::success();
                           });
       });
-}
-
-llvm::Error fillKernel(const KernelContext &ctx) {
-  SHARDC_CPU_TRY(requireOutput(ctx, 0, "output"));
-  const TensorView &y = ctx.outputs[0];
-  double value = ctx.attrs.getFloat("value", 0.0);
-  return dispatchIn(CastTypes{}, ctx, y.dtype, "output",
-                    [&](auto to) -> llvm::Error {
-                      constexpr DType To = decltype(to)::dtype;
-                      using TT = typename decltype(to)::type;
-                      TT v = convertValue<To, DType::F64>(value);
-                      TT *py = y.as<TT>();
-                      for (int64_t i = 0, e = y.numel(); i < e; ++i)
-                        py[i] = v;
-                      return llvm::Error::success();
-                    });
-}
-
-llvm::Error dropoutKernel(const KernelContext &ctx) {
-  SHARDC_CPU_TRY(requireInput(ctx, 0, "data"));
-  SHARDC_CPU_TRY(requireOutput(ctx, 0, "output"));
-  const TensorView &x = ctx.inputs[0];
-  const TensorView &y = ctx.outputs[0];
-  SHARDC_CPU_TRY(requireType(ctx, y, x.dtype, "output"));
-  SHARDC_CPU_TRY(requireNumel(ctx, y, x.numel(), "output"));
-
-  // Only inference or ratio 0 may reach a plan; refuse anything else rather
-  // than silently computing the wrong thing.
-  bool training = false;
-  if (ctx.hasInput(2)) {
-    const TensorView &t = ctx.inputs[2];
-    SHARDC_CPU_TRY(requireType(ctx, t, DType::Bool, "training_mode"));
-    training = t.numel() > 0 && t.data && *t.as<uint8_t>() != 0;
-  }
-  if (training) {
-    double ratio = 0.5; // ONNX default.
-    if (ctx.hasInput(1)) {
-      const TensorView &r = ctx.inputs[1];
-      if (r.numel() != 1 || !r.data)
-        return ctx.error("'ratio' must be a scalar");
-      if (r.dtype == DType::F32)
-        ratio = *r.as<float>();
-      else if (r.dtype == DType::F64)
-        ratio = *r.as<double>();
-      else
-        return unsupportedType(ctx, r.dtype, "'ratio'");
-    }
-    if (ratio != 0.0)
-      return ctx.error("training-mode dropout with ratio " +
-                       std::to_string(ratio) + " is not supported");
-  }
-  if (y.data != x.data && x.bytes() > 0)
-    std::memcpy(y.data, x.data, x.bytes());
-  if (ctx.hasOutput(1)) {
-    const TensorView &mask = ctx.outputs[1];
-    SHARDC_CPU_TRY(requireType(ctx, mask, DType::Bool, "mask"));
-    SHARDC_CPU_TRY(requireNumel(ctx, mask, x.numel(), "mask"));
-    if (mask.numel() > 0)
-      std::memset(mask.data, 1, static_cast<size_t>(mask.numel()));
-  }
-  return llvm::Error::success();
 }
 
 //===----------------------------------------------------------------------===//

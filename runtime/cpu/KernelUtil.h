@@ -292,10 +292,8 @@ llvm::Error sigmoidKernel(const KernelContext &ctx);
 llvm::Error negKernel(const KernelContext &ctx);
 llvm::Error reluKernel(const KernelContext &ctx);
 llvm::Error castKernel(const KernelContext &ctx);
-llvm::Error fillKernel(const KernelContext &ctx);
-llvm::Error dropoutKernel(const KernelContext &ctx);
 
-// Shape.cpp
+// DataMovement.cpp
 llvm::Error identityKernel(const KernelContext &ctx);
 llvm::Error reshapeKernel(const KernelContext &ctx);
 llvm::Error transposeKernel(const KernelContext &ctx);
@@ -303,8 +301,10 @@ llvm::Error gatherKernel(const KernelContext &ctx);
 llvm::Error concatKernel(const KernelContext &ctx);
 llvm::Error splitKernel(const KernelContext &ctx);
 llvm::Error sliceKernel(const KernelContext &ctx);
-llvm::Error shardSliceKernel(const KernelContext &ctx);
 llvm::Error expandKernel(const KernelContext &ctx);
+
+// runtime/comm/ShardSlice.cpp (the rank-local part of sharding)
+llvm::Error shardSliceKernel(const KernelContext &ctx);
 
 // MatMul.cpp
 llvm::Error gemmKernel(const KernelContext &ctx);
@@ -359,7 +359,7 @@ llvm::Error averagePoolGradKernel(const KernelContext &ctx);
 llvm::Error softmaxCrossEntropyLossGradKernel(const KernelContext &ctx);
 llvm::Error negativeLogLikelihoodLossGradKernel(const KernelContext &ctx);
 
-// Shape.cpp
+// DataMovement.cpp
 llvm::Error gatherGradKernel(const KernelContext &ctx);
 llvm::Error sliceGradKernel(const KernelContext &ctx);
 

@@ -42,8 +42,6 @@ const std::vector<std::pair<llvm::StringRef, KernelFn>> &kernelTable() {
       {"Expand", expandKernel},
       {"ReduceMean", reduceMeanKernel},
       {"ReduceSum", reduceSumKernel},
-      {"Fill", fillKernel},
-      {"Dropout", dropoutKernel},
       {"SoftmaxCrossEntropyLoss", softmaxCrossEntropyLossKernel},
       {"NegativeLogLikelihoodLoss", negativeLogLikelihoodLossKernel},
       // Training ops.

@@ -19,11 +19,15 @@
 #include "gtest/gtest.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace shardc::rt;
@@ -533,6 +537,89 @@ TEST(MpiCommunicatorTest, InvalidArgumentsAreErrorsNotCrashes) {
   EXPECT_EQ(b[63], 2.0f * mpi->worldSize());
 }
 
+//===----------------------------------------------------------------------===//
+// Ordering against a compute stream
+//===----------------------------------------------------------------------===//
+
+/// The input-ready event of a compute stream that is still running: the
+/// input is written only when the event is synchronized, after `delayMs`, as
+/// by a device kernel still in flight. Remembers who synchronized it.
+class LateInputEvent : public Event {
+public:
+  LateInputEvent(std::function<void()> produce, int delayMs,
+                 std::string error = "")
+      : produce(std::move(produce)), delayMs(delayMs), error(std::move(error)) {
+  }
+  llvm::Error record(Stream &) override { return llvm::Error::success(); }
+  llvm::Error wait(Stream &) override { return llvm::Error::success(); }
+  llvm::Error synchronize() override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(delayMs));
+    produce();
+    synchronizedOn = std::this_thread::get_id();
+    ++syncs;
+    if (!error.empty())
+      return llvm::createStringError(llvm::inconvertibleErrorCode(), error);
+    return llvm::Error::success();
+  }
+
+  std::function<void()> produce;
+  int delayMs;
+  std::string error;
+  std::atomic<int> syncs{0};
+  std::thread::id synchronizedOn;
+};
+
+/// A compute stream with nothing queued.
+class IdleStream : public Stream {
+public:
+  llvm::Error synchronize() override { return llvm::Error::success(); }
+};
+
+TEST(MpiCommunicatorTest, CollectivesReadTheInputOnlyOnceItIsReady) {
+  REQUIRE_MPI();
+  int size = mpi->worldSize(), rank = mpi->rank();
+  constexpr int64_t kCount = 4099;
+  for (int kind = 0; kind < 3; ++kind) { // allreduce, allgather, reduce-scatter
+    int64_t inCount = kind == 2 ? kCount * size : kCount;
+    int64_t outCount = kind == 1 ? kCount * size : kCount;
+    std::vector<int64_t> produced = contribution<int64_t>(rank, inCount);
+    // Until the event is synchronized the input holds garbage.
+    std::vector<int64_t> in(inCount, -1), out(outCount, -7);
+    LateInputEvent ready(
+        [&] { std::copy(produced.begin(), produced.end(), in.begin()); }, 30);
+    IdleStream stream;
+    llvm::Expected<CollectiveHandle> h =
+        kind == 0 ? mpi->allReduceStart(in.data(), out.data(), kCount,
+                                        DType::I64, ReduceOp::Sum, &ready)
+        : kind == 1
+            ? mpi->allGatherStart(in.data(), out.data(), kCount, DType::I64,
+                                  &ready)
+            : mpi->reduceScatterStart(in.data(), out.data(), kCount, DType::I64,
+                                      ReduceOp::Sum, &ready);
+    CollectiveHandle handle = handleOrFail(std::move(h));
+    EXPECT_EQ(errorText(mpi->wait(handle, &stream)), "") << kind;
+    // The communication thread waited for the event; the caller did not.
+    EXPECT_EQ(ready.syncs.load(), 1) << kind;
+    EXPECT_NE(ready.synchronizedOn, std::this_thread::get_id()) << kind;
+
+    std::vector<int64_t> expected;
+    if (kind == 0) {
+      for (int64_t i = 0; i < kCount; ++i)
+        expected.push_back(reduced<int64_t>(ReduceOp::Sum, size, i));
+    } else if (kind == 1) {
+      for (int r = 0; r < size; ++r)
+        for (int64_t i = 0; i < kCount; ++i)
+          expected.push_back(Elem<int64_t>::value(r, i));
+    } else {
+      for (int64_t i = 0; i < kCount; ++i)
+        expected.push_back(
+            reduced<int64_t>(ReduceOp::Sum, size, rank * kCount + i));
+    }
+    expectEqualBuffers(expected, out, "kind " + std::to_string(kind));
+  }
+  EXPECT_EQ(errorText(mpi->asyncError()), "");
+}
+
 /// What SHARD_MPI_CHECK makes of a failing call: its text, file:line and
 /// MPI's message. (Called on the test thread with a literal code: Open MPI's
 /// MPI_Error_string is a table lookup, safe from any thread once MPI is
@@ -625,6 +712,33 @@ TEST(SelfCommunicatorTest, InvalidArgumentsAreErrors) {
   EXPECT_NE(err.find("overlap"), std::string::npos) << err;
   err = errorText(self->wait(99));
   EXPECT_NE(err.find("unknown"), std::string::npos) << err;
+}
+
+TEST(SelfCommunicatorTest, CopiesOnceTheInputIsReady) {
+  std::unique_ptr<Communicator> self = createSelfCommunicator();
+  std::vector<int64_t> produced = contribution<int64_t>(0, 100);
+  std::vector<int64_t> in(100, -1), out(100, 0);
+  LateInputEvent ready(
+      [&] { std::copy(produced.begin(), produced.end(), in.begin()); }, 1);
+  CollectiveHandle h = handleOrFail(self->allReduceStart(
+      in.data(), out.data(), 100, DType::I64, ReduceOp::Sum, &ready));
+  // The copy is done by the start call, on the calling thread, after the
+  // event.
+  EXPECT_EQ(ready.syncs.load(), 1);
+  EXPECT_EQ(ready.synchronizedOn, std::this_thread::get_id());
+  EXPECT_EQ(out, produced);
+  IdleStream stream;
+  EXPECT_EQ(errorText(self->wait(h, &stream)), "");
+
+  // An event that fails fails the start; nothing is copied.
+  std::fill(out.begin(), out.end(), 0);
+  LateInputEvent broken([] {}, 0, "device lost");
+  std::string err = errorText(
+      self->allGatherStart(in.data(), out.data(), 100, DType::I64, &broken));
+  EXPECT_NE(err.find("allgather: waiting for the input: device lost"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(out, std::vector<int64_t>(100, 0));
 }
 
 //===----------------------------------------------------------------------===//

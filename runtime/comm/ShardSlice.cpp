@@ -1,4 +1,12 @@
-//===- Collective.cpp - Rank-local parts of sharded data parallelism ------===//
+//===- ShardSlice.cpp - This rank's shard of a buffer ---------------------===//
+//
+// ShardSlice is the rank-local part of sharded data parallelism: this rank's
+// chunk of a buffer, without communication. It lives under comm/ with the
+// rest of the collective ops' runtime code, and is built into the CPU
+// backend, which registers it (runtime/cpu/CMakeLists.txt), so that the
+// executor and the compiler's constant folder run the same code.
+//
+//===----------------------------------------------------------------------===//
 #include "runtime/cpu/KernelUtil.h"
 
 #include <cstring>

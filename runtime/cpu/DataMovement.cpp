@@ -1,7 +1,8 @@
-//===- Shape.cpp - Data movement kernels ----------------------------------===//
+//===- DataMovement.cpp - Data movement kernels ---------------------------===//
 //
-// Identity, Reshape, Transpose, Gather, Concat, Split, Slice and Expand. These
-// work on any element type: they move elements of 1, 2, 4 or 8 bytes.
+// Identity, Reshape, Transpose, Gather, Concat, Split, Slice and Expand, and
+// the gradients GatherGrad and SliceGrad. These work on any element type:
+// they move elements of 1, 2, 4 or 8 bytes.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/KernelUtil.h"
