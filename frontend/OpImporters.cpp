@@ -9,7 +9,8 @@
 
 #include "frontend/Importer.h"
 #include "ir/ShardcDialect.h"
-#include "passes/Lowering/OpDesc.h"
+#include "passes/FoldConstants.h"
+#include "passes/LowerToPlan/OpDesc.h"
 
 #include "mlir/IR/Matchers.h"
 

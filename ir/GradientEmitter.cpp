@@ -7,17 +7,6 @@ using namespace mlir;
 
 namespace shardc {
 
-SmallVector<int64_t> broadcastShape(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
-  size_t rank = std::max(a.size(), b.size());
-  SmallVector<int64_t> out(rank, 1);
-  for (size_t i = 0; i < rank; ++i) {
-    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
-    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
-    out[i] = da == 1 ? db : da;
-  }
-  return out;
-}
-
 FailureOr<Value> GradientEmitter::firstResultGrad(Operation *op) const {
   Value dy = grad(op->getResult(0));
   if (!dy)
@@ -37,19 +26,9 @@ Value GradientEmitter::constant(Type elemType, double v) {
   return create<ConstantOp>(type, cast<ElementsAttr>(value));
 }
 
-Value GradientEmitter::mul(Value a, Value c) {
-  auto t = RankedTensorType::get(
-      broadcastShape(tensorTy(a).getShape(), tensorTy(c).getShape()),
-      tensorTy(a).getElementType());
-  return create<MulOp>(t, a, c);
-}
+Value GradientEmitter::mul(Value a, Value c) { return create<MulOp>(a, c); }
 
-Value GradientEmitter::div(Value a, Value c) {
-  auto t = RankedTensorType::get(
-      broadcastShape(tensorTy(a).getShape(), tensorTy(c).getShape()),
-      tensorTy(a).getElementType());
-  return create<DivOp>(t, a, c);
-}
+Value GradientEmitter::div(Value a, Value c) { return create<DivOp>(a, c); }
 
 Value GradientEmitter::neg(Value a) { return create<NegOp>(a.getType(), a); }
 
@@ -81,7 +60,7 @@ Value GradientEmitter::sumTo(Value grad, RankedTensorType target) {
   Value r = grad;
   if (!axes.empty())
     r = create<ReduceSumOp>(RankedTensorType::get(kept, gt.getElementType()),
-                            grad, axes, /*keepdims=*/1);
+                            grad, axes, /*keepdims=*/true);
   return reshape(r, target);
 }
 

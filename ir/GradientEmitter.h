@@ -22,10 +22,6 @@ inline mlir::RankedTensorType tensorTy(mlir::Value v) {
   return mlir::cast<mlir::RankedTensorType>(v.getType());
 }
 
-/// The numpy broadcast of two static shapes.
-llvm::SmallVector<int64_t> broadcastShape(llvm::ArrayRef<int64_t> a,
-                                          llvm::ArrayRef<int64_t> b);
-
 /// Implemented by the autodiff pass; handed to each rule.
 class GradientEmitter {
 public:

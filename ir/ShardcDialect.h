@@ -33,6 +33,10 @@ struct CommResource : public mlir::SideEffects::Resource::Base<CommResource> {
 
 namespace shardc {
 
+/// The numpy broadcast of `shapes`, or nullopt if they do not broadcast.
+std::optional<llvm::SmallVector<int64_t>>
+broadcastShapes(llvm::ArrayRef<llvm::ArrayRef<int64_t>> shapes);
+
 /// ONNX TensorProto.DataType code of an MLIR element type, or -1.
 int64_t onnxTypeCode(mlir::Type elementType);
 /// The MLIR element type of an ONNX TensorProto.DataType code, or null.
@@ -51,8 +55,8 @@ constexpr llvm::StringLiteral kGradOfAttrName = "shardc.grad_of";
 constexpr llvm::StringLiteral kStateAttrName = "shardc.state";
 /// Discardable op attribute: the op belongs to the backward pass.
 constexpr llvm::StringLiteral kBackwardAttrName = "shardc.backward";
-/// Discardable op attribute: memory category of the op's results
-/// ("params", "grads", "opt_state", "activations", "comm").
+/// Discardable op attribute: memory category of the op's results, a
+/// MemoryCategoryAttr (`#shardc.category<grads>`).
 constexpr llvm::StringLiteral kCategoryAttrName = "shardc.category";
 /// Result attribute: this result is the new value of argument N (an
 /// in-place update of a parameter or state).

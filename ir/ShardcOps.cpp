@@ -10,6 +10,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
 
@@ -34,9 +35,10 @@ std::string fmt(ArrayRef<int64_t> shape) {
   return s + "]";
 }
 
-/// numpy broadcasting of several shapes; nullopt if incompatible.
+} // namespace
+
 std::optional<SmallVector<int64_t>>
-broadcast(ArrayRef<ArrayRef<int64_t>> shapes) {
+broadcastShapes(ArrayRef<ArrayRef<int64_t>> shapes) {
   size_t rank = 0;
   for (auto s : shapes)
     rank = std::max(rank, s.size());
@@ -55,10 +57,12 @@ broadcast(ArrayRef<ArrayRef<int64_t>> shapes) {
   return out;
 }
 
+namespace {
+
 LogicalResult verifyBroadcastResult(Operation *op,
                                     ArrayRef<ArrayRef<int64_t>> shapes,
                                     ArrayRef<int64_t> result) {
-  auto expected = broadcast(shapes);
+  auto expected = broadcastShapes(shapes);
   if (!expected) {
     std::string list;
     for (auto s : shapes)
@@ -158,41 +162,76 @@ OpFoldResult ShapeOp::fold(FoldAdaptor) {
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-static LogicalResult verifyBinary(Operation *op, bool sameTypes) {
-  Value lhs = op->getOperand(0), rhs = op->getOperand(1),
-        out = op->getResult(0);
-  if (sameTypes && elemOf(lhs) != elemOf(rhs))
-    return op->emitOpError("operand element types differ: ")
-           << elemOf(lhs) << " vs " << elemOf(rhs);
-  if (elemOf(out) != elemOf(lhs))
-    return op->emitOpError("result element type must be ") << elemOf(lhs);
-  return verifyBroadcastResult(op, {shapeOf(lhs), shapeOf(rhs)},
-                               shapeOf(out));
+/// The result type of a broadcasting elementwise op: the numpy broadcast of
+/// the operand shapes, with the element type of operand `elementOperand`.
+static LogicalResult
+inferBroadcastResult(std::optional<Location> loc, ValueRange operands,
+                     unsigned elementOperand,
+                     SmallVectorImpl<Type> &inferred) {
+  SmallVector<ArrayRef<int64_t>> shapes;
+  for (Value v : operands) {
+    auto t = dyn_cast<RankedTensorType>(v.getType());
+    if (!t)
+      return emitOptionalError(loc, "operands must be ranked tensors");
+    shapes.push_back(t.getShape());
+  }
+  std::optional<SmallVector<int64_t>> shape = broadcastShapes(shapes);
+  if (!shape) {
+    std::string list;
+    for (ArrayRef<int64_t> s : shapes)
+      list += (list.empty() ? "" : " and ") + fmt(s);
+    return emitOptionalError(loc, "operand shapes ", list,
+                             " do not broadcast");
+  }
+  inferred.push_back(
+      RankedTensorType::get(*shape, elemOf(operands[elementOperand])));
+  return success();
 }
 
-LogicalResult AddOp::verify() { return verifyBinary(*this, true); }
-LogicalResult SubOp::verify() { return verifyBinary(*this, true); }
-LogicalResult MulOp::verify() { return verifyBinary(*this, true); }
-LogicalResult DivOp::verify() { return verifyBinary(*this, true); }
-LogicalResult PowOp::verify() { return verifyBinary(*this, false); }
-
-LogicalResult WhereOp::verify() {
-  if (elemOf(getX()) != elemOf(getY()) || elemOf(getX()) != elemOf(getOutput()))
-    return emitOpError("x, y and result must have one element type");
-  return verifyBroadcastResult(
-      *this, {shapeOf(getCondition()), shapeOf(getX()), shapeOf(getY())},
-      shapeOf(getOutput()));
+/// The verifier's side of the same rule: one error naming the shapes.
+static LogicalResult verifyBroadcastOp(Operation *op, unsigned elementOperand) {
+  SmallVector<ArrayRef<int64_t>> shapes;
+  for (Value v : op->getOperands())
+    shapes.push_back(shapeOf(v));
+  if (failed(verifyBroadcastResult(op, shapes, shapeOf(op->getResult(0)))))
+    return failure();
+  Type elem = elemOf(op->getOperand(elementOperand));
+  if (elemOf(op->getResult(0)) != elem)
+    return op->emitOpError("result element type must be ") << elem;
+  return success();
 }
+
+#define SHARDC_BROADCAST_RESULT(OpT, elementOperand)                           \
+  LogicalResult OpT::inferReturnTypes(                                         \
+      MLIRContext *, std::optional<Location> loc, ValueRange operands,         \
+      DictionaryAttr, OpaqueProperties, RegionRange,                           \
+      SmallVectorImpl<Type> &inferred) {                                       \
+    return inferBroadcastResult(loc, operands, elementOperand, inferred);      \
+  }                                                                            \
+  LogicalResult OpT::refineReturnTypes(                                        \
+      MLIRContext *, std::optional<Location>, ValueRange, DictionaryAttr,      \
+      OpaqueProperties, RegionRange, SmallVectorImpl<Type> &) {                \
+    return success();                                                          \
+  }                                                                            \
+  LogicalResult OpT::verify() {                                                \
+    return verifyBroadcastOp(*this, elementOperand);                           \
+  }
+SHARDC_BROADCAST_RESULT(AddOp, 0)
+SHARDC_BROADCAST_RESULT(SubOp, 0)
+SHARDC_BROADCAST_RESULT(MulOp, 0)
+SHARDC_BROADCAST_RESULT(DivOp, 0)
+// Pow's result has the base's element type; the exponent's may differ.
+SHARDC_BROADCAST_RESULT(PowOp, 0)
+// Where(condition, x, y) has x's (and y's) element type.
+SHARDC_BROADCAST_RESULT(WhereOp, 1)
+#undef SHARDC_BROADCAST_RESULT
 
 LogicalResult CastOp::verify() {
   if (shapeOf(getInput()) != shapeOf(getOutput()))
     return emitOpError("result shape must equal the input shape");
-  Type to = elementTypeFromOnnxCode(getContext(), getTo());
-  if (!to)
-    return emitOpError("unsupported target type code ") << getTo();
-  if (to != elemOf(getOutput()))
-    return emitOpError("result element type ")
-           << elemOf(getOutput()) << " does not match 'to' = " << getTo();
+  if (onnxTypeCode(elemOf(getOutput())) < 0)
+    return emitOpError("unsupported target element type ")
+           << elemOf(getOutput());
   return success();
 }
 
@@ -200,7 +239,22 @@ LogicalResult CastOp::verify() {
 // Linear algebra, normalization
 //===----------------------------------------------------------------------===//
 
+/// Every present value of `values` has `values[0]`'s element type.
+static LogicalResult verifyOneElementType(Operation *op,
+                                          ArrayRef<Value> values,
+                                          StringRef what) {
+  Type first = elemOf(values[0]);
+  for (Value v : values.drop_front())
+    if (v && elemOf(v) != first)
+      return op->emitOpError() << what << " must have one element type, got "
+                               << first << " and " << elemOf(v);
+  return success();
+}
+
 LogicalResult GemmOp::verify() {
+  if (failed(verifyOneElementType(*this, {getA(), getB(), getC(), getOutput()},
+                                  "A, B, C and result")))
+    return failure();
   auto a = shapeOf(getA()), b = shapeOf(getB());
   if (a.size() != 2 || b.size() != 2)
     return emitOpError("A and B must be 2-d");
@@ -210,7 +264,7 @@ LogicalResult GemmOp::verify() {
     return emitOpError("inner dimensions differ: ") << k << " vs " << kb;
   if (shapeOf(getOutput()) != ArrayRef<int64_t>{m, n})
     return emitOpError("result must be ") << fmt({m, n});
-  if (getC() && !broadcast({shapeOf(getC()), ArrayRef<int64_t>{m, n}}))
+  if (getC() && !broadcastShapes({shapeOf(getC()), ArrayRef<int64_t>{m, n}}))
     return emitOpError("C of shape ") << fmt(shapeOf(getC()))
                                       << " does not broadcast to " << fmt({m, n});
   return success();
@@ -230,7 +284,7 @@ LogicalResult MatMulOp::verify() {
   if (a.back() != b[b.size() - 2])
     return emitOpError("inner dimensions differ: ")
            << a.back() << " vs " << b[b.size() - 2];
-  auto batch = broadcast({ArrayRef<int64_t>(a).drop_back(2),
+  auto batch = broadcastShapes({ArrayRef<int64_t>(a).drop_back(2),
                           ArrayRef<int64_t>(b).drop_back(2)});
   if (!batch)
     return emitOpError("batch dimensions do not broadcast");
@@ -273,8 +327,8 @@ struct MatMulOfTransposedWeight : OpRewritePattern<MatMulOp> {
       a = rewriter.create<ReshapeOp>(loc, x2, a);
     Value g = rewriter.create<GemmOp>(
         loc, y2, a, t.getInput(), Value(), rewriter.getF32FloatAttr(1.0f),
-        rewriter.getF32FloatAttr(1.0f), rewriter.getI64IntegerAttr(0),
-        rewriter.getI64IntegerAttr(1));
+        rewriter.getF32FloatAttr(1.0f), rewriter.getBoolAttr(false),
+        rewriter.getBoolAttr(true));
     if (y2 != out)
       g = rewriter.create<ReshapeOp>(loc, out, g);
     rewriter.replaceOp(op, g);
@@ -297,6 +351,10 @@ LogicalResult LogSoftmaxOp::verify() {
 }
 
 LogicalResult LayerNormalizationOp::verify() {
+  if (failed(verifyOneElementType(
+          *this, {getInput(), getScale(), getBias(), getOutput()},
+          "input, scale, bias and result")))
+    return failure();
   auto x = shapeOf(getInput());
   int64_t axis = getAxis();
   if (failed(verifyAxis(*this, axis, x.size())))
@@ -304,8 +362,8 @@ LogicalResult LayerNormalizationOp::verify() {
   if (shapeOf(getOutput()) != x)
     return emitOpError("result shape must equal the input shape");
   auto normShape = x.drop_front(axis);
-  if (!broadcast({shapeOf(getScale()), normShape}) ||
-      (getBias() && !broadcast({shapeOf(getBias()), normShape})))
+  if (!broadcastShapes({shapeOf(getScale()), normShape}) ||
+      (getBias() && !broadcastShapes({shapeOf(getBias()), normShape})))
     return emitOpError("scale and bias must broadcast to the normalized shape ")
            << fmt(normShape);
   SmallVector<int64_t> stat(x.take_front(axis));
@@ -317,6 +375,10 @@ LogicalResult LayerNormalizationOp::verify() {
 }
 
 LogicalResult BatchNormalizationOp::verify() {
+  if (failed(verifyOneElementType(*this, {getInput(), getScale(), getBias(),
+                                          getOutput()},
+                                  "input, scale, bias and result")))
+    return failure();
   auto x = shapeOf(getInput());
   if (x.size() < 2)
     return emitOpError("input must have rank >= 2 (N, C, ...)");
@@ -336,6 +398,10 @@ LogicalResult BatchNormalizationOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult ConvOp::verify() {
+  if (failed(verifyOneElementType(
+          *this, {getInput(), getWeight(), getBias(), getOutput()},
+          "input, weight, bias and result")))
+    return failure();
   auto x = shapeOf(getInput()), w = shapeOf(getWeight()),
        y = shapeOf(getOutput());
   if (x.size() < 3)
@@ -562,7 +628,8 @@ LogicalResult ReduceSumOp::verify() {
 //===----------------------------------------------------------------------===//
 
 static LogicalResult verifyLoss(Operation *op, Value scores, Value labels,
-                                Value weights, Value loss, StringRef reduction) {
+                                Value weights, Value loss,
+                                LossReduction reduction) {
   auto s = shapeOf(scores), l = shapeOf(labels);
   if (s.size() < 2)
     return op->emitOpError("scores must have shape [N, C, ...]");
@@ -572,10 +639,9 @@ static LogicalResult verifyLoss(Operation *op, Value scores, Value labels,
     return op->emitOpError("labels must have shape ") << fmt(expectedLabels);
   if (weights && shapeOf(weights) != ArrayRef<int64_t>{s[1]})
     return op->emitOpError("weights must have shape [") << s[1] << "]";
-  if (reduction != "none" && reduction != "sum" && reduction != "mean")
-    return op->emitOpError("reduction must be none, sum or mean");
-  ArrayRef<int64_t> expectedLoss =
-      reduction == "none" ? ArrayRef<int64_t>(expectedLabels) : ArrayRef<int64_t>{};
+  ArrayRef<int64_t> expectedLoss = reduction == LossReduction::None
+                                       ? ArrayRef<int64_t>(expectedLabels)
+                                       : ArrayRef<int64_t>{};
   if (shapeOf(loss) != expectedLoss)
     return op->emitOpError("loss must have shape ") << fmt(expectedLoss);
   return success();

@@ -24,6 +24,17 @@ def Shardc_BoolTensor : StaticShapeTensorOf<[I1]>;
 def Shardc_ConstantOp : Shardc_Op<"Constant",
     [ConstantLike, Pure, AllTypesMatch<["value", "output"]>]> {
   let summary = "A compile-time constant tensor";
+  let description = [{
+    A tensor known at compile time: `value` holds its elements, and its type
+    must equal the result type (any element type). ONNX Constant (every
+    supported `value_*` form) and ConstantOfShape (a splat) import as this op;
+    `shardc-fold-constants` replaces ops whose operands are all constants by it.
+    It folds to its value.
+
+    ```mlir
+    %shape = shardc.Constant dense<[2, 3]> : tensor<2xi64>
+    ```
+  }];
   let arguments = (ins ElementsAttr:$value);
   let results = (outs Shardc_Tensor:$output);
   let hasFolder = 1;
@@ -33,6 +44,17 @@ def Shardc_ConstantOp : Shardc_Op<"Constant",
 
 def Shardc_ShapeOp : Shardc_Op<"Shape", [Pure]> {
   let summary = "The shape of a tensor (always folds: shapes are static)";
+  let description = [{
+    The dimensions `start` (default 0) up to, not including, `end` (default: the
+    input's rank) of the input's shape, as a 1-d i64 tensor of `end - start`
+    elements; the verifier requires `0 <= start <= end <= rank`. Imports ONNX
+    Shape, with opset-15's `start`/`end` clamped and made non-negative. Shapes
+    are static, so it always folds to a constant.
+
+    ```mlir
+    %s = shardc.Shape %x {end = 3 : i64, start = 1 : i64} : tensor<2x3x4xf32> -> tensor<2xi64>
+    ```
+  }];
   let arguments = (ins Shardc_Tensor:$input,
                    DefaultValuedAttr<I64Attr, "0">:$start,
                    OptionalAttr<I64Attr>:$end);
@@ -46,8 +68,15 @@ def Shardc_ShapeOp : Shardc_Op<"Shape", [Pure]> {
 // Elementwise
 //===----------------------------------------------------------------------===//
 
+// The result type is the numpy broadcast of the operand shapes: builders infer
+// it (InferTypeOpInterface) and the verifier checks it, both with
+// broadcastShapes (ShardcOps.cpp). refineReturnTypes leaves the check to the
+// verifier, so that a mismatch is one error that names both shapes.
+defvar Shardc_InfersBroadcast =
+    DeclareOpInterfaceMethods<InferTypeOpInterface, ["refineReturnTypes"]>;
+
 class Shardc_BinaryOp<string mnemonic, list<Trait> traits = []>
-    : Shardc_Op<mnemonic, !listconcat(traits, [Pure])> {
+    : Shardc_Op<mnemonic, !listconcat(traits, [Pure, Shardc_InfersBroadcast])> {
   let arguments = (ins Shardc_Tensor:$lhs, Shardc_Tensor:$rhs);
   let results = (outs Shardc_Tensor:$output);
   let hasVerifier = 1;
@@ -56,24 +85,85 @@ class Shardc_BinaryOp<string mnemonic, list<Trait> traits = []>
   }];
 }
 
-def Shardc_AddOp : Shardc_BinaryOp<"Add", [Commutative]> {
+def Shardc_AddOp : Shardc_BinaryOp<"Add", [Commutative, SameOperandsAndResultElementType]> {
   let summary = "Elementwise addition with numpy broadcasting";
+  let description = [{
+    Elementwise `lhs + rhs`, with both operands broadcast numpy-style; the
+    verifier requires the result shape to be their broadcast shape. Operands and
+    result have one element type (floats or integers; integers wrap). Imports
+    ONNX Add.
+
+    ```mlir
+    %y = shardc.Add %x, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+    ```
+  }];
 }
-def Shardc_SubOp : Shardc_BinaryOp<"Sub"> {
+def Shardc_SubOp : Shardc_BinaryOp<"Sub", [SameOperandsAndResultElementType]> {
   let summary = "Elementwise subtraction with numpy broadcasting";
+  let description = [{
+    Elementwise `lhs - rhs`, with both operands broadcast numpy-style; the
+    verifier requires the result shape to be their broadcast shape. Operands and
+    result have one element type (floats or integers; integers wrap). Imports
+    ONNX Sub.
+
+    ```mlir
+    %y = shardc.Sub %x, %mean : (tensor<2x3xf32>, tensor<2x1xf32>) -> tensor<2x3xf32>
+    ```
+  }];
 }
-def Shardc_MulOp : Shardc_BinaryOp<"Mul", [Commutative]> {
+def Shardc_MulOp : Shardc_BinaryOp<"Mul", [Commutative, SameOperandsAndResultElementType]> {
   let summary = "Elementwise multiplication with numpy broadcasting";
+  let description = [{
+    Elementwise `lhs * rhs`, with both operands broadcast numpy-style; the
+    verifier requires the result shape to be their broadcast shape. Operands and
+    result have one element type (floats or integers; integers wrap). Imports
+    ONNX Mul.
+
+    ```mlir
+    %y = shardc.Mul %x, %scale : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
+    ```
+  }];
 }
-def Shardc_DivOp : Shardc_BinaryOp<"Div"> {
+def Shardc_DivOp : Shardc_BinaryOp<"Div", [SameOperandsAndResultElementType]> {
   let summary = "Elementwise division with numpy broadcasting";
+  let description = [{
+    Elementwise `lhs / rhs`, with both operands broadcast numpy-style; the
+    verifier requires the result shape to be their broadcast shape. Operands and
+    result have one element type (floats or integers; integer division truncates
+    toward zero and a zero divisor is a run-time error). Imports ONNX Div.
+
+    ```mlir
+    %y = shardc.Div %x, %n : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
+    ```
+  }];
 }
 def Shardc_PowOp : Shardc_BinaryOp<"Pow"> {
   let summary = "Elementwise power; the result has the base's element type";
+  let description = [{
+    Elementwise `lhs` raised to the power `rhs`, with both operands broadcast
+    numpy-style to the result shape. Unlike the other binary ops the exponent
+    may have another element type than the base (each f32, f64, i32 or i64); the
+    result has the base's element type. Imports ONNX Pow.
+
+    ```mlir
+    %y = shardc.Pow %x, %two : (tensor<2x3xf32>, tensor<i64>) -> tensor<2x3xf32>
+    ```
+  }];
 }
 
-def Shardc_WhereOp : Shardc_Op<"Where", [Pure]> {
+def Shardc_WhereOp : Shardc_Op<"Where", [Pure, Shardc_InfersBroadcast,
+    AllElementTypesMatch<["x", "y", "output"]>]> {
   let summary = "Elementwise select with numpy broadcasting";
+  let description = [{
+    Elementwise `condition ? x : y`, with the three operands broadcast
+    numpy-style to the result shape. `condition` is i1; `x`, `y` and the result
+    have one element type, of any kind. Imports ONNX Where.
+
+    ```mlir
+    %y = shardc.Where %mask, %x, %zero
+        : (tensor<2x3xi1>, tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
+    ```
+  }];
   let arguments = (ins Shardc_BoolTensor:$condition, Shardc_Tensor:$x,
                    Shardc_Tensor:$y);
   let results = (outs Shardc_Tensor:$output);
@@ -92,38 +182,122 @@ class Shardc_UnaryOp<string mnemonic, Type elementTypes = Shardc_Tensor>
 
 def Shardc_SqrtOp : Shardc_UnaryOp<"Sqrt", Shardc_FloatTensor> {
   let summary = "Elementwise square root";
+  let description = [{
+    The elementwise square root of a float tensor (f16, f32 or f64); the result
+    has the input's type. Imports ONNX Sqrt.
+
+    ```mlir
+    %y = shardc.Sqrt %x : tensor<2x3xf32>
+    ```
+  }];
 }
 def Shardc_ExpOp : Shardc_UnaryOp<"Exp", Shardc_FloatTensor> {
   let summary = "Elementwise exponential";
+  let description = [{
+    The elementwise exponential `e^x` of a float tensor (f16, f32 or f64); the
+    result has the input's type. Imports ONNX Exp.
+
+    ```mlir
+    %y = shardc.Exp %x : tensor<2x3xf32>
+    ```
+  }];
 }
 def Shardc_LogOp : Shardc_UnaryOp<"Log", Shardc_FloatTensor> {
   let summary = "Elementwise natural logarithm";
+  let description = [{
+    The elementwise natural logarithm of a float tensor (f16, f32 or f64); the
+    result has the input's type. Imports ONNX Log.
+
+    ```mlir
+    %y = shardc.Log %x : tensor<2x3xf32>
+    ```
+  }];
 }
 def Shardc_ErfOp : Shardc_UnaryOp<"Erf", Shardc_FloatTensor> {
   let summary = "Elementwise error function";
+  let description = [{
+    The elementwise Gauss error function of a float tensor (f16, f32 or f64);
+    the result has the input's type. Imports ONNX Erf. Exported GELU activations
+    use it.
+
+    ```mlir
+    %y = shardc.Erf %x : tensor<2x3xf32>
+    ```
+  }];
 }
 def Shardc_TanhOp : Shardc_UnaryOp<"Tanh", Shardc_FloatTensor> {
   let summary = "Elementwise hyperbolic tangent";
+  let description = [{
+    The elementwise hyperbolic tangent of a float tensor (f16, f32 or f64); the
+    result has the input's type. Imports ONNX Tanh. Its gradient is
+    `shardc.TanhGrad`, computed from the output.
+
+    ```mlir
+    %y = shardc.Tanh %x : tensor<2x3xf32>
+    ```
+  }];
 }
 def Shardc_SigmoidOp : Shardc_UnaryOp<"Sigmoid", Shardc_FloatTensor> {
   let summary = "Elementwise logistic function";
+  let description = [{
+    The elementwise logistic function `1 / (1 + exp(-x))` of a float tensor
+    (f16, f32 or f64); the result has the input's type. Imports ONNX Sigmoid.
+    Its gradient is `shardc.SigmoidGrad`, computed from the output.
+
+    ```mlir
+    %y = shardc.Sigmoid %x : tensor<2x3xf32>
+    ```
+  }];
 }
 def Shardc_NegOp : Shardc_UnaryOp<"Neg"> {
   let summary = "Elementwise negation";
+  let description = [{
+    The elementwise negation `-x`; the result has the input's type (floats, or
+    integers, which wrap). Imports ONNX Neg.
+
+    ```mlir
+    %y = shardc.Neg %x : tensor<2x3xf32>
+    ```
+  }];
 }
 def Shardc_ReluOp : Shardc_UnaryOp<"Relu"> {
   let summary = "Elementwise max(x, 0)";
+  let description = [{
+    The elementwise `max(x, 0)`; the result has the input's type (floats or
+    integers). Imports ONNX Relu. Its gradient is `shardc.ReluGrad`.
+
+    ```mlir
+    %y = shardc.Relu %x : tensor<2x3xf32>
+    ```
+  }];
 }
 def Shardc_IdentityOp : Shardc_UnaryOp<"Identity"> {
   let summary = "A copy of the input";
+  let description = [{
+    A copy of the input, of any type. Imports ONNX Identity, and also Dropout in
+    inference or with ratio 0 (its mask output becomes an all-true constant) and
+    a ReduceSum/ReduceMean without axes under `noop_with_empty_axes`.
+
+    ```mlir
+    %y = shardc.Identity %x : tensor<2x3xf32>
+    ```
+  }];
 }
 
 def Shardc_CastOp : Shardc_Op<"Cast", [Pure]> {
   let summary = "Element type conversion";
   let description = [{
-    `to` is the ONNX TensorProto.DataType code of the result's element type.
+    Converts every element to the element type of the result, which is the
+    target type; the shape does not change. The element types are those ONNX
+    Cast can target in Shard: f16, f32, f64, i1, i8, ui8, i32 and i64; float to
+    integer truncates toward zero and conversion to i1 is `x != 0`. Imports ONNX
+    Cast, whose `to` type code gives the result type.
+
+    ```mlir
+    %y = shardc.Cast %x : tensor<4xi64> -> tensor<4xf32>
+    ```
   }];
-  let arguments = (ins Shardc_Tensor:$input, I64Attr:$to);
+  let arguments = (ins Shardc_Tensor:$input);
   let results = (outs Shardc_Tensor:$output);
   let hasVerifier = 1;
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($output)";
@@ -135,12 +309,25 @@ def Shardc_CastOp : Shardc_Op<"Cast", [Pure]> {
 
 def Shardc_GemmOp : Shardc_Op<"Gemm", [Pure]> {
   let summary = "alpha * op(A) * op(B) + beta * C";
+  let description = [{
+    `alpha * op(a) * op(b) + beta * c`, where `op` transposes its 2-d operand
+    when `transA`/`transB` is true: `op(a)` is (M, K), `op(b)` is (K, N), the
+    result is (M, N) and the optional `c` broadcasts numpy-style to it; all of
+    them share one float element type. `alpha` and `beta` default to 1.0 and
+    `transA`/`transB` to false. Imports ONNX Gemm; MatMul's canonicalization
+    also creates it for a product with a transposed 2-d weight.
+
+    ```mlir
+    %y = shardc.Gemm %x, %w, %b {transB = true}
+        : (tensor<2x4xf32>, tensor<3x4xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+    ```
+  }];
   let arguments = (ins Shardc_FloatTensor:$a, Shardc_FloatTensor:$b,
                    Optional<Shardc_FloatTensor>:$c,
                    DefaultValuedAttr<F32Attr, "1.0f">:$alpha,
                    DefaultValuedAttr<F32Attr, "1.0f">:$beta,
-                   DefaultValuedAttr<I64Attr, "0">:$transA,
-                   DefaultValuedAttr<I64Attr, "0">:$transB);
+                   DefaultValuedAttr<BoolAttr, "false">:$transA,
+                   DefaultValuedAttr<BoolAttr, "false">:$transB);
   let results = (outs Shardc_FloatTensor:$output);
   let hasVerifier = 1;
   let assemblyFormat = [{
@@ -151,10 +338,17 @@ def Shardc_GemmOp : Shardc_Op<"Gemm", [Pure]> {
 def Shardc_MatMulOp : Shardc_Op<"MatMul", [Pure]> {
   let summary = "numpy.matmul: batched, broadcasting matrix product";
   let description = [{
-    Canonicalization turns `MatMul(x, Transpose(w))` with a 2-d `w` (what
-    torch.onnx.export emits for nn.Linear without folding) into a `Gemm` with
-    `transB` over `x` reshaped to 2-d: no transposed copy of the weight, in
-    forward or backward.
+    numpy.matmul: the matrix product over the last two dimensions, with the
+    leading (batch) dimensions broadcast; a 1-d `a` is a row and a 1-d `b` a
+    column, and that dimension is dropped from the result. Operands and result
+    have one element type. Imports ONNX MatMul. Canonicalization turns
+    `MatMul(x, Transpose(w))` with a 2-d `w` (what torch.onnx.export emits for
+    nn.Linear without folding) into a `Gemm` with `transB` over `x` reshaped to
+    2-d: no transposed copy of the weight, in forward or backward.
+
+    ```mlir
+    %y = shardc.MatMul %x, %w : (tensor<2x3x4xf32>, tensor<4x5xf32>) -> tensor<2x3x5xf32>
+    ```
   }];
   let arguments = (ins Shardc_Tensor:$a, Shardc_Tensor:$b);
   let results = (outs Shardc_Tensor:$output);
@@ -174,13 +368,51 @@ class Shardc_AxisSoftmaxOp<string mnemonic>
 }
 def Shardc_SoftmaxOp : Shardc_AxisSoftmaxOp<"Softmax"> {
   let summary = "Softmax along one axis";
+  let description = [{
+    `exp(x) / sum(exp(x))` along the one dimension `axis` (ONNX opset-13
+    semantics), for float tensors; the result has the input's type and the
+    verifier requires `0 <= axis < rank`. Imports ONNX Softmax, with `axis` made
+    non-negative (default: the last dimension). Its gradient is
+    `shardc.SoftmaxGrad`.
+
+    ```mlir
+    %y = shardc.Softmax %x {axis = 1 : i64} : tensor<2x3xf32>
+    ```
+  }];
 }
 def Shardc_LogSoftmaxOp : Shardc_AxisSoftmaxOp<"LogSoftmax"> {
   let summary = "Log of softmax along one axis";
+  let description = [{
+    `x - log(sum(exp(x)))` along the one dimension `axis` (ONNX opset-13
+    semantics), for float tensors; the result has the input's type and the
+    verifier requires `0 <= axis < rank`. Imports ONNX LogSoftmax, with `axis`
+    made non-negative (default: the last dimension). Its gradient is
+    `shardc.LogSoftmaxGrad`.
+
+    ```mlir
+    %y = shardc.LogSoftmax %x {axis = 1 : i64} : tensor<2x3xf32>
+    ```
+  }];
 }
 
 def Shardc_LayerNormalizationOp : Shardc_Op<"LayerNormalization", [Pure]> {
   let summary = "Layer normalization over the trailing axes from `axis`";
+  let description = [{
+    Normalizes the input over the dimensions from `axis` to the last:
+    `(x - mean) * inv_std_dev * scale + bias` with
+    `inv_std_dev = 1 / sqrt(var + epsilon)` (population variance); `scale` and
+    the optional `bias` have the input's float element type and broadcast to the
+    normalized shape. The results `mean` and `inv_std_dev` have the input's
+    dimensions before `axis` and 1s from `axis` on, and `shardc.LayerNormGrad`
+    reuses them. Imports ONNX LayerNormalization, always with all three results.
+
+    ```mlir
+    %y, %mean, %inv_std_dev = shardc.LayerNormalization %x, %scale, %bias
+        {axis = 2 : i64, epsilon = 9.99999974E-6 : f32}
+        : (tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>)
+        -> (tensor<2x3x4xf32>, tensor<2x3x1xf32>, tensor<2x3x1xf32>)
+    ```
+  }];
   let arguments = (ins Shardc_FloatTensor:$input, Shardc_FloatTensor:$scale,
                    Optional<Shardc_FloatTensor>:$bias, I64Attr:$axis,
                    F32Attr:$epsilon);
@@ -195,17 +427,30 @@ def Shardc_LayerNormalizationOp : Shardc_Op<"LayerNormalization", [Pure]> {
 def Shardc_BatchNormalizationOp : Shardc_Op<"BatchNormalization", [Pure]> {
   let summary = "Batch normalization (inference or training mode)";
   let description = [{
-    In training mode (`training_mode` = 1) the batch statistics normalize the
-    input and `running_mean`/`running_var` are the updated statistics; in
-    inference mode they equal the inputs `mean`/`var`. With `unbiased_var`
-    the running variance is updated with the unbiased batch variance, as
-    PyTorch does (ONNX uses the population variance).
+    Per-channel `(x - mean) / sqrt(var + epsilon) * scale + bias` over an
+    (N, C, ...) float input, whose element type `scale`, `bias` and the output
+    share; `scale`, `bias`, `mean`, `var` and both results
+    `running_mean`/`running_var` have shape (C). With `training_mode` the batch
+    statistics (population variance) normalize and
+    `running_mean = mean * momentum + batch_mean * (1 - momentum)`, likewise
+    `running_var`; in inference mode `mean`/`var` normalize and the running
+    statistics equal them. With `unbiased_var` (default false;
+    `shardc-optimizer` sets it, as PyTorch does, whereas ONNX uses the
+    population variance) the running variance is updated with the unbiased batch
+    variance. Imports ONNX BatchNormalization.
+
+    ```mlir
+    %y, %running_mean, %running_var = shardc.BatchNormalization %x, %scale, %bias, %mean, %var
+        {epsilon = 9.99999974E-6 : f32, momentum = 0.899999976 : f32, training_mode = true}
+        : (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>)
+        -> (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>)
+    ```
   }];
   let arguments = (ins Shardc_FloatTensor:$input, Shardc_FloatTensor:$scale,
                    Shardc_FloatTensor:$bias, Shardc_FloatTensor:$mean,
                    Shardc_FloatTensor:$var, F32Attr:$epsilon,
-                   F32Attr:$momentum, I64Attr:$training_mode,
-                   DefaultValuedAttr<I64Attr, "0">:$unbiased_var);
+                   F32Attr:$momentum, BoolAttr:$training_mode,
+                   DefaultValuedAttr<BoolAttr, "false">:$unbiased_var);
   let results = (outs Shardc_FloatTensor:$output,
                  Shardc_FloatTensor:$running_mean,
                  Shardc_FloatTensor:$running_var);
@@ -221,6 +466,23 @@ def Shardc_BatchNormalizationOp : Shardc_Op<"BatchNormalization", [Pure]> {
 
 def Shardc_ConvOp : Shardc_Op<"Conv", [Pure]> {
   let summary = "N-d convolution (cross-correlation) with groups";
+  let description = [{
+    N-d cross-correlation of an (N, C, d...) input with an (M, C/group, k...)
+    weight, plus the optional (M) bias, giving (N, M, o...), all of one float
+    element type. `kernel_shape` (the weight's spatial dims), `strides` and
+    `dilations` have one entry per spatial dimension and `pads` two (all begins,
+    then all ends); `group` divides C and M, and the verifier checks each
+    `o = (d + pad_begin + pad_end - dilation * (k - 1) - 1) / stride + 1`.
+    Imports ONNX Conv with every default filled in and `auto_pad` resolved into
+    `pads`.
+
+    ```mlir
+    %y = shardc.Conv %x, %w, %b
+        {dilations = array<i64: 1, 1>, group = 1 : i64, kernel_shape = array<i64: 3, 3>,
+         pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>}
+        : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>, tensor<4xf32>) -> tensor<1x4x8x8xf32>
+    ```
+  }];
   let arguments = (ins Shardc_FloatTensor:$input, Shardc_FloatTensor:$weight,
                    Optional<Shardc_FloatTensor>:$bias,
                    DenseI64ArrayAttr:$kernel_shape, DenseI64ArrayAttr:$strides,
@@ -235,10 +497,27 @@ def Shardc_ConvOp : Shardc_Op<"Conv", [Pure]> {
 
 def Shardc_MaxPoolOp : Shardc_Op<"MaxPool", [Pure]> {
   let summary = "N-d max pooling, optionally with the argmax indices";
+  let description = [{
+    N-d max pooling of an (N, C, d...) input (any element type; padding never
+    wins the max), with windows given as for Conv by `kernel_shape`, `strides`,
+    `dilations` and `pads`; with `ceil_mode` the output sizes round up, though
+    every window starts inside the input or its begin padding. The optional i64
+    `indices` result holds the flat input index of each maximum (row-major, or
+    column-major over the spatial dimensions with `storage_order` = 1);
+    `shardc-autodiff` adds it for `shardc.MaxPoolGrad`. Imports ONNX MaxPool
+    with `auto_pad` resolved.
+
+    ```mlir
+    %y, %indices = shardc.MaxPool %x
+        {ceil_mode = false, dilations = array<i64: 1, 1>, kernel_shape = array<i64: 2, 2>,
+         pads = array<i64: 0, 0, 0, 0>, storage_order = 0 : i64, strides = array<i64: 2, 2>}
+        : tensor<1x3x8x8xf32> -> tensor<1x3x4x4xf32>, tensor<1x3x4x4xi64>
+    ```
+  }];
   let arguments = (ins Shardc_Tensor:$input,
                    DenseI64ArrayAttr:$kernel_shape, DenseI64ArrayAttr:$strides,
                    DenseI64ArrayAttr:$dilations, DenseI64ArrayAttr:$pads,
-                   I64Attr:$ceil_mode, I64Attr:$storage_order);
+                   BoolAttr:$ceil_mode, I64Attr:$storage_order);
   let results = (outs Shardc_Tensor:$output,
                  Optional<StaticShapeTensorOf<[I64]>>:$indices);
   let hasVerifier = 1;
@@ -247,10 +526,24 @@ def Shardc_MaxPoolOp : Shardc_Op<"MaxPool", [Pure]> {
 
 def Shardc_AveragePoolOp : Shardc_Op<"AveragePool", [Pure]> {
   let summary = "N-d average pooling";
+  let description = [{
+    N-d average pooling of an (N, C, d...) float input, with windows as for
+    MaxPool but without dilations. With `count_include_pad` the divisor counts
+    the padding inside the window (up to the padded edge when `ceil_mode` lets a
+    window run past it), otherwise only the input elements. Imports ONNX
+    AveragePool with `auto_pad` resolved into `pads`.
+
+    ```mlir
+    %y = shardc.AveragePool %x
+        {ceil_mode = false, count_include_pad = false, kernel_shape = array<i64: 3, 3>,
+         pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>}
+        : tensor<1x3x8x8xf32> -> tensor<1x3x4x4xf32>
+    ```
+  }];
   let arguments = (ins Shardc_FloatTensor:$input,
                    DenseI64ArrayAttr:$kernel_shape, DenseI64ArrayAttr:$strides,
-                   DenseI64ArrayAttr:$pads, I64Attr:$ceil_mode,
-                   I64Attr:$count_include_pad);
+                   DenseI64ArrayAttr:$pads, BoolAttr:$ceil_mode,
+                   BoolAttr:$count_include_pad);
   let results = (outs Shardc_FloatTensor:$output);
   let hasVerifier = 1;
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($output)";
@@ -258,6 +551,14 @@ def Shardc_AveragePoolOp : Shardc_Op<"AveragePool", [Pure]> {
 
 def Shardc_GlobalAveragePoolOp : Shardc_Op<"GlobalAveragePool", [Pure]> {
   let summary = "Mean over all spatial dimensions";
+  let description = [{
+    The mean over all spatial dimensions of an (N, C, d...) float input, giving
+    (N, C, 1, ...). Imports ONNX GlobalAveragePool.
+
+    ```mlir
+    %y = shardc.GlobalAveragePool %x : tensor<1x3x8x8xf32> -> tensor<1x3x1x1xf32>
+    ```
+  }];
   let arguments = (ins Shardc_FloatTensor:$input);
   let results = (outs Shardc_FloatTensor:$output);
   let hasVerifier = 1;
@@ -271,8 +572,15 @@ def Shardc_GlobalAveragePoolOp : Shardc_Op<"GlobalAveragePool", [Pure]> {
 def Shardc_ReshapeOp : Shardc_Op<"Reshape", [Pure]> {
   let summary = "Same elements, new static shape";
   let description = [{
-    ONNX Reshape, Flatten, Squeeze and Unsqueeze all import as this op: with
-    static shapes the result type says everything.
+    The input's elements, in row-major order, with the result's static shape;
+    the element type and the number of elements do not change. ONNX Reshape,
+    Flatten, Squeeze and Unsqueeze all import as this op: with static shapes the
+    result type says everything. It folds away when the types are equal and into
+    a constant when its input is one.
+
+    ```mlir
+    %y = shardc.Reshape %x : tensor<2x3x4xf32> -> tensor<6x4xf32>
+    ```
   }];
   let arguments = (ins Shardc_Tensor:$input);
   let results = (outs Shardc_Tensor:$output);
@@ -283,6 +591,16 @@ def Shardc_ReshapeOp : Shardc_Op<"Reshape", [Pure]> {
 
 def Shardc_TransposeOp : Shardc_Op<"Transpose", [Pure]> {
   let summary = "Permutation of the dimensions";
+  let description = [{
+    Permutes the dimensions: result dimension i is input dimension `perm[i]`,
+    and `perm` must be a permutation of `0 .. rank-1`. Any element type. Imports
+    ONNX Transpose, with the default `perm` (the dimensions reversed) made
+    explicit.
+
+    ```mlir
+    %y = shardc.Transpose %x {perm = array<i64: 0, 2, 1>} : tensor<2x3x4xf32> -> tensor<2x4x3xf32>
+    ```
+  }];
   let arguments = (ins Shardc_Tensor:$input, DenseI64ArrayAttr:$perm);
   let results = (outs Shardc_Tensor:$output);
   let hasVerifier = 1;
@@ -291,6 +609,18 @@ def Shardc_TransposeOp : Shardc_Op<"Transpose", [Pure]> {
 
 def Shardc_GatherOp : Shardc_Op<"Gather", [Pure]> {
   let summary = "Gather slices along an axis by index";
+  let description = [{
+    Takes the slices of `data` along `axis` at `indices` (i32 or i64; negative
+    indices count from the end, and an out-of-range one is a run-time error):
+    the result shape is
+    `data.shape[:axis] + indices.shape + data.shape[axis+1:]`, with `data`'s
+    element type (any). Imports ONNX Gather, e.g. an embedding lookup.
+
+    ```mlir
+    %y = shardc.Gather %table, %ids {axis = 0 : i64}
+        : (tensor<10x4xf32>, tensor<2x3xi64>) -> tensor<2x3x4xf32>
+    ```
+  }];
   let arguments = (ins Shardc_Tensor:$data, Shardc_IndexTensor:$indices,
                    I64Attr:$axis);
   let results = (outs Shardc_Tensor:$output);
@@ -302,6 +632,16 @@ def Shardc_GatherOp : Shardc_Op<"Gather", [Pure]> {
 
 def Shardc_ConcatOp : Shardc_Op<"Concat", [Pure]> {
   let summary = "Concatenation along an axis";
+  let description = [{
+    Concatenates one or more inputs along `axis`. They have the result's rank
+    and element type (any) and the same dimensions except along `axis`, where
+    their sizes add up to the result's. Imports ONNX Concat.
+
+    ```mlir
+    %y = shardc.Concat %a, %b {axis = 1 : i64}
+        : (tensor<2x3xf32>, tensor<2x1xf32>) -> tensor<2x4xf32>
+    ```
+  }];
   let arguments = (ins Variadic<Shardc_Tensor>:$inputs, I64Attr:$axis);
   let results = (outs Shardc_Tensor:$output);
   let hasVerifier = 1;
@@ -312,6 +652,16 @@ def Shardc_ConcatOp : Shardc_Op<"Concat", [Pure]> {
 
 def Shardc_SplitOp : Shardc_Op<"Split", [Pure]> {
   let summary = "Split into consecutive pieces along an axis";
+  let description = [{
+    Splits the input along `axis` into consecutive pieces, one per result: each
+    result's size along `axis` is given by its type, the sizes add up to the
+    input's, and the other dimensions are the input's. Any element type. Imports
+    ONNX Split, whose `split` sizes (or even split) become the result types.
+
+    ```mlir
+    %a, %b = shardc.Split %x {axis = 1 : i64} : tensor<2x6xf32> -> tensor<2x2xf32>, tensor<2x4xf32>
+    ```
+  }];
   let arguments = (ins Shardc_Tensor:$input, I64Attr:$axis);
   let results = (outs Variadic<Shardc_Tensor>:$outputs);
   let hasVerifier = 1;
@@ -321,8 +671,18 @@ def Shardc_SplitOp : Shardc_Op<"Split", [Pure]> {
 def Shardc_SliceOp : Shardc_Op<"Slice", [Pure]> {
   let summary = "Strided slice with one start and step per dimension";
   let description = [{
-    `output[i0, i1, ...] = input[starts[0] + i0 * steps[0], ...]`. Starts are
-    already clamped into range; steps are non-zero and may be negative.
+    Strided slice with one start and step per dimension:
+    `output[i0, i1, ...] = input[starts[0] + i0 * steps[0], starts[1] + i1 * steps[1], ...]`,
+    the result type giving the number of elements per dimension. Starts are
+    already clamped into range and steps are non-zero and may be negative; the
+    verifier checks that every index taken lies in the input. Imports ONNX
+    Slice, whose constant `starts`, `ends`, `axes` and `steps` are resolved at
+    import. Any element type.
+
+    ```mlir
+    %y = shardc.Slice %x {starts = array<i64: 1, 0>, steps = array<i64: -1, 2>}
+        : tensor<2x6xf32> -> tensor<2x3xf32>
+    ```
   }];
   let arguments = (ins Shardc_Tensor:$input, DenseI64ArrayAttr:$starts,
                    DenseI64ArrayAttr:$steps);
@@ -333,6 +693,15 @@ def Shardc_SliceOp : Shardc_Op<"Slice", [Pure]> {
 
 def Shardc_ExpandOp : Shardc_Op<"Expand", [Pure]> {
   let summary = "Broadcast to the result's shape";
+  let description = [{
+    Broadcasts the input numpy-style to the result's shape, which must be the
+    broadcast of the two shapes; the element type (any) does not change. Imports
+    ONNX Expand, whose `shape` operand is resolved at import.
+
+    ```mlir
+    %y = shardc.Expand %x : tensor<3x1xf32> -> tensor<2x3x4xf32>
+    ```
+  }];
   let arguments = (ins Shardc_Tensor:$input);
   let results = (outs Shardc_Tensor:$output);
   let hasVerifier = 1;
@@ -341,16 +710,42 @@ def Shardc_ExpandOp : Shardc_Op<"Expand", [Pure]> {
 
 class Shardc_ReduceOp<string mnemonic> : Shardc_Op<mnemonic, [Pure]> {
   let arguments = (ins Shardc_Tensor:$input, DenseI64ArrayAttr:$axes,
-                   I64Attr:$keepdims);
+                   BoolAttr:$keepdims);
   let results = (outs Shardc_Tensor:$output);
   let hasVerifier = 1;
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($output)";
 }
 def Shardc_ReduceMeanOp : Shardc_ReduceOp<"ReduceMean"> {
   let summary = "Mean over the given axes";
+  let description = [{
+    The mean over the dimensions in `axes`, which the verifier requires to be
+    sorted, unique and in range (empty `axes` reduce nothing); with `keepdims`
+    every reduced dimension stays with size 1, otherwise it is dropped. Floats
+    are accumulated in double; the mean of integers truncates. Imports ONNX
+    ReduceMean (axes from the attribute or a constant input, negative ones
+    normalized, none meaning all).
+
+    ```mlir
+    %y = shardc.ReduceMean %x {axes = array<i64: 1>, keepdims = false}
+        : tensor<2x3x4xf32> -> tensor<2x4xf32>
+    ```
+  }];
 }
 def Shardc_ReduceSumOp : Shardc_ReduceOp<"ReduceSum"> {
   let summary = "Sum over the given axes";
+  let description = [{
+    The sum over the dimensions in `axes`, which the verifier requires to be
+    sorted, unique and in range (empty `axes` reduce nothing); with `keepdims`
+    every reduced dimension stays with size 1, otherwise it is dropped. Floats
+    are accumulated in double; integers wrap. Imports ONNX ReduceSum (axes from
+    the attribute or a constant input, negative ones normalized, none meaning
+    all).
+
+    ```mlir
+    %y = shardc.ReduceSum %x {axes = array<i64: 0, 2>, keepdims = true}
+        : tensor<2x3x4xf32> -> tensor<1x3x1xf32>
+    ```
+  }];
 }
 
 //===----------------------------------------------------------------------===//
@@ -360,8 +755,22 @@ def Shardc_ReduceSumOp : Shardc_ReduceOp<"ReduceSum"> {
 def Shardc_SoftmaxCrossEntropyLossOp
     : Shardc_Op<"SoftmaxCrossEntropyLoss", [Pure]> {
   let summary = "Softmax cross-entropy over the class axis 1";
+  let description = [{
+    The cross-entropy of softmax(`scores`) over the class axis 1 against integer
+    `labels` (i32 or i64): `scores` is (N, C, d...), `labels` (N, d...), and the
+    optional `weights` (C) scale each target's loss; targets equal to
+    `ignore_index` contribute 0. `reduction` `none` gives a labels-shaped loss,
+    `sum` and `mean` a scalar (`mean` divides by the total weight of the targets
+    not ignored). The optional `log_prob` result is log_softmax(`scores`).
+    Imports ONNX SoftmaxCrossEntropyLoss (reduction `mean` by default).
+
+    ```mlir
+    %loss = shardc.SoftmaxCrossEntropyLoss %scores, %labels {reduction = #shardc.reduction<mean>}
+        : (tensor<4x10xf32>, tensor<4xi64>) -> tensor<f32>
+    ```
+  }];
   let arguments = (ins Shardc_FloatTensor:$scores, Shardc_IndexTensor:$labels,
-                   Optional<Shardc_FloatTensor>:$weights, StrAttr:$reduction,
+                   Optional<Shardc_FloatTensor>:$weights, Shardc_LossReductionAttr:$reduction,
                    OptionalAttr<I64Attr>:$ignore_index);
   let results = (outs Shardc_FloatTensor:$loss,
                  Optional<Shardc_FloatTensor>:$log_prob);
@@ -374,8 +783,23 @@ def Shardc_SoftmaxCrossEntropyLossOp
 def Shardc_NegativeLogLikelihoodLossOp
     : Shardc_Op<"NegativeLogLikelihoodLoss", [Pure]> {
   let summary = "Negative log-likelihood over the class axis 1";
+  let description = [{
+    The negative log-likelihood of `input` (N, C, d...), usually
+    log-probabilities, at integer `target` classes (N, d...; i32 or i64): each
+    target's loss is `-input[n, t, ...] * weight[t]` with the optional `weight`
+    (C), and 0 where `t` equals `ignore_index`. `reduction` `none` gives a
+    target-shaped loss, `sum` and `mean` a scalar (`mean` divides by the total
+    weight of the targets not ignored). Imports ONNX NegativeLogLikelihoodLoss
+    (reduction `mean` by default).
+
+    ```mlir
+    %loss = shardc.NegativeLogLikelihoodLoss %log_prob, %target, %weight
+        {ignore_index = -100 : i64, reduction = #shardc.reduction<sum>}
+        : (tensor<4x10xf32>, tensor<4xi64>, tensor<10xf32>) -> tensor<f32>
+    ```
+  }];
   let arguments = (ins Shardc_FloatTensor:$input, Shardc_IndexTensor:$target,
-                   Optional<Shardc_FloatTensor>:$weight, StrAttr:$reduction,
+                   Optional<Shardc_FloatTensor>:$weight, Shardc_LossReductionAttr:$reduction,
                    OptionalAttr<I64Attr>:$ignore_index);
   let results = (outs Shardc_FloatTensor:$loss);
   let hasVerifier = 1;
@@ -391,6 +815,15 @@ def Shardc_NegativeLogLikelihoodLossOp
 def Shardc_ReluGradOp : Shardc_Op<"ReluGrad",
     [Pure, AllTypesMatch<["grad", "input", "input_grad"]>]> {
   let summary = "Gradient of Relu: grad where input > 0, else 0";
+  let description = [{
+    The gradient of Relu with respect to its input: `grad` where `input > 0`,
+    else 0. `grad`, `input` and the result share one float tensor type. Emitted
+    by `shardc-autodiff`.
+
+    ```mlir
+    %dx = shardc.ReluGrad %dy, %x : tensor<2x3xf32>
+    ```
+  }];
   let arguments = (ins Shardc_FloatTensor:$grad, Shardc_FloatTensor:$input);
   let results = (outs Shardc_FloatTensor:$input_grad);
   let assemblyFormat = "$grad `,` $input attr-dict `:` type($grad)";
@@ -398,6 +831,15 @@ def Shardc_ReluGradOp : Shardc_Op<"ReluGrad",
 def Shardc_SigmoidGradOp : Shardc_Op<"SigmoidGrad",
     [Pure, AllTypesMatch<["grad", "output", "input_grad"]>]> {
   let summary = "Gradient of Sigmoid from its output: grad * y * (1 - y)";
+  let description = [{
+    The gradient of Sigmoid with respect to its input, from the forward output
+    `y`: `grad * y * (1 - y)`. `grad`, `output` and the result share one float
+    tensor type. Emitted by `shardc-autodiff`.
+
+    ```mlir
+    %dx = shardc.SigmoidGrad %dy, %y : tensor<2x3xf32>
+    ```
+  }];
   let arguments = (ins Shardc_FloatTensor:$grad, Shardc_FloatTensor:$output);
   let results = (outs Shardc_FloatTensor:$input_grad);
   let assemblyFormat = "$grad `,` $output attr-dict `:` type($grad)";
@@ -405,6 +847,15 @@ def Shardc_SigmoidGradOp : Shardc_Op<"SigmoidGrad",
 def Shardc_TanhGradOp : Shardc_Op<"TanhGrad",
     [Pure, AllTypesMatch<["grad", "output", "input_grad"]>]> {
   let summary = "Gradient of Tanh from its output: grad * (1 - y^2)";
+  let description = [{
+    The gradient of Tanh with respect to its input, from the forward output `y`:
+    `grad * (1 - y^2)`. `grad`, `output` and the result share one float tensor
+    type. Emitted by `shardc-autodiff`.
+
+    ```mlir
+    %dx = shardc.TanhGrad %dy, %y : tensor<2x3xf32>
+    ```
+  }];
   let arguments = (ins Shardc_FloatTensor:$grad, Shardc_FloatTensor:$output);
   let results = (outs Shardc_FloatTensor:$input_grad);
   let assemblyFormat = "$grad `,` $output attr-dict `:` type($grad)";
@@ -412,6 +863,16 @@ def Shardc_TanhGradOp : Shardc_Op<"TanhGrad",
 def Shardc_SoftmaxGradOp : Shardc_Op<"SoftmaxGrad",
     [Pure, AllTypesMatch<["grad", "output", "input_grad"]>]> {
   let summary = "Gradient of Softmax from its output";
+  let description = [{
+    The gradient of Softmax with respect to its input, from the forward output
+    `y` along the forward op's `axis`: `y * (grad - sum_axis(grad * y))`.
+    `grad`, `output` and the result share one float tensor type. Emitted by
+    `shardc-autodiff`.
+
+    ```mlir
+    %dx = shardc.SoftmaxGrad %dy, %y {axis = 1 : i64} : tensor<2x3xf32>
+    ```
+  }];
   let arguments = (ins Shardc_FloatTensor:$grad, Shardc_FloatTensor:$output,
                    I64Attr:$axis);
   let results = (outs Shardc_FloatTensor:$input_grad);
@@ -420,6 +881,17 @@ def Shardc_SoftmaxGradOp : Shardc_Op<"SoftmaxGrad",
 def Shardc_LogSoftmaxGradOp : Shardc_Op<"LogSoftmaxGrad",
     [Pure, AllTypesMatch<["grad", "output", "input_grad"]>]> {
   let summary = "Gradient of LogSoftmax from its output";
+  let description = [{
+    The gradient of LogSoftmax with respect to its input, from the forward
+    output `y` along the forward op's `axis`: `grad - exp(y) * sum_axis(grad)`.
+    `grad`, `output` and the result share one float tensor type. Emitted by
+    `shardc-autodiff`, for LogSoftmax and for the `log_prob` result of
+    SoftmaxCrossEntropyLoss (axis 1).
+
+    ```mlir
+    %dx = shardc.LogSoftmaxGrad %dy, %y {axis = 1 : i64} : tensor<2x3xf32>
+    ```
+  }];
   let arguments = (ins Shardc_FloatTensor:$grad, Shardc_FloatTensor:$output,
                    I64Attr:$axis);
   let results = (outs Shardc_FloatTensor:$input_grad);
@@ -428,6 +900,19 @@ def Shardc_LogSoftmaxGradOp : Shardc_Op<"LogSoftmaxGrad",
 
 def Shardc_ConvGradInputOp : Shardc_Op<"ConvGradInput", [Pure]> {
   let summary = "Gradient of Conv with respect to its input";
+  let description = [{
+    The gradient of Conv with respect to its input: the transposed convolution
+    of `grad` (N, M, o...) with `weight`, of the forward input's type. The
+    attributes are the forward Conv's, and the verifier checks the shapes as for
+    Conv with the result in the input's place. Emitted by `shardc-autodiff`.
+
+    ```mlir
+    %dx = shardc.ConvGradInput %dy, %w
+        {dilations = array<i64: 1, 1>, group = 1 : i64, kernel_shape = array<i64: 3, 3>,
+         pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>}
+        : (tensor<1x4x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x3x8x8xf32>
+    ```
+  }];
   let arguments = (ins Shardc_FloatTensor:$grad, Shardc_FloatTensor:$weight,
                    DenseI64ArrayAttr:$kernel_shape, DenseI64ArrayAttr:$strides,
                    DenseI64ArrayAttr:$dilations, DenseI64ArrayAttr:$pads,
@@ -440,6 +925,20 @@ def Shardc_ConvGradInputOp : Shardc_Op<"ConvGradInput", [Pure]> {
 }
 def Shardc_ConvGradWeightOp : Shardc_Op<"ConvGradWeight", [Pure]> {
   let summary = "Gradient of Conv with respect to its weight";
+  let description = [{
+    The gradient of Conv with respect to its weight, from `grad` (N, M, o...)
+    and the forward `input`; the result has the weight's type
+    (M, C/group, k...). The attributes are the forward Conv's, and the verifier
+    checks the shapes as for Conv. Emitted by `shardc-autodiff` (the bias
+    gradient is a ReduceSum of `grad`).
+
+    ```mlir
+    %dw = shardc.ConvGradWeight %dy, %x
+        {dilations = array<i64: 1, 1>, group = 1 : i64, kernel_shape = array<i64: 3, 3>,
+         pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>}
+        : (tensor<1x4x8x8xf32>, tensor<1x3x8x8xf32>) -> tensor<4x3x3x3xf32>
+    ```
+  }];
   let arguments = (ins Shardc_FloatTensor:$grad, Shardc_FloatTensor:$input,
                    DenseI64ArrayAttr:$kernel_shape, DenseI64ArrayAttr:$strides,
                    DenseI64ArrayAttr:$dilations, DenseI64ArrayAttr:$pads,
@@ -453,6 +952,18 @@ def Shardc_ConvGradWeightOp : Shardc_Op<"ConvGradWeight", [Pure]> {
 
 def Shardc_MaxPoolGradOp : Shardc_Op<"MaxPoolGrad", [Pure]> {
   let summary = "Scatter-add of the output gradient at the argmax indices";
+  let description = [{
+    The gradient of MaxPool with respect to its input: zeros of the forward
+    input's type, to which every `grad` element is added at its flat index in
+    `indices` (MaxPool's i64 `indices` result with `storage_order` 0, of the
+    gradient's shape; overlapping windows accumulate). Emitted by
+    `shardc-autodiff`, which gives the MaxPool its `indices` result.
+
+    ```mlir
+    %dx = shardc.MaxPoolGrad %dy, %indices
+        : (tensor<1x3x4x4xf32>, tensor<1x3x4x4xi64>) -> tensor<1x3x8x8xf32>
+    ```
+  }];
   let arguments = (ins Shardc_FloatTensor:$grad,
                    StaticShapeTensorOf<[I64]>:$indices);
   let results = (outs Shardc_FloatTensor:$input_grad);
@@ -464,10 +975,23 @@ def Shardc_MaxPoolGradOp : Shardc_Op<"MaxPoolGrad", [Pure]> {
 
 def Shardc_AveragePoolGradOp : Shardc_Op<"AveragePoolGrad", [Pure]> {
   let summary = "Gradient of AveragePool";
+  let description = [{
+    The gradient of AveragePool with respect to its input: every `grad` element
+    is spread evenly over its window, with the forward op's divisor. The
+    attributes are the forward AveragePool's, and the result has its input's
+    type (verified as for AveragePool). Emitted by `shardc-autodiff`.
+
+    ```mlir
+    %dx = shardc.AveragePoolGrad %dy
+        {ceil_mode = false, count_include_pad = false, kernel_shape = array<i64: 3, 3>,
+         pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>}
+        : tensor<1x3x4x4xf32> -> tensor<1x3x8x8xf32>
+    ```
+  }];
   let arguments = (ins Shardc_FloatTensor:$grad,
                    DenseI64ArrayAttr:$kernel_shape, DenseI64ArrayAttr:$strides,
-                   DenseI64ArrayAttr:$pads, I64Attr:$ceil_mode,
-                   I64Attr:$count_include_pad);
+                   DenseI64ArrayAttr:$pads, BoolAttr:$ceil_mode,
+                   BoolAttr:$count_include_pad);
   let results = (outs Shardc_FloatTensor:$input_grad);
   let hasVerifier = 1;
   let assemblyFormat = "$grad attr-dict `:` type($grad) `->` type($input_grad)";
@@ -475,6 +999,22 @@ def Shardc_AveragePoolGradOp : Shardc_Op<"AveragePoolGrad", [Pure]> {
 
 def Shardc_LayerNormGradOp : Shardc_Op<"LayerNormGrad", [Pure]> {
   let summary = "Gradient of LayerNormalization (input, scale, bias)";
+  let description = [{
+    The gradients of LayerNormalization with respect to its input, scale and
+    bias (PyTorch's layer-norm backward), from `grad`, the forward `input` and
+    `scale`, and the `mean` and `inv_std_dev` that LayerNormalization returned,
+    for the same `axis`. `input_grad` has the input's shape; `scale_grad` and
+    `bias_grad` have the scale's, which `shardc-autodiff` (its emitter) requires
+    to be the normalized shape.
+
+    ```mlir
+    %dx, %dscale, %dbias = shardc.LayerNormGrad %dy, %x, %scale, %mean, %inv_std_dev
+        {axis = 2 : i64}
+        : (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<4xf32>,
+           tensor<2x3x1xf32>, tensor<2x3x1xf32>)
+        -> (tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>)
+    ```
+  }];
   let arguments = (ins Shardc_FloatTensor:$grad, Shardc_FloatTensor:$input,
                    Shardc_FloatTensor:$scale, Shardc_FloatTensor:$mean,
                    Shardc_FloatTensor:$inv_std_dev, I64Attr:$axis);
@@ -488,10 +1028,26 @@ def Shardc_LayerNormGradOp : Shardc_Op<"LayerNormGrad", [Pure]> {
 
 def Shardc_BatchNormGradOp : Shardc_Op<"BatchNormGrad", [Pure]> {
   let summary = "Gradient of BatchNormalization (input, scale, bias)";
+  let description = [{
+    The gradients of BatchNormalization's output with respect to its input,
+    scale and bias, with the forward op's `epsilon` and `training_mode`. With
+    `training_mode` the batch statistics are recomputed from `input` (population
+    variance) and differentiated through; otherwise
+    `input_grad = grad * scale / sqrt(var + epsilon)`. `input_grad` has the
+    (N, C, ...) input's shape and `scale_grad`/`bias_grad` shape (C). Emitted by
+    `shardc-autodiff`; the running statistics get no gradient.
+
+    ```mlir
+    %dx, %dscale, %dbias = shardc.BatchNormGrad %dy, %x, %scale, %mean, %var
+        {epsilon = 9.99999974E-6 : f32, training_mode = true}
+        : (tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>)
+        -> (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>)
+    ```
+  }];
   let arguments = (ins Shardc_FloatTensor:$grad, Shardc_FloatTensor:$input,
                    Shardc_FloatTensor:$scale, Shardc_FloatTensor:$mean,
                    Shardc_FloatTensor:$var, F32Attr:$epsilon,
-                   I64Attr:$training_mode);
+                   BoolAttr:$training_mode);
   let results = (outs Shardc_FloatTensor:$input_grad,
                  Shardc_FloatTensor:$scale_grad, Shardc_FloatTensor:$bias_grad);
   let hasVerifier = 1;
@@ -503,9 +1059,22 @@ def Shardc_BatchNormGradOp : Shardc_Op<"BatchNormGrad", [Pure]> {
 def Shardc_SoftmaxCrossEntropyLossGradOp
     : Shardc_Op<"SoftmaxCrossEntropyLossGrad", [Pure]> {
   let summary = "Gradient of SoftmaxCrossEntropyLoss with respect to scores";
+  let description = [{
+    The gradient of SoftmaxCrossEntropyLoss's loss with respect to `scores`, of
+    the scores' shape. `grad` has the loss's shape (a scalar for `sum` and
+    `mean`, the labels' shape for `none`); `labels`, `weights`, `reduction` and
+    `ignore_index` are the forward op's, with the same shape checks. Emitted by
+    `shardc-autodiff`.
+
+    ```mlir
+    %dscores = shardc.SoftmaxCrossEntropyLossGrad %dloss, %scores, %labels
+        {reduction = #shardc.reduction<mean>}
+        : (tensor<f32>, tensor<4x10xf32>, tensor<4xi64>) -> tensor<4x10xf32>
+    ```
+  }];
   let arguments = (ins Shardc_FloatTensor:$grad, Shardc_FloatTensor:$scores,
                    Shardc_IndexTensor:$labels,
-                   Optional<Shardc_FloatTensor>:$weights, StrAttr:$reduction,
+                   Optional<Shardc_FloatTensor>:$weights, Shardc_LossReductionAttr:$reduction,
                    OptionalAttr<I64Attr>:$ignore_index);
   let results = (outs Shardc_FloatTensor:$scores_grad);
   let hasVerifier = 1;
@@ -517,9 +1086,22 @@ def Shardc_SoftmaxCrossEntropyLossGradOp
 def Shardc_NegativeLogLikelihoodLossGradOp
     : Shardc_Op<"NegativeLogLikelihoodLossGrad", [Pure]> {
   let summary = "Gradient of NegativeLogLikelihoodLoss with respect to input";
+  let description = [{
+    The gradient of NegativeLogLikelihoodLoss's loss with respect to `input`, of
+    the input's shape: zero except at each target's class. `grad` has the loss's
+    shape (a scalar for `sum` and `mean`, the target's shape for `none`);
+    `target`, `weight`, `reduction` and `ignore_index` are the forward op's,
+    with the same shape checks. Emitted by `shardc-autodiff`.
+
+    ```mlir
+    %dlog_prob = shardc.NegativeLogLikelihoodLossGrad %dloss, %log_prob, %target
+        {reduction = #shardc.reduction<mean>}
+        : (tensor<f32>, tensor<4x10xf32>, tensor<4xi64>) -> tensor<4x10xf32>
+    ```
+  }];
   let arguments = (ins Shardc_FloatTensor:$grad, Shardc_FloatTensor:$input,
                    Shardc_IndexTensor:$target,
-                   Optional<Shardc_FloatTensor>:$weight, StrAttr:$reduction,
+                   Optional<Shardc_FloatTensor>:$weight, Shardc_LossReductionAttr:$reduction,
                    OptionalAttr<I64Attr>:$ignore_index);
   let results = (outs Shardc_FloatTensor:$input_grad);
   let hasVerifier = 1;
@@ -530,6 +1112,19 @@ def Shardc_NegativeLogLikelihoodLossGradOp
 
 def Shardc_GatherGradOp : Shardc_Op<"GatherGrad", [Pure]> {
   let summary = "Scatter-add of Gather's output gradient into its data";
+  let description = [{
+    The gradient of Gather with respect to its data: zeros of the data's type,
+    to which the slices of `grad` are added along `axis` at `indices` (i32 or
+    i64; repeated indices accumulate, negative ones count from the end). `grad`
+    must have the Gather's output shape,
+    `data.shape[:axis] + indices.shape + data.shape[axis+1:]`. Emitted by
+    `shardc-autodiff`.
+
+    ```mlir
+    %dtable = shardc.GatherGrad %dy, %ids {axis = 0 : i64}
+        : (tensor<2x3x4xf32>, tensor<2x3xi64>) -> tensor<10x4xf32>
+    ```
+  }];
   let arguments = (ins Shardc_FloatTensor:$grad, Shardc_IndexTensor:$indices,
                    I64Attr:$axis);
   let results = (outs Shardc_FloatTensor:$data_grad);
@@ -541,6 +1136,17 @@ def Shardc_GatherGradOp : Shardc_Op<"GatherGrad", [Pure]> {
 
 def Shardc_SliceGradOp : Shardc_Op<"SliceGrad", [Pure]> {
   let summary = "Zero-filled input gradient with the slice's gradient placed";
+  let description = [{
+    The gradient of Slice with respect to its input: zeros of the input's type
+    with `input_grad[starts + i * steps] = grad[i]`, for the forward op's
+    `starts` and `steps` (verified as for Slice). Any element type. Emitted by
+    `shardc-autodiff`.
+
+    ```mlir
+    %dx = shardc.SliceGrad %dy {starts = array<i64: 1, 0>, steps = array<i64: -1, 2>}
+        : tensor<2x3xf32> -> tensor<2x6xf32>
+    ```
+  }];
   let arguments = (ins Shardc_Tensor:$grad, DenseI64ArrayAttr:$starts,
                    DenseI64ArrayAttr:$steps);
   let results = (outs Shardc_Tensor:$input_grad);
@@ -555,6 +1161,16 @@ def Shardc_SliceGradOp : Shardc_Op<"SliceGrad", [Pure]> {
 def Shardc_IncrementOp : Shardc_Op<"Increment",
     [Pure, AllTypesMatch<["input", "output"]>]> {
   let summary = "x + 1 (the optimizer's step counter), updated in place";
+  let description = [{
+    `input + 1` for an f32 tensor. `shardc-optimizer` counts training steps with
+    it: the counter is a scalar `shardc.state` argument, incremented once per
+    step before the updates that read it, and the result replaces the argument
+    in place at run time.
+
+    ```mlir
+    %step1 = shardc.Increment %step : tensor<f32>
+    ```
+  }];
   let arguments = (ins StaticShapeTensorOf<[F32]>:$input);
   let results = (outs StaticShapeTensorOf<[F32]>:$output);
   let assemblyFormat = "$input attr-dict `:` type($input)";
@@ -563,11 +1179,28 @@ def Shardc_IncrementOp : Shardc_Op<"Increment",
 def Shardc_SGDUpdateOp : Shardc_Op<"SGDUpdate", [Pure,
     AllTypesMatch<["param", "grad", "momentum_buffer", "new_param", "new_momentum_buffer"]>]> {
   let summary = "PyTorch's SGD step (momentum, dampening, Nesterov, weight decay)";
+  let description = [{
+    One step of torch.optim.SGD, emitted by `shardc-optimizer`:
+    `d = grad + weight_decay * param`; with `momentum` != 0,
+    `buf = momentum * momentum_buffer + (1 - dampening) * d` (just `d` when
+    `step` = 1) and `d = nesterov ? d + momentum * buf : buf`; then
+    `new_param = param - lr * d`. `param`, `grad`, `momentum_buffer` and both
+    results share one float tensor type, and `step` is the f32 step counter
+    after its `shardc.Increment`. The results replace `param` and
+    `momentum_buffer` in place at run time.
+
+    ```mlir
+    %w1, %buf1 = shardc.SGDUpdate %w, %dw, %buf, %step
+        {dampening = 0.000000e+00 : f32, lr = 0.00999999977 : f32, momentum = 0.899999976 : f32,
+         nesterov = false, weight_decay = 0.000000e+00 : f32}
+        : tensor<4x3xf32>, tensor<f32>
+    ```
+  }];
   let arguments = (ins Shardc_FloatTensor:$param, Shardc_FloatTensor:$grad,
                    Shardc_FloatTensor:$momentum_buffer,
                    StaticShapeTensorOf<[F32]>:$step, F32Attr:$lr,
                    F32Attr:$momentum, F32Attr:$dampening,
-                   F32Attr:$weight_decay, I64Attr:$nesterov);
+                   F32Attr:$weight_decay, BoolAttr:$nesterov);
   let results = (outs Shardc_FloatTensor:$new_param,
                  Shardc_FloatTensor:$new_momentum_buffer);
   let assemblyFormat = [{
@@ -578,11 +1211,30 @@ def Shardc_SGDUpdateOp : Shardc_Op<"SGDUpdate", [Pure,
 def Shardc_AdamUpdateOp : Shardc_Op<"AdamUpdate", [Pure,
     AllTypesMatch<["param", "grad", "exp_avg", "exp_avg_sq", "new_param", "new_exp_avg", "new_exp_avg_sq"]>]> {
   let summary = "PyTorch's Adam or AdamW step with bias correction";
+  let description = [{
+    One step of torch.optim.Adam, or AdamW with `decoupled` (amsgrad off),
+    emitted by `shardc-optimizer`. Weight decay is
+    `param *= 1 - lr * weight_decay` with `decoupled`, else
+    `grad += weight_decay * param`; then
+    `exp_avg = beta1 * exp_avg + (1 - beta1) * grad`,
+    `exp_avg_sq = beta2 * exp_avg_sq + (1 - beta2) * grad^2` and
+    `param -= lr / (1 - beta1^step) * exp_avg / (sqrt(exp_avg_sq) / sqrt(1 - beta2^step) + eps)`.
+    All operands but `step` (the f32 counter after its `shardc.Increment`) and
+    all results share one float tensor type; the results replace `param`,
+    `exp_avg` and `exp_avg_sq` in place at run time.
+
+    ```mlir
+    %w1, %m1, %v1 = shardc.AdamUpdate %w, %dw, %m, %v, %step
+        {beta1 = 0.899999976 : f32, beta2 = 9.990000e-01 : f32, decoupled = true,
+         eps = 9.99999993E-9 : f32, lr = 1.000000e-03 : f32, weight_decay = 0.00999999977 : f32}
+        : tensor<4x3xf32>, tensor<f32>
+    ```
+  }];
   let arguments = (ins Shardc_FloatTensor:$param, Shardc_FloatTensor:$grad,
                    Shardc_FloatTensor:$exp_avg, Shardc_FloatTensor:$exp_avg_sq,
                    StaticShapeTensorOf<[F32]>:$step, F32Attr:$lr,
                    F32Attr:$beta1, F32Attr:$beta2, F32Attr:$eps,
-                   F32Attr:$weight_decay, I64Attr:$decoupled);
+                   F32Attr:$weight_decay, BoolAttr:$decoupled);
   let results = (outs Shardc_FloatTensor:$new_param,
                  Shardc_FloatTensor:$new_exp_avg,
                  Shardc_FloatTensor:$new_exp_avg_sq);
@@ -618,13 +1270,17 @@ class Shardc_CollectiveStartOp<string mnemonic, list<Trait> traits = []>
 def Shardc_AllGatherStartOp : Shardc_CollectiveStartOp<"AllGatherStart"> {
   let summary = "Start gathering every rank's 1-d shard into a full buffer";
   let description = [{
-    Every one of the `world_size` ranks contributes its 1-d `input`; the
-    gathered buffer holds them in rank order and is readable after the
-    `shardc.CollectiveWait` that consumes the handle.
+    Starts gathering every rank's 1-d `input` into one buffer, in rank order:
+    the handle's tensor is 1-d with `world_size` times the input's elements, of
+    the same element type, and is readable after the `shardc.CollectiveWait`
+    that consumes the handle. The input stays alive until then.
+    `shardc-lower-collectives` emits it for `mesh.all_gather` (ZeRO-3 parameter
+    gathers, and the rebuilding of parameters from updated shards).
 
     ```mlir
     %h = shardc.AllGatherStart %shard {world_size = 2 : i64}
         : tensor<3xf32> -> !shardc.pending<tensor<6xf32>>
+    %full = shardc.CollectiveWait %h : tensor<6xf32>
     ```
   }];
   let assemblyFormat = [{
@@ -636,12 +1292,17 @@ def Shardc_ReduceScatterStartOp
     : Shardc_CollectiveStartOp<"ReduceScatterStart"> {
   let summary = "Start a sum over ranks of a 1-d buffer, keeping this rank's chunk";
   let description = [{
-    The elementwise sum over the `world_size` ranks of `input`, of which
-    rank r keeps chunk r (1/`world_size` of the elements).
+    Starts the elementwise sum over the `world_size` ranks of the 1-d `input`,
+    of which rank r keeps chunk r: the handle's tensor is 1-d with
+    1/`world_size` of the input's elements, of the same element type, and is
+    readable after the `shardc.CollectiveWait` that consumes the handle.
+    `shardc-lower-collectives` emits it for `mesh.reduce_scatter` (ZeRO-2 and
+    ZeRO-3 gradient shards).
 
     ```mlir
     %h = shardc.ReduceScatterStart %grads {world_size = 2 : i64}
         : tensor<6xf32> -> !shardc.pending<tensor<3xf32>>
+    %mine = shardc.CollectiveWait %h : tensor<3xf32>
     ```
   }];
   let assemblyFormat = [{
@@ -654,11 +1315,15 @@ def Shardc_AllReduceStartOp : Shardc_CollectiveStartOp<"AllReduceStart", [
                    "pending", "PendingType::get(::llvm::cast<::mlir::RankedTensorType>($_self))">]> {
   let summary = "Start a sum over ranks of a buffer";
   let description = [{
-    The elementwise sum over the `world_size` ranks of `input` (a gradient
-    bucket); the handle's tensor has the input's type.
+    Starts the elementwise sum over the `world_size` ranks of `input`; the
+    handle's tensor has the input's type and is readable after the
+    `shardc.CollectiveWait` that consumes the handle. The verifier requires a
+    positive `world_size`. `shardc-lower-collectives` emits it for
+    `mesh.all_reduce` (the gradient buckets of `shardc-bucket-gradients`).
 
     ```mlir
     %h = shardc.AllReduceStart %bucket {world_size = 2 : i64} : tensor<8xf32>
+    %sum = shardc.CollectiveWait %h : tensor<8xf32>
     ```
   }];
   let assemblyFormat = "$input attr-dict `:` type($input)";
@@ -670,11 +1335,17 @@ def Shardc_CollectiveWaitOp : Shardc_Op<"CollectiveWait", [
                    "pending", "PendingType::get(::llvm::cast<::mlir::RankedTensorType>($_self))">]> {
   let summary = "Wait until a started collective has written its buffer";
   let description = [{
-    Consumes the handle of a collective start and yields the tensor the
-    collective produced. Scheduling (`shardc-schedule-collectives`) places
-    it just before the first use, so that computation runs in between.
+    Waits for the collective whose `!shardc.pending` handle it consumes and
+    yields the tensor the collective produced (the type the handle is pending).
+    Every start has exactly one wait; like the starts it communicates, so no
+    generic transformation removes, merges or reorders it.
+    `shardc-lower-collectives` emits it right after its start, and
+    `shardc-schedule-collectives` sinks it to just before the first use, so that
+    computation overlaps the communication.
 
     ```mlir
+    %h = shardc.AllGatherStart %shard {world_size = 2 : i64}
+        : tensor<3xf32> -> !shardc.pending<tensor<6xf32>>
     %full = shardc.CollectiveWait %h : tensor<6xf32>
     ```
   }];
@@ -685,6 +1356,18 @@ def Shardc_CollectiveWaitOp : Shardc_Op<"CollectiveWait", [
 
 def Shardc_ShardSliceOp : Shardc_Op<"ShardSlice", [Pure]> {
   let summary = "This rank's chunk of a 1-d buffer (no communication)";
+  let description = [{
+    This rank's chunk of a 1-d buffer, without communication: with
+    `n = size / world_size`, `output = input[rank * n, (rank + 1) * n)`, the
+    rank coming from the executor at run time. The input has `world_size` times
+    the output's elements, of the same element type (any).
+    `shardc-lower-collectives` emits it for `mesh.all_slice` (the parameter and
+    gradient shards of ZeRO).
+
+    ```mlir
+    %mine = shardc.ShardSlice %flat {world_size = 2 : i64} : tensor<6xf32> -> tensor<3xf32>
+    ```
+  }];
   let arguments = (ins StaticShapeTensorOf<[AnyType]>:$input, I64Attr:$world_size);
   let results = (outs StaticShapeTensorOf<[AnyType]>:$output);
   let hasVerifier = 1;

@@ -1,12 +1,122 @@
 //===- FoldConstants.cpp - Evaluate ops with constant operands ------------===//
-#include "passes/Lowering/OpDesc.h"
+//
+// shardc-fold-constants, and the folding it and the importer share: an op
+// whose operands are all constants is evaluated by its own folder or by the
+// runtime's CPU kernel for it (through the op's plan description, OpDesc).
+//
+//===----------------------------------------------------------------------===//
+#include "passes/FoldConstants.h"
+#include "passes/LowerToPlan/OpDesc.h"
 #include "passes/Passes.h"
+#include "runtime/Backend.h"
+#include "runtime/cpu/Kernels.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Matchers.h"
 
 using namespace mlir;
 
 namespace shardc {
 #define GEN_PASS_DEF_FOLDCONSTANTS
 #include "passes/Passes.h.inc"
+
+/// Largest result, in bytes, that folding may create.
+static constexpr int64_t kMaxFoldBytes = 16 << 20;
+
+LogicalResult foldWithKernels(Operation *op,
+                              SmallVectorImpl<Value> &replacements) {
+  if (!isa<ShardcDialect>(op->getDialect()) || isa<ConstantOp>(op) ||
+      op->getNumResults() == 0)
+    return failure();
+  // Operand values where known; null for non-constant operands.
+  SmallVector<Attribute> operandAttrs;
+  SmallVector<DenseElementsAttr> operands;
+  bool allConstant = true;
+  for (Value v : op->getOperands()) {
+    DenseElementsAttr attr;
+    if (matchPattern(v, m_Constant(&attr)))
+      operands.push_back(attr);
+    else
+      allConstant = false;
+    operandAttrs.push_back(attr);
+  }
+  // Ops with a folder of their own (Shape, Reshape) fold through it, even
+  // with non-constant operands (a Shape needs only its operand's type).
+  SmallVector<OpFoldResult> folded;
+  if (succeeded(op->fold(operandAttrs, folded)) && !folded.empty()) {
+    OpBuilder b(op);
+    SmallVector<Value> repl;
+    for (auto [res, f] : llvm::zip(op->getResults(), folded)) {
+      if (auto v = dyn_cast<Value>(f)) {
+        repl.push_back(v);
+        continue;
+      }
+      auto attr = dyn_cast<DenseElementsAttr>(cast<Attribute>(f));
+      if (!attr)
+        return failure();
+      repl.push_back(b.create<ConstantOp>(op->getLoc(), res.getType(), attr));
+    }
+    op->replaceAllUsesWith(repl);
+    op->erase();
+    replacements.assign(repl.begin(), repl.end());
+    return success();
+  }
+  if (!allConstant)
+    return failure();
+  for (Value r : op->getResults()) {
+    auto t = cast<RankedTensorType>(r.getType());
+    if (toRuntimeType(t.getElementType()) == rt::DType::Undefined ||
+        t.getNumElements() * 8 > kMaxFoldBytes)
+      return failure();
+  }
+
+  FailureOr<OpDesc> desc = describeOp(op);
+  if (failed(desc))
+    return failure();
+  std::vector<std::vector<uint8_t>> inBytes, outBytes;
+  std::vector<rt::TensorView> ins, outs;
+  inBytes.reserve(operands.size());
+  for (DenseElementsAttr a : operands) {
+    inBytes.push_back(constantBytes(a));
+    auto t = cast<RankedTensorType>(a.getType());
+    ins.emplace_back(toRuntimeType(t.getElementType()), t.getShape(),
+                     inBytes.back().data());
+  }
+  outBytes.reserve(op->getNumResults());
+  for (Value r : op->getResults()) {
+    auto t = cast<RankedTensorType>(r.getType());
+    auto dt = toRuntimeType(t.getElementType());
+    outBytes.emplace_back(t.getNumElements() * rt::dtypeSize(dt));
+    outs.emplace_back(dt, t.getShape(), outBytes.back().data());
+  }
+  // Views need non-null data even for empty tensors.
+  static uint8_t dummy[8];
+  for (auto &v : ins)
+    if (!v.data)
+      v.data = dummy;
+  for (auto &v : outs)
+    if (!v.data)
+      v.data = dummy;
+  std::string name = desc->type;
+  rt::KernelContext ctx{desc->type, name, desc->attrs, ins, outs};
+  if (llvm::Error err = rt::cpu::runKernel(ctx)) {
+    // Not foldable here; the runtime will report the same error if it runs.
+    llvm::consumeError(std::move(err));
+    return failure();
+  }
+  OpBuilder b(op);
+  SmallVector<Value> repl;
+  for (auto [i, r] : llvm::enumerate(op->getResults())) {
+    auto t = cast<RankedTensorType>(r.getType());
+    repl.push_back(b.create<ConstantOp>(op->getLoc(), t,
+                                        constantFromBytes(t, outBytes[i])));
+  }
+  op->replaceAllUsesWith(repl);
+  op->erase();
+  replacements.assign(repl.begin(), repl.end());
+  return success();
+}
+
 
 namespace {
 struct FoldConstantsPass : impl::FoldConstantsBase<FoldConstantsPass> {

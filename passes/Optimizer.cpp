@@ -104,7 +104,7 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
               ploc, TypeRange{p.getType(), p.getType()}, p, grad, buf, newStep,
               b.getF32FloatAttr(lr), b.getF32FloatAttr(momentum),
               b.getF32FloatAttr(dampening), b.getF32FloatAttr(wd),
-              b.getI64IntegerAttr(nesterov));
+              b.getBoolAttr(nesterov));
           updates.push_back({upd.getNewParam(), p.getArgNumber()});
           updates.push_back({upd.getNewMomentumBuffer(), buf.getArgNumber()});
         } else {
@@ -115,7 +115,7 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
               ploc, TypeRange{p.getType(), p.getType(), p.getType()}, p, grad,
               m, v, newStep, b.getF32FloatAttr(lr), b.getF32FloatAttr(beta1),
               b.getF32FloatAttr(beta2), b.getF32FloatAttr(eps),
-              b.getF32FloatAttr(wd), b.getI64IntegerAttr(optimizer == OptimizerKind::AdamW));
+              b.getF32FloatAttr(wd), b.getBoolAttr(optimizer == OptimizerKind::AdamW));
           updates.push_back({upd.getNewParam(), p.getArgNumber()});
           updates.push_back({upd.getNewExpAvg(), m.getArgNumber()});
           updates.push_back({upd.getNewExpAvgSq(), v.getArgNumber()});
@@ -132,7 +132,7 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
       if (!mean || !var || !func.getArgAttr(mean.getArgNumber(), kParamAttrName) ||
           !func.getArgAttr(var.getArgNumber(), kParamAttrName))
         return;
-      bn.setUnbiasedVar(1);
+      bn.setUnbiasedVar(true);
       updates.push_back({bn.getRunningMean(), mean.getArgNumber()});
       updates.push_back({bn.getRunningVar(), var.getArgNumber()});
     });

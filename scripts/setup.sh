@@ -5,7 +5,7 @@ set -euo pipefail
 
 PKGS=(
   # toolchain
-  build-essential cmake ninja-build git
+  build-essential cmake ninja-build git clang-format
   # MLIR / LLVM 19 (lit and FileCheck come with llvm-19-tools)
   libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools
   # ONNX and Protobuf

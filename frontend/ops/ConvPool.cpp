@@ -109,7 +109,7 @@ static LogicalResult importMaxPool(ImportContext &ctx) {
   }
   auto op = ctx.builder().create<MaxPoolOp>(
       ctx.loc(), *type, indicesType, ctx.operand(0), w->kernel, w->strides,
-      w->dilations, w->pads, ceil, ctx.intAttr("storage_order", 0));
+      w->dilations, w->pads, ceil != 0, ctx.intAttr("storage_order", 0));
   return ctx.finish(op);
 }
 
@@ -125,8 +125,8 @@ static LogicalResult importAveragePool(ImportContext &ctx) {
   if (failed(w))
     return failure();
   return ctx.finish(ctx.builder().create<AveragePoolOp>(
-      ctx.loc(), *type, ctx.operand(0), w->kernel, w->strides, w->pads, ceil,
-      ctx.intAttr("count_include_pad", 0)));
+      ctx.loc(), *type, ctx.operand(0), w->kernel, w->strides, w->pads,
+      ceil != 0, ctx.intAttr("count_include_pad", 0) != 0));
 }
 
 static LogicalResult importGlobalAveragePool(ImportContext &ctx) {

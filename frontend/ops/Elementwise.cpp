@@ -57,7 +57,7 @@ static LogicalResult importCast(ImportContext &ctx) {
   if (failed(type))
     return failure();
   return ctx.finish(ctx.builder().create<CastOp>(
-      ctx.loc(), *type, ctx.operand(0), ctx.intAttr("to", 0)));
+      ctx.loc(), *type, ctx.operand(0)));
 }
 
 static LogicalResult importDropout(ImportContext &ctx) {

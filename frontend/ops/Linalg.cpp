@@ -24,8 +24,8 @@ static LogicalResult importGemm(ImportContext &ctx) {
       ctx.loc(), *type, ctx.operand(0), ctx.operand(1), ctx.operand(2),
       b.getF32FloatAttr(ctx.floatAttr("alpha", 1.0f)),
       b.getF32FloatAttr(ctx.floatAttr("beta", 1.0f)),
-      b.getI64IntegerAttr(ctx.intAttr("transA", 0)),
-      b.getI64IntegerAttr(ctx.intAttr("transB", 0))));
+      b.getBoolAttr(ctx.intAttr("transA", 0) != 0),
+      b.getBoolAttr(ctx.intAttr("transB", 0) != 0)));
 }
 
 static LogicalResult importMatMul(ImportContext &ctx) {

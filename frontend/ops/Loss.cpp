@@ -14,11 +14,22 @@ using namespace mlir;
 
 namespace shardc {
 
+/// The node's `reduction` attribute (default "mean"), or an error.
+static FailureOr<LossReductionAttr> reductionAttr(ImportContext &ctx) {
+  std::string name = ctx.stringAttr("reduction", "mean");
+  std::optional<LossReduction> reduction = symbolizeLossReduction(name);
+  if (!reduction)
+    return ctx.nodeError() << "reduction '" << name
+                           << "' is not one of none, sum or mean";
+  return LossReductionAttr::get(ctx.builder().getContext(), *reduction);
+}
+
 static LogicalResult importSoftmaxCrossEntropy(ImportContext &ctx) {
   if (failed(ctx.requireOperands(2, 3)))
     return failure();
   auto lossType = ctx.outType(0);
-  if (failed(lossType))
+  auto reduction = reductionAttr(ctx);
+  if (failed(lossType) || failed(reduction))
     return failure();
   const onnx::NodeProto &node = ctx.node();
   OpBuilder &b = ctx.builder();
@@ -28,7 +39,7 @@ static LogicalResult importSoftmaxCrossEntropy(ImportContext &ctx) {
   const auto *ignore = ctx.attr("ignore_index");
   auto op = b.create<SoftmaxCrossEntropyLossOp>(
       ctx.loc(), *lossType, logProbType, ctx.operand(0), ctx.operand(1),
-      ctx.operand(2), ctx.stringAttr("reduction", "mean"),
+      ctx.operand(2), *reduction,
       ignore ? b.getI64IntegerAttr(ignore->i()) : IntegerAttr());
   return ctx.finish(op);
 }
@@ -37,14 +48,14 @@ static LogicalResult importNllLoss(ImportContext &ctx) {
   if (failed(ctx.requireOperands(2, 3)))
     return failure();
   auto lossType = ctx.outType(0);
-  if (failed(lossType))
+  auto reduction = reductionAttr(ctx);
+  if (failed(lossType) || failed(reduction))
     return failure();
   OpBuilder &b = ctx.builder();
   const auto *ignore = ctx.attr("ignore_index");
   auto op = b.create<NegativeLogLikelihoodLossOp>(
       ctx.loc(), *lossType, ctx.operand(0), ctx.operand(1), ctx.operand(2),
-      ctx.stringAttr("reduction", "mean"),
-      ignore ? b.getI64IntegerAttr(ignore->i()) : IntegerAttr());
+      *reduction, ignore ? b.getI64IntegerAttr(ignore->i()) : IntegerAttr());
   return ctx.finish(op);
 }
 

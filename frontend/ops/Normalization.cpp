@@ -63,7 +63,7 @@ static LogicalResult importBatchNorm(ImportContext &ctx) {
       ctx.operand(2), ctx.operand(3), ctx.operand(4),
       b.getF32FloatAttr(ctx.floatAttr("epsilon", 1e-5f)),
       b.getF32FloatAttr(ctx.floatAttr("momentum", 0.9f)),
-      b.getI64IntegerAttr(training), /*unbiased_var=*/b.getI64IntegerAttr(0));
+      b.getBoolAttr(training != 0), /*unbiased_var=*/b.getBoolAttr(false));
   return ctx.finish(op);
 }
 

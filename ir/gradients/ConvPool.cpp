@@ -29,7 +29,7 @@ struct ConvGradient
       for (int64_t i = 2; i < tensorTy(dy).getRank(); ++i)
         axes.push_back(i);
       e.accumulate(bias, e.create<ReduceSumOp>(bias.getType(), dy, axes,
-                                               /*keepdims=*/0));
+                                               /*keepdims=*/false));
     }
     return success();
   }

@@ -84,14 +84,10 @@ struct PowGradient
         eF = e.create<CastOp>(
             RankedTensorType::get(tensorTy(ex).getShape(),
                                   tensorTy(x).getElementType()),
-            ex, onnxTypeCode(tensorTy(x).getElementType()));
+            ex);
       Value em1 = e.create<SubOp>(
           eF.getType(), eF, e.constant(tensorTy(eF).getElementType(), 1.0));
-      Value xp = e.create<PowOp>(
-          RankedTensorType::get(
-              broadcastShape(tensorTy(x).getShape(), tensorTy(em1).getShape()),
-              tensorTy(x).getElementType()),
-          x, em1);
+      Value xp = e.create<PowOp>(x, em1);
       e.accumulate(x, e.sumTo(e.mul(e.mul(dy, eF), xp), tensorTy(x)));
     }
     if (e.isActive(ex)) {
@@ -230,7 +226,7 @@ struct CastGradient
         isa<FloatType>(tensorTy(dy).getElementType()))
       e.accumulate(
           c.getInput(),
-          e.create<CastOp>(inType, dy, onnxTypeCode(inType.getElementType())));
+          e.create<CastOp>(inType, dy));
     return success();
   }
 };

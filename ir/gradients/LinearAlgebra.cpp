@@ -20,8 +20,8 @@ struct GemmGradient
     auto gemm = [&](RankedTensorType t, Value x, Value y, bool tx, bool ty) {
       return e
           .create<GemmOp>(t, x, y, Value(), b.getF32FloatAttr(alpha),
-                          b.getF32FloatAttr(1.0f), b.getI64IntegerAttr(tx),
-                          b.getI64IntegerAttr(ty))
+                          b.getF32FloatAttr(1.0f), b.getBoolAttr(tx),
+                          b.getBoolAttr(ty))
           .getResult();
     };
     if (e.isActive(a)) {
@@ -59,8 +59,9 @@ struct MatMulGradient
       b2.push_back(1);
     auto a2t = RankedTensorType::get(a2, et),
          b2t = RankedTensorType::get(b2, et);
-    SmallVector<int64_t> batch = broadcastShape(
-        ArrayRef<int64_t>(a2).drop_back(2), ArrayRef<int64_t>(b2).drop_back(2));
+    // The verifier checked that the batch dims broadcast.
+    SmallVector<int64_t> batch = *broadcastShapes(
+        {ArrayRef<int64_t>(a2).drop_back(2), ArrayRef<int64_t>(b2).drop_back(2)});
     int64_t m = a2[a2.size() - 2], k = a2.back(), n = b2.back();
     SmallVector<int64_t> y2(batch);
     y2.push_back(m);

@@ -75,21 +75,21 @@ struct BucketGradientsPass : impl::BucketGradientsBase<BucketGradientsPass> {
         b.setInsertionPointToStart(&func.getBody().front());
       SmallVector<Value> flats;
       for (Value g : grads)
-        flats.push_back(flat.flatten(g, "comm"));
+        flats.push_back(flat.flatten(g, MemoryCategory::Comm));
       Type elem = cast<RankedTensorType>(grads[0].getType()).getElementType();
-      Value bucketFlat = flat.concatFlat(flats, 0, elem, "comm");
+      Value bucketFlat = flat.concatFlat(flats, 0, elem, MemoryCategory::Comm);
       // The bucket holds the summed gradients; each gradient is sliced out
       // and averaged right where its update needs it.
       Value reduced = flat.tagged(
           b.create<mesh::AllReduceOp>(bucketFlat.getLoc(), bucketFlat.getType(),
                                       kMeshName, ArrayRef<int16_t>{0},
                                       bucketFlat, mesh::ReductionKind::Sum),
-          "grads");
+          MemoryCategory::Grads);
       int64_t offset = 0;
       for (auto &u : bucket) {
         auto t = cast<RankedTensorType>(u.grad.getType());
         Value g = flat.scaleByInverseWorld(
-            flat.sliceFlat(reduced, offset, t, "grads"), "grads");
+            flat.sliceFlat(reduced, offset, t, MemoryCategory::Grads), MemoryCategory::Grads);
         u.op->setOperand(1, g);
         offset += t.getNumElements();
       }

@@ -86,23 +86,23 @@ struct PartitionOptimizerPass
     b.setInsertionPoint(first);
     SmallVector<Value> gflats;
     for (auto &u : unit)
-      gflats.push_back(flat.flatten(u.op->getOperand(1), "comm"));
-    Value gflat = flat.concatFlat(gflats, padded - total, elem, "comm");
+      gflats.push_back(flat.flatten(u.op->getOperand(1), MemoryCategory::Comm));
+    Value gflat = flat.concatFlat(gflats, padded - total, elem, MemoryCategory::Comm);
     Operation *gslice = flat.tag(
         b.create<mesh::AllSliceOp>(loc, shardType, gflat, kMeshName,
                                    ArrayRef<int16_t>{0}, int64_t(0)),
-        "grads");
+        MemoryCategory::Grads);
     gslice->setAttr(kGradShardOfAttrName, unitAttr);
 
     // This rank's parameter shard.
     SmallVector<Value> pflats;
     for (auto &u : unit)
-      pflats.push_back(flat.flatten(u.param, "params"));
-    Value pflat = flat.concatFlat(pflats, padded - total, elem, "params");
+      pflats.push_back(flat.flatten(u.param, MemoryCategory::Params));
+    Value pflat = flat.concatFlat(pflats, padded - total, elem, MemoryCategory::Params);
     Operation *pslice = flat.tag(
         b.create<mesh::AllSliceOp>(loc, shardType, pflat, kMeshName,
                                    ArrayRef<int16_t>{0}, int64_t(0)),
-        "params");
+        MemoryCategory::Params);
     pslice->setAttr(kParamShardOfAttrName, unitAttr);
 
     // Shard-sized optimizer state replaces the per-parameter state.
@@ -157,12 +157,12 @@ struct PartitionOptimizerPass
     Value full = flat.tagged(b.create<mesh::AllGatherOp>(
                                  loc, flatType, kMeshName, ArrayRef<int16_t>{0},
                                  update->getResult(0), APInt(64, 0)),
-                             "params");
+                             MemoryCategory::Params);
     int64_t offset = 0;
     for (auto &u : unit) {
       auto t = cast<RankedTensorType>(u.param.getType());
       results.updates.push_back(
-          {flat.sliceFlat(full, offset, t, "params"), u.param});
+          {flat.sliceFlat(full, offset, t, MemoryCategory::Params), u.param});
       offset += t.getNumElements();
     }
     return success();

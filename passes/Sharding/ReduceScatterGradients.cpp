@@ -50,9 +50,9 @@ struct ReduceScatterGradientsPass
       // partition-optimizer's flattening reshapes and padding carry the
       // "comm" category; anything else is a gradient itself.
       auto isComm = [](Operation *op) {
-        auto cat = op ? op->getAttrOfType<StringAttr>(kCategoryAttrName)
-                      : StringAttr();
-        return cat && cat.getValue() == "comm";
+        auto cat = op ? op->getAttrOfType<MemoryCategoryAttr>(kCategoryAttrName)
+                      : MemoryCategoryAttr();
+        return cat && cat.getValue() == MemoryCategory::Comm;
       };
       for (Value p : parts) {
         if (auto c = p.getDefiningOp<ConstantOp>(); c && isComm(c)) {
@@ -68,15 +68,15 @@ struct ReduceScatterGradientsPass
         b.setInsertionPoint(slice);
       SmallVector<Value> flats;
       for (Value g : grads)
-        flats.push_back(flat.flatten(g, "comm"));
+        flats.push_back(flat.flatten(g, MemoryCategory::Comm));
       Type elem = cast<RankedTensorType>(gflat.getType()).getElementType();
-      Value local = flat.concatFlat(flats, pad, elem, "comm");
+      Value local = flat.concatFlat(flats, pad, elem, MemoryCategory::Comm);
       Value summed = flat.tagged(
           b.create<mesh::ReduceScatterOp>(
               slice.getLoc(), slice.getType(), kMeshName, ArrayRef<int16_t>{0},
               local, mesh::ReductionKind::Sum, APInt(64, 0)),
-          "grads");
-      Value avg = flat.scaleByInverseWorld(summed, "grads");
+          MemoryCategory::Grads);
+      Value avg = flat.scaleByInverseWorld(summed, MemoryCategory::Grads);
       slice.getResult().replaceAllUsesWith(avg);
       eraseDeadProducers(slice);
     }

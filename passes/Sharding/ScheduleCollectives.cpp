@@ -70,8 +70,9 @@ struct ScheduleCollectivesPass
     for (Operation &op : body.without_terminator())
       ops.push_back(&op);
     for (Operation *op : llvm::reverse(ops)) {
-      auto cat = op->getAttrOfType<StringAttr>(kCategoryAttrName);
-      if (!cat || (cat.getValue() != "grads" && cat.getValue() != "comm") ||
+      auto cat = op->getAttrOfType<MemoryCategoryAttr>(kCategoryAttrName);
+      if (!cat || (cat.getValue() != MemoryCategory::Grads &&
+                   cat.getValue() != MemoryCategory::Comm) ||
           !isa<MulOp, SliceOp, ReshapeOp>(op) || op->getNumResults() == 0)
         continue;
       Operation *firstUser = nullptr;

@@ -145,14 +145,14 @@ struct ShardParametersPass : impl::ShardParametersBase<ShardParametersPass> {
           b.create<mesh::AllGatherOp>(firstUser->getLoc(), flatType, kMeshName,
                                       ArrayRef<int16_t>{0}, shard,
                                       APInt(64, 0)),
-          "params");
+          MemoryCategory::Params);
       DenseMap<Value, Value> views;
       int64_t offset = 0;
       for (BlockArgument p : unitParams) {
         auto t = cast<RankedTensorType>(p.getType());
         if (llvm::any_of(window,
                          [&](OpOperand *use) { return use->get() == p; }))
-          views[p] = flat.sliceFlat(full, offset, t, "params");
+          views[p] = flat.sliceFlat(full, offset, t, MemoryCategory::Params);
         offset += t.getNumElements();
       }
       for (OpOperand *use : window)

@@ -67,18 +67,18 @@ mlir::FailureOr<int64_t> configuredWorldSize(mlir::func::FuncOp func,
 class FlatBuilder {
 public:
   FlatBuilder(mlir::OpBuilder &b, int64_t worldSize) : b(b), n(worldSize) {}
-  mlir::Operation *tag(mlir::Operation *op, llvm::StringRef category);
-  mlir::Value tagged(mlir::Value v, llvm::StringRef category);
+  mlir::Operation *tag(mlir::Operation *op, MemoryCategory category);
+  mlir::Value tagged(mlir::Value v, MemoryCategory category);
   /// `v` as a 1-d tensor.
-  mlir::Value flatten(mlir::Value v, llvm::StringRef category);
+  mlir::Value flatten(mlir::Value v, MemoryCategory category);
   /// The `type`-shaped tensor at element `offset` of a 1-d buffer.
   mlir::Value sliceFlat(mlir::Value flat, int64_t offset,
-                        mlir::RankedTensorType type, llvm::StringRef category);
+                        mlir::RankedTensorType type, MemoryCategory category);
   /// 1-d `parts` concatenated and followed by `pad` zeros.
   mlir::Value concatFlat(llvm::ArrayRef<mlir::Value> parts, int64_t pad,
-                         mlir::Type elem, llvm::StringRef category);
+                         mlir::Type elem, MemoryCategory category);
   /// `v` / world size (the average of a sum over ranks).
-  mlir::Value scaleByInverseWorld(mlir::Value v, llvm::StringRef category);
+  mlir::Value scaleByInverseWorld(mlir::Value v, MemoryCategory category);
 
   mlir::OpBuilder &b;
   int64_t n;

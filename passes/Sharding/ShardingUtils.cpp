@@ -80,17 +80,18 @@ FailureOr<int64_t> configuredWorldSize(func::FuncOp func, StringRef pass) {
   return ws.getInt();
 }
 
-Operation *FlatBuilder::tag(Operation *op, StringRef category) {
-  op->setAttr(kCategoryAttrName, b.getStringAttr(category));
+Operation *FlatBuilder::tag(Operation *op, MemoryCategory category) {
+  op->setAttr(kCategoryAttrName,
+              MemoryCategoryAttr::get(op->getContext(), category));
   return op;
 }
 
-Value FlatBuilder::tagged(Value v, StringRef category) {
+Value FlatBuilder::tagged(Value v, MemoryCategory category) {
   tag(v.getDefiningOp(), category);
   return v;
 }
 
-Value FlatBuilder::flatten(Value v, StringRef category) {
+Value FlatBuilder::flatten(Value v, MemoryCategory category) {
   auto t = cast<RankedTensorType>(v.getType());
   auto flat = RankedTensorType::get({t.getNumElements()}, t.getElementType());
   if (t == flat)
@@ -99,7 +100,7 @@ Value FlatBuilder::flatten(Value v, StringRef category) {
 }
 
 Value FlatBuilder::sliceFlat(Value flat, int64_t offset, RankedTensorType type,
-                             StringRef category) {
+                             MemoryCategory category) {
   auto slice =
       RankedTensorType::get({type.getNumElements()}, type.getElementType());
   Value s = flat;
@@ -114,7 +115,7 @@ Value FlatBuilder::sliceFlat(Value flat, int64_t offset, RankedTensorType type,
 }
 
 Value FlatBuilder::concatFlat(ArrayRef<Value> parts, int64_t pad, Type elem,
-                              StringRef category) {
+                              MemoryCategory category) {
   SmallVector<Value> all(parts);
   Location loc = parts.front().getLoc();
   if (pad > 0) {
@@ -135,7 +136,7 @@ Value FlatBuilder::concatFlat(ArrayRef<Value> parts, int64_t pad, Type elem,
                 category);
 }
 
-Value FlatBuilder::scaleByInverseWorld(Value v, StringRef category) {
+Value FlatBuilder::scaleByInverseWorld(Value v, MemoryCategory category) {
   if (n == 1)
     return v;
   auto et = cast<RankedTensorType>(v.getType()).getElementType();

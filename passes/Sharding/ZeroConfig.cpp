@@ -65,7 +65,7 @@ struct ZeroConfigPass : impl::ZeroConfigBase<ZeroConfigPass> {
     for (ParamUpdate &u : updates)
       if (Operation *def = u.grad.getDefiningOp())
         if (!def->hasAttr(kCategoryAttrName))
-          flat.tag(def, "grads");
+          flat.tag(def, MemoryCategory::Grads);
   }
 };
 

@@ -12,4 +12,4 @@ config.test_exec_root = os.path.join(config.shard_obj_root, "test", "lit")
 path = os.pathsep.join([config.shard_tools_dir, config.llvm_tools_dir,
                         config.environment.get("PATH", os.environ.get("PATH", ""))])
 config.environment["PATH"] = path
-config.substitutions.append(("%python", "/usr/bin/python3"))
+config.substitutions.append(("%python", config.python_executable))

@@ -7,7 +7,7 @@
 #include "frontend/Importer.h"
 #include "frontend/OnnxBridge.h"
 #include "ir/ShardcDialect.h"
-#include "passes/Lowering/PlanEmitter.h"
+#include "passes/LowerToPlan/PlanEmitter.h"
 #include "passes/Passes.h"
 #include "plan/MemoryPlan.h"
 #include "runtime/Npy.h"

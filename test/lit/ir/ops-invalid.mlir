@@ -68,7 +68,7 @@ func.func @broadcast_result(%arg0: tensor<2x1xf32>, %arg1: tensor<3xf32>) -> ten
 // -----
 
 func.func @binary_element_types(%arg0: tensor<3xf32>, %arg1: tensor<3xi64>) -> tensor<3xf32> {
-  // expected-error @+1 {{'shardc.Mul' op operand element types differ: 'f32' vs 'i64'}}
+  // expected-error @+1 {{'shardc.Mul' op requires the same element type for all operands and results}}
   %0 = shardc.Mul %arg0, %arg1 : (tensor<3xf32>, tensor<3xi64>) -> tensor<3xf32>
   return %0 : tensor<3xf32>
 }
@@ -76,7 +76,7 @@ func.func @binary_element_types(%arg0: tensor<3xf32>, %arg1: tensor<3xi64>) -> t
 // -----
 
 func.func @binary_result_type(%arg0: tensor<3xf32>) -> tensor<3xf64> {
-  // expected-error @+1 {{'shardc.Div' op result element type must be 'f32'}}
+  // expected-error @+1 {{'shardc.Div' op requires the same element type for all operands and results}}
   %0 = shardc.Div %arg0, %arg0 : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf64>
   return %0 : tensor<3xf64>
 }
@@ -92,7 +92,7 @@ func.func @pow_result_type(%arg0: tensor<3xf32>, %arg1: tensor<3xi64>) -> tensor
 // -----
 
 func.func @where_types(%arg0: tensor<3xi1>, %arg1: tensor<3xf32>, %arg2: tensor<3xi64>) -> tensor<3xf32> {
-  // expected-error @+1 {{'shardc.Where' op x, y and result must have one element type}}
+  // expected-error @+1 {{'shardc.Where' op failed to verify that all of {x, y, output} have same element type}}
   %0 = shardc.Where %arg0, %arg1, %arg2 : (tensor<3xi1>, tensor<3xf32>, tensor<3xi64>) -> tensor<3xf32>
   return %0 : tensor<3xf32>
 }
@@ -109,24 +109,16 @@ func.func @where_broadcast(%arg0: tensor<2xi1>, %arg1: tensor<3xf32>, %arg2: ten
 
 func.func @cast_shape(%arg0: tensor<3xf32>) -> tensor<4xi64> {
   // expected-error @+1 {{'shardc.Cast' op result shape must equal the input shape}}
-  %0 = shardc.Cast %arg0 {to = 7 : i64} : tensor<3xf32> -> tensor<4xi64>
+  %0 = shardc.Cast %arg0 : tensor<3xf32> -> tensor<4xi64>
   return %0 : tensor<4xi64>
 }
 
 // -----
 
-func.func @cast_code(%arg0: tensor<3xf32>) -> tensor<3xi64> {
-  // expected-error @+1 {{'shardc.Cast' op unsupported target type code 8}}
-  %0 = shardc.Cast %arg0 {to = 8 : i64} : tensor<3xf32> -> tensor<3xi64>
-  return %0 : tensor<3xi64>
-}
-
-// -----
-
-func.func @cast_to_mismatch(%arg0: tensor<3xf32>) -> tensor<3xi32> {
-  // expected-error @+1 {{'shardc.Cast' op result element type 'i32' does not match 'to' = 7}}
-  %0 = shardc.Cast %arg0 {to = 7 : i64} : tensor<3xf32> -> tensor<3xi32>
-  return %0 : tensor<3xi32>
+func.func @cast_target(%arg0: tensor<3xf32>) -> tensor<3xbf16> {
+  // expected-error @+1 {{'shardc.Cast' op unsupported target element type 'bf16'}}
+  %0 = shardc.Cast %arg0 : tensor<3xf32> -> tensor<3xbf16>
+  return %0 : tensor<3xbf16>
 }
 
 // -----
@@ -154,7 +146,7 @@ func.func @gemm_inner(%arg0: tensor<2x3xf32>, %arg1: tensor<4x5xf32>) -> tensor<
 func.func @gemm_trans_inner(%arg0: tensor<3x2xf32>, %arg1: tensor<3x5xf32>) -> tensor<2x5xf32> {
   // transB makes B (5, 3): its inner dim is 5.
   // expected-error @+1 {{'shardc.Gemm' op inner dimensions differ: 3 vs 5}}
-  %0 = shardc.Gemm %arg0, %arg1 {transA = 1 : i64, transB = 1 : i64} : (tensor<3x2xf32>, tensor<3x5xf32>) -> tensor<2x5xf32>
+  %0 = shardc.Gemm %arg0, %arg1 {transA = true, transB = true} : (tensor<3x2xf32>, tensor<3x5xf32>) -> tensor<2x5xf32>
   return %0 : tensor<2x5xf32>
 }
 
@@ -276,7 +268,7 @@ func.func @layernorm_stats(%arg0: tensor<2x3x4xf32>, %arg1: tensor<3x4xf32>) -> 
 
 func.func @batchnorm_rank(%arg0: tensor<3xf32>, %arg1: tensor<3xf32>) -> tensor<3xf32> {
   // expected-error @+1 {{'shardc.BatchNormalization' op input must have rank >= 2 (N, C, ...)}}
-  %0:3 = shardc.BatchNormalization %arg0, %arg1, %arg1, %arg1, %arg1 {epsilon = 1.0e-5 : f32, momentum = 0.9 : f32, training_mode = 0 : i64} : (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>)
+  %0:3 = shardc.BatchNormalization %arg0, %arg1, %arg1, %arg1, %arg1 {epsilon = 1.0e-5 : f32, momentum = 0.9 : f32, training_mode = false} : (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>)
   return %0#0 : tensor<3xf32>
 }
 
@@ -284,7 +276,7 @@ func.func @batchnorm_rank(%arg0: tensor<3xf32>, %arg1: tensor<3xf32>) -> tensor<
 
 func.func @batchnorm_stats(%arg0: tensor<2x3x4xf32>, %arg1: tensor<3xf32>, %arg2: tensor<4xf32>) -> tensor<2x3x4xf32> {
   // expected-error @+1 {{'shardc.BatchNormalization' op scale, bias, mean, var and running statistics must have shape [3]}}
-  %0:3 = shardc.BatchNormalization %arg0, %arg1, %arg1, %arg2, %arg1 {epsilon = 1.0e-5 : f32, momentum = 0.9 : f32, training_mode = 0 : i64} : (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<4xf32>, tensor<3xf32>) -> (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>)
+  %0:3 = shardc.BatchNormalization %arg0, %arg1, %arg1, %arg2, %arg1 {epsilon = 1.0e-5 : f32, momentum = 0.9 : f32, training_mode = false} : (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<4xf32>, tensor<3xf32>) -> (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>)
   return %0#0 : tensor<2x3x4xf32>
 }
 
@@ -292,7 +284,7 @@ func.func @batchnorm_stats(%arg0: tensor<2x3x4xf32>, %arg1: tensor<3xf32>, %arg2
 
 func.func @batchnorm_running_stats(%arg0: tensor<2x3x4xf32>, %arg1: tensor<3xf32>) -> tensor<2x3x4xf32> {
   // expected-error @+1 {{'shardc.BatchNormalization' op scale, bias, mean, var and running statistics must have shape [3]}}
-  %0:3 = shardc.BatchNormalization %arg0, %arg1, %arg1, %arg1, %arg1 {epsilon = 1.0e-5 : f32, momentum = 0.9 : f32, training_mode = 1 : i64} : (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3x4xf32>, tensor<1x3x1xf32>, tensor<3xf32>)
+  %0:3 = shardc.BatchNormalization %arg0, %arg1, %arg1, %arg1, %arg1 {epsilon = 1.0e-5 : f32, momentum = 0.9 : f32, training_mode = true} : (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3x4xf32>, tensor<1x3x1xf32>, tensor<3xf32>)
   return %0#0 : tensor<2x3x4xf32>
 }
 
@@ -300,7 +292,7 @@ func.func @batchnorm_running_stats(%arg0: tensor<2x3x4xf32>, %arg1: tensor<3xf32
 
 func.func @batchnorm_result(%arg0: tensor<2x3x4xf32>, %arg1: tensor<3xf32>) -> tensor<2x3x5xf32> {
   // expected-error @+1 {{'shardc.BatchNormalization' op result shape must equal the input shape}}
-  %0:3 = shardc.BatchNormalization %arg0, %arg1, %arg1, %arg1, %arg1 {epsilon = 1.0e-5 : f32, momentum = 0.9 : f32, training_mode = 0 : i64} : (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3x5xf32>, tensor<3xf32>, tensor<3xf32>)
+  %0:3 = shardc.BatchNormalization %arg0, %arg1, %arg1, %arg1, %arg1 {epsilon = 1.0e-5 : f32, momentum = 0.9 : f32, training_mode = false} : (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3x5xf32>, tensor<3xf32>, tensor<3xf32>)
   return %0#0 : tensor<2x3x5xf32>
 }
 
@@ -394,7 +386,7 @@ func.func @conv_stride_zero(%arg0: tensor<1x4x5x5xf32>, %arg1: tensor<6x4x3x3xf3
 
 func.func @maxpool_nc(%arg0: tensor<1x2x4x4xf32>) -> tensor<1x3x2x2xf32> {
   // expected-error @+1 {{'shardc.MaxPool' op result must keep N and C of the input}}
-  %0 = shardc.MaxPool %arg0 {ceil_mode = 0 : i64, dilations = array<i64: 1, 1>, kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, storage_order = 0 : i64, strides = array<i64: 2, 2>} : tensor<1x2x4x4xf32> -> tensor<1x3x2x2xf32>
+  %0 = shardc.MaxPool %arg0 {ceil_mode = false, dilations = array<i64: 1, 1>, kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, storage_order = 0 : i64, strides = array<i64: 2, 2>} : tensor<1x2x4x4xf32> -> tensor<1x3x2x2xf32>
   return %0 : tensor<1x3x2x2xf32>
 }
 
@@ -402,7 +394,7 @@ func.func @maxpool_nc(%arg0: tensor<1x2x4x4xf32>) -> tensor<1x3x2x2xf32> {
 
 func.func @maxpool_indices(%arg0: tensor<1x2x4x4xf32>) -> tensor<1x2x2x2xf32> {
   // expected-error @+1 {{'shardc.MaxPool' op indices must have the result's shape}}
-  %0, %1 = shardc.MaxPool %arg0 {ceil_mode = 0 : i64, dilations = array<i64: 1, 1>, kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, storage_order = 0 : i64, strides = array<i64: 2, 2>} : tensor<1x2x4x4xf32> -> tensor<1x2x2x2xf32>, tensor<1x2x4x4xi64>
+  %0, %1 = shardc.MaxPool %arg0 {ceil_mode = false, dilations = array<i64: 1, 1>, kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, storage_order = 0 : i64, strides = array<i64: 2, 2>} : tensor<1x2x4x4xf32> -> tensor<1x2x2x2xf32>, tensor<1x2x4x4xi64>
   return %0 : tensor<1x2x2x2xf32>
 }
 
@@ -410,7 +402,7 @@ func.func @maxpool_indices(%arg0: tensor<1x2x4x4xf32>) -> tensor<1x2x2x2xf32> {
 
 func.func @maxpool_window_rank(%arg0: tensor<1x2x4x4xf32>) -> tensor<1x2x2x2xf32> {
   // expected-error @+1 {{'shardc.MaxPool' op expects input and result of rank 3 for a 1-d window}}
-  %0 = shardc.MaxPool %arg0 {ceil_mode = 0 : i64, dilations = array<i64: 1>, kernel_shape = array<i64: 2>, pads = array<i64: 0, 0>, storage_order = 0 : i64, strides = array<i64: 2>} : tensor<1x2x4x4xf32> -> tensor<1x2x2x2xf32>
+  %0 = shardc.MaxPool %arg0 {ceil_mode = false, dilations = array<i64: 1>, kernel_shape = array<i64: 2>, pads = array<i64: 0, 0>, storage_order = 0 : i64, strides = array<i64: 2>} : tensor<1x2x4x4xf32> -> tensor<1x2x2x2xf32>
   return %0 : tensor<1x2x2x2xf32>
 }
 
@@ -419,7 +411,7 @@ func.func @maxpool_window_rank(%arg0: tensor<1x2x4x4xf32>) -> tensor<1x2x2x2xf32
 func.func @maxpool_ceil_mode(%arg0: tensor<1x2x5x5xf32>) -> tensor<1x2x2x2xf32> {
   // With ceil_mode, (5 - 2) / 2 rounds up: 3 windows per dim.
   // expected-error @+1 {{'shardc.MaxPool' op spatial dim 0 of the result is 2, expected 3}}
-  %0 = shardc.MaxPool %arg0 {ceil_mode = 1 : i64, dilations = array<i64: 1, 1>, kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, storage_order = 0 : i64, strides = array<i64: 2, 2>} : tensor<1x2x5x5xf32> -> tensor<1x2x2x2xf32>
+  %0 = shardc.MaxPool %arg0 {ceil_mode = true, dilations = array<i64: 1, 1>, kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, storage_order = 0 : i64, strides = array<i64: 2, 2>} : tensor<1x2x5x5xf32> -> tensor<1x2x2x2xf32>
   return %0 : tensor<1x2x2x2xf32>
 }
 
@@ -427,7 +419,7 @@ func.func @maxpool_ceil_mode(%arg0: tensor<1x2x5x5xf32>) -> tensor<1x2x2x2xf32> 
 
 func.func @maxpool_negative_pad(%arg0: tensor<1x2x4x4xf32>) -> tensor<1x2x2x2xf32> {
   // expected-error @+1 {{'shardc.MaxPool' op window sizes, strides and dilations must be positive and pads non-negative}}
-  %0 = shardc.MaxPool %arg0 {ceil_mode = 0 : i64, dilations = array<i64: 1, 1>, kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, -1, 0>, storage_order = 0 : i64, strides = array<i64: 2, 2>} : tensor<1x2x4x4xf32> -> tensor<1x2x2x2xf32>
+  %0 = shardc.MaxPool %arg0 {ceil_mode = false, dilations = array<i64: 1, 1>, kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, -1, 0>, storage_order = 0 : i64, strides = array<i64: 2, 2>} : tensor<1x2x4x4xf32> -> tensor<1x2x2x2xf32>
   return %0 : tensor<1x2x2x2xf32>
 }
 
@@ -435,7 +427,7 @@ func.func @maxpool_negative_pad(%arg0: tensor<1x2x4x4xf32>) -> tensor<1x2x2x2xf3
 
 func.func @averagepool_nc(%arg0: tensor<1x2x4x4xf32>) -> tensor<2x2x2x2xf32> {
   // expected-error @+1 {{'shardc.AveragePool' op result must keep N and C of the input}}
-  %0 = shardc.AveragePool %arg0 {ceil_mode = 0 : i64, count_include_pad = 0 : i64, kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : tensor<1x2x4x4xf32> -> tensor<2x2x2x2xf32>
+  %0 = shardc.AveragePool %arg0 {ceil_mode = false, count_include_pad = false, kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : tensor<1x2x4x4xf32> -> tensor<2x2x2x2xf32>
   return %0 : tensor<2x2x2x2xf32>
 }
 
@@ -444,7 +436,7 @@ func.func @averagepool_nc(%arg0: tensor<1x2x4x4xf32>) -> tensor<2x2x2x2xf32> {
 func.func @averagepool_window(%arg0: tensor<1x2x4x4xf32>) -> tensor<1x2x2x2xf32> {
   // Pads of 1 on each side: (4 + 2 - 2) / 2 + 1 = 3.
   // expected-error @+1 {{'shardc.AveragePool' op spatial dim 0 of the result is 2, expected 3}}
-  %0 = shardc.AveragePool %arg0 {ceil_mode = 0 : i64, count_include_pad = 0 : i64, kernel_shape = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : tensor<1x2x4x4xf32> -> tensor<1x2x2x2xf32>
+  %0 = shardc.AveragePool %arg0 {ceil_mode = false, count_include_pad = false, kernel_shape = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : tensor<1x2x4x4xf32> -> tensor<1x2x2x2xf32>
   return %0 : tensor<1x2x2x2xf32>
 }
 
@@ -674,7 +666,7 @@ func.func @expand_shrinks(%arg0: tensor<3x4xf32>) -> tensor<1x4xf32> {
 
 func.func @reduce_axes_order(%arg0: tensor<2x3x4xf32>) -> tensor<2xf32> {
   // expected-error @+1 {{'shardc.ReduceMean' op axes must be sorted, unique and in range}}
-  %0 = shardc.ReduceMean %arg0 {axes = array<i64: 2, 1>, keepdims = 0 : i64} : tensor<2x3x4xf32> -> tensor<2xf32>
+  %0 = shardc.ReduceMean %arg0 {axes = array<i64: 2, 1>, keepdims = false} : tensor<2x3x4xf32> -> tensor<2xf32>
   return %0 : tensor<2xf32>
 }
 
@@ -682,7 +674,7 @@ func.func @reduce_axes_order(%arg0: tensor<2x3x4xf32>) -> tensor<2xf32> {
 
 func.func @reduce_axes_range(%arg0: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
   // expected-error @+1 {{'shardc.ReduceSum' op axes must be sorted, unique and in range}}
-  %0 = shardc.ReduceSum %arg0 {axes = array<i64: 3>, keepdims = 1 : i64} : tensor<2x3x4xf32> -> tensor<2x3x4xf32>
+  %0 = shardc.ReduceSum %arg0 {axes = array<i64: 3>, keepdims = true} : tensor<2x3x4xf32> -> tensor<2x3x4xf32>
   return %0 : tensor<2x3x4xf32>
 }
 
@@ -690,7 +682,7 @@ func.func @reduce_axes_range(%arg0: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
 
 func.func @reduce_axes_negative(%arg0: tensor<2x3x4xf32>) -> tensor<2x3x1xf32> {
   // expected-error @+1 {{'shardc.ReduceSum' op axes must be sorted, unique and in range}}
-  %0 = shardc.ReduceSum %arg0 {axes = array<i64: -1>, keepdims = 1 : i64} : tensor<2x3x4xf32> -> tensor<2x3x1xf32>
+  %0 = shardc.ReduceSum %arg0 {axes = array<i64: -1>, keepdims = true} : tensor<2x3x4xf32> -> tensor<2x3x1xf32>
   return %0 : tensor<2x3x1xf32>
 }
 
@@ -698,7 +690,7 @@ func.func @reduce_axes_negative(%arg0: tensor<2x3x4xf32>) -> tensor<2x3x1xf32> {
 
 func.func @reduce_keepdims(%arg0: tensor<2x3x4xf32>) -> tensor<2x4xf32> {
   // expected-error @+1 {{'shardc.ReduceSum' op result must have shape [2, 1, 4]}}
-  %0 = shardc.ReduceSum %arg0 {axes = array<i64: 1>, keepdims = 1 : i64} : tensor<2x3x4xf32> -> tensor<2x4xf32>
+  %0 = shardc.ReduceSum %arg0 {axes = array<i64: 1>, keepdims = true} : tensor<2x3x4xf32> -> tensor<2x4xf32>
   return %0 : tensor<2x4xf32>
 }
 
@@ -710,7 +702,7 @@ func.func @reduce_keepdims(%arg0: tensor<2x3x4xf32>) -> tensor<2x4xf32> {
 
 func.func @loss_scores_rank(%arg0: tensor<5xf32>, %arg1: tensor<5xi64>) -> tensor<f32> {
   // expected-error @+1 {{'shardc.SoftmaxCrossEntropyLoss' op scores must have shape [N, C, ...]}}
-  %0 = shardc.SoftmaxCrossEntropyLoss %arg0, %arg1 {reduction = "mean"} : (tensor<5xf32>, tensor<5xi64>) -> tensor<f32>
+  %0 = shardc.SoftmaxCrossEntropyLoss %arg0, %arg1 {reduction = #shardc.reduction<mean>} : (tensor<5xf32>, tensor<5xi64>) -> tensor<f32>
   return %0 : tensor<f32>
 }
 
@@ -718,7 +710,7 @@ func.func @loss_scores_rank(%arg0: tensor<5xf32>, %arg1: tensor<5xi64>) -> tenso
 
 func.func @loss_labels(%arg0: tensor<4x5xf32>, %arg1: tensor<5xi64>) -> tensor<f32> {
   // expected-error @+1 {{'shardc.SoftmaxCrossEntropyLoss' op labels must have shape [4]}}
-  %0 = shardc.SoftmaxCrossEntropyLoss %arg0, %arg1 {reduction = "mean"} : (tensor<4x5xf32>, tensor<5xi64>) -> tensor<f32>
+  %0 = shardc.SoftmaxCrossEntropyLoss %arg0, %arg1 {reduction = #shardc.reduction<mean>} : (tensor<4x5xf32>, tensor<5xi64>) -> tensor<f32>
   return %0 : tensor<f32>
 }
 
@@ -726,7 +718,7 @@ func.func @loss_labels(%arg0: tensor<4x5xf32>, %arg1: tensor<5xi64>) -> tensor<f
 
 func.func @loss_labels_spatial(%arg0: tensor<2x5x3xf32>, %arg1: tensor<2x5xi64>) -> tensor<f32> {
   // expected-error @+1 {{'shardc.NegativeLogLikelihoodLoss' op labels must have shape [2, 3]}}
-  %0 = shardc.NegativeLogLikelihoodLoss %arg0, %arg1 {reduction = "mean"} : (tensor<2x5x3xf32>, tensor<2x5xi64>) -> tensor<f32>
+  %0 = shardc.NegativeLogLikelihoodLoss %arg0, %arg1 {reduction = #shardc.reduction<mean>} : (tensor<2x5x3xf32>, tensor<2x5xi64>) -> tensor<f32>
   return %0 : tensor<f32>
 }
 
@@ -734,15 +726,16 @@ func.func @loss_labels_spatial(%arg0: tensor<2x5x3xf32>, %arg1: tensor<2x5xi64>)
 
 func.func @loss_weights(%arg0: tensor<4x5xf32>, %arg1: tensor<4xi64>, %arg2: tensor<4xf32>) -> tensor<f32> {
   // expected-error @+1 {{'shardc.NegativeLogLikelihoodLoss' op weights must have shape [5]}}
-  %0 = shardc.NegativeLogLikelihoodLoss %arg0, %arg1, %arg2 {reduction = "sum"} : (tensor<4x5xf32>, tensor<4xi64>, tensor<4xf32>) -> tensor<f32>
+  %0 = shardc.NegativeLogLikelihoodLoss %arg0, %arg1, %arg2 {reduction = #shardc.reduction<sum>} : (tensor<4x5xf32>, tensor<4xi64>, tensor<4xf32>) -> tensor<f32>
   return %0 : tensor<f32>
 }
 
 // -----
 
 func.func @loss_reduction(%arg0: tensor<4x5xf32>, %arg1: tensor<4xi64>) -> tensor<f32> {
-  // expected-error @+1 {{'shardc.SoftmaxCrossEntropyLoss' op reduction must be none, sum or mean}}
-  %0 = shardc.SoftmaxCrossEntropyLoss %arg0, %arg1 {reduction = "max"} : (tensor<4x5xf32>, tensor<4xi64>) -> tensor<f32>
+  // expected-error @+2 {{expected ::shardc::LossReduction to be one of: none, sum, mean}}
+  // expected-error @+1 {{failed to parse Shardc_LossReductionAttr parameter 'value' which is to be a `::shardc::LossReduction`}}
+  %0 = shardc.SoftmaxCrossEntropyLoss %arg0, %arg1 {reduction = #shardc.reduction<max>} : (tensor<4x5xf32>, tensor<4xi64>) -> tensor<f32>
   return %0 : tensor<f32>
 }
 
@@ -750,7 +743,7 @@ func.func @loss_reduction(%arg0: tensor<4x5xf32>, %arg1: tensor<4xi64>) -> tenso
 
 func.func @loss_none_shape(%arg0: tensor<4x5xf32>, %arg1: tensor<4xi64>) -> tensor<f32> {
   // expected-error @+1 {{'shardc.SoftmaxCrossEntropyLoss' op loss must have shape [4]}}
-  %0 = shardc.SoftmaxCrossEntropyLoss %arg0, %arg1 {reduction = "none"} : (tensor<4x5xf32>, tensor<4xi64>) -> tensor<f32>
+  %0 = shardc.SoftmaxCrossEntropyLoss %arg0, %arg1 {reduction = #shardc.reduction<none>} : (tensor<4x5xf32>, tensor<4xi64>) -> tensor<f32>
   return %0 : tensor<f32>
 }
 
@@ -758,7 +751,7 @@ func.func @loss_none_shape(%arg0: tensor<4x5xf32>, %arg1: tensor<4xi64>) -> tens
 
 func.func @loss_mean_shape(%arg0: tensor<4x5xf32>, %arg1: tensor<4xi64>) -> tensor<4xf32> {
   // expected-error @+1 {{'shardc.NegativeLogLikelihoodLoss' op loss must have shape []}}
-  %0 = shardc.NegativeLogLikelihoodLoss %arg0, %arg1 {reduction = "mean"} : (tensor<4x5xf32>, tensor<4xi64>) -> tensor<4xf32>
+  %0 = shardc.NegativeLogLikelihoodLoss %arg0, %arg1 {reduction = #shardc.reduction<mean>} : (tensor<4x5xf32>, tensor<4xi64>) -> tensor<4xf32>
   return %0 : tensor<4xf32>
 }
 
@@ -766,7 +759,7 @@ func.func @loss_mean_shape(%arg0: tensor<4x5xf32>, %arg1: tensor<4xi64>) -> tens
 
 func.func @loss_log_prob(%arg0: tensor<4x5xf32>, %arg1: tensor<4xi64>) -> tensor<f32> {
   // expected-error @+1 {{'shardc.SoftmaxCrossEntropyLoss' op log_prob must have the scores' shape}}
-  %0, %1 = shardc.SoftmaxCrossEntropyLoss %arg0, %arg1 {reduction = "mean"} : (tensor<4x5xf32>, tensor<4xi64>) -> (tensor<f32>, tensor<5x4xf32>)
+  %0, %1 = shardc.SoftmaxCrossEntropyLoss %arg0, %arg1 {reduction = #shardc.reduction<mean>} : (tensor<4x5xf32>, tensor<4xi64>) -> (tensor<f32>, tensor<5x4xf32>)
   return %0 : tensor<f32>
 }
 
@@ -774,6 +767,24 @@ func.func @loss_log_prob(%arg0: tensor<4x5xf32>, %arg1: tensor<4xi64>) -> tensor
 
 func.func @loss_label_type(%arg0: tensor<4x5xf32>, %arg1: tensor<4xf32>) -> tensor<f32> {
   // expected-error @+1 {{operand #1 must be statically shaped tensor of 32-bit signless integer or 64-bit signless integer values}}
-  %0 = shardc.SoftmaxCrossEntropyLoss %arg0, %arg1 {reduction = "mean"} : (tensor<4x5xf32>, tensor<4xf32>) -> tensor<f32>
+  %0 = shardc.SoftmaxCrossEntropyLoss %arg0, %arg1 {reduction = #shardc.reduction<mean>} : (tensor<4x5xf32>, tensor<4xf32>) -> tensor<f32>
   return %0 : tensor<f32>
+}
+
+// -----
+
+// A bias of another element type than the scale was accepted before, and
+// autodiff then gave it a gradient of the wrong type.
+func.func @layer_norm_element_types(%x: tensor<2x4xf32>, %s: tensor<4xf32>, %b: tensor<4xf16>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{'shardc.LayerNormalization' op input, scale, bias and result must have one element type, got 'f32' and 'f16'}}
+  %0:3 = shardc.LayerNormalization %x, %s, %b {axis = 1 : i64, epsilon = 1.0e-5 : f32} : (tensor<2x4xf32>, tensor<4xf32>, tensor<4xf16>) -> (tensor<2x4xf32>, tensor<2x1xf32>, tensor<2x1xf32>)
+  return %0#0 : tensor<2x4xf32>
+}
+
+// -----
+
+func.func @gemm_element_types(%a: tensor<2x3xf32>, %b: tensor<3x4xf64>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{'shardc.Gemm' op A, B, C and result must have one element type, got 'f32' and 'f64'}}
+  %0 = shardc.Gemm %a, %b : (tensor<2x3xf32>, tensor<3x4xf64>) -> tensor<2x4xf32>
+  return %0 : tensor<2x4xf32>
 }

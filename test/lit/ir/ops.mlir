@@ -52,18 +52,18 @@ func.func @elementwise(%a: tensor<2x3xf32>, %b: tensor<3xf32>, %m: tensor<2x3xi1
   %13 = shardc.Relu %a : tensor<2x3xf32>
   // CHECK: shardc.Identity %[[M]] : tensor<2x3xi1>
   %14 = shardc.Identity %m : tensor<2x3xi1>
-  // CHECK: shardc.Cast %[[A]] {to = 7 : i64} : tensor<2x3xf32> -> tensor<2x3xi64>
-  %15 = shardc.Cast %a {to = 7 : i64} : tensor<2x3xf32> -> tensor<2x3xi64>
+  // CHECK: shardc.Cast %[[A]] : tensor<2x3xf32> -> tensor<2x3xi64>
+  %15 = shardc.Cast %a : tensor<2x3xf32> -> tensor<2x3xi64>
   return
 }
 
 // CHECK-LABEL: func.func @linalg_and_normalization(
 // CHECK-SAME:    %[[A:[^:]*]]: tensor<2x4xf32>, %[[B:[^:]*]]: tensor<3x4xf32>, %[[C:[^:]*]]: tensor<3xf32>, %[[X:[^:]*]]: tensor<2x3x4xf32>, %[[S:[^:]*]]: tensor<4xf32>)
 func.func @linalg_and_normalization(%a: tensor<2x4xf32>, %b: tensor<3x4xf32>, %c: tensor<3xf32>, %x: tensor<2x3x4xf32>, %s: tensor<4xf32>) {
-  // CHECK: shardc.Gemm %[[A]], %[[B]], %[[C]] {alpha = 5.000000e-01 : f32, transB = 1 : i64} : (tensor<2x4xf32>, tensor<3x4xf32>, tensor<3xf32>) -> tensor<2x3xf32>
-  %0 = shardc.Gemm %a, %b, %c {alpha = 0.5 : f32, transB = 1 : i64} : (tensor<2x4xf32>, tensor<3x4xf32>, tensor<3xf32>) -> tensor<2x3xf32>
-  // CHECK: shardc.Gemm %[[A]], %[[B]] {transB = 1 : i64} : (tensor<2x4xf32>, tensor<3x4xf32>) -> tensor<2x3xf32>
-  %1 = shardc.Gemm %a, %b {transB = 1 : i64} : (tensor<2x4xf32>, tensor<3x4xf32>) -> tensor<2x3xf32>
+  // CHECK: shardc.Gemm %[[A]], %[[B]], %[[C]] {alpha = 5.000000e-01 : f32, transB = true} : (tensor<2x4xf32>, tensor<3x4xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %0 = shardc.Gemm %a, %b, %c {alpha = 0.5 : f32, transB = true} : (tensor<2x4xf32>, tensor<3x4xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  // CHECK: shardc.Gemm %[[A]], %[[B]] {transB = true} : (tensor<2x4xf32>, tensor<3x4xf32>) -> tensor<2x3xf32>
+  %1 = shardc.Gemm %a, %b {transB = true} : (tensor<2x4xf32>, tensor<3x4xf32>) -> tensor<2x3xf32>
   // CHECK: shardc.MatMul %[[X]], %[[S]] : (tensor<2x3x4xf32>, tensor<4xf32>) -> tensor<2x3xf32>
   %2 = shardc.MatMul %x, %s : (tensor<2x3x4xf32>, tensor<4xf32>) -> tensor<2x3xf32>
   // CHECK: shardc.Softmax %[[X]] {axis = 2 : i64} : tensor<2x3x4xf32>
@@ -74,8 +74,8 @@ func.func @linalg_and_normalization(%a: tensor<2x4xf32>, %b: tensor<3x4xf32>, %c
   %5:3 = shardc.LayerNormalization %x, %s, %s {axis = 2 : i64, epsilon = 1.0e-5 : f32} : (tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x3x4xf32>, tensor<2x3x1xf32>, tensor<2x3x1xf32>)
   // CHECK: shardc.LayerNormalization %[[X]], %[[S]] {axis = 2 : i64, epsilon = 9.99999974E-6 : f32} : (tensor<2x3x4xf32>, tensor<4xf32>) -> (tensor<2x3x4xf32>, tensor<2x3x1xf32>, tensor<2x3x1xf32>)
   %6:3 = shardc.LayerNormalization %x, %s {axis = 2 : i64, epsilon = 1.0e-5 : f32} : (tensor<2x3x4xf32>, tensor<4xf32>) -> (tensor<2x3x4xf32>, tensor<2x3x1xf32>, tensor<2x3x1xf32>)
-  // CHECK: shardc.BatchNormalization %[[X]], %[[C]], %[[C]], %[[C]], %[[C]] {epsilon = 9.99999974E-6 : f32, momentum = 0.899999976 : f32, training_mode = 1 : i64} : (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>)
-  %7:3 = shardc.BatchNormalization %x, %c, %c, %c, %c {epsilon = 1.0e-5 : f32, momentum = 0.9 : f32, training_mode = 1 : i64} : (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>)
+  // CHECK: shardc.BatchNormalization %[[X]], %[[C]], %[[C]], %[[C]], %[[C]] {epsilon = 9.99999974E-6 : f32, momentum = 0.899999976 : f32, training_mode = true} : (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>)
+  %7:3 = shardc.BatchNormalization %x, %c, %c, %c, %c {epsilon = 1.0e-5 : f32, momentum = 0.9 : f32, training_mode = true} : (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>)
   return
 }
 
@@ -86,12 +86,12 @@ func.func @conv_and_pool(%x: tensor<1x4x7x7xf32>, %w: tensor<6x2x3x3xf32>, %b: t
   %0 = shardc.Conv %x, %w, %b {dilations = array<i64: 1, 2>, group = 2 : i64, kernel_shape = array<i64: 3, 3>, pads = array<i64: 1, 0, 1, 2>, strides = array<i64: 2, 1>} : (tensor<1x4x7x7xf32>, tensor<6x2x3x3xf32>, tensor<6xf32>) -> tensor<1x6x4x5xf32>
   // CHECK: shardc.Conv %[[X]], %[[W]] {{{.*}}} : (tensor<1x4x7x7xf32>, tensor<6x2x3x3xf32>) -> tensor<1x6x5x5xf32>
   %1 = shardc.Conv %x, %w {dilations = array<i64: 1, 1>, group = 2 : i64, kernel_shape = array<i64: 3, 3>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x4x7x7xf32>, tensor<6x2x3x3xf32>) -> tensor<1x6x5x5xf32>
-  // CHECK: shardc.MaxPool %[[X]] {ceil_mode = 1 : i64, dilations = array<i64: 1, 1>, kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, storage_order = 0 : i64, strides = array<i64: 2, 2>} : tensor<1x4x7x7xf32> -> tensor<1x4x4x4xf32>, tensor<1x4x4x4xi64>
-  %2:2 = shardc.MaxPool %x {ceil_mode = 1 : i64, dilations = array<i64: 1, 1>, kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, storage_order = 0 : i64, strides = array<i64: 2, 2>} : tensor<1x4x7x7xf32> -> tensor<1x4x4x4xf32>, tensor<1x4x4x4xi64>
+  // CHECK: shardc.MaxPool %[[X]] {ceil_mode = true, dilations = array<i64: 1, 1>, kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, storage_order = 0 : i64, strides = array<i64: 2, 2>} : tensor<1x4x7x7xf32> -> tensor<1x4x4x4xf32>, tensor<1x4x4x4xi64>
+  %2:2 = shardc.MaxPool %x {ceil_mode = true, dilations = array<i64: 1, 1>, kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, storage_order = 0 : i64, strides = array<i64: 2, 2>} : tensor<1x4x7x7xf32> -> tensor<1x4x4x4xf32>, tensor<1x4x4x4xi64>
   // CHECK: shardc.MaxPool %[[X]] {{{.*}}} : tensor<1x4x7x7xf32> -> tensor<1x4x3x3xf32>{{$}}
-  %3 = shardc.MaxPool %x {ceil_mode = 0 : i64, dilations = array<i64: 1, 1>, kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, storage_order = 0 : i64, strides = array<i64: 2, 2>} : tensor<1x4x7x7xf32> -> tensor<1x4x3x3xf32>
-  // CHECK: shardc.AveragePool %[[X]] {ceil_mode = 0 : i64, count_include_pad = 1 : i64, kernel_shape = array<i64: 3, 3>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : tensor<1x4x7x7xf32> -> tensor<1x4x4x4xf32>
-  %4 = shardc.AveragePool %x {ceil_mode = 0 : i64, count_include_pad = 1 : i64, kernel_shape = array<i64: 3, 3>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : tensor<1x4x7x7xf32> -> tensor<1x4x4x4xf32>
+  %3 = shardc.MaxPool %x {ceil_mode = false, dilations = array<i64: 1, 1>, kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, storage_order = 0 : i64, strides = array<i64: 2, 2>} : tensor<1x4x7x7xf32> -> tensor<1x4x3x3xf32>
+  // CHECK: shardc.AveragePool %[[X]] {ceil_mode = false, count_include_pad = true, kernel_shape = array<i64: 3, 3>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : tensor<1x4x7x7xf32> -> tensor<1x4x4x4xf32>
+  %4 = shardc.AveragePool %x {ceil_mode = false, count_include_pad = true, kernel_shape = array<i64: 3, 3>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : tensor<1x4x7x7xf32> -> tensor<1x4x4x4xf32>
   // CHECK: shardc.GlobalAveragePool %[[X]] : tensor<1x4x7x7xf32> -> tensor<1x4x1x1xf32>
   %5 = shardc.GlobalAveragePool %x : tensor<1x4x7x7xf32> -> tensor<1x4x1x1xf32>
   return
@@ -114,23 +114,23 @@ func.func @data_movement(%x: tensor<2x3x4xf32>, %i: tensor<5xi32>, %e: tensor<3x
   %5 = shardc.Slice %x {starts = array<i64: 1, 0, 3>, steps = array<i64: -1, 1, -2>} : tensor<2x3x4xf32> -> tensor<2x3x2xf32>
   // CHECK: shardc.Expand %[[E]] : tensor<3x1xf32> -> tensor<2x3x4xf32>
   %6 = shardc.Expand %e : tensor<3x1xf32> -> tensor<2x3x4xf32>
-  // CHECK: shardc.ReduceMean %[[X]] {axes = array<i64: 0, 2>, keepdims = 1 : i64} : tensor<2x3x4xf32> -> tensor<1x3x1xf32>
-  %7 = shardc.ReduceMean %x {axes = array<i64: 0, 2>, keepdims = 1 : i64} : tensor<2x3x4xf32> -> tensor<1x3x1xf32>
-  // CHECK: shardc.ReduceSum %[[X]] {axes = array<i64: 0, 1, 2>, keepdims = 0 : i64} : tensor<2x3x4xf32> -> tensor<f32>
-  %8 = shardc.ReduceSum %x {axes = array<i64: 0, 1, 2>, keepdims = 0 : i64} : tensor<2x3x4xf32> -> tensor<f32>
+  // CHECK: shardc.ReduceMean %[[X]] {axes = array<i64: 0, 2>, keepdims = true} : tensor<2x3x4xf32> -> tensor<1x3x1xf32>
+  %7 = shardc.ReduceMean %x {axes = array<i64: 0, 2>, keepdims = true} : tensor<2x3x4xf32> -> tensor<1x3x1xf32>
+  // CHECK: shardc.ReduceSum %[[X]] {axes = array<i64: 0, 1, 2>, keepdims = false} : tensor<2x3x4xf32> -> tensor<f32>
+  %8 = shardc.ReduceSum %x {axes = array<i64: 0, 1, 2>, keepdims = false} : tensor<2x3x4xf32> -> tensor<f32>
   return
 }
 
 // CHECK-LABEL: func.func @losses(
 // CHECK-SAME:    %[[S:[^:]*]]: tensor<2x5x3xf32>, %[[L:[^:]*]]: tensor<2x3xi64>, %[[W:[^:]*]]: tensor<5xf32>)
 func.func @losses(%s: tensor<2x5x3xf32>, %l: tensor<2x3xi64>, %w: tensor<5xf32>) {
-  // CHECK: shardc.SoftmaxCrossEntropyLoss %[[S]], %[[L]], %[[W]] {ignore_index = -100 : i64, reduction = "none"} : (tensor<2x5x3xf32>, tensor<2x3xi64>, tensor<5xf32>) -> (tensor<2x3xf32>, tensor<2x5x3xf32>)
-  %0:2 = shardc.SoftmaxCrossEntropyLoss %s, %l, %w {ignore_index = -100 : i64, reduction = "none"} : (tensor<2x5x3xf32>, tensor<2x3xi64>, tensor<5xf32>) -> (tensor<2x3xf32>, tensor<2x5x3xf32>)
-  // CHECK: shardc.SoftmaxCrossEntropyLoss %[[S]], %[[L]] {reduction = "mean"} : (tensor<2x5x3xf32>, tensor<2x3xi64>) -> tensor<f32>
-  %1 = shardc.SoftmaxCrossEntropyLoss %s, %l {reduction = "mean"} : (tensor<2x5x3xf32>, tensor<2x3xi64>) -> tensor<f32>
-  // CHECK: shardc.NegativeLogLikelihoodLoss %[[S]], %[[L]] {reduction = "sum"} : (tensor<2x5x3xf32>, tensor<2x3xi64>) -> tensor<f32>
-  %2 = shardc.NegativeLogLikelihoodLoss %s, %l {reduction = "sum"} : (tensor<2x5x3xf32>, tensor<2x3xi64>) -> tensor<f32>
-  // CHECK: shardc.NegativeLogLikelihoodLoss %[[S]], %[[L]], %[[W]] {ignore_index = 0 : i64, reduction = "mean"} : (tensor<2x5x3xf32>, tensor<2x3xi64>, tensor<5xf32>) -> tensor<f32>
-  %3 = shardc.NegativeLogLikelihoodLoss %s, %l, %w {ignore_index = 0 : i64, reduction = "mean"} : (tensor<2x5x3xf32>, tensor<2x3xi64>, tensor<5xf32>) -> tensor<f32>
+  // CHECK: shardc.SoftmaxCrossEntropyLoss %[[S]], %[[L]], %[[W]] {ignore_index = -100 : i64, reduction = #shardc.reduction<none>} : (tensor<2x5x3xf32>, tensor<2x3xi64>, tensor<5xf32>) -> (tensor<2x3xf32>, tensor<2x5x3xf32>)
+  %0:2 = shardc.SoftmaxCrossEntropyLoss %s, %l, %w {ignore_index = -100 : i64, reduction = #shardc.reduction<none>} : (tensor<2x5x3xf32>, tensor<2x3xi64>, tensor<5xf32>) -> (tensor<2x3xf32>, tensor<2x5x3xf32>)
+  // CHECK: shardc.SoftmaxCrossEntropyLoss %[[S]], %[[L]] {reduction = #shardc.reduction<mean>} : (tensor<2x5x3xf32>, tensor<2x3xi64>) -> tensor<f32>
+  %1 = shardc.SoftmaxCrossEntropyLoss %s, %l {reduction = #shardc.reduction<mean>} : (tensor<2x5x3xf32>, tensor<2x3xi64>) -> tensor<f32>
+  // CHECK: shardc.NegativeLogLikelihoodLoss %[[S]], %[[L]] {reduction = #shardc.reduction<sum>} : (tensor<2x5x3xf32>, tensor<2x3xi64>) -> tensor<f32>
+  %2 = shardc.NegativeLogLikelihoodLoss %s, %l {reduction = #shardc.reduction<sum>} : (tensor<2x5x3xf32>, tensor<2x3xi64>) -> tensor<f32>
+  // CHECK: shardc.NegativeLogLikelihoodLoss %[[S]], %[[L]], %[[W]] {ignore_index = 0 : i64, reduction = #shardc.reduction<mean>} : (tensor<2x5x3xf32>, tensor<2x3xi64>, tensor<5xf32>) -> tensor<f32>
+  %3 = shardc.NegativeLogLikelihoodLoss %s, %l, %w {ignore_index = 0 : i64, reduction = #shardc.reduction<mean>} : (tensor<2x5x3xf32>, tensor<2x3xi64>, tensor<5xf32>) -> tensor<f32>
   return
 }

@@ -11,7 +11,7 @@ func.func @main(%x: tensor<2xf32> {shardc.input = "x"},
                 %w: tensor<2xf32> {shardc.param = "w"}) -> (tensor<f32>, tensor<f32>, tensor<2xf32>)
     attributes {shardc.output_names = ["a", "b", "y"]} {
   %0 = shardc.Mul %x, %w : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
-  %1 = shardc.ReduceSum %0 {axes = array<i64: 0>, keepdims = 0 : i64} : tensor<2xf32> -> tensor<f32>
-  %2 = shardc.ReduceMean %0 {axes = array<i64: 0>, keepdims = 0 : i64} : tensor<2xf32> -> tensor<f32>
+  %1 = shardc.ReduceSum %0 {axes = array<i64: 0>, keepdims = false} : tensor<2xf32> -> tensor<f32>
+  %2 = shardc.ReduceMean %0 {axes = array<i64: 0>, keepdims = false} : tensor<2xf32> -> tensor<f32>
   return %1, %2, %0 : tensor<f32>, tensor<f32>, tensor<2xf32>
 }

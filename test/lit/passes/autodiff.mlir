@@ -19,7 +19,7 @@ func.func @main(%x: tensor<2x3xf32> {shardc.input = "x"},
                 %w: tensor<2x3xf32> {shardc.param = "w"}) -> tensor<f32>
     attributes {shardc.output_names = ["loss"]} {
   %0 = shardc.Mul %x, %w : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
-  %1 = shardc.ReduceSum %0 {axes = array<i64: 0, 1>, keepdims = 0 : i64} : tensor<2x3xf32> -> tensor<f32>
+  %1 = shardc.ReduceSum %0 {axes = array<i64: 0, 1>, keepdims = false} : tensor<2x3xf32> -> tensor<f32>
   return %1 : tensor<f32>
 }
 
@@ -32,10 +32,10 @@ func.func @main(%x: tensor<2x3xf32> {shardc.input = "x"},
 // CHECK-SAME: %[[E:[a-z0-9]+]]: tensor<5x4xf32> {shardc.param = "emb"}
 // CHECK-SAME: -> (tensor<f32>, tensor<5x4xf32> {shardc.grad_of = "emb"})
 // CHECK: %[[H:.*]] = shardc.Gather %[[E]], %[[IDX]]
-// CHECK: %[[LOGITS:.*]] = shardc.Gemm %[[H]], %[[E]] {transB = 1 : i64}
+// CHECK: %[[LOGITS:.*]] = shardc.Gemm %[[H]], %[[E]] {transB = true}
 // CHECK: %[[DLOGITS:.*]] = shardc.SoftmaxCrossEntropyLossGrad
 // CHECK-DAG: %[[DH:.*]] = shardc.Gemm %[[DLOGITS]], %[[E]] {shardc.backward} :
-// CHECK-DAG: %[[DHEAD:.*]] = shardc.Gemm %[[DLOGITS]], %[[H]] {shardc.backward, transA = 1 : i64}
+// CHECK-DAG: %[[DHEAD:.*]] = shardc.Gemm %[[DLOGITS]], %[[H]] {shardc.backward, transA = true}
 // CHECK: %[[DEMB:.*]] = shardc.GatherGrad %[[DH]], %[[IDX]] {axis = 0 : i64, shardc.backward}
 // CHECK: %[[SUM:.*]] = shardc.Add %[[DHEAD]], %[[DEMB]] {shardc.backward} : (tensor<5x4xf32>, tensor<5x4xf32>)
 // CHECK: return %{{.*}}, %[[SUM]]
@@ -45,8 +45,8 @@ func.func @main(%idx: tensor<2xi64> {shardc.input = "idx"},
                 %emb: tensor<5x4xf32> {shardc.param = "emb"}) -> tensor<f32>
     attributes {shardc.output_names = ["loss"]} {
   %h = shardc.Gather %emb, %idx {axis = 0 : i64} : (tensor<5x4xf32>, tensor<2xi64>) -> tensor<2x4xf32>
-  %logits = shardc.Gemm %h, %emb {transB = 1 : i64} : (tensor<2x4xf32>, tensor<5x4xf32>) -> tensor<2x5xf32>
-  %loss = shardc.SoftmaxCrossEntropyLoss %logits, %labels {reduction = "mean"} : (tensor<2x5xf32>, tensor<2xi64>) -> tensor<f32>
+  %logits = shardc.Gemm %h, %emb {transB = true} : (tensor<2x4xf32>, tensor<5x4xf32>) -> tensor<2x5xf32>
+  %loss = shardc.SoftmaxCrossEntropyLoss %logits, %labels {reduction = #shardc.reduction<mean>} : (tensor<2x5xf32>, tensor<2xi64>) -> tensor<f32>
   return %loss : tensor<f32>
 }
 
@@ -55,7 +55,7 @@ func.func @main(%idx: tensor<2xi64> {shardc.input = "idx"},
 // A broadcast operand's gradient is summed back to its shape.
 // CHECK-LABEL: func.func @main
 // CHECK-SAME: %[[B:[a-z0-9]+]]: tensor<3xf32> {shardc.param = "b"}
-// CHECK: %[[S:.*]] = shardc.ReduceSum %{{.*}} {axes = array<i64: 0>, keepdims = 1 : i64, shardc.backward} : tensor<2x3xf32> -> tensor<1x3xf32>
+// CHECK: %[[S:.*]] = shardc.ReduceSum %{{.*}} {axes = array<i64: 0>, keepdims = true, shardc.backward} : tensor<2x3xf32> -> tensor<1x3xf32>
 // CHECK: %[[DB:.*]] = shardc.Reshape %[[S]] {shardc.backward} : tensor<1x3xf32> -> tensor<3xf32>
 // CHECK: return %{{.*}}, %[[DB]]
 func.func @main(%x: tensor<2x3xf32> {shardc.input = "x"},
@@ -63,7 +63,7 @@ func.func @main(%x: tensor<2x3xf32> {shardc.input = "x"},
     attributes {shardc.output_names = ["loss"]} {
   %0 = shardc.Add %x, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
   %1 = shardc.Relu %0 : tensor<2x3xf32>
-  %2 = shardc.ReduceMean %1 {axes = array<i64: 0, 1>, keepdims = 0 : i64} : tensor<2x3xf32> -> tensor<f32>
+  %2 = shardc.ReduceMean %1 {axes = array<i64: 0, 1>, keepdims = false} : tensor<2x3xf32> -> tensor<f32>
   return %2 : tensor<f32>
 }
 
@@ -76,7 +76,7 @@ func.func @main(%x: tensor<2x3xf32> {shardc.input = "x"},
 // CHECK-SAME: -> tensor<2x3x2x2xf32>, tensor<2x3x2x2xi64>
 // CHECK: shardc.MaxPoolGrad %{{.*}}, %[[IDX]]
 // CHECK: %[[DX:.*]], %[[DS:.*]], %[[DB:.*]] = shardc.BatchNormGrad
-// CHECK-SAME: training_mode = 1
+// CHECK-SAME: training_mode = true
 // CHECK: return %{{.*}}, %{{.*}}, %[[DS]], %[[DB]]
 func.func @main(%x: tensor<2x3x4x4xf32> {shardc.input = "x"},
                 %scale: tensor<3xf32> {shardc.param = "scale"},
@@ -84,8 +84,8 @@ func.func @main(%x: tensor<2x3x4x4xf32> {shardc.input = "x"},
                 %mean: tensor<3xf32> {shardc.param = "running_mean"},
                 %var: tensor<3xf32> {shardc.param = "running_var"}) -> (tensor<2x3x2x2xf32>, tensor<f32>)
     attributes {shardc.output_names = ["y", "loss"]} {
-  %y, %rm, %rv = shardc.BatchNormalization %x, %scale, %bias, %mean, %var {epsilon = 1.0e-05 : f32, momentum = 0.9 : f32, training_mode = 1 : i64} : (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>)
-  %p = shardc.MaxPool %y {ceil_mode = 0 : i64, dilations = array<i64: 1, 1>, kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, storage_order = 0 : i64, strides = array<i64: 2, 2>} : tensor<2x3x4x4xf32> -> tensor<2x3x2x2xf32>
-  %l = shardc.ReduceSum %p {axes = array<i64: 0, 1, 2, 3>, keepdims = 0 : i64} : tensor<2x3x2x2xf32> -> tensor<f32>
+  %y, %rm, %rv = shardc.BatchNormalization %x, %scale, %bias, %mean, %var {epsilon = 1.0e-05 : f32, momentum = 0.9 : f32, training_mode = true} : (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>)
+  %p = shardc.MaxPool %y {ceil_mode = false, dilations = array<i64: 1, 1>, kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, storage_order = 0 : i64, strides = array<i64: 2, 2>} : tensor<2x3x4x4xf32> -> tensor<2x3x2x2xf32>
+  %l = shardc.ReduceSum %p {axes = array<i64: 0, 1, 2, 3>, keepdims = false} : tensor<2x3x2x2xf32> -> tensor<f32>
   return %p, %l : tensor<2x3x2x2xf32>, tensor<f32>
 }

@@ -5,8 +5,8 @@
 // flattened into 20 elements, summed once, then sliced back and averaged.
 // CHECK-LABEL: func.func @main
 // CHECK: %[[FLAT:.*]] = shardc.Concat {{.*}} -> tensor<20xf32>
-// CHECK: %[[SUM:.*]] = mesh.all_reduce %[[FLAT]] on @world mesh_axes = [0] {shardc.category = "grads"} : tensor<20xf32> -> tensor<20xf32>
-// CHECK-COUNT-3: shardc.Mul %{{.*}}, %{{.*}} {shardc.category = "grads"}
+// CHECK: %[[SUM:.*]] = mesh.all_reduce %[[FLAT]] on @world mesh_axes = [0] {shardc.category = #shardc.category<grads>} : tensor<20xf32> -> tensor<20xf32>
+// CHECK-COUNT-3: shardc.Mul %{{.*}}, %{{.*}} {shardc.category = #shardc.category<grads>}
 // CHECK-NOT: mesh.all_reduce
 
 // A 40-byte cap: every gradient that fits alone is its own bucket.

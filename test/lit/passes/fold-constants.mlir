@@ -97,15 +97,15 @@ func.func @kernels() -> (tensor<3x2xi64>, tensor<2xi64>, tensor<3xi1>, tensor<3x
   %two = shardc.Constant dense<2> : tensor<i64>
   %2 = shardc.Div %d, %two : (tensor<2xi64>, tensor<i64>) -> tensor<2xi64>
   %f = shardc.Constant dense<[0.0, 0.5, -2.0]> : tensor<3xf32>
-  %3 = shardc.Cast %f {to = 9 : i64} : tensor<3xf32> -> tensor<3xi1>
+  %3 = shardc.Cast %f : tensor<3xf32> -> tensor<3xi1>
   %g = shardc.Constant dense<[1.0, 2.0, 3.0]> : tensor<3xf32>
   %4 = shardc.Where %3, %f, %g : (tensor<3xi1>, tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
   %5 = shardc.Slice %0 {starts = array<i64: 1, 2>, steps = array<i64: -1, -2>} : tensor<2x3xi64> -> tensor<2x2xi64>
-  %6 = shardc.ReduceSum %0 {axes = array<i64: 0>, keepdims = 0 : i64} : tensor<2x3xi64> -> tensor<3xi64>
+  %6 = shardc.ReduceSum %0 {axes = array<i64: 0>, keepdims = false} : tensor<2x3xi64> -> tensor<3xi64>
   %m1 = shardc.Constant dense<[-1]> : tensor<1xi64>
   %7 = shardc.Gather %6, %m1 {axis = 0 : i64} : (tensor<3xi64>, tensor<1xi64>) -> tensor<1xi64>
   %8 = shardc.Concat %7, %7 {axis = 0 : i64} : (tensor<1xi64>, tensor<1xi64>) -> tensor<2xi64>
-  %9 = shardc.Cast %8 {to = 6 : i64} : tensor<2xi64> -> tensor<2xi32>
+  %9 = shardc.Cast %8 : tensor<2xi64> -> tensor<2xi32>
   return %1, %2, %3, %4, %5, %6, %8, %9 : tensor<3x2xi64>, tensor<2xi64>, tensor<3xi1>, tensor<3xf32>, tensor<2x2xi64>, tensor<3xi64>, tensor<2xi64>, tensor<2xi32>
 }
 

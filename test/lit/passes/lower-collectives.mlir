@@ -4,13 +4,13 @@
 // the mesh size becomes world_size.
 // CHECK-LABEL: func.func @all_gather
 // CHECK-SAME: (%[[SHARD:[a-z0-9]+]]: tensor<3xf32>)
-// CHECK: %[[P:.*]] = shardc.AllGatherStart %[[SHARD]] {shardc.category = "params", world_size = 2 : i64} : tensor<3xf32> -> !shardc.pending<tensor<6xf32>>
-// CHECK: %[[FULL:.*]] = shardc.CollectiveWait %[[P]] {shardc.category = "params"} : tensor<6xf32>
+// CHECK: %[[P:.*]] = shardc.AllGatherStart %[[SHARD]] {shardc.category = #shardc.category<params>, world_size = 2 : i64} : tensor<3xf32> -> !shardc.pending<tensor<6xf32>>
+// CHECK: %[[FULL:.*]] = shardc.CollectiveWait %[[P]] {shardc.category = #shardc.category<params>} : tensor<6xf32>
 // CHECK: return %[[FULL]]
 // CHECK-NOT: mesh.all_gather
 mesh.mesh @world(shape = 2)
 func.func @all_gather(%shard: tensor<3xf32>) -> tensor<6xf32> {
-  %0 = mesh.all_gather %shard on @world mesh_axes = [0] gather_axis = 0 {shardc.category = "params"} : tensor<3xf32> -> tensor<6xf32>
+  %0 = mesh.all_gather %shard on @world mesh_axes = [0] gather_axis = 0 {shardc.category = #shardc.category<params>} : tensor<3xf32> -> tensor<6xf32>
   return %0 : tensor<6xf32>
 }
 
@@ -20,13 +20,13 @@ func.func @all_gather(%shard: tensor<3xf32>) -> tensor<6xf32> {
 // phase marker).
 // CHECK-LABEL: func.func @reduce_scatter
 // CHECK-SAME: (%[[FLAT:[a-z0-9]+]]: tensor<8xf32>)
-// CHECK: %[[P:.*]] = shardc.ReduceScatterStart %[[FLAT]] {shardc.backward, shardc.category = "grads", world_size = 4 : i64} : tensor<8xf32> -> !shardc.pending<tensor<2xf32>>
-// CHECK: %[[SHARD:.*]] = shardc.CollectiveWait %[[P]] {shardc.category = "grads"} : tensor<2xf32>
+// CHECK: %[[P:.*]] = shardc.ReduceScatterStart %[[FLAT]] {shardc.backward, shardc.category = #shardc.category<grads>, world_size = 4 : i64} : tensor<8xf32> -> !shardc.pending<tensor<2xf32>>
+// CHECK: %[[SHARD:.*]] = shardc.CollectiveWait %[[P]] {shardc.category = #shardc.category<grads>} : tensor<2xf32>
 // CHECK: return %[[SHARD]]
 // CHECK-NOT: mesh.reduce_scatter
 mesh.mesh @world(shape = 4)
 func.func @reduce_scatter(%flat: tensor<8xf32>) -> tensor<2xf32> {
-  %0 = mesh.reduce_scatter %flat on @world mesh_axes = [0] scatter_axis = 0 {shardc.backward, shardc.category = "grads"} : tensor<8xf32> -> tensor<2xf32>
+  %0 = mesh.reduce_scatter %flat on @world mesh_axes = [0] scatter_axis = 0 {shardc.backward, shardc.category = #shardc.category<grads>} : tensor<8xf32> -> tensor<2xf32>
   return %0 : tensor<2xf32>
 }
 
@@ -38,14 +38,14 @@ func.func @reduce_scatter(%flat: tensor<8xf32>) -> tensor<2xf32> {
 // CHECK-SAME: (%[[BUCKET:[a-z0-9]+]]: tensor<5xf32>)
 // CHECK: %[[P:.*]] = shardc.AllReduceStart %[[BUCKET]] {world_size = 2 : i64} : tensor<5xf32>
 // CHECK: %[[SUM:.*]] = shardc.CollectiveWait %[[P]] : tensor<5xf32>
-// CHECK: %[[P2:.*]] = shardc.AllReduceStart %[[BUCKET]] {shardc.category = "grads", world_size = 2 : i64} : tensor<5xf32>
-// CHECK: %[[SUM2:.*]] = shardc.CollectiveWait %[[P2]] {shardc.category = "grads"} : tensor<5xf32>
+// CHECK: %[[P2:.*]] = shardc.AllReduceStart %[[BUCKET]] {shardc.category = #shardc.category<grads>, world_size = 2 : i64} : tensor<5xf32>
+// CHECK: %[[SUM2:.*]] = shardc.CollectiveWait %[[P2]] {shardc.category = #shardc.category<grads>} : tensor<5xf32>
 // CHECK: return %[[SUM]], %[[SUM2]]
 // CHECK-NOT: mesh.all_reduce
 mesh.mesh @world(shape = 2)
 func.func @all_reduce(%bucket: tensor<5xf32>) -> (tensor<5xf32>, tensor<5xf32>) {
   %0 = mesh.all_reduce %bucket on @world mesh_axes = [0] : tensor<5xf32> -> tensor<5xf32>
-  %1 = mesh.all_reduce %bucket on @world mesh_axes = [0] reduction = <sum> {shardc.category = "grads"} : tensor<5xf32> -> tensor<5xf32>
+  %1 = mesh.all_reduce %bucket on @world mesh_axes = [0] reduction = <sum> {shardc.category = #shardc.category<grads>} : tensor<5xf32> -> tensor<5xf32>
   return %0, %1 : tensor<5xf32>, tensor<5xf32>
 }
 
@@ -54,13 +54,13 @@ func.func @all_reduce(%bucket: tensor<5xf32>) -> (tensor<5xf32>, tensor<5xf32>) 
 // A slice of a replicated buffer needs no communication: ShardSlice, no wait.
 // CHECK-LABEL: func.func @all_slice
 // CHECK-SAME: (%[[FLAT:[a-z0-9]+]]: tensor<16xf32>)
-// CHECK: %[[SHARD:.*]] = shardc.ShardSlice %[[FLAT]] {shardc.category = "params", world_size = 4 : i64} : tensor<16xf32> -> tensor<4xf32>
+// CHECK: %[[SHARD:.*]] = shardc.ShardSlice %[[FLAT]] {shardc.category = #shardc.category<params>, world_size = 4 : i64} : tensor<16xf32> -> tensor<4xf32>
 // CHECK-NOT: shardc.CollectiveWait
 // CHECK: return %[[SHARD]]
 // CHECK-NOT: mesh.all_slice
 mesh.mesh @world(shape = 4)
 func.func @all_slice(%flat: tensor<16xf32>) -> tensor<4xf32> {
-  %0 = mesh.all_slice %flat on @world mesh_axes = [0] slice_axis = 0 {shardc.category = "params"} : tensor<16xf32> -> tensor<4xf32>
+  %0 = mesh.all_slice %flat on @world mesh_axes = [0] slice_axis = 0 {shardc.category = #shardc.category<params>} : tensor<16xf32> -> tensor<4xf32>
   return %0 : tensor<4xf32>
 }
 
@@ -70,18 +70,18 @@ func.func @all_slice(%flat: tensor<16xf32>) -> tensor<4xf32> {
 // is lowered in place, in order, and uses are rewired to the waits.
 // CHECK-LABEL: func.func @main
 // CHECK-SAME: (%[[G:[a-z0-9]+]]: tensor<8xf32>, %[[P:[a-z0-9]+]]: tensor<8xf32>)
-// CHECK: %[[RS:.*]] = shardc.ReduceScatterStart %[[G]] {shardc.category = "grads", world_size = 4 : i64} : tensor<8xf32> -> !shardc.pending<tensor<2xf32>>
-// CHECK: %[[GS:.*]] = shardc.CollectiveWait %[[RS]] {shardc.category = "grads"} : tensor<2xf32>
-// CHECK: %[[PS:.*]] = shardc.ShardSlice %[[P]] {shardc.category = "params", world_size = 4 : i64} : tensor<8xf32> -> tensor<2xf32>
+// CHECK: %[[RS:.*]] = shardc.ReduceScatterStart %[[G]] {shardc.category = #shardc.category<grads>, world_size = 4 : i64} : tensor<8xf32> -> !shardc.pending<tensor<2xf32>>
+// CHECK: %[[GS:.*]] = shardc.CollectiveWait %[[RS]] {shardc.category = #shardc.category<grads>} : tensor<2xf32>
+// CHECK: %[[PS:.*]] = shardc.ShardSlice %[[P]] {shardc.category = #shardc.category<params>, world_size = 4 : i64} : tensor<8xf32> -> tensor<2xf32>
 // CHECK: %[[NEW:.*]] = shardc.Sub %[[PS]], %[[GS]]
-// CHECK: %[[AG:.*]] = shardc.AllGatherStart %[[NEW]] {shardc.category = "params", world_size = 4 : i64} : tensor<2xf32> -> !shardc.pending<tensor<8xf32>>
-// CHECK: %[[FULL:.*]] = shardc.CollectiveWait %[[AG]] {shardc.category = "params"} : tensor<8xf32>
+// CHECK: %[[AG:.*]] = shardc.AllGatherStart %[[NEW]] {shardc.category = #shardc.category<params>, world_size = 4 : i64} : tensor<2xf32> -> !shardc.pending<tensor<8xf32>>
+// CHECK: %[[FULL:.*]] = shardc.CollectiveWait %[[AG]] {shardc.category = #shardc.category<params>} : tensor<8xf32>
 // CHECK: return %[[FULL]]
 mesh.mesh @world(shape = 4)
 func.func @main(%g: tensor<8xf32>, %p: tensor<8xf32>) -> tensor<8xf32> {
-  %gs = mesh.reduce_scatter %g on @world mesh_axes = [0] scatter_axis = 0 {shardc.category = "grads"} : tensor<8xf32> -> tensor<2xf32>
-  %ps = mesh.all_slice %p on @world mesh_axes = [0] slice_axis = 0 {shardc.category = "params"} : tensor<8xf32> -> tensor<2xf32>
+  %gs = mesh.reduce_scatter %g on @world mesh_axes = [0] scatter_axis = 0 {shardc.category = #shardc.category<grads>} : tensor<8xf32> -> tensor<2xf32>
+  %ps = mesh.all_slice %p on @world mesh_axes = [0] slice_axis = 0 {shardc.category = #shardc.category<params>} : tensor<8xf32> -> tensor<2xf32>
   %new = shardc.Sub %ps, %gs : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
-  %full = mesh.all_gather %new on @world mesh_axes = [0] gather_axis = 0 {shardc.category = "params"} : tensor<2xf32> -> tensor<8xf32>
+  %full = mesh.all_gather %new on @world mesh_axes = [0] gather_axis = 0 {shardc.category = #shardc.category<params>} : tensor<2xf32> -> tensor<8xf32>
   return %full : tensor<8xf32>
 }

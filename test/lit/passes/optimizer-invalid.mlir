@@ -9,6 +9,6 @@ func.func @main(%x: tensor<2xf32> {shardc.input = "x"},
                 %w: tensor<2xf32> {shardc.param = "w"}) -> (tensor<f32>, tensor<2xf32> {shardc.grad_of = "w"})
     attributes {shardc.output_names = ["loss"], shardc.loss = "loss"} {
   %0 = shardc.Mul %x, %w : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
-  %1 = shardc.ReduceSum %0 {axes = array<i64: 0>, keepdims = 0 : i64} : tensor<2xf32> -> tensor<f32>
+  %1 = shardc.ReduceSum %0 {axes = array<i64: 0>, keepdims = false} : tensor<2xf32> -> tensor<f32>
   return %1, %x : tensor<f32>, tensor<2xf32>
 }

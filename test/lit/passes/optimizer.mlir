@@ -12,7 +12,7 @@
 // SGD-SAME: shardc.optimizer = "sgd"
 // SGD: %[[S:.*]] = shardc.Increment %[[STEP]]
 // SGD: %[[NW:.*]], %[[NB:.*]] = shardc.SGDUpdate %[[W]], %[[G:.*]], %[[BUF]], %[[S]]
-// SGD-SAME: dampening = 0.000000e+00 : f32, lr = 1.000000e-01 : f32, momentum = 0.899999976 : f32, nesterov = 0 : i64, weight_decay = 0.00999999977 : f32
+// SGD-SAME: dampening = 0.000000e+00 : f32, lr = 1.000000e-01 : f32, momentum = 0.899999976 : f32, nesterov = false, weight_decay = 0.00999999977 : f32
 // SGD: return %{{.*}}, %[[S]], %[[NW]], %[[NB]]
 
 // AdamW defaults to weight decay 0.01 and is decoupled.
@@ -20,13 +20,13 @@
 // ADAMW-SAME: {shardc.state = "w.exp_avg"}
 // ADAMW-SAME: {shardc.state = "w.exp_avg_sq"}
 // ADAMW: shardc.AdamUpdate
-// ADAMW-SAME: decoupled = 1 : i64
+// ADAMW-SAME: decoupled = true
 // ADAMW-SAME: weight_decay = 0.00999999977 : f32
 func.func @main(%x: tensor<2xf32> {shardc.input = "x"},
                 %w: tensor<2xf32> {shardc.param = "w"}) -> (tensor<f32>, tensor<2xf32> {shardc.grad_of = "w"})
     attributes {shardc.output_names = ["loss"], shardc.loss = "loss"} {
   %0 = shardc.Mul %x, %w : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
-  %1 = shardc.ReduceSum %0 {axes = array<i64: 0>, keepdims = 0 : i64} : tensor<2xf32> -> tensor<f32>
+  %1 = shardc.ReduceSum %0 {axes = array<i64: 0>, keepdims = false} : tensor<2xf32> -> tensor<f32>
   return %1, %x : tensor<f32>, tensor<2xf32>
 }
 
@@ -37,7 +37,7 @@ func.func @main(%x: tensor<2xf32> {shardc.input = "x"},
 // SGD-LABEL: func.func @main
 // SGD-SAME: -> (tensor<2x3xf32>, tensor<3xf32> {shardc.updates = 1 : i64}, tensor<3xf32> {shardc.updates = 2 : i64})
 // SGD: %[[Y:.*]], %[[RM:.*]], %[[RV:.*]] = shardc.BatchNormalization
-// SGD-SAME: unbiased_var = 1 : i64
+// SGD-SAME: unbiased_var = true
 // SGD: return %[[Y]], %[[RM]], %[[RV]]
 func.func @main(%x: tensor<2x3xf32> {shardc.input = "x"},
                 %mean: tensor<3xf32> {shardc.param = "running_mean"},
@@ -45,6 +45,6 @@ func.func @main(%x: tensor<2x3xf32> {shardc.input = "x"},
                 %scale: tensor<3xf32> {shardc.param = "scale"},
                 %bias: tensor<3xf32> {shardc.param = "bias"}) -> tensor<2x3xf32>
     attributes {shardc.output_names = ["y"], shardc.loss = "y"} {
-  %y, %rm, %rv = shardc.BatchNormalization %x, %scale, %bias, %mean, %var {epsilon = 1.0e-05 : f32, momentum = 0.9 : f32, training_mode = 1 : i64} : (tensor<2x3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3xf32>, tensor<3xf32>, tensor<3xf32>)
+  %y, %rm, %rv = shardc.BatchNormalization %x, %scale, %bias, %mean, %var {epsilon = 1.0e-05 : f32, momentum = 0.9 : f32, training_mode = true} : (tensor<2x3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3xf32>, tensor<3xf32>, tensor<3xf32>)
   return %y : tensor<2x3xf32>
 }

@@ -3,9 +3,9 @@
 // The gradient shards become reduce-scatters issued right after each unit's
 // last gradient (head's before fc's gradient is computed), averaged.
 // CHECK-LABEL: func.func @main
-// CHECK: mesh.reduce_scatter %{{.*}} {shardc.category = "grads"} : tensor<8xf32> -> tensor<2xf32>
-// CHECK: shardc.Gemm {{.*}}transA = 1
-// CHECK: mesh.reduce_scatter %{{.*}} {shardc.category = "grads"} : tensor<16xf32> -> tensor<4xf32>
+// CHECK: mesh.reduce_scatter %{{.*}} {shardc.category = #shardc.category<grads>} : tensor<8xf32> -> tensor<2xf32>
+// CHECK: shardc.Gemm {{.*}}transA = true
+// CHECK: mesh.reduce_scatter %{{.*}} {shardc.category = #shardc.category<grads>} : tensor<16xf32> -> tensor<4xf32>
 // CHECK: shardc.Increment
 // CHECK-NOT: shardc.grad_shard_of
 // CHECK-NOT: mesh.reduce_scatter

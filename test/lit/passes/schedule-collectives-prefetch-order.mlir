@@ -20,14 +20,14 @@
 // CHECK-NOT: shardc.Mul
 // CHECK: shardc.AllGatherStart %[[U2]]
 func.func @main(%x: tensor<4xf32> {shardc.input = "x"}, %u0: tensor<2xf32> {shardc.param_shard = "unit0"}, %u1: tensor<2xf32> {shardc.param_shard = "unit1"}, %u2: tensor<2xf32> {shardc.param_shard = "unit2"}) -> tensor<4xf32> {
-  %g0 = shardc.AllGatherStart %u0 {shardc.category = "params", world_size = 2 : i64} : tensor<2xf32> -> !shardc.pending<tensor<4xf32>>
-  %w0 = shardc.CollectiveWait %g0 {shardc.category = "params"} : tensor<4xf32>
+  %g0 = shardc.AllGatherStart %u0 {shardc.category = #shardc.category<params>, world_size = 2 : i64} : tensor<2xf32> -> !shardc.pending<tensor<4xf32>>
+  %w0 = shardc.CollectiveWait %g0 {shardc.category = #shardc.category<params>} : tensor<4xf32>
   %h0 = shardc.Mul %x, %w0 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  %g1 = shardc.AllGatherStart %u1 {shardc.category = "params", world_size = 2 : i64} : tensor<2xf32> -> !shardc.pending<tensor<4xf32>>
-  %w1 = shardc.CollectiveWait %g1 {shardc.category = "params"} : tensor<4xf32>
+  %g1 = shardc.AllGatherStart %u1 {shardc.category = #shardc.category<params>, world_size = 2 : i64} : tensor<2xf32> -> !shardc.pending<tensor<4xf32>>
+  %w1 = shardc.CollectiveWait %g1 {shardc.category = #shardc.category<params>} : tensor<4xf32>
   %h1 = shardc.Mul %h0, %w1 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  %g2 = shardc.AllGatherStart %u2 {shardc.category = "params", world_size = 2 : i64} : tensor<2xf32> -> !shardc.pending<tensor<4xf32>>
-  %w2 = shardc.CollectiveWait %g2 {shardc.category = "params"} : tensor<4xf32>
+  %g2 = shardc.AllGatherStart %u2 {shardc.category = #shardc.category<params>, world_size = 2 : i64} : tensor<2xf32> -> !shardc.pending<tensor<4xf32>>
+  %w2 = shardc.CollectiveWait %g2 {shardc.category = #shardc.category<params>} : tensor<4xf32>
   %h2 = shardc.Mul %h1, %w2 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return %h2 : tensor<4xf32>
 }

@@ -9,7 +9,7 @@
 // CHECK-LABEL: func.func @main(%arg0: tensor<2xf32>)
 // CHECK: shardc.AllGatherStart
 func.func @main(%shard: tensor<2xf32>) -> tensor<2xf32> {
-  %0 = shardc.AllGatherStart %shard {shardc.category = "params", world_size = 2 : i64} : tensor<2xf32> -> !shardc.pending<tensor<4xf32>>
+  %0 = shardc.AllGatherStart %shard {shardc.category = #shardc.category<params>, world_size = 2 : i64} : tensor<2xf32> -> !shardc.pending<tensor<4xf32>>
   return %shard : tensor<2xf32>
 }
 
@@ -19,8 +19,8 @@ func.func @main(%shard: tensor<2xf32>) -> tensor<2xf32> {
 // CHECK: shardc.ReduceScatterStart
 // CHECK: shardc.ReduceScatterStart
 func.func @main(%g: tensor<4xf32>) -> tensor<2xf32> {
-  %0 = shardc.ReduceScatterStart %g {shardc.category = "grads", world_size = 2 : i64} : tensor<4xf32> -> !shardc.pending<tensor<2xf32>>
-  %1 = shardc.ReduceScatterStart %g {shardc.category = "grads", world_size = 2 : i64} : tensor<4xf32> -> !shardc.pending<tensor<2xf32>>
-  %2 = shardc.CollectiveWait %1 {shardc.category = "grads"} : tensor<2xf32>
+  %0 = shardc.ReduceScatterStart %g {shardc.category = #shardc.category<grads>, world_size = 2 : i64} : tensor<4xf32> -> !shardc.pending<tensor<2xf32>>
+  %1 = shardc.ReduceScatterStart %g {shardc.category = #shardc.category<grads>, world_size = 2 : i64} : tensor<4xf32> -> !shardc.pending<tensor<2xf32>>
+  %2 = shardc.CollectiveWait %1 {shardc.category = #shardc.category<grads>} : tensor<2xf32>
   return %2 : tensor<2xf32>
 }

@@ -12,19 +12,19 @@
 // the slicing, averaging and updates of bucket 1's gradients, which sink to
 // the update that needs them.
 // SINK-LABEL: func.func @main
-// SINK: %[[B1:.*]] = shardc.AllReduceStart %{{.*}} {shardc.category = "grads", world_size = 2 : i64} : tensor<8xf32>
+// SINK: %[[B1:.*]] = shardc.AllReduceStart %{{.*}} {shardc.category = #shardc.category<grads>, world_size = 2 : i64} : tensor<8xf32>
 // SINK-NOT: shardc.CollectiveWait
 // SINK: shardc.Mul %{{.*}} {shardc.backward} :
 // SINK: %[[C2:.*]] = shardc.Concat
-// SINK-NEXT: %[[R1:.*]] = shardc.CollectiveWait %[[B1]] {shardc.category = "grads"} : tensor<8xf32>
-// SINK-NEXT: %[[B2:.*]] = shardc.AllReduceStart %[[C2]] {shardc.category = "grads", world_size = 2 : i64} : tensor<8xf32>
+// SINK-NEXT: %[[R1:.*]] = shardc.CollectiveWait %[[B1]] {shardc.category = #shardc.category<grads>} : tensor<8xf32>
+// SINK-NEXT: %[[B2:.*]] = shardc.AllReduceStart %[[C2]] {shardc.category = #shardc.category<grads>, world_size = 2 : i64} : tensor<8xf32>
 // SINK-NEXT: %[[STEP:.*]] = shardc.Increment
-// SINK-NEXT: %[[R2:.*]] = shardc.CollectiveWait %[[B2]] {shardc.category = "grads"} : tensor<8xf32>
+// SINK-NEXT: %[[R2:.*]] = shardc.CollectiveWait %[[B2]] {shardc.category = #shardc.category<grads>} : tensor<8xf32>
 // SINK-NEXT: %[[S2A:.*]] = shardc.Slice %[[R2]] {{.*}}starts = array<i64: 4>
-// SINK-NEXT: %[[G2A:.*]] = shardc.Mul %[[S2A]], %{{.*}} {shardc.category = "grads"}
+// SINK-NEXT: %[[G2A:.*]] = shardc.Mul %[[S2A]], %{{.*}} {shardc.category = #shardc.category<grads>}
 // SINK-NEXT: shardc.SGDUpdate %{{.*}}, %[[G2A]], %{{.*}}, %[[STEP]]
 // SINK-NEXT: %[[S2B:.*]] = shardc.Slice %[[R2]] {{.*}}starts = array<i64: 0>
-// SINK-NEXT: %[[G2B:.*]] = shardc.Mul %[[S2B]], %{{.*}} {shardc.category = "grads"}
+// SINK-NEXT: %[[G2B:.*]] = shardc.Mul %[[S2B]], %{{.*}} {shardc.category = #shardc.category<grads>}
 // SINK-NEXT: shardc.SGDUpdate %{{.*}}, %[[G2B]], %{{.*}}, %[[STEP]]
 // SINK-NEXT: %[[S1A:.*]] = shardc.Slice %[[R1]]
 // SINK-NEXT: %[[G1A:.*]] = shardc.Mul %[[S1A]],
@@ -37,33 +37,33 @@ func.func @main(%arg0: tensor<4xf32> {shardc.input = "x"}, %arg1: tensor<4xf32> 
   %3 = shardc.Mul %2, %arg2 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   %4 = shardc.Mul %3, %arg3 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   %5 = shardc.Mul %4, %arg4 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  %6 = shardc.ReduceSum %5 {axes = array<i64: 0>, keepdims = 0 : i64} : tensor<4xf32> -> tensor<f32>
+  %6 = shardc.ReduceSum %5 {axes = array<i64: 0>, keepdims = false} : tensor<4xf32> -> tensor<f32>
   %7 = shardc.Mul %arg4, %1 {shardc.backward} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  %8 = shardc.Mul %4, %1 {shardc.backward, shardc.category = "grads"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %8 = shardc.Mul %4, %1 {shardc.backward, shardc.category = #shardc.category<grads>} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   %9 = shardc.Mul %7, %arg3 {shardc.backward} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  %10 = shardc.Mul %7, %3 {shardc.backward, shardc.category = "grads"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  %11 = shardc.Concat %8, %10 {axis = 0 : i64, shardc.category = "comm"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<8xf32>
-  %12 = shardc.AllReduceStart %11 {shardc.category = "grads", world_size = 2 : i64} : tensor<8xf32>
-  %13 = shardc.CollectiveWait %12 {shardc.category = "grads"} : tensor<8xf32>
-  %14 = shardc.Slice %13 {shardc.category = "grads", starts = array<i64: 0>, steps = array<i64: 1>} : tensor<8xf32> -> tensor<4xf32>
-  %15 = shardc.Mul %14, %0 {shardc.category = "grads"} : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
-  %16 = shardc.Slice %13 {shardc.category = "grads", starts = array<i64: 4>, steps = array<i64: 1>} : tensor<8xf32> -> tensor<4xf32>
-  %17 = shardc.Mul %16, %0 {shardc.category = "grads"} : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  %10 = shardc.Mul %7, %3 {shardc.backward, shardc.category = #shardc.category<grads>} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %11 = shardc.Concat %8, %10 {axis = 0 : i64, shardc.category = #shardc.category<comm>} : (tensor<4xf32>, tensor<4xf32>) -> tensor<8xf32>
+  %12 = shardc.AllReduceStart %11 {shardc.category = #shardc.category<grads>, world_size = 2 : i64} : tensor<8xf32>
+  %13 = shardc.CollectiveWait %12 {shardc.category = #shardc.category<grads>} : tensor<8xf32>
+  %14 = shardc.Slice %13 {shardc.category = #shardc.category<grads>, starts = array<i64: 0>, steps = array<i64: 1>} : tensor<8xf32> -> tensor<4xf32>
+  %15 = shardc.Mul %14, %0 {shardc.category = #shardc.category<grads>} : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  %16 = shardc.Slice %13 {shardc.category = #shardc.category<grads>, starts = array<i64: 4>, steps = array<i64: 1>} : tensor<8xf32> -> tensor<4xf32>
+  %17 = shardc.Mul %16, %0 {shardc.category = #shardc.category<grads>} : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
   %18 = shardc.Mul %9, %arg2 {shardc.backward} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  %19 = shardc.Mul %9, %2 {shardc.backward, shardc.category = "grads"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  %20 = shardc.Mul %18, %arg0 {shardc.backward, shardc.category = "grads"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  %21 = shardc.Concat %19, %20 {axis = 0 : i64, shardc.category = "comm"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<8xf32>
-  %22 = shardc.AllReduceStart %21 {shardc.category = "grads", world_size = 2 : i64} : tensor<8xf32>
-  %23 = shardc.CollectiveWait %22 {shardc.category = "grads"} : tensor<8xf32>
-  %24 = shardc.Slice %23 {shardc.category = "grads", starts = array<i64: 0>, steps = array<i64: 1>} : tensor<8xf32> -> tensor<4xf32>
-  %25 = shardc.Mul %24, %0 {shardc.category = "grads"} : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
-  %26 = shardc.Slice %23 {shardc.category = "grads", starts = array<i64: 4>, steps = array<i64: 1>} : tensor<8xf32> -> tensor<4xf32>
-  %27 = shardc.Mul %26, %0 {shardc.category = "grads"} : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  %19 = shardc.Mul %9, %2 {shardc.backward, shardc.category = #shardc.category<grads>} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %20 = shardc.Mul %18, %arg0 {shardc.backward, shardc.category = #shardc.category<grads>} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %21 = shardc.Concat %19, %20 {axis = 0 : i64, shardc.category = #shardc.category<comm>} : (tensor<4xf32>, tensor<4xf32>) -> tensor<8xf32>
+  %22 = shardc.AllReduceStart %21 {shardc.category = #shardc.category<grads>, world_size = 2 : i64} : tensor<8xf32>
+  %23 = shardc.CollectiveWait %22 {shardc.category = #shardc.category<grads>} : tensor<8xf32>
+  %24 = shardc.Slice %23 {shardc.category = #shardc.category<grads>, starts = array<i64: 0>, steps = array<i64: 1>} : tensor<8xf32> -> tensor<4xf32>
+  %25 = shardc.Mul %24, %0 {shardc.category = #shardc.category<grads>} : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  %26 = shardc.Slice %23 {shardc.category = #shardc.category<grads>, starts = array<i64: 4>, steps = array<i64: 1>} : tensor<8xf32> -> tensor<4xf32>
+  %27 = shardc.Mul %26, %0 {shardc.category = #shardc.category<grads>} : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
   %28 = shardc.Increment %arg5 : tensor<f32>
-  %new_param, %new_momentum_buffer = shardc.SGDUpdate %arg1, %27, %arg6, %28 {dampening = 0.000000e+00 : f32, lr = 1.000000e-03 : f32, momentum = 0.000000e+00 : f32, nesterov = 0 : i64, weight_decay = 0.000000e+00 : f32} : tensor<4xf32>, tensor<f32>
-  %new_param_0, %new_momentum_buffer_1 = shardc.SGDUpdate %arg2, %25, %arg7, %28 {dampening = 0.000000e+00 : f32, lr = 1.000000e-03 : f32, momentum = 0.000000e+00 : f32, nesterov = 0 : i64, weight_decay = 0.000000e+00 : f32} : tensor<4xf32>, tensor<f32>
-  %new_param_2, %new_momentum_buffer_3 = shardc.SGDUpdate %arg3, %17, %arg8, %28 {dampening = 0.000000e+00 : f32, lr = 1.000000e-03 : f32, momentum = 0.000000e+00 : f32, nesterov = 0 : i64, weight_decay = 0.000000e+00 : f32} : tensor<4xf32>, tensor<f32>
-  %new_param_4, %new_momentum_buffer_5 = shardc.SGDUpdate %arg4, %15, %arg9, %28 {dampening = 0.000000e+00 : f32, lr = 1.000000e-03 : f32, momentum = 0.000000e+00 : f32, nesterov = 0 : i64, weight_decay = 0.000000e+00 : f32} : tensor<4xf32>, tensor<f32>
+  %new_param, %new_momentum_buffer = shardc.SGDUpdate %arg1, %27, %arg6, %28 {dampening = 0.000000e+00 : f32, lr = 1.000000e-03 : f32, momentum = 0.000000e+00 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<4xf32>, tensor<f32>
+  %new_param_0, %new_momentum_buffer_1 = shardc.SGDUpdate %arg2, %25, %arg7, %28 {dampening = 0.000000e+00 : f32, lr = 1.000000e-03 : f32, momentum = 0.000000e+00 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<4xf32>, tensor<f32>
+  %new_param_2, %new_momentum_buffer_3 = shardc.SGDUpdate %arg3, %17, %arg8, %28 {dampening = 0.000000e+00 : f32, lr = 1.000000e-03 : f32, momentum = 0.000000e+00 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<4xf32>, tensor<f32>
+  %new_param_4, %new_momentum_buffer_5 = shardc.SGDUpdate %arg4, %15, %arg9, %28 {dampening = 0.000000e+00 : f32, lr = 1.000000e-03 : f32, momentum = 0.000000e+00 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<4xf32>, tensor<f32>
   return %6, %28, %new_param, %new_momentum_buffer, %new_param_0, %new_momentum_buffer_1, %new_param_2, %new_momentum_buffer_3, %new_param_4, %new_momentum_buffer_5 : tensor<f32>, tensor<f32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
 }
 
@@ -103,14 +103,14 @@ func.func @main(%arg0: tensor<4xf32> {shardc.input = "x"}, %arg1: tensor<4xf32> 
 // Each unit's reduce-scatter is waited for right before the next one
 // starts (one unit's full gradient in flight); the last one's wait sinks to
 // the averaging right before its update.
-// PRE: %[[RW1:.*]] = shardc.CollectiveWait %{{.*}} {shardc.category = "grads"} : tensor<2xf32>
+// PRE: %[[RW1:.*]] = shardc.CollectiveWait %{{.*}} {shardc.category = #shardc.category<grads>} : tensor<2xf32>
 // PRE-NEXT: %[[RS1:.*]] = shardc.ReduceScatterStart
-// PRE-NEXT: %[[DU0:.*]] = shardc.Mul %{{.*}}, %[[X]] {shardc.backward, shardc.category = "grads"}
-// PRE-NEXT: shardc.CollectiveWait %[[RS1]] {shardc.category = "grads"} : tensor<2xf32>
+// PRE-NEXT: %[[DU0:.*]] = shardc.Mul %{{.*}}, %[[X]] {shardc.backward, shardc.category = #shardc.category<grads>}
+// PRE-NEXT: shardc.CollectiveWait %[[RS1]] {shardc.category = #shardc.category<grads>} : tensor<2xf32>
 // PRE-NEXT: %[[RS0:.*]] = shardc.ReduceScatterStart %[[DU0]]
 // PRE-NEXT: shardc.Increment
-// PRE-NEXT: %[[RW0:.*]] = shardc.CollectiveWait %[[RS0]] {shardc.category = "grads"} : tensor<2xf32>
-// PRE-NEXT: %[[G:.*]] = shardc.Mul %[[RW0]], %{{.*}} {shardc.category = "grads"}
+// PRE-NEXT: %[[RW0:.*]] = shardc.CollectiveWait %[[RS0]] {shardc.category = #shardc.category<grads>} : tensor<2xf32>
+// PRE-NEXT: %[[G:.*]] = shardc.Mul %[[RW0]], %{{.*}} {shardc.category = #shardc.category<grads>}
 // PRE-NEXT: shardc.SGDUpdate %[[U0]], %[[G]],
 
 // backward-prefetch=none: every gather starts right before its wait, which
@@ -200,48 +200,48 @@ mesh.mesh @world(shape = 2)
 func.func @main(%arg0: tensor<4xf32> {shardc.input = "x"}, %arg1: tensor<f32> {shardc.state = "optimizer.step"}, %arg2: tensor<2xf32> {shardc.flat_params = ["l0.s"], shardc.flat_types = [tensor<4xf32>], shardc.param_shard = "unit0"}, %arg3: tensor<2xf32> {shardc.state = "unit0.momentum_buffer"}, %arg4: tensor<2xf32> {shardc.flat_params = ["l1.s"], shardc.flat_types = [tensor<4xf32>], shardc.param_shard = "unit1"}, %arg5: tensor<2xf32> {shardc.state = "unit1.momentum_buffer"}, %arg6: tensor<2xf32> {shardc.flat_params = ["l2.s"], shardc.flat_types = [tensor<4xf32>], shardc.param_shard = "unit2"}, %arg7: tensor<2xf32> {shardc.state = "unit2.momentum_buffer"}, %arg8: tensor<2xf32> {shardc.flat_params = ["l3.s"], shardc.flat_types = [tensor<4xf32>], shardc.param_shard = "unit3"}, %arg9: tensor<2xf32> {shardc.state = "unit3.momentum_buffer"}) -> (tensor<f32>, tensor<f32> {shardc.updates = 1 : i64}, tensor<2xf32> {shardc.updates = 3 : i64}, tensor<2xf32> {shardc.updates = 2 : i64}, tensor<2xf32> {shardc.updates = 5 : i64}, tensor<2xf32> {shardc.updates = 4 : i64}, tensor<2xf32> {shardc.updates = 7 : i64}, tensor<2xf32> {shardc.updates = 6 : i64}, tensor<2xf32> {shardc.updates = 9 : i64}, tensor<2xf32> {shardc.updates = 8 : i64}) attributes {shardc.loss = "loss", shardc.optimizer = "sgd", shardc.output_names = ["loss"], shardc.world_size = 2 : i64, shardc.zero_stage = 3 : i64} {
   %0 = shardc.Constant dense<5.000000e-01> : tensor<f32>
   %1 = shardc.Constant dense<1.000000e+00> : tensor<4xf32>
-  %2 = shardc.AllGatherStart %arg2 {shardc.category = "params", world_size = 2 : i64} : tensor<2xf32> -> !shardc.pending<tensor<4xf32>>
-  %3 = shardc.CollectiveWait %2 {shardc.category = "params"} : tensor<4xf32>
+  %2 = shardc.AllGatherStart %arg2 {shardc.category = #shardc.category<params>, world_size = 2 : i64} : tensor<2xf32> -> !shardc.pending<tensor<4xf32>>
+  %3 = shardc.CollectiveWait %2 {shardc.category = #shardc.category<params>} : tensor<4xf32>
   %4 = shardc.Mul %arg0, %3 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  %5 = shardc.AllGatherStart %arg4 {shardc.category = "params", world_size = 2 : i64} : tensor<2xf32> -> !shardc.pending<tensor<4xf32>>
-  %6 = shardc.CollectiveWait %5 {shardc.category = "params"} : tensor<4xf32>
+  %5 = shardc.AllGatherStart %arg4 {shardc.category = #shardc.category<params>, world_size = 2 : i64} : tensor<2xf32> -> !shardc.pending<tensor<4xf32>>
+  %6 = shardc.CollectiveWait %5 {shardc.category = #shardc.category<params>} : tensor<4xf32>
   %7 = shardc.Mul %4, %6 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  %8 = shardc.AllGatherStart %arg6 {shardc.category = "params", world_size = 2 : i64} : tensor<2xf32> -> !shardc.pending<tensor<4xf32>>
-  %9 = shardc.CollectiveWait %8 {shardc.category = "params"} : tensor<4xf32>
+  %8 = shardc.AllGatherStart %arg6 {shardc.category = #shardc.category<params>, world_size = 2 : i64} : tensor<2xf32> -> !shardc.pending<tensor<4xf32>>
+  %9 = shardc.CollectiveWait %8 {shardc.category = #shardc.category<params>} : tensor<4xf32>
   %10 = shardc.Mul %7, %9 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  %11 = shardc.AllGatherStart %arg8 {shardc.category = "params", world_size = 2 : i64} : tensor<2xf32> -> !shardc.pending<tensor<4xf32>>
-  %12 = shardc.CollectiveWait %11 {shardc.category = "params"} : tensor<4xf32>
+  %11 = shardc.AllGatherStart %arg8 {shardc.category = #shardc.category<params>, world_size = 2 : i64} : tensor<2xf32> -> !shardc.pending<tensor<4xf32>>
+  %12 = shardc.CollectiveWait %11 {shardc.category = #shardc.category<params>} : tensor<4xf32>
   %13 = shardc.Mul %10, %12 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  %14 = shardc.ReduceSum %13 {axes = array<i64: 0>, keepdims = 0 : i64} : tensor<4xf32> -> tensor<f32>
-  %15 = shardc.AllGatherStart %arg8 {shardc.category = "params", world_size = 2 : i64} : tensor<2xf32> -> !shardc.pending<tensor<4xf32>>
-  %16 = shardc.CollectiveWait %15 {shardc.category = "params"} : tensor<4xf32>
+  %14 = shardc.ReduceSum %13 {axes = array<i64: 0>, keepdims = false} : tensor<4xf32> -> tensor<f32>
+  %15 = shardc.AllGatherStart %arg8 {shardc.category = #shardc.category<params>, world_size = 2 : i64} : tensor<2xf32> -> !shardc.pending<tensor<4xf32>>
+  %16 = shardc.CollectiveWait %15 {shardc.category = #shardc.category<params>} : tensor<4xf32>
   %17 = shardc.Mul %16, %1 {shardc.backward} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  %18 = shardc.Mul %10, %1 {shardc.backward, shardc.category = "grads"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  %19 = shardc.ReduceScatterStart %18 {shardc.category = "grads", world_size = 2 : i64} : tensor<4xf32> -> !shardc.pending<tensor<2xf32>>
-  %20 = shardc.CollectiveWait %19 {shardc.category = "grads"} : tensor<2xf32>
-  %21 = shardc.Mul %20, %0 {shardc.category = "grads"} : (tensor<2xf32>, tensor<f32>) -> tensor<2xf32>
-  %22 = shardc.AllGatherStart %arg6 {shardc.category = "params", world_size = 2 : i64} : tensor<2xf32> -> !shardc.pending<tensor<4xf32>>
-  %23 = shardc.CollectiveWait %22 {shardc.category = "params"} : tensor<4xf32>
+  %18 = shardc.Mul %10, %1 {shardc.backward, shardc.category = #shardc.category<grads>} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %19 = shardc.ReduceScatterStart %18 {shardc.category = #shardc.category<grads>, world_size = 2 : i64} : tensor<4xf32> -> !shardc.pending<tensor<2xf32>>
+  %20 = shardc.CollectiveWait %19 {shardc.category = #shardc.category<grads>} : tensor<2xf32>
+  %21 = shardc.Mul %20, %0 {shardc.category = #shardc.category<grads>} : (tensor<2xf32>, tensor<f32>) -> tensor<2xf32>
+  %22 = shardc.AllGatherStart %arg6 {shardc.category = #shardc.category<params>, world_size = 2 : i64} : tensor<2xf32> -> !shardc.pending<tensor<4xf32>>
+  %23 = shardc.CollectiveWait %22 {shardc.category = #shardc.category<params>} : tensor<4xf32>
   %24 = shardc.Mul %17, %23 {shardc.backward} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  %25 = shardc.Mul %17, %7 {shardc.backward, shardc.category = "grads"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  %26 = shardc.ReduceScatterStart %25 {shardc.category = "grads", world_size = 2 : i64} : tensor<4xf32> -> !shardc.pending<tensor<2xf32>>
-  %27 = shardc.CollectiveWait %26 {shardc.category = "grads"} : tensor<2xf32>
-  %28 = shardc.Mul %27, %0 {shardc.category = "grads"} : (tensor<2xf32>, tensor<f32>) -> tensor<2xf32>
-  %29 = shardc.AllGatherStart %arg4 {shardc.category = "params", world_size = 2 : i64} : tensor<2xf32> -> !shardc.pending<tensor<4xf32>>
-  %30 = shardc.CollectiveWait %29 {shardc.category = "params"} : tensor<4xf32>
+  %25 = shardc.Mul %17, %7 {shardc.backward, shardc.category = #shardc.category<grads>} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %26 = shardc.ReduceScatterStart %25 {shardc.category = #shardc.category<grads>, world_size = 2 : i64} : tensor<4xf32> -> !shardc.pending<tensor<2xf32>>
+  %27 = shardc.CollectiveWait %26 {shardc.category = #shardc.category<grads>} : tensor<2xf32>
+  %28 = shardc.Mul %27, %0 {shardc.category = #shardc.category<grads>} : (tensor<2xf32>, tensor<f32>) -> tensor<2xf32>
+  %29 = shardc.AllGatherStart %arg4 {shardc.category = #shardc.category<params>, world_size = 2 : i64} : tensor<2xf32> -> !shardc.pending<tensor<4xf32>>
+  %30 = shardc.CollectiveWait %29 {shardc.category = #shardc.category<params>} : tensor<4xf32>
   %31 = shardc.Mul %24, %30 {shardc.backward} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  %32 = shardc.Mul %24, %4 {shardc.backward, shardc.category = "grads"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  %33 = shardc.ReduceScatterStart %32 {shardc.category = "grads", world_size = 2 : i64} : tensor<4xf32> -> !shardc.pending<tensor<2xf32>>
-  %34 = shardc.CollectiveWait %33 {shardc.category = "grads"} : tensor<2xf32>
-  %35 = shardc.Mul %34, %0 {shardc.category = "grads"} : (tensor<2xf32>, tensor<f32>) -> tensor<2xf32>
-  %36 = shardc.Mul %31, %arg0 {shardc.backward, shardc.category = "grads"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  %37 = shardc.ReduceScatterStart %36 {shardc.category = "grads", world_size = 2 : i64} : tensor<4xf32> -> !shardc.pending<tensor<2xf32>>
-  %38 = shardc.CollectiveWait %37 {shardc.category = "grads"} : tensor<2xf32>
-  %39 = shardc.Mul %38, %0 {shardc.category = "grads"} : (tensor<2xf32>, tensor<f32>) -> tensor<2xf32>
+  %32 = shardc.Mul %24, %4 {shardc.backward, shardc.category = #shardc.category<grads>} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %33 = shardc.ReduceScatterStart %32 {shardc.category = #shardc.category<grads>, world_size = 2 : i64} : tensor<4xf32> -> !shardc.pending<tensor<2xf32>>
+  %34 = shardc.CollectiveWait %33 {shardc.category = #shardc.category<grads>} : tensor<2xf32>
+  %35 = shardc.Mul %34, %0 {shardc.category = #shardc.category<grads>} : (tensor<2xf32>, tensor<f32>) -> tensor<2xf32>
+  %36 = shardc.Mul %31, %arg0 {shardc.backward, shardc.category = #shardc.category<grads>} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %37 = shardc.ReduceScatterStart %36 {shardc.category = #shardc.category<grads>, world_size = 2 : i64} : tensor<4xf32> -> !shardc.pending<tensor<2xf32>>
+  %38 = shardc.CollectiveWait %37 {shardc.category = #shardc.category<grads>} : tensor<2xf32>
+  %39 = shardc.Mul %38, %0 {shardc.category = #shardc.category<grads>} : (tensor<2xf32>, tensor<f32>) -> tensor<2xf32>
   %40 = shardc.Increment %arg1 : tensor<f32>
-  %new_param, %new_momentum_buffer = shardc.SGDUpdate %arg2, %39, %arg3, %40 {dampening = 0.000000e+00 : f32, lr = 1.000000e-03 : f32, momentum = 0.000000e+00 : f32, nesterov = 0 : i64, weight_decay = 0.000000e+00 : f32} : tensor<2xf32>, tensor<f32>
-  %new_param_0, %new_momentum_buffer_1 = shardc.SGDUpdate %arg4, %35, %arg5, %40 {dampening = 0.000000e+00 : f32, lr = 1.000000e-03 : f32, momentum = 0.000000e+00 : f32, nesterov = 0 : i64, weight_decay = 0.000000e+00 : f32} : tensor<2xf32>, tensor<f32>
-  %new_param_2, %new_momentum_buffer_3 = shardc.SGDUpdate %arg6, %28, %arg7, %40 {dampening = 0.000000e+00 : f32, lr = 1.000000e-03 : f32, momentum = 0.000000e+00 : f32, nesterov = 0 : i64, weight_decay = 0.000000e+00 : f32} : tensor<2xf32>, tensor<f32>
-  %new_param_4, %new_momentum_buffer_5 = shardc.SGDUpdate %arg8, %21, %arg9, %40 {dampening = 0.000000e+00 : f32, lr = 1.000000e-03 : f32, momentum = 0.000000e+00 : f32, nesterov = 0 : i64, weight_decay = 0.000000e+00 : f32} : tensor<2xf32>, tensor<f32>
+  %new_param, %new_momentum_buffer = shardc.SGDUpdate %arg2, %39, %arg3, %40 {dampening = 0.000000e+00 : f32, lr = 1.000000e-03 : f32, momentum = 0.000000e+00 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<2xf32>, tensor<f32>
+  %new_param_0, %new_momentum_buffer_1 = shardc.SGDUpdate %arg4, %35, %arg5, %40 {dampening = 0.000000e+00 : f32, lr = 1.000000e-03 : f32, momentum = 0.000000e+00 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<2xf32>, tensor<f32>
+  %new_param_2, %new_momentum_buffer_3 = shardc.SGDUpdate %arg6, %28, %arg7, %40 {dampening = 0.000000e+00 : f32, lr = 1.000000e-03 : f32, momentum = 0.000000e+00 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<2xf32>, tensor<f32>
+  %new_param_4, %new_momentum_buffer_5 = shardc.SGDUpdate %arg8, %21, %arg9, %40 {dampening = 0.000000e+00 : f32, lr = 1.000000e-03 : f32, momentum = 0.000000e+00 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<2xf32>, tensor<f32>
   return %14, %40, %new_momentum_buffer, %new_param, %new_momentum_buffer_1, %new_param_0, %new_momentum_buffer_3, %new_param_2, %new_momentum_buffer_5, %new_param_4 : tensor<f32>, tensor<f32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>
 }

@@ -6,7 +6,7 @@
 // CHECK: mesh.mesh @world(shape = 4)
 // CHECK-LABEL: func.func @main
 // CHECK-SAME: shardc.world_size = 4 : i64, shardc.zero_stage = 2 : i64
-// CHECK: shardc.Gemm %{{.*}} {shardc.backward, shardc.category = "grads", transA = 1 : i64}
+// CHECK: shardc.Gemm %{{.*}} {shardc.backward, shardc.category = #shardc.category<grads>, transA = true}
 // CHECK-NOT: mesh.
 
 // NOCONFIG: error: partition-optimizer: the step has no world size; run shardc-zero-config first

@@ -20,21 +20,21 @@
 // STAGE0-SAME: %[[S:[a-z0-9]+]]: tensor<5xf32> {shardc.param = "head.scale", shardc.unit = 1 : i64}
 // STAGE0-SAME: shardc.world_size = 4 : i64, shardc.zero_stage = 0 : i64
 // The gradients autodiff produced are marked as such for the memory plan.
-// STAGE0: %[[DS:.*]] = shardc.Reshape %{{.*}} {shardc.backward, shardc.category = "grads"} : tensor<1x5xf32> -> tensor<5xf32>
-// STAGE0: %[[DW:.*]] = shardc.Gemm %{{.*}} {shardc.backward, shardc.category = "grads", transA = 1 : i64}
-// STAGE0: %[[DB:.*]] = shardc.Reshape %{{.*}} {shardc.backward, shardc.category = "grads"} : tensor<1x5xf32> -> tensor<5xf32>
+// STAGE0: %[[DS:.*]] = shardc.Reshape %{{.*}} {shardc.backward, shardc.category = #shardc.category<grads>} : tensor<1x5xf32> -> tensor<5xf32>
+// STAGE0: %[[DW:.*]] = shardc.Gemm %{{.*}} {shardc.backward, shardc.category = #shardc.category<grads>, transA = true}
+// STAGE0: %[[DB:.*]] = shardc.Reshape %{{.*}} {shardc.backward, shardc.category = #shardc.category<grads>} : tensor<1x5xf32> -> tensor<5xf32>
 // STAGE0-NOT: mesh.all_reduce
-// STAGE0: %[[DWF:.*]] = shardc.Reshape %[[DW]] {shardc.category = "comm"} : tensor<5x2xf32> -> tensor<10xf32>
-// STAGE0: %[[FLAT:.*]] = shardc.Concat %[[DS]], %[[DWF]], %[[DB]] {axis = 0 : i64, shardc.category = "comm"} : (tensor<5xf32>, tensor<10xf32>, tensor<5xf32>) -> tensor<20xf32>
-// STAGE0: %[[SUM:.*]] = mesh.all_reduce %[[FLAT]] on @world mesh_axes = [0] {shardc.category = "grads"} : tensor<20xf32> -> tensor<20xf32>
-// STAGE0: %[[SUMS:.*]] = shardc.Slice %[[SUM]] {shardc.category = "grads", starts = array<i64: 0>, steps = array<i64: 1>} : tensor<20xf32> -> tensor<5xf32>
+// STAGE0: %[[DWF:.*]] = shardc.Reshape %[[DW]] {shardc.category = #shardc.category<comm>} : tensor<5x2xf32> -> tensor<10xf32>
+// STAGE0: %[[FLAT:.*]] = shardc.Concat %[[DS]], %[[DWF]], %[[DB]] {axis = 0 : i64, shardc.category = #shardc.category<comm>} : (tensor<5xf32>, tensor<10xf32>, tensor<5xf32>) -> tensor<20xf32>
+// STAGE0: %[[SUM:.*]] = mesh.all_reduce %[[FLAT]] on @world mesh_axes = [0] {shardc.category = #shardc.category<grads>} : tensor<20xf32> -> tensor<20xf32>
+// STAGE0: %[[SUMS:.*]] = shardc.Slice %[[SUM]] {shardc.category = #shardc.category<grads>, starts = array<i64: 0>, steps = array<i64: 1>} : tensor<20xf32> -> tensor<5xf32>
 // STAGE0: %[[QUARTER:.*]] = shardc.Constant dense<2.500000e-01> : tensor<f32>
-// STAGE0: %[[GS:.*]] = shardc.Mul %[[SUMS]], %[[QUARTER]] {shardc.category = "grads"}
-// STAGE0: %[[SUMW:.*]] = shardc.Slice %[[SUM]] {shardc.category = "grads", starts = array<i64: 5>, steps = array<i64: 1>} : tensor<20xf32> -> tensor<10xf32>
-// STAGE0: %[[SUMW2:.*]] = shardc.Reshape %[[SUMW]] {shardc.category = "grads"} : tensor<10xf32> -> tensor<5x2xf32>
-// STAGE0: %[[GW:.*]] = shardc.Mul %[[SUMW2]], %{{.*}} {shardc.category = "grads"}
-// STAGE0: %[[SUMB:.*]] = shardc.Slice %[[SUM]] {shardc.category = "grads", starts = array<i64: 15>, steps = array<i64: 1>} : tensor<20xf32> -> tensor<5xf32>
-// STAGE0: %[[GB:.*]] = shardc.Mul %[[SUMB]], %{{.*}} {shardc.category = "grads"}
+// STAGE0: %[[GS:.*]] = shardc.Mul %[[SUMS]], %[[QUARTER]] {shardc.category = #shardc.category<grads>}
+// STAGE0: %[[SUMW:.*]] = shardc.Slice %[[SUM]] {shardc.category = #shardc.category<grads>, starts = array<i64: 5>, steps = array<i64: 1>} : tensor<20xf32> -> tensor<10xf32>
+// STAGE0: %[[SUMW2:.*]] = shardc.Reshape %[[SUMW]] {shardc.category = #shardc.category<grads>} : tensor<10xf32> -> tensor<5x2xf32>
+// STAGE0: %[[GW:.*]] = shardc.Mul %[[SUMW2]], %{{.*}} {shardc.category = #shardc.category<grads>}
+// STAGE0: %[[SUMB:.*]] = shardc.Slice %[[SUM]] {shardc.category = #shardc.category<grads>, starts = array<i64: 15>, steps = array<i64: 1>} : tensor<20xf32> -> tensor<5xf32>
+// STAGE0: %[[GB:.*]] = shardc.Mul %[[SUMB]], %{{.*}} {shardc.category = #shardc.category<grads>}
 // Updates stay per parameter, on the averaged gradients.
 // STAGE0: shardc.SGDUpdate %[[W]], %[[GW]],
 // STAGE0: shardc.SGDUpdate %[[B]], %[[GB]],
@@ -47,11 +47,11 @@
 // BUCKET-LABEL: func.func @main
 // BUCKET: %[[DS:.*]] = shardc.Reshape %{{.*}} : tensor<1x5xf32> -> tensor<5xf32>
 // BUCKET: %[[DW:.*]] = shardc.Gemm
-// BUCKET: %[[DWF:.*]] = shardc.Reshape %[[DW]] {shardc.category = "comm"} : tensor<5x2xf32> -> tensor<10xf32>
+// BUCKET: %[[DWF:.*]] = shardc.Reshape %[[DW]] {shardc.category = #shardc.category<comm>} : tensor<5x2xf32> -> tensor<10xf32>
 // BUCKET: %[[B1:.*]] = shardc.Concat %[[DS]], %[[DWF]] {{.*}} -> tensor<15xf32>
-// BUCKET: mesh.all_reduce %[[B1]] on @world mesh_axes = [0] {shardc.category = "grads"} : tensor<15xf32> -> tensor<15xf32>
+// BUCKET: mesh.all_reduce %[[B1]] on @world mesh_axes = [0] {shardc.category = #shardc.category<grads>} : tensor<15xf32> -> tensor<15xf32>
 // BUCKET: %[[DB:.*]] = shardc.Reshape %{{.*}} : tensor<1x5xf32> -> tensor<5xf32>
-// BUCKET: mesh.all_reduce %[[DB]] on @world mesh_axes = [0] {shardc.category = "grads"} : tensor<5xf32> -> tensor<5xf32>
+// BUCKET: mesh.all_reduce %[[DB]] on @world mesh_axes = [0] {shardc.category = #shardc.category<grads>} : tensor<5xf32> -> tensor<5xf32>
 // BUCKET-NOT: mesh.all_reduce
 
 // Stage 1: the gradients are all-reduced as in stage 0, then each unit's
@@ -68,32 +68,32 @@
 // ZeRO-1 keeps the all-reduced full gradients until the step: each unit's
 // gradient shard is sliced out right before its update.
 // STAGE1: %[[SUM:.*]] = mesh.all_reduce %{{.*}} : tensor<20xf32> -> tensor<20xf32>
-// STAGE1: %[[GS:.*]] = shardc.Mul %{{.*}} {shardc.category = "grads"} : (tensor<5xf32>, tensor<f32>) -> tensor<5xf32>
-// STAGE1: %[[GW:.*]] = shardc.Mul %{{.*}} {shardc.category = "grads"} : (tensor<5x2xf32>, tensor<f32>) -> tensor<5x2xf32>
-// STAGE1: %[[GB:.*]] = shardc.Mul %{{.*}} {shardc.category = "grads"} : (tensor<5xf32>, tensor<f32>) -> tensor<5xf32>
+// STAGE1: %[[GS:.*]] = shardc.Mul %{{.*}} {shardc.category = #shardc.category<grads>} : (tensor<5xf32>, tensor<f32>) -> tensor<5xf32>
+// STAGE1: %[[GW:.*]] = shardc.Mul %{{.*}} {shardc.category = #shardc.category<grads>} : (tensor<5x2xf32>, tensor<f32>) -> tensor<5x2xf32>
+// STAGE1: %[[GB:.*]] = shardc.Mul %{{.*}} {shardc.category = #shardc.category<grads>} : (tensor<5xf32>, tensor<f32>) -> tensor<5xf32>
 // STAGE1: %[[NSTEP:.*]] = shardc.Increment %[[STEP]]
-// STAGE1: %[[GWF:.*]] = shardc.Reshape %[[GW]] {shardc.category = "comm"} : tensor<5x2xf32> -> tensor<10xf32>
-// STAGE1: %[[PAD1:.*]] = shardc.Constant {shardc.category = "comm"} dense<0.000000e+00> : tensor<1xf32>
-// STAGE1: %[[G0F:.*]] = shardc.Concat %[[GWF]], %[[GB]], %[[PAD1]] {axis = 0 : i64, shardc.category = "comm"} : (tensor<10xf32>, tensor<5xf32>, tensor<1xf32>) -> tensor<16xf32>
-// STAGE1: %[[GS0:.*]] = mesh.all_slice %[[G0F]] on @world mesh_axes = [0] slice_axis = 0 {shardc.category = "grads"{{.*}}} : tensor<16xf32> -> tensor<4xf32>
-// STAGE1: %[[WF:.*]] = shardc.Reshape %[[W]] {shardc.category = "params"} : tensor<5x2xf32> -> tensor<10xf32>
-// STAGE1: %[[PPAD1:.*]] = shardc.Constant {shardc.category = "params"} dense<0.000000e+00> : tensor<1xf32>
-// STAGE1: %[[P0F:.*]] = shardc.Concat %[[WF]], %[[B]], %[[PPAD1]] {axis = 0 : i64, shardc.category = "params"} : (tensor<10xf32>, tensor<5xf32>, tensor<1xf32>) -> tensor<16xf32>
-// STAGE1: %[[PS0:.*]] = mesh.all_slice %[[P0F]] on @world mesh_axes = [0] slice_axis = 0 {shardc.category = "params"{{.*}}} : tensor<16xf32> -> tensor<4xf32>
+// STAGE1: %[[GWF:.*]] = shardc.Reshape %[[GW]] {shardc.category = #shardc.category<comm>} : tensor<5x2xf32> -> tensor<10xf32>
+// STAGE1: %[[PAD1:.*]] = shardc.Constant {shardc.category = #shardc.category<comm>} dense<0.000000e+00> : tensor<1xf32>
+// STAGE1: %[[G0F:.*]] = shardc.Concat %[[GWF]], %[[GB]], %[[PAD1]] {axis = 0 : i64, shardc.category = #shardc.category<comm>} : (tensor<10xf32>, tensor<5xf32>, tensor<1xf32>) -> tensor<16xf32>
+// STAGE1: %[[GS0:.*]] = mesh.all_slice %[[G0F]] on @world mesh_axes = [0] slice_axis = 0 {shardc.category = #shardc.category<grads>{{.*}}} : tensor<16xf32> -> tensor<4xf32>
+// STAGE1: %[[WF:.*]] = shardc.Reshape %[[W]] {shardc.category = #shardc.category<params>} : tensor<5x2xf32> -> tensor<10xf32>
+// STAGE1: %[[PPAD1:.*]] = shardc.Constant {shardc.category = #shardc.category<params>} dense<0.000000e+00> : tensor<1xf32>
+// STAGE1: %[[P0F:.*]] = shardc.Concat %[[WF]], %[[B]], %[[PPAD1]] {axis = 0 : i64, shardc.category = #shardc.category<params>} : (tensor<10xf32>, tensor<5xf32>, tensor<1xf32>) -> tensor<16xf32>
+// STAGE1: %[[PS0:.*]] = mesh.all_slice %[[P0F]] on @world mesh_axes = [0] slice_axis = 0 {shardc.category = #shardc.category<params>{{.*}}} : tensor<16xf32> -> tensor<4xf32>
 // STAGE1: %[[NP0:.*]], %[[NM0:.*]] = shardc.SGDUpdate %[[PS0]], %[[GS0]], %[[M0]], %[[NSTEP]] {{.*}} : tensor<4xf32>, tensor<f32>
-// STAGE1: %[[FULL0:.*]] = mesh.all_gather %[[NP0]] on @world mesh_axes = [0] gather_axis = 0 {shardc.category = "params"} : tensor<4xf32> -> tensor<16xf32>
-// STAGE1: %[[NWF:.*]] = shardc.Slice %[[FULL0]] {shardc.category = "params", starts = array<i64: 0>, steps = array<i64: 1>} : tensor<16xf32> -> tensor<10xf32>
-// STAGE1: %[[NW:.*]] = shardc.Reshape %[[NWF]] {shardc.category = "params"} : tensor<10xf32> -> tensor<5x2xf32>
-// STAGE1: %[[NB:.*]] = shardc.Slice %[[FULL0]] {shardc.category = "params", starts = array<i64: 10>, steps = array<i64: 1>} : tensor<16xf32> -> tensor<5xf32>
-// STAGE1: %[[PAD3:.*]] = shardc.Constant {shardc.category = "comm"} dense<0.000000e+00> : tensor<3xf32>
-// STAGE1: %[[GSF:.*]] = shardc.Concat %[[GS]], %[[PAD3]] {axis = 0 : i64, shardc.category = "comm"} : (tensor<5xf32>, tensor<3xf32>) -> tensor<8xf32>
-// STAGE1: %[[GS1:.*]] = mesh.all_slice %[[GSF]] on @world mesh_axes = [0] slice_axis = 0 {shardc.category = "grads"{{.*}}} : tensor<8xf32> -> tensor<2xf32>
-// STAGE1: %[[PPAD3:.*]] = shardc.Constant {shardc.category = "params"} dense<0.000000e+00> : tensor<3xf32>
-// STAGE1: %[[P1F:.*]] = shardc.Concat %[[S]], %[[PPAD3]] {axis = 0 : i64, shardc.category = "params"} : (tensor<5xf32>, tensor<3xf32>) -> tensor<8xf32>
+// STAGE1: %[[FULL0:.*]] = mesh.all_gather %[[NP0]] on @world mesh_axes = [0] gather_axis = 0 {shardc.category = #shardc.category<params>} : tensor<4xf32> -> tensor<16xf32>
+// STAGE1: %[[NWF:.*]] = shardc.Slice %[[FULL0]] {shardc.category = #shardc.category<params>, starts = array<i64: 0>, steps = array<i64: 1>} : tensor<16xf32> -> tensor<10xf32>
+// STAGE1: %[[NW:.*]] = shardc.Reshape %[[NWF]] {shardc.category = #shardc.category<params>} : tensor<10xf32> -> tensor<5x2xf32>
+// STAGE1: %[[NB:.*]] = shardc.Slice %[[FULL0]] {shardc.category = #shardc.category<params>, starts = array<i64: 10>, steps = array<i64: 1>} : tensor<16xf32> -> tensor<5xf32>
+// STAGE1: %[[PAD3:.*]] = shardc.Constant {shardc.category = #shardc.category<comm>} dense<0.000000e+00> : tensor<3xf32>
+// STAGE1: %[[GSF:.*]] = shardc.Concat %[[GS]], %[[PAD3]] {axis = 0 : i64, shardc.category = #shardc.category<comm>} : (tensor<5xf32>, tensor<3xf32>) -> tensor<8xf32>
+// STAGE1: %[[GS1:.*]] = mesh.all_slice %[[GSF]] on @world mesh_axes = [0] slice_axis = 0 {shardc.category = #shardc.category<grads>{{.*}}} : tensor<8xf32> -> tensor<2xf32>
+// STAGE1: %[[PPAD3:.*]] = shardc.Constant {shardc.category = #shardc.category<params>} dense<0.000000e+00> : tensor<3xf32>
+// STAGE1: %[[P1F:.*]] = shardc.Concat %[[S]], %[[PPAD3]] {axis = 0 : i64, shardc.category = #shardc.category<params>} : (tensor<5xf32>, tensor<3xf32>) -> tensor<8xf32>
 // STAGE1: %[[PS1:.*]] = mesh.all_slice %[[P1F]] {{.*}} : tensor<8xf32> -> tensor<2xf32>
 // STAGE1: %[[NP1:.*]], %[[NM1:.*]] = shardc.SGDUpdate %[[PS1]], %[[GS1]], %[[M1]], %[[NSTEP]] {{.*}} : tensor<2xf32>, tensor<f32>
 // STAGE1: %[[FULL1:.*]] = mesh.all_gather %[[NP1]] {{.*}} : tensor<2xf32> -> tensor<8xf32>
-// STAGE1: %[[NS:.*]] = shardc.Slice %[[FULL1]] {shardc.category = "params", starts = array<i64: 0>, steps = array<i64: 1>} : tensor<8xf32> -> tensor<5xf32>
+// STAGE1: %[[NS:.*]] = shardc.Slice %[[FULL1]] {shardc.category = #shardc.category<params>, starts = array<i64: 0>, steps = array<i64: 1>} : tensor<8xf32> -> tensor<5xf32>
 // STAGE1-NOT: shardc.SGDUpdate
 // STAGE1: return %{{.*}}, %[[NSTEP]], %[[NM0]], %[[NW]], %[[NB]], %[[NM1]], %[[NS]] :
 
@@ -104,18 +104,18 @@
 // STAGE2-SAME: %[[STEP:[a-z0-9]+]]: tensor<f32> {shardc.state = "optimizer.step"}, %[[M0:[a-z0-9]+]]: tensor<4xf32> {shardc.state = "unit0.momentum_buffer"}, %[[M1:[a-z0-9]+]]: tensor<2xf32> {shardc.state = "unit1.momentum_buffer"})
 // STAGE2-NOT: mesh.all_reduce
 // STAGE2: %[[DS:.*]] = shardc.Reshape %{{.*}} : tensor<1x5xf32> -> tensor<5xf32>
-// STAGE2: %[[PAD3:.*]] = shardc.Constant {shardc.category = "comm"} dense<0.000000e+00> : tensor<3xf32>
+// STAGE2: %[[PAD3:.*]] = shardc.Constant {shardc.category = #shardc.category<comm>} dense<0.000000e+00> : tensor<3xf32>
 // STAGE2: %[[G1F:.*]] = shardc.Concat %[[DS]], %[[PAD3]] {{.*}} -> tensor<8xf32>
-// STAGE2: %[[RS1:.*]] = mesh.reduce_scatter %[[G1F]] on @world mesh_axes = [0] scatter_axis = 0 {shardc.category = "grads"} : tensor<8xf32> -> tensor<2xf32>
+// STAGE2: %[[RS1:.*]] = mesh.reduce_scatter %[[G1F]] on @world mesh_axes = [0] scatter_axis = 0 {shardc.category = #shardc.category<grads>} : tensor<8xf32> -> tensor<2xf32>
 // STAGE2: %[[QUARTER1:.*]] = shardc.Constant dense<2.500000e-01> : tensor<f32>
-// STAGE2: %[[GS1:.*]] = shardc.Mul %[[RS1]], %[[QUARTER1]] {shardc.category = "grads"} : (tensor<2xf32>, tensor<f32>) -> tensor<2xf32>
+// STAGE2: %[[GS1:.*]] = shardc.Mul %[[RS1]], %[[QUARTER1]] {shardc.category = #shardc.category<grads>} : (tensor<2xf32>, tensor<f32>) -> tensor<2xf32>
 // STAGE2: %[[DW:.*]] = shardc.Gemm
 // STAGE2: %[[DB:.*]] = shardc.Reshape %{{.*}} : tensor<1x5xf32> -> tensor<5xf32>
-// STAGE2: %[[DWF:.*]] = shardc.Reshape %[[DW]] {shardc.category = "comm"} : tensor<5x2xf32> -> tensor<10xf32>
-// STAGE2: %[[PAD1:.*]] = shardc.Constant {shardc.category = "comm"} dense<0.000000e+00> : tensor<1xf32>
+// STAGE2: %[[DWF:.*]] = shardc.Reshape %[[DW]] {shardc.category = #shardc.category<comm>} : tensor<5x2xf32> -> tensor<10xf32>
+// STAGE2: %[[PAD1:.*]] = shardc.Constant {shardc.category = #shardc.category<comm>} dense<0.000000e+00> : tensor<1xf32>
 // STAGE2: %[[G0F:.*]] = shardc.Concat %[[DWF]], %[[DB]], %[[PAD1]] {{.*}} -> tensor<16xf32>
-// STAGE2: %[[RS0:.*]] = mesh.reduce_scatter %[[G0F]] on @world mesh_axes = [0] scatter_axis = 0 {shardc.category = "grads"} : tensor<16xf32> -> tensor<4xf32>
-// STAGE2: %[[GS0:.*]] = shardc.Mul %[[RS0]], %{{.*}} {shardc.category = "grads"} : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+// STAGE2: %[[RS0:.*]] = mesh.reduce_scatter %[[G0F]] on @world mesh_axes = [0] scatter_axis = 0 {shardc.category = #shardc.category<grads>} : tensor<16xf32> -> tensor<4xf32>
+// STAGE2: %[[GS0:.*]] = shardc.Mul %[[RS0]], %{{.*}} {shardc.category = #shardc.category<grads>} : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
 // STAGE2: %[[PS0:.*]] = mesh.all_slice %{{.*}} : tensor<16xf32> -> tensor<4xf32>
 // STAGE2: %[[NP0:.*]], %[[NM0:.*]] = shardc.SGDUpdate %[[PS0]], %[[GS0]], %[[M0]], %{{.*}} : tensor<4xf32>, tensor<f32>
 // STAGE2: mesh.all_gather %[[NP0]] {{.*}} : tensor<4xf32> -> tensor<16xf32>
@@ -133,13 +133,13 @@
 // STAGE3-SAME: (%[[X:[a-z0-9]+]]: tensor<2x2xf32> {shardc.input = "x"}, %[[STEP:[a-z0-9]+]]: tensor<f32> {shardc.state = "optimizer.step"}, %[[M0:[a-z0-9]+]]: tensor<4xf32> {shardc.state = "unit0.momentum_buffer"}, %[[M1:[a-z0-9]+]]: tensor<2xf32> {shardc.state = "unit1.momentum_buffer"}, %[[P0:[a-z0-9]+]]: tensor<4xf32> {shardc.flat_params = ["fc.weight", "fc.bias"], shardc.flat_types = [tensor<5x2xf32>, tensor<5xf32>], shardc.param_shard = "unit0"}, %[[P1:[a-z0-9]+]]: tensor<2xf32> {shardc.flat_params = ["head.scale"], shardc.flat_types = [tensor<5xf32>], shardc.param_shard = "unit1"})
 // STAGE3-SAME: -> (tensor<f32>, tensor<f32> {shardc.updates = 1 : i64}, tensor<4xf32> {shardc.updates = 2 : i64}, tensor<2xf32> {shardc.updates = 3 : i64}, tensor<4xf32> {shardc.updates = 4 : i64}, tensor<2xf32> {shardc.updates = 5 : i64})
 // STAGE3-SAME: shardc.zero_stage = 3 : i64
-// STAGE3: %[[FULL0:.*]] = mesh.all_gather %[[P0]] on @world mesh_axes = [0] gather_axis = 0 {shardc.category = "params"} : tensor<4xf32> -> tensor<16xf32>
-// STAGE3: %[[WF:.*]] = shardc.Slice %[[FULL0]] {shardc.category = "params", starts = array<i64: 0>, steps = array<i64: 1>} : tensor<16xf32> -> tensor<10xf32>
-// STAGE3: %[[W:.*]] = shardc.Reshape %[[WF]] {shardc.category = "params"} : tensor<10xf32> -> tensor<5x2xf32>
-// STAGE3: %[[B:.*]] = shardc.Slice %[[FULL0]] {shardc.category = "params", starts = array<i64: 10>, steps = array<i64: 1>} : tensor<16xf32> -> tensor<5xf32>
+// STAGE3: %[[FULL0:.*]] = mesh.all_gather %[[P0]] on @world mesh_axes = [0] gather_axis = 0 {shardc.category = #shardc.category<params>} : tensor<4xf32> -> tensor<16xf32>
+// STAGE3: %[[WF:.*]] = shardc.Slice %[[FULL0]] {shardc.category = #shardc.category<params>, starts = array<i64: 0>, steps = array<i64: 1>} : tensor<16xf32> -> tensor<10xf32>
+// STAGE3: %[[W:.*]] = shardc.Reshape %[[WF]] {shardc.category = #shardc.category<params>} : tensor<10xf32> -> tensor<5x2xf32>
+// STAGE3: %[[B:.*]] = shardc.Slice %[[FULL0]] {shardc.category = #shardc.category<params>, starts = array<i64: 10>, steps = array<i64: 1>} : tensor<16xf32> -> tensor<5xf32>
 // STAGE3: %[[Y:.*]] = shardc.Gemm %[[X]], %[[W]], %[[B]]
-// STAGE3: %[[FULL1:.*]] = mesh.all_gather %[[P1]] on @world mesh_axes = [0] gather_axis = 0 {shardc.category = "params"} : tensor<2xf32> -> tensor<8xf32>
-// STAGE3: %[[S:.*]] = shardc.Slice %[[FULL1]] {shardc.category = "params", starts = array<i64: 0>, steps = array<i64: 1>} : tensor<8xf32> -> tensor<5xf32>
+// STAGE3: %[[FULL1:.*]] = mesh.all_gather %[[P1]] on @world mesh_axes = [0] gather_axis = 0 {shardc.category = #shardc.category<params>} : tensor<2xf32> -> tensor<8xf32>
+// STAGE3: %[[S:.*]] = shardc.Slice %[[FULL1]] {shardc.category = #shardc.category<params>, starts = array<i64: 0>, steps = array<i64: 1>} : tensor<8xf32> -> tensor<5xf32>
 // STAGE3: shardc.Mul %[[Y]], %[[S]] :
 // STAGE3: %[[FULL1B:.*]] = mesh.all_gather %[[P1]] {{.*}} : tensor<2xf32> -> tensor<8xf32>
 // STAGE3: %[[SB:.*]] = shardc.Slice %[[FULL1B]] {{.*}} : tensor<8xf32> -> tensor<5xf32>
@@ -166,20 +166,20 @@
 // KEEP-NOT: mesh.all_gather
 func.func @main(%arg0: tensor<2x2xf32> {shardc.input = "x"}, %arg1: tensor<5x2xf32> {shardc.param = "fc.weight", shardc.unit = 0 : i64}, %arg2: tensor<5xf32> {shardc.param = "fc.bias", shardc.unit = 0 : i64}, %arg3: tensor<5xf32> {shardc.param = "head.scale", shardc.unit = 1 : i64}, %arg4: tensor<f32> {shardc.state = "optimizer.step"}, %arg5: tensor<5x2xf32> {shardc.state = "fc.weight.momentum_buffer"}, %arg6: tensor<5xf32> {shardc.state = "fc.bias.momentum_buffer"}, %arg7: tensor<5xf32> {shardc.state = "head.scale.momentum_buffer"}) -> (tensor<f32>, tensor<f32> {shardc.updates = 4 : i64}, tensor<5x2xf32> {shardc.updates = 1 : i64}, tensor<5x2xf32> {shardc.updates = 5 : i64}, tensor<5xf32> {shardc.updates = 2 : i64}, tensor<5xf32> {shardc.updates = 6 : i64}, tensor<5xf32> {shardc.updates = 3 : i64}, tensor<5xf32> {shardc.updates = 7 : i64}) attributes {shardc.loss = "loss", shardc.optimizer = "sgd", shardc.output_names = ["loss"]} {
   %0 = shardc.Constant dense<1.000000e+00> : tensor<2x5xf32>
-  %1 = shardc.Gemm %arg0, %arg1, %arg2 {transB = 1 : i64} : (tensor<2x2xf32>, tensor<5x2xf32>, tensor<5xf32>) -> tensor<2x5xf32>
+  %1 = shardc.Gemm %arg0, %arg1, %arg2 {transB = true} : (tensor<2x2xf32>, tensor<5x2xf32>, tensor<5xf32>) -> tensor<2x5xf32>
   %2 = shardc.Mul %1, %arg3 : (tensor<2x5xf32>, tensor<5xf32>) -> tensor<2x5xf32>
-  %3 = shardc.ReduceSum %2 {axes = array<i64: 0, 1>, keepdims = 0 : i64} : tensor<2x5xf32> -> tensor<f32>
+  %3 = shardc.ReduceSum %2 {axes = array<i64: 0, 1>, keepdims = false} : tensor<2x5xf32> -> tensor<f32>
   %4 = shardc.Mul %arg3, %0 {shardc.backward} : (tensor<5xf32>, tensor<2x5xf32>) -> tensor<2x5xf32>
   %5 = shardc.Mul %1, %0 {shardc.backward} : (tensor<2x5xf32>, tensor<2x5xf32>) -> tensor<2x5xf32>
-  %6 = shardc.ReduceSum %5 {axes = array<i64: 0>, keepdims = 1 : i64, shardc.backward} : tensor<2x5xf32> -> tensor<1x5xf32>
+  %6 = shardc.ReduceSum %5 {axes = array<i64: 0>, keepdims = true, shardc.backward} : tensor<2x5xf32> -> tensor<1x5xf32>
   %7 = shardc.Reshape %6 {shardc.backward} : tensor<1x5xf32> -> tensor<5xf32>
-  %8 = shardc.Gemm %4, %arg0 {shardc.backward, transA = 1 : i64} : (tensor<2x5xf32>, tensor<2x2xf32>) -> tensor<5x2xf32>
-  %9 = shardc.ReduceSum %4 {axes = array<i64: 0>, keepdims = 1 : i64, shardc.backward} : tensor<2x5xf32> -> tensor<1x5xf32>
+  %8 = shardc.Gemm %4, %arg0 {shardc.backward, transA = true} : (tensor<2x5xf32>, tensor<2x2xf32>) -> tensor<5x2xf32>
+  %9 = shardc.ReduceSum %4 {axes = array<i64: 0>, keepdims = true, shardc.backward} : tensor<2x5xf32> -> tensor<1x5xf32>
   %10 = shardc.Reshape %9 {shardc.backward} : tensor<1x5xf32> -> tensor<5xf32>
   %11 = shardc.Increment %arg4 : tensor<f32>
-  %new_param, %new_momentum_buffer = shardc.SGDUpdate %arg1, %8, %arg5, %11 {dampening = 0.000000e+00 : f32, lr = 1.000000e-03 : f32, momentum = 0.899999976 : f32, nesterov = 0 : i64, weight_decay = 0.000000e+00 : f32} : tensor<5x2xf32>, tensor<f32>
-  %new_param_0, %new_momentum_buffer_1 = shardc.SGDUpdate %arg2, %10, %arg6, %11 {dampening = 0.000000e+00 : f32, lr = 1.000000e-03 : f32, momentum = 0.899999976 : f32, nesterov = 0 : i64, weight_decay = 0.000000e+00 : f32} : tensor<5xf32>, tensor<f32>
-  %new_param_2, %new_momentum_buffer_3 = shardc.SGDUpdate %arg3, %7, %arg7, %11 {dampening = 0.000000e+00 : f32, lr = 1.000000e-03 : f32, momentum = 0.899999976 : f32, nesterov = 0 : i64, weight_decay = 0.000000e+00 : f32} : tensor<5xf32>, tensor<f32>
+  %new_param, %new_momentum_buffer = shardc.SGDUpdate %arg1, %8, %arg5, %11 {dampening = 0.000000e+00 : f32, lr = 1.000000e-03 : f32, momentum = 0.899999976 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<5x2xf32>, tensor<f32>
+  %new_param_0, %new_momentum_buffer_1 = shardc.SGDUpdate %arg2, %10, %arg6, %11 {dampening = 0.000000e+00 : f32, lr = 1.000000e-03 : f32, momentum = 0.899999976 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<5xf32>, tensor<f32>
+  %new_param_2, %new_momentum_buffer_3 = shardc.SGDUpdate %arg3, %7, %arg7, %11 {dampening = 0.000000e+00 : f32, lr = 1.000000e-03 : f32, momentum = 0.899999976 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<5xf32>, tensor<f32>
   return %3, %11, %new_param, %new_momentum_buffer, %new_param_0, %new_momentum_buffer_1, %new_param_2, %new_momentum_buffer_3 : tensor<f32>, tensor<f32>, tensor<5x2xf32>, tensor<5x2xf32>, tensor<5xf32>, tensor<5xf32>, tensor<5xf32>, tensor<5xf32>
 }
 
@@ -191,7 +191,7 @@ func.func @main(%arg0: tensor<2x2xf32> {shardc.input = "x"}, %arg1: tensor<5x2xf
 // of both uses) is reduce-scattered once, and all-reduced once in stage 0.
 // STAGE0-LABEL: func.func @main
 // STAGE0: %[[DE:.*]] = shardc.Add %{{.*}} {shardc.backward, {{.*}}} : (tensor<5x3xf32>, tensor<5x3xf32>) -> tensor<5x3xf32>
-// STAGE0: %[[DEF:.*]] = shardc.Reshape %[[DE]] {shardc.category = "comm"} : tensor<5x3xf32> -> tensor<15xf32>
+// STAGE0: %[[DEF:.*]] = shardc.Reshape %[[DE]] {shardc.category = #shardc.category<comm>} : tensor<5x3xf32> -> tensor<15xf32>
 // STAGE0: %[[FLAT:.*]] = shardc.Concat %{{.*}}, %[[DEF]] {{.*}} : (tensor<5xf32>, tensor<15xf32>) -> tensor<20xf32>
 // STAGE0: mesh.all_reduce %[[FLAT]]
 // STAGE0-NOT: mesh.all_reduce
@@ -204,7 +204,7 @@ func.func @main(%arg0: tensor<2x2xf32> {shardc.input = "x"}, %arg1: tensor<5x2xf
 
 // STAGE2-LABEL: func.func @main
 // STAGE2: %[[DE:.*]] = shardc.Add %{{.*}} : (tensor<5x3xf32>, tensor<5x3xf32>) -> tensor<5x3xf32>
-// STAGE2: %[[DEF:.*]] = shardc.Reshape %[[DE]] {shardc.category = "comm"} : tensor<5x3xf32> -> tensor<15xf32>
+// STAGE2: %[[DEF:.*]] = shardc.Reshape %[[DE]] {shardc.category = #shardc.category<comm>} : tensor<5x3xf32> -> tensor<15xf32>
 // STAGE2: %[[DEP:.*]] = shardc.Concat %[[DEF]], %{{.*}} : (tensor<15xf32>, tensor<1xf32>) -> tensor<16xf32>
 // STAGE2: mesh.reduce_scatter %[[DEP]] {{.*}} : tensor<16xf32> -> tensor<4xf32>
 // STAGE2-NOT: mesh.reduce_scatter {{.*}} : tensor<16xf32>
@@ -216,14 +216,14 @@ func.func @main(%arg0: tensor<2x2xf32> {shardc.input = "x"}, %arg1: tensor<5x2xf
 // STAGE3: %[[EMB:.*]] = shardc.Reshape %[[EF]] {{.*}} : tensor<15xf32> -> tensor<5x3xf32>
 // STAGE3: %[[H:.*]] = shardc.Gather %[[EMB]],
 // STAGE3-NOT: mesh.all_gather %[[E]]
-// STAGE3: shardc.Gemm %[[H]], %[[EMB]], %{{.*}} {transB = 1 : i64}
+// STAGE3: shardc.Gemm %[[H]], %[[EMB]], %{{.*}} {transB = true}
 // STAGE3: %[[FULLB:.*]] = mesh.all_gather %[[E]] {{.*}} : tensor<4xf32> -> tensor<16xf32>
 // STAGE3: %[[EFB:.*]] = shardc.Slice %[[FULLB]]
 // STAGE3: %[[EMBB:.*]] = shardc.Reshape %[[EFB]]
 // STAGE3: shardc.Gemm %{{.*}}, %[[EMBB]] {shardc.backward}
 // STAGE3-NOT: mesh.all_gather %[[E]]
 // STAGE3: %[[DE:.*]] = shardc.Add %{{.*}} : (tensor<5x3xf32>, tensor<5x3xf32>) -> tensor<5x3xf32>
-// STAGE3: %[[DEF:.*]] = shardc.Reshape %[[DE]] {shardc.category = "comm"} : tensor<5x3xf32> -> tensor<15xf32>
+// STAGE3: %[[DEF:.*]] = shardc.Reshape %[[DE]] {shardc.category = #shardc.category<comm>} : tensor<5x3xf32> -> tensor<15xf32>
 // STAGE3: %[[DEP:.*]] = shardc.Concat %[[DEF]], %{{.*}} : (tensor<15xf32>, tensor<1xf32>) -> tensor<16xf32>
 // STAGE3: mesh.reduce_scatter %[[DEP]] {{.*}} : tensor<16xf32> -> tensor<4xf32>
 // STAGE3-NOT: mesh.reduce_scatter {{.*}} : tensor<16xf32>
@@ -239,17 +239,17 @@ func.func @main(%arg0: tensor<2x2xf32> {shardc.input = "x"}, %arg1: tensor<5x2xf
 func.func @main(%arg0: tensor<2xi64> {shardc.input = "idx"}, %arg1: tensor<2xi64> {shardc.input = "labels"}, %arg2: tensor<5x3xf32> {shardc.param = "emb.weight", shardc.unit = 0 : i64}, %arg3: tensor<5xf32> {shardc.param = "head.bias", shardc.unit = 1 : i64}, %arg4: tensor<f32> {shardc.state = "optimizer.step"}, %arg5: tensor<5x3xf32> {shardc.state = "emb.weight.momentum_buffer"}, %arg6: tensor<5xf32> {shardc.state = "head.bias.momentum_buffer"}) -> (tensor<f32>, tensor<f32> {shardc.updates = 4 : i64}, tensor<5x3xf32> {shardc.updates = 2 : i64}, tensor<5x3xf32> {shardc.updates = 5 : i64}, tensor<5xf32> {shardc.updates = 3 : i64}, tensor<5xf32> {shardc.updates = 6 : i64}) attributes {shardc.loss = "loss", shardc.optimizer = "sgd", shardc.output_names = ["loss"]} {
   %0 = shardc.Constant {shardc.backward} dense<1.000000e+00> : tensor<f32>
   %1 = shardc.Gather %arg2, %arg0 {axis = 0 : i64} : (tensor<5x3xf32>, tensor<2xi64>) -> tensor<2x3xf32>
-  %2 = shardc.Gemm %1, %arg2, %arg3 {transB = 1 : i64} : (tensor<2x3xf32>, tensor<5x3xf32>, tensor<5xf32>) -> tensor<2x5xf32>
-  %loss = shardc.SoftmaxCrossEntropyLoss %2, %arg1 {reduction = "mean"} : (tensor<2x5xf32>, tensor<2xi64>) -> tensor<f32>
-  %3 = shardc.SoftmaxCrossEntropyLossGrad %0, %2, %arg1 {reduction = "mean", shardc.backward} : (tensor<f32>, tensor<2x5xf32>, tensor<2xi64>) -> tensor<2x5xf32>
+  %2 = shardc.Gemm %1, %arg2, %arg3 {transB = true} : (tensor<2x3xf32>, tensor<5x3xf32>, tensor<5xf32>) -> tensor<2x5xf32>
+  %loss = shardc.SoftmaxCrossEntropyLoss %2, %arg1 {reduction = #shardc.reduction<mean>} : (tensor<2x5xf32>, tensor<2xi64>) -> tensor<f32>
+  %3 = shardc.SoftmaxCrossEntropyLossGrad %0, %2, %arg1 {reduction = #shardc.reduction<mean>, shardc.backward} : (tensor<f32>, tensor<2x5xf32>, tensor<2xi64>) -> tensor<2x5xf32>
   %4 = shardc.Gemm %3, %arg2 {shardc.backward} : (tensor<2x5xf32>, tensor<5x3xf32>) -> tensor<2x3xf32>
-  %5 = shardc.Gemm %3, %1 {shardc.backward, transA = 1 : i64} : (tensor<2x5xf32>, tensor<2x3xf32>) -> tensor<5x3xf32>
-  %6 = shardc.ReduceSum %3 {axes = array<i64: 0>, keepdims = 1 : i64, shardc.backward} : tensor<2x5xf32> -> tensor<1x5xf32>
+  %5 = shardc.Gemm %3, %1 {shardc.backward, transA = true} : (tensor<2x5xf32>, tensor<2x3xf32>) -> tensor<5x3xf32>
+  %6 = shardc.ReduceSum %3 {axes = array<i64: 0>, keepdims = true, shardc.backward} : tensor<2x5xf32> -> tensor<1x5xf32>
   %7 = shardc.Reshape %6 {shardc.backward} : tensor<1x5xf32> -> tensor<5xf32>
   %8 = shardc.GatherGrad %4, %arg0 {axis = 0 : i64, shardc.backward} : (tensor<2x3xf32>, tensor<2xi64>) -> tensor<5x3xf32>
   %9 = shardc.Add %5, %8 {shardc.backward} : (tensor<5x3xf32>, tensor<5x3xf32>) -> tensor<5x3xf32>
   %10 = shardc.Increment %arg4 : tensor<f32>
-  %new_param, %new_momentum_buffer = shardc.SGDUpdate %arg2, %9, %arg5, %10 {dampening = 0.000000e+00 : f32, lr = 1.000000e-03 : f32, momentum = 0.899999976 : f32, nesterov = 0 : i64, weight_decay = 0.000000e+00 : f32} : tensor<5x3xf32>, tensor<f32>
-  %new_param_0, %new_momentum_buffer_1 = shardc.SGDUpdate %arg3, %7, %arg6, %10 {dampening = 0.000000e+00 : f32, lr = 1.000000e-03 : f32, momentum = 0.899999976 : f32, nesterov = 0 : i64, weight_decay = 0.000000e+00 : f32} : tensor<5xf32>, tensor<f32>
+  %new_param, %new_momentum_buffer = shardc.SGDUpdate %arg2, %9, %arg5, %10 {dampening = 0.000000e+00 : f32, lr = 1.000000e-03 : f32, momentum = 0.899999976 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<5x3xf32>, tensor<f32>
+  %new_param_0, %new_momentum_buffer_1 = shardc.SGDUpdate %arg3, %7, %arg6, %10 {dampening = 0.000000e+00 : f32, lr = 1.000000e-03 : f32, momentum = 0.899999976 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<5xf32>, tensor<f32>
   return %loss, %10, %new_param, %new_momentum_buffer, %new_param_0, %new_momentum_buffer_1 : tensor<f32>, tensor<f32>, tensor<5x3xf32>, tensor<5x3xf32>, tensor<5xf32>, tensor<5xf32>
 }

@@ -13,7 +13,7 @@
 //===----------------------------------------------------------------------===//
 #include "frontend/Importer.h"
 #include "ir/ShardcDialect.h"
-#include "passes/Lowering/PlanEmitter.h"
+#include "passes/LowerToPlan/PlanEmitter.h"
 #include "passes/Passes.h"
 #include "plan/PlanIO.h"
 #include "runtime/Backend.h"

@@ -8,8 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "frontend/Importer.h"
 #include "ir/ShardcDialect.h"
-#include "passes/Lowering/OpDesc.h"
-#include "passes/Lowering/PlanEmitter.h"
+#include "passes/LowerToPlan/OpDesc.h"
+#include "passes/LowerToPlan/PlanEmitter.h"
 #include "passes/Passes.h"
 #include "plan/PlanIO.h"
 

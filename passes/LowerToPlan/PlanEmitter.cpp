@@ -1,8 +1,8 @@
 //===- PlanEmitter.cpp - Lowering the final IR to a plan ------------------===//
-#include "passes/Lowering/PlanEmitter.h"
+#include "passes/LowerToPlan/PlanEmitter.h"
 
 #include "ir/ShardcDialect.h"
-#include "passes/Lowering/OpDesc.h"
+#include "passes/LowerToPlan/OpDesc.h"
 #include "passes/Sharding/Sharding.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -52,19 +52,28 @@ static plan::Attribute toPlanAttr(const std::string &name,
   return a;
 }
 
+/// The plan's category for a MemoryCategory.
+static plan::Category toPlanCategory(MemoryCategory category) {
+  switch (category) {
+  case MemoryCategory::Params:
+    return plan::PARAMS;
+  case MemoryCategory::Grads:
+    return plan::GRADS;
+  case MemoryCategory::OptState:
+    return plan::OPT_STATE;
+  case MemoryCategory::Activations:
+    return plan::ACTIVATIONS;
+  case MemoryCategory::Comm:
+    return plan::COMM;
+  }
+  llvm_unreachable("unknown memory category");
+}
+
 /// The memory category of an op result.
 static plan::Category categoryOf(OpResult r) {
-  if (auto cat = r.getOwner()->getAttrOfType<StringAttr>(kCategoryAttrName)) {
-    StringRef c = cat.getValue();
-    if (c == "params")
-      return plan::PARAMS;
-    if (c == "grads")
-      return plan::GRADS;
-    if (c == "opt_state")
-      return plan::OPT_STATE;
-    if (c == "comm")
-      return plan::COMM;
-  }
+  if (auto cat =
+          r.getOwner()->getAttrOfType<MemoryCategoryAttr>(kCategoryAttrName))
+    return toPlanCategory(cat.getValue());
   for (OpOperand &use : r.getUses())
     if (isa<SGDUpdateOp, AdamUpdateOp>(use.getOwner()) &&
         use.getOperandNumber() == 1)

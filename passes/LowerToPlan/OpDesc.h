@@ -1,9 +1,10 @@
-//===- OpDesc.h - shardc ops as plan ops, and folding by kernels -*- C++ -*-=//
+//===- OpDesc.h - shardc ops as plan ops ------------------------*- C++ -*-===//
 //
 // The one place where a shardc op becomes the (type, attributes) pair that a
 // plan op and a runtime kernel use. Plan emission uses it, and so does the
-// constant folder, which runs the CPU kernels on constant operands: folding
-// and execution share one implementation of every op.
+// constant folder (passes/FoldConstants.h), which runs the CPU kernels on
+// constant operands: folding and execution share one implementation of every
+// op.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SHARDC_PASSES_LOWERING_OPDESC_H
@@ -41,13 +42,6 @@ std::vector<uint8_t> constantBytes(mlir::DenseElementsAttr attr);
 /// A DenseElementsAttr of `type` from bytes in the runtime's layout.
 mlir::DenseElementsAttr constantFromBytes(mlir::RankedTensorType type,
                                           llvm::ArrayRef<uint8_t> bytes);
-
-/// If every operand of `op` is a constant and the results are small enough,
-/// evaluates `op` (with its own folder, else with the CPU kernels), replaces
-/// its uses by the folded values, erases it, and returns those values in
-/// `replacements`. Fails, leaving `op` alone, when it cannot fold.
-mlir::LogicalResult foldWithKernels(mlir::Operation *op,
-                                    llvm::SmallVectorImpl<mlir::Value> &replacements);
 
 } // namespace shardc
 

@@ -1,0 +1,93 @@
+//===- OpDesc.cpp - shardc ops as plan ops --------------------------------===//
+#include "passes/LowerToPlan/OpDesc.h"
+
+#include "ir/ShardcDialect.h"
+#include "runtime/Backend.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Matchers.h"
+
+using namespace mlir;
+
+namespace shardc {
+
+rt::DType toRuntimeType(Type t) {
+  int64_t code = onnxTypeCode(t);
+  auto d = rt::dtypeFromCode(code);
+  return d ? *d : rt::DType::Undefined;
+}
+
+FailureOr<OpDesc> describeOp(Operation *op) {
+  OpDesc desc;
+  desc.type = op->getName().stripDialect().str();
+  for (NamedAttribute named : op->getAttrs()) {
+    StringRef name = named.getName().getValue();
+    Attribute attr = named.getValue();
+    // Segment sizes and our discardable annotations are not kernel inputs.
+    if (name == "operandSegmentSizes" || name == "resultSegmentSizes" ||
+        name.starts_with("shardc."))
+      continue;
+    if (auto flag = dyn_cast<BoolAttr>(attr)) {
+      desc.attrs.set(name.str(), rt::AttrValue::ofInt(flag.getValue() ? 1 : 0));
+    } else if (auto reduction = dyn_cast<LossReductionAttr>(attr)) {
+      desc.attrs.set(name.str(), rt::AttrValue::ofString(
+                                     stringifyLossReduction(reduction.getValue()).str()));
+    } else if (auto i = dyn_cast<IntegerAttr>(attr)) {
+      desc.attrs.set(name.str(), rt::AttrValue::ofInt(i.getInt()));
+    } else if (auto f = dyn_cast<FloatAttr>(attr)) {
+      desc.attrs.set(name.str(),
+                     rt::AttrValue::ofFloat(f.getValueAsDouble()));
+    } else if (auto s = dyn_cast<StringAttr>(attr)) {
+      desc.attrs.set(name.str(), rt::AttrValue::ofString(s.str()));
+    } else if (auto a = dyn_cast<DenseI64ArrayAttr>(attr)) {
+      desc.attrs.set(name.str(), rt::AttrValue::ofInts(
+                                     std::vector<int64_t>(a.asArrayRef())));
+    } else if (auto a = dyn_cast<DenseF64ArrayAttr>(attr)) {
+      desc.attrs.set(name.str(), rt::AttrValue::ofFloats(
+                                     std::vector<double>(a.asArrayRef())));
+    } else {
+      return op->emitOpError("attribute '")
+             << name << "' cannot be carried by a plan op";
+    }
+  }
+  return desc;
+}
+
+std::vector<uint8_t> constantBytes(DenseElementsAttr attr) {
+  auto type = cast<RankedTensorType>(attr.getType());
+  int64_t n = type.getNumElements();
+  Type et = type.getElementType();
+  if (et.isInteger(1)) {
+    std::vector<uint8_t> out;
+    out.reserve(n);
+    for (bool b : attr.getValues<bool>())
+      out.push_back(b ? 1 : 0);
+    return out;
+  }
+  size_t elemBytes = rt::dtypeSize(toRuntimeType(et));
+  ArrayRef<char> raw = attr.getRawData();
+  std::vector<uint8_t> out(n * elemBytes);
+  if (attr.isSplat()) {
+    for (int64_t i = 0; i < n; ++i)
+      std::memcpy(out.data() + i * elemBytes, raw.data(), elemBytes);
+  } else {
+    std::memcpy(out.data(), raw.data(), out.size());
+  }
+  return out;
+}
+
+DenseElementsAttr constantFromBytes(RankedTensorType type,
+                                    ArrayRef<uint8_t> bytes) {
+  if (type.getElementType().isInteger(1)) {
+    SmallVector<bool> bits;
+    bits.reserve(bytes.size());
+    for (uint8_t b : bytes)
+      bits.push_back(b != 0);
+    return DenseElementsAttr::get(type, bits);
+  }
+  return DenseElementsAttr::getFromRawBuffer(
+      type, ArrayRef<char>(reinterpret_cast<const char *>(bytes.data()),
+                           bytes.size()));
+}
+
+} // namespace shardc
