@@ -71,8 +71,9 @@ readExternal(const onnx::TensorProto &t, llvm::StringRef modelDir,
     return makeError("initializer '" + t.name() +
                      "': external data has no location");
   if (llvm::sys::path::is_absolute(location))
-    return makeError("initializer '" + t.name() + "': external data location '" +
-                     location + "' is absolute; it must be relative to the "
+    return makeError("initializer '" + t.name() +
+                     "': external data location '" + location +
+                     "' is absolute; it must be relative to the "
                      "model's directory");
   llvm::SmallString<256> path(modelDir);
   llvm::sys::path::append(path, location);
@@ -80,8 +81,10 @@ readExternal(const onnx::TensorProto &t, llvm::StringRef modelDir,
   if (llvm::sys::fs::real_path(modelDir, realDir))
     return makeError("cannot resolve the model directory '" + modelDir + "'");
   if (std::error_code ec = llvm::sys::fs::real_path(path, realFile))
-    return makeError("initializer '" + t.name() + "': cannot open external "
-                     "data file '" + location + "': " + ec.message());
+    return makeError("initializer '" + t.name() +
+                     "': cannot open external "
+                     "data file '" +
+                     location + "': " + ec.message());
   llvm::SmallString<256> prefix(realDir);
   llvm::sys::path::append(prefix, "");
   if (!llvm::StringRef(realFile).starts_with(prefix))
@@ -113,12 +116,13 @@ readExternal(const onnx::TensorProto &t, llvm::StringRef modelDir,
   return out;
 }
 
-llvm::Expected<std::vector<uint8_t>>
-readTensorBytes(const onnx::TensorProto &t, llvm::StringRef modelDir) {
+llvm::Expected<std::vector<uint8_t>> readTensorBytes(const onnx::TensorProto &t,
+                                                     llvm::StringRef modelDir) {
   auto dtype = rt::dtypeFromCode(t.data_type());
   if (!dtype)
     return makeError("tensor '" + t.name() + "' has element type code " +
-                     llvm::Twine(t.data_type()) + ", which Shard does not "
+                     llvm::Twine(t.data_type()) +
+                     ", which Shard does not "
                      "support (float32, float64, float16, int64, int32, "
                      "int8, uint8, bool)");
   uint64_t n = 1;
@@ -135,10 +139,9 @@ readTensorBytes(const onnx::TensorProto &t, llvm::StringRef modelDir) {
     return readExternal(t, modelDir, expected);
   if (t.has_raw_data()) {
     if (t.raw_data().size() != expected)
-      return makeError("tensor '" + t.name() + "' has " +
-                       llvm::Twine(t.raw_data().size()) +
-                       " bytes of raw data; its shape needs " +
-                       llvm::Twine(expected));
+      return makeError(
+          "tensor '" + t.name() + "' has " + llvm::Twine(t.raw_data().size()) +
+          " bytes of raw data; its shape needs " + llvm::Twine(expected));
     std::vector<uint8_t> out(expected);
     std::memcpy(out.data(), t.raw_data().data(), expected);
     if (*dtype == rt::DType::Bool)
@@ -272,8 +275,8 @@ LogicalResult Importer::prepareModel(const ImportOptions &options) {
         defined.insert(out);
     for (const auto &out : model.graph().output())
       if (!defined.count(out.name()))
-        return emitError(fileLoc) << "graph output '" << out.name()
-                                  << "' is produced by no node";
+        return emitError(fileLoc)
+               << "graph output '" << out.name() << "' is produced by no node";
   }
 
   // Integer and bool initializers may fix shapes (a Reshape target):
@@ -294,11 +297,10 @@ LogicalResult Importer::prepareModel(const ImportOptions &options) {
     init.set_raw_data(bytes->data(), bytes->size());
   }
   if (opset > kMaxOpset)
-    return emitError(fileLoc) << "the model uses opset " << opset
-                              << "; Shard supports opsets " << kMinOpset
-                              << "-" << kMaxOpset
-                              << " (export with opset_version=" << kMaxOpset
-                              << ")";
+    return emitError(fileLoc)
+           << "the model uses opset " << opset << "; Shard supports opsets "
+           << kMinOpset << "-" << kMaxOpset
+           << " (export with opset_version=" << kMaxOpset << ")";
   if (opset < kMinOpset) {
     // The version converter's adapters need the shapes of their inputs; a
     // failure here is reported by the strict inference after conversion.
@@ -319,8 +321,9 @@ LogicalResult Importer::prepareModel(const ImportOptions &options) {
       if (graph->input(i).name() == name)
         idx = i;
     if (idx < 0 || initNames.count(name))
-      return emitError(fileLoc) << "--bind " << name
-                                << ": the model has no graph input of that name";
+      return emitError(fileLoc)
+             << "--bind " << name
+             << ": the model has no graph input of that name";
     const auto &tt = graph->input(idx).type().tensor_type();
     if (tt.elem_type() != tensor.onnxType)
       return emitError(fileLoc)
@@ -390,9 +393,9 @@ LogicalResult Importer::buildFunction() {
   for (const auto &init : graph.initializer()) {
     Type elem = elementTypeFromOnnxCode(&ctx, init.data_type());
     if (!elem)
-      return emitError(fileLoc) << "initializer '" << init.name()
-                                << "' has unsupported element type code "
-                                << init.data_type();
+      return emitError(fileLoc)
+             << "initializer '" << init.name()
+             << "' has unsupported element type code " << init.data_type();
     if (!isa<FloatType>(elem) || boundNames.count(init.name())) {
       constInits.push_back(&init);
       continue;
@@ -421,8 +424,8 @@ LogicalResult Importer::buildFunction() {
   }
 
   b.setInsertionPointToEnd(module.getBody());
-  auto func = b.create<func::FuncOp>(
-      fileLoc, "main", b.getFunctionType(argTypes, {}));
+  auto func =
+      b.create<func::FuncOp>(fileLoc, "main", b.getFunctionType(argTypes, {}));
   func->setAttr(kOutputNamesAttrName, b.getArrayAttr(outputNames));
   Block *entry = func.addEntryBlock();
   for (auto [i, dict] : llvm::enumerate(argDicts)) {
@@ -449,8 +452,8 @@ LogicalResult Importer::buildFunction() {
   for (const auto &vi : graph.output()) {
     Value v = values.lookup(vi.name());
     if (!v)
-      return emitError(fileLoc) << "graph output '" << vi.name()
-                                << "' is produced by no node";
+      return emitError(fileLoc)
+             << "graph output '" << vi.name() << "' is produced by no node";
     // A declared static output shape must agree with the computed one.
     const auto &tt = vi.type().tensor_type();
     if (tt.has_shape()) {
@@ -462,8 +465,8 @@ LogicalResult Importer::buildFunction() {
       if (!same)
         return emitError(fileLoc)
                << "graph output '" << vi.name() << "' is declared with a "
-               << "shape the model does not compute (computed "
-               << v.getType() << ")";
+               << "shape the model does not compute (computed " << v.getType()
+               << ")";
     }
     results.push_back(v);
     resultTypes.push_back(v.getType());

@@ -28,8 +28,8 @@ llvm::Error parseTextModel(llvm::StringRef text, llvm::StringRef path,
     onnx::OnnxParser parser(copy.c_str());
     auto status = parser.Parse(model);
     if (!status.IsOK())
-      return makeError(path + ": not a valid textual ONNX model: " +
-                       status.ErrorMessage());
+      return makeError(
+          path + ": not a valid textual ONNX model: " + status.ErrorMessage());
   } catch (const std::exception &e) {
     return makeError(path + ": not a valid textual ONNX model: " + e.what());
   }

@@ -54,9 +54,8 @@ void ShardcDialect::registerAttributes() {
       >();
 }
 
-LogicalResult
-PendingType::verify(function_ref<InFlightDiagnostic()> emitError,
-                    RankedTensorType tensorType) {
+LogicalResult PendingType::verify(function_ref<InFlightDiagnostic()> emitError,
+                                  RankedTensorType tensorType) {
   if (!tensorType.hasStaticShape())
     return emitError() << "a pending collective needs a static shape, got "
                        << tensorType;

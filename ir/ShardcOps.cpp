@@ -10,9 +10,9 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
-#include "mlir/IR/TypeUtilities.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/IR/TypeUtilities.h"
 
 #include <optional>
 
@@ -78,8 +78,8 @@ LogicalResult verifyBroadcastResult(Operation *op,
 LogicalResult verifyAxis(Operation *op, int64_t axis, int64_t rank,
                          StringRef what = "axis") {
   if (axis < 0 || axis >= std::max<int64_t>(rank, 1))
-    return op->emitOpError() << what << " " << axis
-                             << " is out of range for rank " << rank;
+    return op->emitOpError()
+           << what << " " << axis << " is out of range for rank " << rank;
   return success();
 }
 
@@ -145,8 +145,8 @@ LogicalResult ShapeOp::verify() {
   if (start < 0 || end > rank || start > end)
     return emitOpError("start/end out of range for rank ") << rank;
   if (shapeOf(getOutput()) != ArrayRef<int64_t>{end - start})
-    return emitOpError("result must be a 1-d tensor of ") << end - start
-                                                          << " elements";
+    return emitOpError("result must be a 1-d tensor of ")
+           << end - start << " elements";
   return success();
 }
 
@@ -164,10 +164,10 @@ OpFoldResult ShapeOp::fold(FoldAdaptor) {
 
 /// The result type of a broadcasting elementwise op: the numpy broadcast of
 /// the operand shapes, with the element type of operand `elementOperand`.
-static LogicalResult
-inferBroadcastResult(std::optional<Location> loc, ValueRange operands,
-                     unsigned elementOperand,
-                     SmallVectorImpl<Type> &inferred) {
+static LogicalResult inferBroadcastResult(std::optional<Location> loc,
+                                          ValueRange operands,
+                                          unsigned elementOperand,
+                                          SmallVectorImpl<Type> &inferred) {
   SmallVector<ArrayRef<int64_t>> shapes;
   for (Value v : operands) {
     auto t = dyn_cast<RankedTensorType>(v.getType());
@@ -180,8 +180,7 @@ inferBroadcastResult(std::optional<Location> loc, ValueRange operands,
     std::string list;
     for (ArrayRef<int64_t> s : shapes)
       list += (list.empty() ? "" : " and ") + fmt(s);
-    return emitOptionalError(loc, "operand shapes ", list,
-                             " do not broadcast");
+    return emitOptionalError(loc, "operand shapes ", list, " do not broadcast");
   }
   inferred.push_back(
       RankedTensorType::get(*shape, elemOf(operands[elementOperand])));
@@ -240,8 +239,7 @@ LogicalResult CastOp::verify() {
 //===----------------------------------------------------------------------===//
 
 /// Every present value of `values` has `values[0]`'s element type.
-static LogicalResult verifyOneElementType(Operation *op,
-                                          ArrayRef<Value> values,
+static LogicalResult verifyOneElementType(Operation *op, ArrayRef<Value> values,
                                           StringRef what) {
   Type first = elemOf(values[0]);
   for (Value v : values.drop_front())
@@ -265,8 +263,8 @@ LogicalResult GemmOp::verify() {
   if (shapeOf(getOutput()) != ArrayRef<int64_t>{m, n})
     return emitOpError("result must be ") << fmt({m, n});
   if (getC() && !broadcastShapes({shapeOf(getC()), ArrayRef<int64_t>{m, n}}))
-    return emitOpError("C of shape ") << fmt(shapeOf(getC()))
-                                      << " does not broadcast to " << fmt({m, n});
+    return emitOpError("C of shape ")
+           << fmt(shapeOf(getC())) << " does not broadcast to " << fmt({m, n});
   return success();
 }
 
@@ -284,8 +282,8 @@ LogicalResult MatMulOp::verify() {
   if (a.back() != b[b.size() - 2])
     return emitOpError("inner dimensions differ: ")
            << a.back() << " vs " << b[b.size() - 2];
-  auto batch = broadcastShapes({ArrayRef<int64_t>(a).drop_back(2),
-                          ArrayRef<int64_t>(b).drop_back(2)});
+  auto batch = broadcastShapes(
+      {ArrayRef<int64_t>(a).drop_back(2), ArrayRef<int64_t>(b).drop_back(2)});
   if (!batch)
     return emitOpError("batch dimensions do not broadcast");
   SmallVector<int64_t> expected = *batch;
@@ -294,8 +292,8 @@ LogicalResult MatMulOp::verify() {
   if (!bVec)
     expected.push_back(b.back());
   if (shapeOf(getOutput()) != ArrayRef<int64_t>(expected))
-    return emitOpError("result shape ") << fmt(shapeOf(getOutput()))
-                                        << ", expected " << fmt(expected);
+    return emitOpError("result shape ")
+           << fmt(shapeOf(getOutput())) << ", expected " << fmt(expected);
   return success();
 }
 
@@ -314,12 +312,14 @@ struct MatMulOfTransposedWeight : OpRewritePattern<MatMulOp> {
     if (x.getRank() < 2 || !isa<FloatType>(x.getElementType()) ||
         x.getElementType() != w.getElementType())
       return failure();
-    int64_t k = x.getShape().back(), rows = x.getNumElements() / std::max<int64_t>(k, 1);
+    int64_t k = x.getShape().back(),
+            rows = x.getNumElements() / std::max<int64_t>(k, 1);
     if (k == 0 || rows * k != x.getNumElements())
       return failure();
     Location loc = op.getLoc();
     auto x2 = RankedTensorType::get({rows, k}, x.getElementType());
-    auto y2 = RankedTensorType::get({rows, w.getDimSize(0)}, x.getElementType());
+    auto y2 =
+        RankedTensorType::get({rows, w.getDimSize(0)}, x.getElementType());
     if (y2.getNumElements() != out.getNumElements())
       return failure();
     Value a = op.getA();
@@ -345,7 +345,9 @@ void MatMulOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
 static LogicalResult verifySoftmaxLike(Operation *op, int64_t axis) {
   return verifyAxis(op, axis, shapeOf(op->getOperand(0)).size());
 }
-LogicalResult SoftmaxOp::verify() { return verifySoftmaxLike(*this, getAxis()); }
+LogicalResult SoftmaxOp::verify() {
+  return verifySoftmaxLike(*this, getAxis());
+}
 LogicalResult LogSoftmaxOp::verify() {
   return verifySoftmaxLike(*this, getAxis());
 }
@@ -375,16 +377,16 @@ LogicalResult LayerNormalizationOp::verify() {
 }
 
 LogicalResult BatchNormalizationOp::verify() {
-  if (failed(verifyOneElementType(*this, {getInput(), getScale(), getBias(),
-                                          getOutput()},
-                                  "input, scale, bias and result")))
+  if (failed(verifyOneElementType(
+          *this, {getInput(), getScale(), getBias(), getOutput()},
+          "input, scale, bias and result")))
     return failure();
   auto x = shapeOf(getInput());
   if (x.size() < 2)
     return emitOpError("input must have rank >= 2 (N, C, ...)");
   SmallVector<int64_t, 1> c{x[1]};
-  for (Value v : {getScale(), getBias(), getMean(), getVar(),
-                  getRunningMean(), getRunningVar()})
+  for (Value v : {getScale(), getBias(), getMean(), getVar(), getRunningMean(),
+                  getRunningVar()})
     if (shapeOf(v) != ArrayRef<int64_t>(c))
       return emitOpError("scale, bias, mean, var and running statistics must ")
              << "have shape " << fmt(c);
@@ -591,8 +593,8 @@ LogicalResult SliceOp::verify() {
 LogicalResult ExpandOp::verify() {
   if (elemOf(getInput()) != elemOf(getOutput()))
     return emitOpError("element type must not change");
-  return verifyBroadcastResult(*this, {shapeOf(getInput()), shapeOf(getOutput())},
-                               shapeOf(getOutput()));
+  return verifyBroadcastResult(
+      *this, {shapeOf(getInput()), shapeOf(getOutput())}, shapeOf(getOutput()));
 }
 
 static LogicalResult verifyReduce(Operation *op, ArrayRef<int64_t> axes,
@@ -718,7 +720,8 @@ LogicalResult BatchNormGradOp::verify() {
   if (x.size() < 2 || shapeOf(getInputGrad()) != x || shapeOf(getGrad()) != x)
     return emitOpError("gradients must have the input's shape [N, C, ...]");
   SmallVector<int64_t, 1> c{x[1]};
-  for (Value v : {getScale(), getMean(), getVar(), getScaleGrad(), getBiasGrad()})
+  for (Value v :
+       {getScale(), getMean(), getVar(), getScaleGrad(), getBiasGrad()})
     if (shapeOf(v) != ArrayRef<int64_t>(c))
       return emitOpError("per-channel values must have shape ") << fmt(c);
   return success();
@@ -764,8 +767,7 @@ LogicalResult SliceGradOp::verify() {
 
 /// `full` is 1-d with `worldSize` times the elements of the 1-d `shard`.
 static LogicalResult verifyShardPair(Operation *op, RankedTensorType shard,
-                                     RankedTensorType full,
-                                     int64_t worldSize) {
+                                     RankedTensorType full, int64_t worldSize) {
   auto s = shard.getShape(), f = full.getShape();
   if (worldSize < 1)
     return op->emitOpError("world_size must be positive");
@@ -773,8 +775,7 @@ static LogicalResult verifyShardPair(Operation *op, RankedTensorType shard,
     return op->emitOpError("operates on 1-d buffers");
   if (f[0] != s[0] * worldSize)
     return op->emitOpError("full buffer of ")
-           << f[0] << " elements is not " << worldSize << " shards of "
-           << s[0];
+           << f[0] << " elements is not " << worldSize << " shards of " << s[0];
   if (shard.getElementType() != full.getElementType())
     return op->emitOpError("element types differ");
   return success();
@@ -785,12 +786,12 @@ static RankedTensorType tensorTypeOf(Value v) {
 }
 
 LogicalResult AllGatherStartOp::verify() {
-  return verifyShardPair(*this, tensorTypeOf(getInput()),
-                         getResultTensorType(), getWorldSize());
+  return verifyShardPair(*this, tensorTypeOf(getInput()), getResultTensorType(),
+                         getWorldSize());
 }
 LogicalResult ReduceScatterStartOp::verify() {
-  return verifyShardPair(*this, getResultTensorType(),
-                         tensorTypeOf(getInput()), getWorldSize());
+  return verifyShardPair(*this, getResultTensorType(), tensorTypeOf(getInput()),
+                         getWorldSize());
 }
 LogicalResult ShardSliceOp::verify() {
   return verifyShardPair(*this, tensorTypeOf(getOutput()),

@@ -117,7 +117,6 @@ LogicalResult foldWithKernels(Operation *op,
   return success();
 }
 
-
 namespace {
 struct FoldConstantsPass : impl::FoldConstantsBase<FoldConstantsPass> {
   void runOnOperation() override {

@@ -17,8 +17,9 @@ namespace shardc {
 /// evaluates `op` (with its own folder, else with the CPU kernels), replaces
 /// its uses by the folded values, erases it, and returns those values in
 /// `replacements`. Fails, leaving `op` alone, when it cannot fold.
-mlir::LogicalResult foldWithKernels(mlir::Operation *op,
-                                    llvm::SmallVectorImpl<mlir::Value> &replacements);
+mlir::LogicalResult
+foldWithKernels(mlir::Operation *op,
+                llvm::SmallVectorImpl<mlir::Value> &replacements);
 
 } // namespace shardc
 

@@ -57,11 +57,10 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
 
     auto addState = [&](Type type, const Twine &name) {
       unsigned idx = func.getNumArguments();
-      func.insertArgument(
-          idx, type,
-          b.getDictionaryAttr(
-              b.getNamedAttr(kStateAttrName, b.getStringAttr(name))),
-          loc);
+      func.insertArgument(idx, type,
+                          b.getDictionaryAttr(b.getNamedAttr(
+                              kStateAttrName, b.getStringAttr(name))),
+                          loc);
       return func.getArgument(idx);
     };
 
@@ -115,7 +114,8 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
               ploc, TypeRange{p.getType(), p.getType(), p.getType()}, p, grad,
               m, v, newStep, b.getF32FloatAttr(lr), b.getF32FloatAttr(beta1),
               b.getF32FloatAttr(beta2), b.getF32FloatAttr(eps),
-              b.getF32FloatAttr(wd), b.getBoolAttr(optimizer == OptimizerKind::AdamW));
+              b.getF32FloatAttr(wd),
+              b.getBoolAttr(optimizer == OptimizerKind::AdamW));
           updates.push_back({upd.getNewParam(), p.getArgNumber()});
           updates.push_back({upd.getNewExpAvg(), m.getArgNumber()});
           updates.push_back({upd.getNewExpAvgSq(), v.getArgNumber()});
@@ -129,7 +129,8 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
         return;
       auto mean = dyn_cast<BlockArgument>(bn.getMean());
       auto var = dyn_cast<BlockArgument>(bn.getVar());
-      if (!mean || !var || !func.getArgAttr(mean.getArgNumber(), kParamAttrName) ||
+      if (!mean || !var ||
+          !func.getArgAttr(mean.getArgNumber(), kParamAttrName) ||
           !func.getArgAttr(var.getArgNumber(), kParamAttrName))
         return;
       bn.setUnbiasedVar(true);

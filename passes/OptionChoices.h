@@ -31,7 +31,8 @@ llvm::StringRef optimizerName(OptimizerKind kind);
 namespace detail {
 /// A cl parser over a fixed set of named values (what llvm::cl::parser does
 /// for enums), whose error for an unknown value names every choice.
-template <typename T> class ChoiceParser : public llvm::cl::generic_parser_base {
+template <typename T>
+class ChoiceParser : public llvm::cl::generic_parser_base {
 protected:
   struct Choice : public GenericOptionInfo {
     Choice(llvm::StringRef name, T v, llvm::StringRef help)
@@ -47,11 +48,14 @@ public:
   ChoiceParser(llvm::cl::Option &owner) : generic_parser_base(owner) {}
 
   unsigned getNumOptions() const override { return Values.size(); }
-  llvm::StringRef getOption(unsigned n) const override { return Values[n].Name; }
+  llvm::StringRef getOption(unsigned n) const override {
+    return Values[n].Name;
+  }
   llvm::StringRef getDescription(unsigned n) const override {
     return Values[n].HelpStr;
   }
-  const llvm::cl::GenericOptionValue &getOptionValue(unsigned n) const override {
+  const llvm::cl::GenericOptionValue &
+  getOptionValue(unsigned n) const override {
     return Values[n].V;
   }
 

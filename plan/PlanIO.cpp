@@ -322,8 +322,7 @@ Error validatePlan(const Plan &plan, llvm::ArrayRef<StringRef> knownOpTypes) {
                          " buffer must not name a data file");
       continue;
     }
-    if (b.shard_count() < 0 ||
-        (b.shard_count() > 1 && b.kind() != PARAMETER))
+    if (b.shard_count() < 0 || (b.shard_count() > 1 && b.kind() != PARAMETER))
       return makeError(what + ": shard_count " + Twine(b.shard_count()) +
                        " is invalid (only PARAMETER buffers are sharded)");
     uint64_t shards = b.shard_count() > 1 ? b.shard_count() : 1;
@@ -437,8 +436,8 @@ Error validatePlan(const Plan &plan, llvm::ArrayRef<StringRef> knownOpTypes) {
                          describeBuffer(plan, index) + ", a view");
       if (kind == INPUT || kind == CONSTANT)
         return makeError(what + ": output " + Twine(k) + " writes " +
-                         describeBuffer(plan, index) + ", a " +
-                         kindName(kind) + " buffer");
+                         describeBuffer(plan, index) + ", a " + kindName(kind) +
+                         " buffer");
     }
     // Outputs become defined only after all inputs were checked: an op may
     // not read a TEMP that it writes itself.

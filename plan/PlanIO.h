@@ -33,7 +33,8 @@ constexpr const char *kParamsFile = "params.bin";
 constexpr const char *kConstantsFile = "constants.bin";
 
 /// FNV-1a 64-bit hash of `data`.
-uint64_t fnv1a64(llvm::ArrayRef<uint8_t> data, uint64_t seed = 0xcbf29ce484222325ULL);
+uint64_t fnv1a64(llvm::ArrayRef<uint8_t> data,
+                 uint64_t seed = 0xcbf29ce484222325ULL);
 
 /// Builds a plan and writes its directory. Data of PARAMETER buffers goes to
 /// params.bin, of CONSTANT buffers to constants.bin; offsets, byte counts and

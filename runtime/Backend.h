@@ -35,8 +35,12 @@ struct KernelContext {
 
   /// Input `i`, or an absent view when the op has fewer inputs.
   const TensorView &input(size_t i) const;
-  bool hasInput(size_t i) const { return i < inputs.size() && inputs[i].present(); }
-  bool hasOutput(size_t i) const { return i < outputs.size() && outputs[i].present(); }
+  bool hasInput(size_t i) const {
+    return i < inputs.size() && inputs[i].present();
+  }
+  bool hasOutput(size_t i) const {
+    return i < outputs.size() && outputs[i].present();
+  }
   /// An error that names the op: "<type> '<name>': <msg>".
   llvm::Error error(const llvm::Twine &msg) const;
 };
@@ -63,7 +67,9 @@ public:
                              Stream &stream);
 
 protected:
-  void registerKernel(llvm::StringRef opType, KernelFn fn) { kernels[opType] = fn; }
+  void registerKernel(llvm::StringRef opType, KernelFn fn) {
+    kernels[opType] = fn;
+  }
 
 private:
   llvm::StringMap<KernelFn> kernels;

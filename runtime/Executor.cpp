@@ -82,12 +82,11 @@ Executor::create(const plan::LoadedPlan &loaded, KernelBackend &backend,
   exec->comm = comm;
   int64_t planWorld = plan.world_size() > 1 ? plan.world_size() : 1;
   if (planWorld != comm->worldSize())
-    return makeError("the plan in " + Twine(loaded.dir) + " was compiled for " +
-                     Twine(planWorld) + " rank(s), but this run has " +
-                     Twine(comm->worldSize()) +
-                     "; recompile with shardc --world-size " +
-                     Twine(comm->worldSize()) + " or run with --nproc " +
-                     Twine(planWorld));
+    return makeError(
+        "the plan in " + Twine(loaded.dir) + " was compiled for " +
+        Twine(planWorld) + " rank(s), but this run has " +
+        Twine(comm->worldSize()) + "; recompile with shardc --world-size " +
+        Twine(comm->worldSize()) + " or run with --nproc " + Twine(planWorld));
   exec->memoryPlan = plan::planMemory(plan);
   exec->aliases.resize(plan.buffers_size());
   for (int i = 0; i < plan.buffers_size(); ++i)
@@ -244,9 +243,9 @@ Error Executor::allocateBuffers(const plan::LoadedPlan &loaded) {
       bufferViews.push_back(std::move(view));
       continue;
     }
-    int category =
-        b.category() >= 0 && b.category() < plan::kNumCategories ? b.category()
-                                                                 : 0;
+    int category = b.category() >= 0 && b.category() < plan::kNumCategories
+                       ? b.category()
+                       : 0;
     live[category] += bytes;
     liveTotal += bytes;
     usage.peak[category] = std::max(usage.peak[category], live[category]);

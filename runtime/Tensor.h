@@ -58,7 +58,9 @@ struct TensorView {
   bool present() const { return data != nullptr || dtype != DType::Undefined; }
   int64_t rank() const { return static_cast<int64_t>(shape.size()); }
   int64_t numel() const { return numElements(shape); }
-  size_t bytes() const { return static_cast<size_t>(numel()) * dtypeSize(dtype); }
+  size_t bytes() const {
+    return static_cast<size_t>(numel()) * dtypeSize(dtype);
+  }
   template <typename T> T *as() const { return static_cast<T *>(data); }
 };
 

@@ -81,8 +81,8 @@ Expected<Dataset> Dataset::load(StringRef dir, const Executor &exec) {
                        " samples, but " + exec.inputInfo(0).name +
                        ".npy holds " + Twine(ds.samples));
     }
-    ds.staging.emplace_back(
-        static_cast<size_t>(numElements(perSample)) * dtypeSize(info.dtype));
+    ds.staging.emplace_back(static_cast<size_t>(numElements(perSample)) *
+                            dtypeSize(info.dtype));
     ds.arrays.push_back(std::move(*arr));
   }
   return ds;
@@ -98,8 +98,8 @@ Error Dataset::bind(Executor &exec, int64_t first) {
                   arr.data.data() + s * sampleBytes, sampleBytes);
     }
     const ValueInfo &info = exec.inputInfo(i);
-    if (Error err = exec.setInput(i, TensorView(info.dtype, info.shape,
-                                                staging[i].data())))
+    if (Error err = exec.setInput(
+            i, TensorView(info.dtype, info.shape, staging[i].data())))
       return err;
   }
   return Error::success();
@@ -151,26 +151,27 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
         return err;
       loss = sum / options.worldSize;
     }
-    double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0)
-                    .count();
+    double ms =
+        std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     double elapsed =
         std::chrono::duration<double>(Clock::now() - start).count();
     double samplesPerSec =
         elapsed > 0 ? (step + 1) * batch * options.worldSize / elapsed : 0;
     if (log && options.rank == 0) {
-      *log << "{\"step\": " << step + 1 << ", \"loss\": "
-           << llvm::format("%.9g", loss) << ", \"step_ms\": "
-           << llvm::format("%.3f", ms) << ", \"samples_per_s\": "
-           << llvm::format("%.1f", samplesPerSec) << ", \"peak_rss_bytes\": "
-           << peakRssBytes() << "}\n";
+      *log << "{\"step\": " << step + 1
+           << ", \"loss\": " << llvm::format("%.9g", loss)
+           << ", \"step_ms\": " << llvm::format("%.3f", ms)
+           << ", \"samples_per_s\": " << llvm::format("%.1f", samplesPerSec)
+           << ", \"peak_rss_bytes\": " << peakRssBytes() << "}\n";
       log->flush();
     }
     if (options.progress && options.rank == 0) {
       int width = 24;
-      int filled = options.steps ? int(width * (step + 1) / options.steps) : width;
+      int filled =
+          options.steps ? int(width * (step + 1) / options.steps) : width;
       llvm::errs() << "\r[" << std::string(filled, '#')
-                   << std::string(width - filled, ' ') << "] step "
-                   << step + 1 << "/" << options.steps << "  loss "
+                   << std::string(width - filled, ' ') << "] step " << step + 1
+                   << "/" << options.steps << "  loss "
                    << llvm::format("%.5f", loss) << "  "
                    << llvm::format("%.0f", samplesPerSec) << " samples/s ";
     }
@@ -233,7 +234,8 @@ Error exportModel(const Executor &exec, const plan::Plan &plan,
   for (int i = 0; i < plan.buffers_size(); ++i)
     if (plan.buffers(i).kind() == plan::PARAMETER)
       params[plan.buffers(i).name()] = i;
-  for (onnx::TensorProto &init : *model.mutable_graph()->mutable_initializer()) {
+  for (onnx::TensorProto &init :
+       *model.mutable_graph()->mutable_initializer()) {
     auto flat = unsharded.find(init.name());
     if (flat != unsharded.end()) {
       init.clear_float_data();
@@ -246,7 +248,8 @@ Error exportModel(const Executor &exec, const plan::Plan &plan,
     if (it == params.end())
       continue;
     TensorView v = exec.buffer(it->second);
-    if (static_cast<int64_t>(init.data_type()) != static_cast<int64_t>(v.dtype) ||
+    if (static_cast<int64_t>(init.data_type()) !=
+            static_cast<int64_t>(v.dtype) ||
         init.dims_size() != v.rank())
       return makeError("--export: initializer '" + init.name() +
                        "' of the source model does not match the plan");

@@ -27,7 +27,8 @@ public:
   /// element type and per-sample shape against the plan (an error names the
   /// file, what it holds and what the model needs), and that all arrays hold
   /// the same number of samples.
-  static llvm::Expected<Dataset> load(llvm::StringRef dir, const Executor &exec);
+  static llvm::Expected<Dataset> load(llvm::StringRef dir,
+                                      const Executor &exec);
 
   int64_t numSamples() const { return samples; }
 
@@ -36,7 +37,7 @@ public:
   llvm::Error bind(Executor &exec, int64_t first);
 
 private:
-  std::vector<NpyArray> arrays;       // indexed like the executor's inputs
+  std::vector<NpyArray> arrays; // indexed like the executor's inputs
   std::vector<std::vector<uint8_t>> staging;
   int64_t samples = 0;
   int64_t batch = 0;

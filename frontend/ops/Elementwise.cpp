@@ -56,8 +56,8 @@ static LogicalResult importCast(ImportContext &ctx) {
   auto type = ctx.outType(0);
   if (failed(type))
     return failure();
-  return ctx.finish(ctx.builder().create<CastOp>(
-      ctx.loc(), *type, ctx.operand(0)));
+  return ctx.finish(
+      ctx.builder().create<CastOp>(ctx.loc(), *type, ctx.operand(0)));
 }
 
 static LogicalResult importDropout(ImportContext &ctx) {

@@ -49,8 +49,8 @@ template <typename OpT> static LogicalResult importReduce(ImportContext &ctx) {
   }
   llvm::sort(axes);
   axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
-  return ctx.finish(
-      b.create<OpT>(ctx.loc(), *type, in, axes, ctx.intAttr("keepdims", 1) != 0));
+  return ctx.finish(b.create<OpT>(ctx.loc(), *type, in, axes,
+                                  ctx.intAttr("keepdims", 1) != 0));
 }
 
 void registerReduceImporters(OpImporterTable &table) {

@@ -224,9 +224,7 @@ struct CastGradient
     auto inType = tensorTy(c.getInput());
     if (isa<FloatType>(inType.getElementType()) &&
         isa<FloatType>(tensorTy(dy).getElementType()))
-      e.accumulate(
-          c.getInput(),
-          e.create<CastOp>(inType, dy));
+      e.accumulate(c.getInput(), e.create<CastOp>(inType, dy));
     return success();
   }
 };

@@ -60,8 +60,9 @@ struct MatMulGradient
     auto a2t = RankedTensorType::get(a2, et),
          b2t = RankedTensorType::get(b2, et);
     // The verifier checked that the batch dims broadcast.
-    SmallVector<int64_t> batch = *broadcastShapes(
-        {ArrayRef<int64_t>(a2).drop_back(2), ArrayRef<int64_t>(b2).drop_back(2)});
+    SmallVector<int64_t> batch =
+        *broadcastShapes({ArrayRef<int64_t>(a2).drop_back(2),
+                          ArrayRef<int64_t>(b2).drop_back(2)});
     int64_t m = a2[a2.size() - 2], k = a2.back(), n = b2.back();
     SmallVector<int64_t> y2(batch);
     y2.push_back(m);

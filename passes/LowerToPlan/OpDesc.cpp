@@ -30,13 +30,13 @@ FailureOr<OpDesc> describeOp(Operation *op) {
     if (auto flag = dyn_cast<BoolAttr>(attr)) {
       desc.attrs.set(name.str(), rt::AttrValue::ofInt(flag.getValue() ? 1 : 0));
     } else if (auto reduction = dyn_cast<LossReductionAttr>(attr)) {
-      desc.attrs.set(name.str(), rt::AttrValue::ofString(
-                                     stringifyLossReduction(reduction.getValue()).str()));
+      desc.attrs.set(name.str(),
+                     rt::AttrValue::ofString(
+                         stringifyLossReduction(reduction.getValue()).str()));
     } else if (auto i = dyn_cast<IntegerAttr>(attr)) {
       desc.attrs.set(name.str(), rt::AttrValue::ofInt(i.getInt()));
     } else if (auto f = dyn_cast<FloatAttr>(attr)) {
-      desc.attrs.set(name.str(),
-                     rt::AttrValue::ofFloat(f.getValueAsDouble()));
+      desc.attrs.set(name.str(), rt::AttrValue::ofFloat(f.getValueAsDouble()));
     } else if (auto s = dyn_cast<StringAttr>(attr)) {
       desc.attrs.set(name.str(), rt::AttrValue::ofString(s.str()));
     } else if (auto a = dyn_cast<DenseI64ArrayAttr>(attr)) {

@@ -145,31 +145,31 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
              << arg.getArgNumber() << " has an element type plans cannot hold";
     if (auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                       kStateAttrName)) {
-      buffers[arg] = writer.addBuffer(name.getValue(), dtype, shape,
-                                      plan::STATE);
+      buffers[arg] =
+          writer.addBuffer(name.getValue(), dtype, shape, plan::STATE);
       p.mutable_buffers(buffers[arg])->set_category(plan::OPT_STATE);
       continue;
     }
     if (auto unit = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                       kParamShardAttrName)) {
       // A ZeRO-3 flat parameter: the data file holds every rank's shard.
-      auto names =
-          func.getArgAttrOfType<ArrayAttr>(arg.getArgNumber(), kFlatParamsAttrName);
-      auto types =
-          func.getArgAttrOfType<ArrayAttr>(arg.getArgNumber(), kFlatTypesAttrName);
+      auto names = func.getArgAttrOfType<ArrayAttr>(arg.getArgNumber(),
+                                                    kFlatParamsAttrName);
+      auto types = func.getArgAttrOfType<ArrayAttr>(arg.getArgNumber(),
+                                                    kFlatTypesAttrName);
       int64_t worldSize = 1;
       if (auto ws = func->getAttrOfType<IntegerAttr>(kWorldSizeAttrName))
         worldSize = ws.getInt();
       if (!names || !types || names.size() != types.size())
-        return func.emitError("flat parameter ")
-               << unit << " has no layout";
+        return func.emitError("flat parameter ") << unit << " has no layout";
       std::vector<uint8_t> data;
       plan::FlatUnit *fu = p.add_units();
       fu->set_name(unit.str());
       int64_t offset = 0;
       for (auto [nameAttr, typeAttr] : llvm::zip(names, types)) {
         StringRef pname = cast<StringAttr>(nameAttr).getValue();
-        auto ptype = cast<RankedTensorType>(cast<TypeAttr>(typeAttr).getValue());
+        auto ptype =
+            cast<RankedTensorType>(cast<TypeAttr>(typeAttr).getValue());
         auto bytes = params(pname);
         if (!bytes)
           return func.emitError("parameter '")
@@ -197,8 +197,7 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
     }
     if (auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                       kInputAttrName)) {
-      int32_t id = writer.addBuffer(name.getValue(), dtype, shape,
-                                    plan::INPUT);
+      int32_t id = writer.addBuffer(name.getValue(), dtype, shape, plan::INPUT);
       p.add_inputs(id);
       buffers[arg] = id;
       continue;
@@ -244,9 +243,9 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
     if (v == arg)
       continue;
     if (v.getType() != arg.getType())
-      return func.emitError("result ") << i << " updates argument "
-                                       << arg.getArgNumber()
-                                       << " with a value of another type";
+      return func.emitError("result ")
+             << i << " updates argument " << arg.getArgNumber()
+             << " with a value of another type";
     Operation *producer = v.getDefiningOp();
     bool canAlias = producer && !isa<ConstantOp>(producer) &&
                     !inPlace.count(v) &&
@@ -348,7 +347,8 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
         Operation *writer = inPlaceWriter.lookup(root);
         safeRoot = isa<BlockArgument>(root) &&
                    llvm::all_of(op.getResult(0).getUsers(), [&](Operation *u) {
-                     return !isa<func::ReturnOp>(u) && !isa<ReshapeOp, SliceOp>(u) &&
+                     return !isa<func::ReturnOp>(u) &&
+                            !isa<ReshapeOp, SliceOp>(u) &&
                             (!writer || u->isBeforeInBlock(writer));
                    });
       }
@@ -372,8 +372,8 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
       return failure();
     plan::Op *pop = p.add_ops();
     pop->set_type(desc->type);
-    std::string opName = locName(op.getLoc(), desc->type + "#" +
-                                                  std::to_string(counter++));
+    std::string opName =
+        locName(op.getLoc(), desc->type + "#" + std::to_string(counter++));
     pop->set_name(opName);
     for (Value v : op.getOperands())
       pop->add_inputs(buffers.lookup(v));
@@ -402,10 +402,11 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
       auto [dtype, shape] = bufferType(r);
       if (dtype == rt::DType::Undefined)
         return op.emitOpError("result ")
-               << r.getResultNumber() << " has an element type plans cannot hold";
-      int32_t id = writer.addBuffer(opName + ":" +
-                                        std::to_string(r.getResultNumber()),
-                                    dtype, shape, plan::TEMP);
+               << r.getResultNumber()
+               << " has an element type plans cannot hold";
+      int32_t id =
+          writer.addBuffer(opName + ":" + std::to_string(r.getResultNumber()),
+                           dtype, shape, plan::TEMP);
       pop->add_outputs(id);
       buffers[r] = id;
       p.mutable_buffers(id)->set_category(categoryOf(r));

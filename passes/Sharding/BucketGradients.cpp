@@ -23,7 +23,8 @@ namespace {
 struct BucketGradientsPass : impl::BucketGradientsBase<BucketGradientsPass> {
   using BucketGradientsBase::BucketGradientsBase;
   void runOnOperation() override {
-    FailureOr<func::FuncOp> step = getStepFunction(getOperation(), "bucket-gradients");
+    FailureOr<func::FuncOp> step =
+        getStepFunction(getOperation(), "bucket-gradients");
     if (failed(step))
       return signalPassFailure();
     func::FuncOp func = *step;
@@ -89,7 +90,8 @@ struct BucketGradientsPass : impl::BucketGradientsBase<BucketGradientsPass> {
       for (auto &u : bucket) {
         auto t = cast<RankedTensorType>(u.grad.getType());
         Value g = flat.scaleByInverseWorld(
-            flat.sliceFlat(reduced, offset, t, MemoryCategory::Grads), MemoryCategory::Grads);
+            flat.sliceFlat(reduced, offset, t, MemoryCategory::Grads),
+            MemoryCategory::Grads);
         u.op->setOperand(1, g);
         offset += t.getNumElements();
       }

@@ -31,8 +31,7 @@ namespace shardc {
 
 namespace {
 
-struct LowerCollectivesPass
-    : impl::LowerCollectivesBase<LowerCollectivesPass> {
+struct LowerCollectivesPass : impl::LowerCollectivesBase<LowerCollectivesPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SmallVector<Operation *> ops;
@@ -48,11 +47,10 @@ struct LowerCollectivesPass
 
   LogicalResult lower(ModuleOp module, Operation *op) {
     auto meshName = op->getAttrOfType<FlatSymbolRefAttr>("mesh");
-    auto meshOp = meshName ? module.lookupSymbol<mesh::MeshOp>(meshName)
-                           : mesh::MeshOp();
+    auto meshOp =
+        meshName ? module.lookupSymbol<mesh::MeshOp>(meshName) : mesh::MeshOp();
     if (!meshOp || meshOp.getShape().size() != 1 ||
-        ShapedType::isDynamic(meshOp.getShape()[0]) ||
-        meshOp.getShape()[0] < 1)
+        ShapedType::isDynamic(meshOp.getShape()[0]) || meshOp.getShape()[0] < 1)
       return op->emitOpError("lower-collectives: needs a 1-d mesh of static "
                              "size");
     auto axes = op->getAttrOfType<DenseI16ArrayAttr>("mesh_axes");

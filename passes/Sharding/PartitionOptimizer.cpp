@@ -29,7 +29,8 @@ namespace {
 struct PartitionOptimizerPass
     : impl::PartitionOptimizerBase<PartitionOptimizerPass> {
   void runOnOperation() override {
-    FailureOr<func::FuncOp> step = getStepFunction(getOperation(), "partition-optimizer");
+    FailureOr<func::FuncOp> step =
+        getStepFunction(getOperation(), "partition-optimizer");
     if (failed(step))
       return signalPassFailure();
     func::FuncOp func = *step;
@@ -87,22 +88,24 @@ struct PartitionOptimizerPass
     SmallVector<Value> gflats;
     for (auto &u : unit)
       gflats.push_back(flat.flatten(u.op->getOperand(1), MemoryCategory::Comm));
-    Value gflat = flat.concatFlat(gflats, padded - total, elem, MemoryCategory::Comm);
-    Operation *gslice = flat.tag(
-        b.create<mesh::AllSliceOp>(loc, shardType, gflat, kMeshName,
-                                   ArrayRef<int16_t>{0}, int64_t(0)),
-        MemoryCategory::Grads);
+    Value gflat =
+        flat.concatFlat(gflats, padded - total, elem, MemoryCategory::Comm);
+    Operation *gslice =
+        flat.tag(b.create<mesh::AllSliceOp>(loc, shardType, gflat, kMeshName,
+                                            ArrayRef<int16_t>{0}, int64_t(0)),
+                 MemoryCategory::Grads);
     gslice->setAttr(kGradShardOfAttrName, unitAttr);
 
     // This rank's parameter shard.
     SmallVector<Value> pflats;
     for (auto &u : unit)
       pflats.push_back(flat.flatten(u.param, MemoryCategory::Params));
-    Value pflat = flat.concatFlat(pflats, padded - total, elem, MemoryCategory::Params);
-    Operation *pslice = flat.tag(
-        b.create<mesh::AllSliceOp>(loc, shardType, pflat, kMeshName,
-                                   ArrayRef<int16_t>{0}, int64_t(0)),
-        MemoryCategory::Params);
+    Value pflat =
+        flat.concatFlat(pflats, padded - total, elem, MemoryCategory::Params);
+    Operation *pslice =
+        flat.tag(b.create<mesh::AllSliceOp>(loc, shardType, pflat, kMeshName,
+                                            ArrayRef<int16_t>{0}, int64_t(0)),
+                 MemoryCategory::Params);
     pslice->setAttr(kParamShardOfAttrName, unitAttr);
 
     // Shard-sized optimizer state replaces the per-parameter state.
@@ -114,11 +117,11 @@ struct PartitionOptimizerPass
       StringRef suffix =
           full.substr(paramName(func, unit.front().param).size());
       unsigned idx = func.getNumArguments();
-      func.insertArgument(idx, shardType,
-                          b.getDictionaryAttr(b.getNamedAttr(
-                              kStateAttrName,
-                              b.getStringAttr(unitName + suffix.str()))),
-                          loc);
+      func.insertArgument(
+          idx, shardType,
+          b.getDictionaryAttr(b.getNamedAttr(
+              kStateAttrName, b.getStringAttr(unitName + suffix.str()))),
+          loc);
       states.push_back(func.getArgument(idx));
     }
 

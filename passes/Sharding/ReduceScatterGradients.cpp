@@ -23,11 +23,13 @@ namespace {
 struct ReduceScatterGradientsPass
     : impl::ReduceScatterGradientsBase<ReduceScatterGradientsPass> {
   void runOnOperation() override {
-    FailureOr<func::FuncOp> step = getStepFunction(getOperation(), "reduce-scatter-gradients");
+    FailureOr<func::FuncOp> step =
+        getStepFunction(getOperation(), "reduce-scatter-gradients");
     if (failed(step))
       return signalPassFailure();
     func::FuncOp func = *step;
-    FailureOr<int64_t> n = configuredWorldSize(func, "reduce-scatter-gradients");
+    FailureOr<int64_t> n =
+        configuredWorldSize(func, "reduce-scatter-gradients");
     if (failed(n))
       return signalPassFailure();
     OpBuilder b(func.getContext());
@@ -71,11 +73,11 @@ struct ReduceScatterGradientsPass
         flats.push_back(flat.flatten(g, MemoryCategory::Comm));
       Type elem = cast<RankedTensorType>(gflat.getType()).getElementType();
       Value local = flat.concatFlat(flats, pad, elem, MemoryCategory::Comm);
-      Value summed = flat.tagged(
-          b.create<mesh::ReduceScatterOp>(
-              slice.getLoc(), slice.getType(), kMeshName, ArrayRef<int16_t>{0},
-              local, mesh::ReductionKind::Sum, APInt(64, 0)),
-          MemoryCategory::Grads);
+      Value summed = flat.tagged(b.create<mesh::ReduceScatterOp>(
+                                     slice.getLoc(), slice.getType(), kMeshName,
+                                     ArrayRef<int16_t>{0}, local,
+                                     mesh::ReductionKind::Sum, APInt(64, 0)),
+                                 MemoryCategory::Grads);
       Value avg = flat.scaleByInverseWorld(summed, MemoryCategory::Grads);
       slice.getResult().replaceAllUsesWith(avg);
       eraseDeadProducers(slice);

@@ -57,7 +57,8 @@ struct ScheduleCollectivesPass
   using ScheduleCollectivesBase::ScheduleCollectivesBase;
 
   void runOnOperation() override {
-    FailureOr<func::FuncOp> step = getStepFunction(getOperation(), "schedule-collectives");
+    FailureOr<func::FuncOp> step =
+        getStepFunction(getOperation(), "schedule-collectives");
     if (failed(step))
       return signalPassFailure();
     func::FuncOp func = *step;
@@ -71,8 +72,9 @@ struct ScheduleCollectivesPass
       ops.push_back(&op);
     for (Operation *op : llvm::reverse(ops)) {
       auto cat = op->getAttrOfType<MemoryCategoryAttr>(kCategoryAttrName);
-      if (!cat || (cat.getValue() != MemoryCategory::Grads &&
-                   cat.getValue() != MemoryCategory::Comm) ||
+      if (!cat ||
+          (cat.getValue() != MemoryCategory::Grads &&
+           cat.getValue() != MemoryCategory::Comm) ||
           !isa<MulOp, SliceOp, ReshapeOp>(op) || op->getNumResults() == 0)
         continue;
       Operation *firstUser = nullptr;

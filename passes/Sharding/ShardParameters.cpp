@@ -31,7 +31,8 @@ struct ShardParametersPass : impl::ShardParametersBase<ShardParametersPass> {
   using ShardParametersBase::ShardParametersBase;
 
   void runOnOperation() override {
-    FailureOr<func::FuncOp> step = getStepFunction(getOperation(), "shard-parameters");
+    FailureOr<func::FuncOp> step =
+        getStepFunction(getOperation(), "shard-parameters");
     if (failed(step))
       return signalPassFailure();
     func::FuncOp func = *step;
@@ -77,10 +78,9 @@ struct ShardParametersPass : impl::ShardParametersBase<ShardParametersPass> {
       unsigned idx = func.getNumArguments();
       func.insertArgument(
           idx, slice.getType(),
-          b.getDictionaryAttr(
-              {b.getNamedAttr(kParamShardAttrName, unitName),
-               b.getNamedAttr(kFlatParamsAttrName, names),
-               b.getNamedAttr(kFlatTypesAttrName, types)}),
+          b.getDictionaryAttr({b.getNamedAttr(kParamShardAttrName, unitName),
+                               b.getNamedAttr(kFlatParamsAttrName, names),
+                               b.getNamedAttr(kFlatTypesAttrName, types)}),
           update->getLoc());
       BlockArgument shard = func.getArgument(idx);
       update->setOperand(0, shard);
@@ -93,8 +93,8 @@ struct ShardParametersPass : impl::ShardParametersBase<ShardParametersPass> {
       });
       results.updates.push_back({update->getResult(0), shard});
       writeStepResults(func, results);
-      for (Operation *user : llvm::make_early_inc_range(
-               update->getResult(0).getUsers()))
+      for (Operation *user :
+           llvm::make_early_inc_range(update->getResult(0).getUsers()))
         if (isa<mesh::AllGatherOp>(user))
           eraseUnusedGather(user);
       gatherForUseWindows(b, shard, unitParams, *ws);
@@ -141,11 +141,10 @@ struct ShardParametersPass : impl::ShardParametersBase<ShardParametersPass> {
         if (use->getOwner()->isBeforeInBlock(firstUser))
           firstUser = use->getOwner();
       b.setInsertionPoint(firstUser);
-      Value full = flat.tagged(
-          b.create<mesh::AllGatherOp>(firstUser->getLoc(), flatType, kMeshName,
-                                      ArrayRef<int16_t>{0}, shard,
-                                      APInt(64, 0)),
-          MemoryCategory::Params);
+      Value full = flat.tagged(b.create<mesh::AllGatherOp>(
+                                   firstUser->getLoc(), flatType, kMeshName,
+                                   ArrayRef<int16_t>{0}, shard, APInt(64, 0)),
+                               MemoryCategory::Params);
       DenseMap<Value, Value> views;
       int64_t offset = 0;
       for (BlockArgument p : unitParams) {

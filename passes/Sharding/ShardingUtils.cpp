@@ -120,20 +120,20 @@ Value FlatBuilder::concatFlat(ArrayRef<Value> parts, int64_t pad, Type elem,
   Location loc = parts.front().getLoc();
   if (pad > 0) {
     auto padType = RankedTensorType::get({pad}, elem);
-    all.push_back(tagged(
-        b.create<ConstantOp>(loc, padType,
-                             cast<ElementsAttr>(DenseElementsAttr::get(
-                                 padType, b.getFloatAttr(elem, 0.0)))),
-        category));
+    all.push_back(
+        tagged(b.create<ConstantOp>(loc, padType,
+                                    cast<ElementsAttr>(DenseElementsAttr::get(
+                                        padType, b.getFloatAttr(elem, 0.0)))),
+               category));
   }
   if (all.size() == 1)
     return all[0];
   int64_t total = 0;
   for (Value v : all)
     total += cast<RankedTensorType>(v.getType()).getNumElements();
-  return tagged(b.create<ConcatOp>(loc, RankedTensorType::get({total}, elem),
-                                   all, 0),
-                category);
+  return tagged(
+      b.create<ConcatOp>(loc, RankedTensorType::get({total}, elem), all, 0),
+      category);
 }
 
 Value FlatBuilder::scaleByInverseWorld(Value v, MemoryCategory category) {

@@ -44,7 +44,8 @@ struct WrapUnitsPass : impl::WrapUnitsBase<WrapUnitsPass> {
   using WrapUnitsBase::WrapUnitsBase;
 
   void runOnOperation() override {
-    FailureOr<func::FuncOp> step = getStepFunction(getOperation(), "wrap-units");
+    FailureOr<func::FuncOp> step =
+        getStepFunction(getOperation(), "wrap-units");
     if (failed(step))
       return signalPassFailure();
     func::FuncOp func = *step;

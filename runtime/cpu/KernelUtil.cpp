@@ -158,7 +158,6 @@ llvm::Error broadcastTo(const KernelContext &ctx, const TensorView &in,
                    " does not broadcast to " + shapeToString(out));
 }
 
-
 llvm::Error readWindowAttrs(const KernelContext &ctx, int64_t numSpatial,
                             llvm::ArrayRef<int64_t> weightKernel,
                             bool useWeightKernel, WindowAttrs &w) {

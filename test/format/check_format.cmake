@@ -17,7 +17,7 @@ execute_process(
   ERROR_VARIABLE out)
 if(NOT rc EQUAL 0)
   string(REGEX MATCHALL "[^\n]*: error: code should be clang-formatted" bad "${out}")
-  list(TRANSFORM bad REGEX ":[0-9]+:[0-9]+: error: code should be clang-formatted" "")
+  list(TRANSFORM bad REPLACE ":[0-9]+:[0-9]+: error: code should be clang-formatted" "")
   list(REMOVE_DUPLICATES bad)
   string(REPLACE ";" "\n  " bad "${bad}")
   message(FATAL_ERROR "not clang-formatted (fix with clang-format -i):\n  ${bad}")

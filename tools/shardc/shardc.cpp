@@ -71,9 +71,9 @@ static cl::opt<bool> printMemory(
     cl::desc("Print the predicted per-rank peak memory of the plan"),
     cl::cat(shardCategory));
 
-static cl::opt<bool> noCleanup(
-    "no-fold", cl::desc("Skip constant folding and canonicalization"),
-    cl::cat(shardcCategory));
+static cl::opt<bool>
+    noCleanup("no-fold", cl::desc("Skip constant folding and canonicalization"),
+              cl::cat(shardcCategory));
 
 /// "file: node 'name': error: message" for diagnostics at importer
 /// locations; plain "file:line:col: error: message" otherwise.
@@ -115,7 +115,8 @@ static llvm::Error saveSourceModel(llvm::StringRef path,
   onnx::ModelProto model;
   if (llvm::Error err = shardc::onnxbridge::readModel(path, model))
     return err;
-  for (onnx::TensorProto &init : *model.mutable_graph()->mutable_initializer()) {
+  for (onnx::TensorProto &init :
+       *model.mutable_graph()->mutable_initializer()) {
     if (init.data_location() != onnx::TensorProto::EXTERNAL)
       continue;
     auto bytes = shardc::readTensorBytes(init, modelDir);
@@ -250,7 +251,8 @@ int main(int argc, char **argv) {
   if (failed(shardc::emitPlan(module, reader, writer)))
     return 1;
   shardc::plan::MemoryPlan memory = shardc::plan::planMemory(writer.plan());
-  *writer.plan().mutable_predicted_memory() = shardc::plan::toPrediction(memory);
+  *writer.plan().mutable_predicted_memory() =
+      shardc::plan::toPrediction(memory);
   if (printMemory) {
     llvm::outs() << "predicted per-rank peak memory (bytes):";
     for (int c = 0; c < shardc::plan::kNumCategories; ++c)

@@ -15,9 +15,9 @@
 #include "runtime/Trainer.h"
 #include "runtime/comm/Communicator.h"
 
+#include "runtime/cpu/Kernels.h"
 #include <google/protobuf/stubs/common.h>
 #include <google/protobuf/stubs/logging.h>
-#include "runtime/cpu/Kernels.h"
 
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
@@ -25,18 +25,18 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
-#include "llvm/Support/Path.h"
 #include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/Program.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
+#include "llvm/Support/Program.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <climits>
 #include <cmath>
-#include <unistd.h>
 #include <cstring>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 using namespace shardc;
@@ -74,8 +74,8 @@ static cl::opt<bool> profileOps("profile",
                                 cl::desc("Print per-op wall time to stderr"),
                                 cl::init(false), cl::cat(shardrunCategory));
 
-static cl::OptionCategory trainCategory(
-    "training (for plans compiled with shardc --optimizer)");
+static cl::OptionCategory
+    trainCategory("training (for plans compiled with shardc --optimizer)");
 static cl::opt<std::string>
     dataDir("data",
             cl::desc("Train on DIR/<input>.npy (first axis = samples); step "
@@ -93,13 +93,15 @@ static cl::opt<std::string> exportPath(
              "parameters to FILE"),
     cl::value_desc("FILE.onnx"), cl::cat(trainCategory));
 enum class ProgressMode { Auto, On, Off };
-static cl::opt<ProgressMode> progressMode(
-    "progress", cl::desc("Progress line on stderr (default: on a terminal)"),
-    cl::init(ProgressMode::Auto),
-    cl::values(clEnumValN(ProgressMode::Auto, "auto", "when stderr is a terminal"),
-               clEnumValN(ProgressMode::On, "on", "always"),
-               clEnumValN(ProgressMode::Off, "off", "never")),
-    cl::cat(trainCategory));
+static cl::opt<ProgressMode>
+    progressMode("progress",
+                 cl::desc("Progress line on stderr (default: on a terminal)"),
+                 cl::init(ProgressMode::Auto),
+                 cl::values(clEnumValN(ProgressMode::Auto, "auto",
+                                       "when stderr is a terminal"),
+                            clEnumValN(ProgressMode::On, "on", "always"),
+                            clEnumValN(ProgressMode::Off, "off", "never")),
+                 cl::cat(trainCategory));
 
 static cl::OptionCategory distCategory("ranks, memory and tracing");
 static cl::opt<int> nproc(
@@ -284,7 +286,8 @@ loadAndAgree(rt::Communicator &comm) {
     // First agree on the world size, before any rank reads its shard.
     int64_t planWorld = planWorldSize(planDir);
     std::vector<int64_t> worlds(comm.worldSize());
-    if (Error err = comm.allGather(&planWorld, worlds.data(), 1, rt::DType::I64))
+    if (Error err =
+            comm.allGather(&planWorld, worlds.data(), 1, rt::DType::I64))
       return std::move(err);
     for (int r = 0; r < comm.worldSize(); ++r)
       if (worlds[r] != comm.worldSize())
@@ -342,15 +345,15 @@ static Error reportMemory(rt::Communicator &comm, const rt::Executor &exec,
   const rt::MemoryUsage &u = exec.memoryUsage();
   const plan::MemoryPrediction &pr = p.predicted_memory();
   int64_t predicted[n] = {pr.activations(), pr.params(), pr.grads(),
-                          pr.opt_state(), pr.comm(), pr.total()};
+                          pr.opt_state(),   pr.comm(),   pr.total()};
   for (int c = 0; c < plan::kNumCategories; ++c)
     mine[c] = u.peak[c];
   mine[plan::kNumCategories] = u.peakTotal;
   for (int c = 0; c < n; ++c)
     mine[n + c] = predicted[c];
   std::vector<int64_t> all(mine.size() * comm.worldSize());
-  if (Error err = comm.allGather(mine.data(), all.data(), mine.size(),
-                                 rt::DType::I64))
+  if (Error err =
+          comm.allGather(mine.data(), all.data(), mine.size(), rt::DType::I64))
     return err;
   if (comm.rank() != 0)
     return Error::success();
@@ -389,9 +392,10 @@ static Error writeTrace(rt::Communicator &comm, const rt::Executor &exec,
     os << "{\"name\": \"";
     for (char c : name)
       os << (c == '"' || c == '\\' ? '\'' : c);
-    os << "\", \"cat\": \"" << cat << "\", \"ph\": \"X\", \"ts\": "
-       << llvm::format("%.3f", ts) << ", \"dur\": " << llvm::format("%.3f", dur)
-       << ", \"pid\": " << r << ", \"tid\": " << tid << "}";
+    os << "\", \"cat\": \"" << cat
+       << "\", \"ph\": \"X\", \"ts\": " << llvm::format("%.3f", ts)
+       << ", \"dur\": " << llvm::format("%.3f", dur) << ", \"pid\": " << r
+       << ", \"tid\": " << tid << "}";
   };
   for (const rt::TraceEvent &e : exec.traceEvents())
     event(e.name, e.category, 0, e.startUs, e.durationUs);
@@ -407,8 +411,8 @@ static Error writeTrace(rt::Communicator &comm, const rt::Executor &exec,
   json.resize(maxLen, ' ');
   std::vector<char> all(maxLen * comm.worldSize());
   if (maxLen)
-    if (Error err = comm.allGather(json.data(), all.data(), maxLen,
-                                   rt::DType::U8))
+    if (Error err =
+            comm.allGather(json.data(), all.data(), maxLen, rt::DType::U8))
       return err;
   if (r != 0)
     return Error::success();
@@ -454,9 +458,9 @@ static Error runMain(rt::Communicator &comm) {
     options.rank = comm.rank();
     options.worldSize = comm.worldSize();
     options.comm = &comm;
-    options.progress =
-        progressMode == ProgressMode::On ||
-        (progressMode == ProgressMode::Auto && llvm::sys::Process::StandardErrIsDisplayed());
+    options.progress = progressMode == ProgressMode::On ||
+                       (progressMode == ProgressMode::Auto &&
+                        llvm::sys::Process::StandardErrIsDisplayed());
     stepsStarted = true;
     if (Error err = rt::train(exec, (*loaded)->plan, planDir, options))
       return err;
@@ -601,9 +605,15 @@ static int launchRanks(int ranks, int argc, char **argv) {
   // no binding, and MPI yields the core while it waits instead of spinning,
   // so the ranks' kernels and communication threads all progress (the GPT
   // example at ZeRO-3 on 2 ranks and 2 cores: 1255 -> 5654 samples/s).
-  std::vector<std::string> args = {*mpirun, "-np", std::to_string(ranks),
-                                   "--oversubscribe", "--bind-to", "none",
-                                   "--mca", "mpi_yield_when_idle", "1"};
+  std::vector<std::string> args = {*mpirun,
+                                   "-np",
+                                   std::to_string(ranks),
+                                   "--oversubscribe",
+                                   "--bind-to",
+                                   "none",
+                                   "--mca",
+                                   "mpi_yield_when_idle",
+                                   "1"};
   if (geteuid() == 0)
     args.push_back("--allow-run-as-root");
   args.push_back(self);
@@ -619,8 +629,8 @@ static int launchRanks(int ranks, int argc, char **argv) {
   }
   std::vector<StringRef> refs(args.begin(), args.end());
   std::string err;
-  int rc = llvm::sys::ExecuteAndWait(*mpirun, refs, std::nullopt, {}, 0, 0,
-                                     &err);
+  int rc =
+      llvm::sys::ExecuteAndWait(*mpirun, refs, std::nullopt, {}, 0, 0, &err);
   if (rc < 0) {
     llvm::WithColor::error(llvm::errs(), "shardrun")
         << "could not run mpirun: " << err << "\n";
@@ -706,7 +716,8 @@ int main(int argc, char **argv) {
   // Started directly: run the plan's ranks as local processes.
   int ranks = nproc ? static_cast<int>(nproc) : planWorldSize(planDir);
   if (ranks < 1) {
-    llvm::WithColor::error(llvm::errs(), "shardrun") << "--nproc must be >= 1\n";
+    llvm::WithColor::error(llvm::errs(), "shardrun")
+        << "--nproc must be >= 1\n";
     return 1;
   }
   if (ranks > 1)

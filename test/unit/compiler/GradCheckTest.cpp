@@ -69,9 +69,9 @@ std::string fillRandom(std::string text, std::mt19937 &rng) {
       size_t open = pos + strlen(tag), close = text.find(')', open);
       int64_t n = std::stoll(text.substr(open, close - open));
       bool positive = std::string(tag) == "@POS(";
-      text.replace(pos, close + 1 - pos,
-                   floats(rng, n, positive ? 0.5f : -1.0f,
-                          positive ? 1.5f : 1.0f));
+      text.replace(
+          pos, close + 1 - pos,
+          floats(rng, n, positive ? 0.5f : -1.0f, positive ? 1.5f : 1.0f));
     }
   }
   return text;
@@ -85,14 +85,14 @@ TEST_P(GradCheck, MatchesCentralDifferences) {
   int64_t ySize = 1;
   for (int64_t d : c.yShape)
     ySize *= d;
-  std::string model = std::string("<\n  ir_version: 8,\n  opset_import: [\"\" : 17]\n>\n"
-                                  "g (") +
-                      c.signature + ", float" +
-                      (c.yShape.empty() ? std::string(" R = ")
-                                        : "[" + dims(c.yShape) + "] R = ") +
-                      floats(rng, ySize, -1.0f, 1.0f) +
-                      ") => (float loss)\n{\n" + c.nodes +
-                      "\n  YR = Mul(Y, R)\n  loss = ReduceSum<keepdims=0>(YR)\n}\n";
+  std::string model =
+      std::string("<\n  ir_version: 8,\n  opset_import: [\"\" : 17]\n>\n"
+                  "g (") +
+      c.signature + ", float" +
+      (c.yShape.empty() ? std::string(" R = ")
+                        : "[" + dims(c.yShape) + "] R = ") +
+      floats(rng, ySize, -1.0f, 1.0f) + ") => (float loss)\n{\n" + c.nodes +
+      "\n  YR = Mul(Y, R)\n  loss = ReduceSum<keepdims=0>(YR)\n}\n";
   model = fillRandom(model, rng);
 
   llvm::SmallString<128> dir;
@@ -135,8 +135,8 @@ TEST_P(GradCheck, MatchesCentralDifferences) {
 
   plan::PlanWriter writer;
   const onnx::ModelProto &proto = imported->model;
-  ParamReader reader = [&](llvm::StringRef name)
-      -> llvm::Expected<std::vector<uint8_t>> {
+  ParamReader reader =
+      [&](llvm::StringRef name) -> llvm::Expected<std::vector<uint8_t>> {
     for (const auto &init : proto.graph().initializer())
       if (init.name() == name)
         return readTensorBytes(init, ".");
@@ -191,83 +191,131 @@ TEST_P(GradCheck, MatchesCentralDifferences) {
 }
 
 const Case kCases[] = {
-    {"add_broadcast", "float[2,3] A = @RAND(6), float[3] B = @RAND(3)",
-     "Y = Add(A, B)", {2, 3}},
-    {"sub_broadcast", "float[2,3] A = @RAND(6), float[1,3] B = @RAND(3)",
-     "Y = Sub(A, B)", {2, 3}},
-    {"mul_broadcast", "float[2,3] A = @RAND(6), float[2,1] B = @RAND(2)",
-     "Y = Mul(A, B)", {2, 3}},
-    {"div", "float[2,3] A = @RAND(6), float[3] B = @POS(3)", "Y = Div(A, B)",
+    {"add_broadcast",
+     "float[2,3] A = @RAND(6), float[3] B = @RAND(3)",
+     "Y = Add(A, B)",
      {2, 3}},
-    {"pow", "float[2,3] A = @POS(6), float[3] E = @RAND(3)", "Y = Pow(A, E)",
+    {"sub_broadcast",
+     "float[2,3] A = @RAND(6), float[1,3] B = @RAND(3)",
+     "Y = Sub(A, B)",
      {2, 3}},
-    {"sqrt_exp_log", "float[2,3] A = @POS(6)",
-     "S = Sqrt(A)\n  E = Exp(S)\n  Y = Log(E)", {2, 3}},
-    {"neg_erf_tanh_sigmoid", "float[2,3] A = @RAND(6)",
-     "N = Neg(A)\n  E = Erf(N)\n  T = Tanh(E)\n  Y = Sigmoid(T)", {2, 3}},
+    {"mul_broadcast",
+     "float[2,3] A = @RAND(6), float[2,1] B = @RAND(2)",
+     "Y = Mul(A, B)",
+     {2, 3}},
+    {"div",
+     "float[2,3] A = @RAND(6), float[3] B = @POS(3)",
+     "Y = Div(A, B)",
+     {2, 3}},
+    {"pow",
+     "float[2,3] A = @POS(6), float[3] E = @RAND(3)",
+     "Y = Pow(A, E)",
+     {2, 3}},
+    {"sqrt_exp_log",
+     "float[2,3] A = @POS(6)",
+     "S = Sqrt(A)\n  E = Exp(S)\n  Y = Log(E)",
+     {2, 3}},
+    {"neg_erf_tanh_sigmoid",
+     "float[2,3] A = @RAND(6)",
+     "N = Neg(A)\n  E = Erf(N)\n  T = Tanh(E)\n  Y = Sigmoid(T)",
+     {2, 3}},
     {"relu", "float[2,3] A = @RAND(6)", "Y = Relu(A)", {2, 3}},
     {"softmax", "float[2,4] A = @RAND(8)", "Y = Softmax<axis=1>(A)", {2, 4}},
-    {"logsoftmax", "float[2,4] A = @RAND(8)", "Y = LogSoftmax<axis=0>(A)",
+    {"logsoftmax",
+     "float[2,4] A = @RAND(8)",
+     "Y = LogSoftmax<axis=0>(A)",
      {2, 4}},
     {"gemm_trans",
      "float[3,2] A = @RAND(6), float[4,3] B = @RAND(12), float[4] C = @RAND(4)",
-     "Y = Gemm<transA=1, transB=1, alpha=0.5, beta=2.0>(A, B, C)", {2, 4}},
-    {"gemm_plain", "float[2,3] A = @RAND(6), float[3,4] B = @RAND(12), float[2,4] C = @RAND(8)",
-     "Y = Gemm(A, B, C)", {2, 4}},
+     "Y = Gemm<transA=1, transB=1, alpha=0.5, beta=2.0>(A, B, C)",
+     {2, 4}},
+    {"gemm_plain",
+     "float[2,3] A = @RAND(6), float[3,4] B = @RAND(12), float[2,4] C = "
+     "@RAND(8)",
+     "Y = Gemm(A, B, C)",
+     {2, 4}},
     {"matmul_batched_broadcast",
-     "float[2,3,4] A = @RAND(24), float[4,2] B = @RAND(8)", "Y = MatMul(A, B)",
+     "float[2,3,4] A = @RAND(24), float[4,2] B = @RAND(8)",
+     "Y = MatMul(A, B)",
      {2, 3, 2}},
-    {"matmul_vector", "float[4] A = @RAND(4), float[2,4,3] B = @RAND(24)",
-     "Y = MatMul(A, B)", {2, 3}},
+    {"matmul_vector",
+     "float[4] A = @RAND(4), float[2,4,3] B = @RAND(24)",
+     "Y = MatMul(A, B)",
+     {2, 3}},
     {"conv_stride_pad_group",
-     "float[1,4,5,5] X = @RAND(100), float[4,2,3,3] W = @RAND(72), float[4] B = @RAND(4)",
-     "Y = Conv<strides=[2,2], pads=[1,1,0,0], group=2>(X, W, B)", {1, 4, 2, 2}},
+     "float[1,4,5,5] X = @RAND(100), float[4,2,3,3] W = @RAND(72), float[4] B "
+     "= @RAND(4)",
+     "Y = Conv<strides=[2,2], pads=[1,1,0,0], group=2>(X, W, B)",
+     {1, 4, 2, 2}},
     {"conv_dilation",
      "float[1,2,6] X = @RAND(12), float[3,2,2] W = @RAND(12)",
-     "Y = Conv<dilations=[2]>(X, W)", {1, 3, 4}},
-    {"maxpool", "float[1,2,4,4] X = @RAND(32)",
-     "Y = MaxPool<kernel_shape=[2,2], strides=[2,2]>(X)", {1, 2, 2, 2}},
-    {"averagepool_pad", "float[1,1,4,4] X = @RAND(16)",
+     "Y = Conv<dilations=[2]>(X, W)",
+     {1, 3, 4}},
+    {"maxpool",
+     "float[1,2,4,4] X = @RAND(32)",
+     "Y = MaxPool<kernel_shape=[2,2], strides=[2,2]>(X)",
+     {1, 2, 2, 2}},
+    {"averagepool_pad",
+     "float[1,1,4,4] X = @RAND(16)",
      "Y = AveragePool<kernel_shape=[3,3], strides=[2,2], pads=[1,1,1,1]>(X)",
      {1, 1, 2, 2}},
-    {"globalaveragepool", "float[2,2,3,3] X = @RAND(36)",
-     "Y = GlobalAveragePool(X)", {2, 2, 1, 1}},
+    {"globalaveragepool",
+     "float[2,2,3,3] X = @RAND(36)",
+     "Y = GlobalAveragePool(X)",
+     {2, 2, 1, 1}},
     {"layernorm",
      "float[2,3,4] X = @RAND(24), float[4] S = @RAND(4), float[4] B = @RAND(4)",
-     "Y = LayerNormalization<axis=-1>(X, S, B)", {2, 3, 4}},
+     "Y = LayerNormalization<axis=-1>(X, S, B)",
+     {2, 3, 4}},
     {"batchnorm_training",
-     "float[3,2,2] X = @RAND(12), float[2] S = @RAND(2), float[2] B = @RAND(2), "
+     "float[3,2,2] X = @RAND(12), float[2] S = @RAND(2), float[2] B = "
+     "@RAND(2), "
      "float[2] M = {0.0, 0.0}, float[2] V = {1.0, 1.0}",
-     "Y, RM, RV = BatchNormalization<training_mode=1>(X, S, B, M, V)", {3, 2, 2}},
-    {"reshape_transpose_expand", "float[2,3] A = @RAND(6), float[3,1] B = @RAND(3)",
+     "Y, RM, RV = BatchNormalization<training_mode=1>(X, S, B, M, V)",
+     {3, 2, 2}},
+    {"reshape_transpose_expand",
+     "float[2,3] A = @RAND(6), float[3,1] B = @RAND(3)",
      "shape = Constant<value = int64[2] {3, 2}>()\n  RS = Reshape(A, shape)\n"
-     "  T = Transpose<perm=[1,0]>(RS)\n  eshape = Constant<value = int64[3] {2, 3, 4}>()\n"
+     "  T = Transpose<perm=[1,0]>(RS)\n  eshape = Constant<value = int64[3] "
+     "{2, 3, 4}>()\n"
      "  E = Expand(B, eshape)\n  axes = Constant<value = int64[1] {2}>()\n"
      "  U = Unsqueeze(T, axes)\n  Y = Add(U, E)\n",
      {2, 3, 4}},
-    {"gather", "float[4,3] D = @RAND(12), int64[3] I = {3, -1, 0}",
-     "Y = Gather<axis=0>(D, I)", {3, 3}},
-    {"concat_split", "float[2,2] A = @RAND(4), float[2,2] B = @RAND(4)",
+    {"gather",
+     "float[4,3] D = @RAND(12), int64[3] I = {3, -1, 0}",
+     "Y = Gather<axis=0>(D, I)",
+     {3, 3}},
+    {"concat_split",
+     "float[2,2] A = @RAND(4), float[2,2] B = @RAND(4)",
      "C = Concat<axis=1>(A, B)\n  split = Constant<value = int64[2] {2, 2}>()\n"
      "  P, Q = Split<axis=1>(C, split)\n  Y = Mul(P, Q)",
      {2, 2}},
-    {"slice_negative_step", "float[4,5] A = @RAND(20)",
+    {"slice_negative_step",
+     "float[4,5] A = @RAND(20)",
      "starts = Constant<value = int64[2] {3, 0}>()\n"
      "  ends = Constant<value = int64[2] {0, 5}>()\n"
      "  axes = Constant<value = int64[2] {0, 1}>()\n"
      "  steps = Constant<value = int64[2] {-1, 2}>()\n"
-     "  Y = Slice(A, starts, ends, axes, steps)", {3, 3}},
-    {"where_reduce", "float[2,3] A = @RAND(6), float[3] B = @RAND(3)",
+     "  Y = Slice(A, starts, ends, axes, steps)",
+     {3, 3}},
+    {"where_reduce",
+     "float[2,3] A = @RAND(6), float[3] B = @RAND(3)",
      "C = Constant<value = bool[2,3] {1,0,1,0,1,1}>()\n  W = Where(C, A, B)\n"
-     "  M = ReduceMean<axes=[1], keepdims=1>(W)\n  Y = Mul(M, W)", {2, 3}},
-    {"cast_identity", "float[2,3] A = @RAND(6)",
-     "C = Cast<to=11>(A)\n  D = Cast<to=1>(C)\n  Y = Identity(D)", {2, 3}},
+     "  M = ReduceMean<axes=[1], keepdims=1>(W)\n  Y = Mul(M, W)",
+     {2, 3}},
+    {"cast_identity",
+     "float[2,3] A = @RAND(6)",
+     "C = Cast<to=11>(A)\n  D = Cast<to=1>(C)\n  Y = Identity(D)",
+     {2, 3}},
     {"softmax_cross_entropy",
-     "float[3,4] S = @RAND(12), int64[3] L = {1, 3, 0}, float[4] Wt = {1.0, 2.0, 0.5, 1.5}",
-     "Y = SoftmaxCrossEntropyLoss<reduction=\"mean\">(S, L, Wt)", {}},
+     "float[3,4] S = @RAND(12), int64[3] L = {1, 3, 0}, float[4] Wt = {1.0, "
+     "2.0, 0.5, 1.5}",
+     "Y = SoftmaxCrossEntropyLoss<reduction=\"mean\">(S, L, Wt)",
+     {}},
     {"nll_ignore_index",
      "float[3,4,2] S = @RAND(24), int64[3,2] L = {1, 3, 0, 2, 2, 1}",
-     "Y = NegativeLogLikelihoodLoss<reduction=\"sum\", ignore_index=2>(S, L)", {}},
+     "Y = NegativeLogLikelihoodLoss<reduction=\"sum\", ignore_index=2>(S, L)",
+     {}},
 };
 
 INSTANTIATE_TEST_SUITE_P(Rules, GradCheck, ::testing::ValuesIn(kCases),

@@ -196,8 +196,9 @@ TEST(ImporterTensorBytes, ExternalDataMustStayInModelDir) {
   ASSERT_FALSE(llvm::sys::fs::create_link(outer.file("secret.bin"), link));
   onnx::TensorProto viaLink = floatTensor({2});
   setExternal(viaLink, "link.bin", 0, 8);
-  EXPECT_NE(errorOf(readTensorBytes(viaLink, modelDir)).find("outside the model"),
-            std::string::npos);
+  EXPECT_NE(
+      errorOf(readTensorBytes(viaLink, modelDir)).find("outside the model"),
+      std::string::npos);
 
   onnx::TensorProto missing = floatTensor({2});
   setExternal(missing, "nope.bin", 0, 8);
@@ -207,7 +208,8 @@ TEST(ImporterTensorBytes, ExternalDataMustStayInModelDir) {
 
 TEST(ConstantBytes, RoundTripIncludingBoolAndSplat) {
   mlir::MLIRContext ctx;
-  auto boolType = mlir::RankedTensorType::get({4}, mlir::IntegerType::get(&ctx, 1));
+  auto boolType =
+      mlir::RankedTensorType::get({4}, mlir::IntegerType::get(&ctx, 1));
   std::vector<uint8_t> bits = {1, 0, 0, 1};
   auto attr = constantFromBytes(boolType, bits);
   EXPECT_EQ(constantBytes(attr), bits);
@@ -253,8 +255,8 @@ g (float[2, 3] X, float[3, 4] W = {1,2,3,4,5,6,7,8,9,10,11,12}, float[4] B = {1,
   plan::PlanWriter writer;
   const onnx::ModelProto &proto = imported->model;
   std::string modelDir = imported->modelDir;
-  ParamReader reader = [&](llvm::StringRef name)
-      -> llvm::Expected<std::vector<uint8_t>> {
+  ParamReader reader =
+      [&](llvm::StringRef name) -> llvm::Expected<std::vector<uint8_t>> {
     for (const auto &init : proto.graph().initializer())
       if (init.name() == name)
         return readTensorBytes(init, modelDir);
@@ -277,12 +279,14 @@ g (float[2, 3] X, float[3, 4] W = {1,2,3,4,5,6,7,8,9,10,11,12}, float[4] B = {1,
   std::vector<std::string> types;
   for (const auto &op : p.ops())
     types.push_back(op.type());
-  EXPECT_EQ(types, (std::vector<std::string>{"MatMul", "Add", "Relu", "Identity"}));
+  EXPECT_EQ(types,
+            (std::vector<std::string>{"MatMul", "Add", "Relu", "Identity"}));
   int params = 0;
   for (int i = 0; i < p.buffers_size(); ++i)
     if (p.buffers(i).kind() == plan::PARAMETER) {
       ++params;
-      EXPECT_EQ((*loaded)->bytes[i].size(), p.buffers(i).name() == "W" ? 48u : 16u);
+      EXPECT_EQ((*loaded)->bytes[i].size(),
+                p.buffers(i).name() == "W" ? 48u : 16u);
     }
   EXPECT_EQ(params, 2);
 }
@@ -300,7 +304,8 @@ std::string emitFromIr(llvm::StringRef ir) {
   if (!module)
     return "parse error: " + diagnostics;
   plan::PlanWriter writer;
-  ParamReader reader = [](llvm::StringRef) -> llvm::Expected<std::vector<uint8_t>> {
+  ParamReader reader =
+      [](llvm::StringRef) -> llvm::Expected<std::vector<uint8_t>> {
     return std::vector<uint8_t>(8, 0);
   };
   if (mlir::succeeded(emitPlan(*module, reader, writer)))
@@ -327,8 +332,8 @@ func.func @main(%g: tensor<2xf32> {shardc.input = "g"}) -> tensor<2xf32>
   %h = shardc.AllReduceStart %g {world_size = 2 : i64} : tensor<2xf32>
   return %g : tensor<2xf32>
 })";
-  EXPECT_NE(emitFromIr(neverWaited).find(
-                "is not finished by exactly one shardc.CollectiveWait"),
+  EXPECT_NE(emitFromIr(neverWaited)
+                .find("is not finished by exactly one shardc.CollectiveWait"),
             std::string::npos);
 
   const char *waitedTwice = R"(
@@ -339,8 +344,8 @@ func.func @main(%g: tensor<2xf32> {shardc.input = "g"}) -> (tensor<2xf32>, tenso
   %b = shardc.CollectiveWait %h : tensor<2xf32>
   return %a, %b : tensor<2xf32>, tensor<2xf32>
 })";
-  EXPECT_NE(emitFromIr(waitedTwice).find(
-                "is not finished by exactly one shardc.CollectiveWait"),
+  EXPECT_NE(emitFromIr(waitedTwice)
+                .find("is not finished by exactly one shardc.CollectiveWait"),
             std::string::npos);
 }
 

@@ -88,8 +88,8 @@ TEST_P(Partition, EveryElementOwnedByExactlyOneRank) {
     original[init.name()] = *bytes;
   }
   plan::PlanWriter writer;
-  ParamReader reader = [&](llvm::StringRef name)
-      -> llvm::Expected<std::vector<uint8_t>> {
+  ParamReader reader =
+      [&](llvm::StringRef name) -> llvm::Expected<std::vector<uint8_t>> {
     return original.at(name.str());
   };
   ASSERT_TRUE(mlir::succeeded(emitPlan(*imported->module, reader, writer)))
@@ -123,7 +123,8 @@ TEST_P(Partition, EveryElementOwnedByExactlyOneRank) {
       for (int64_t d : fp.shape())
         n *= d;
       total += n;
-      EXPECT_TRUE(seen.insert(fp.name()).second) << fp.name() << " in two units";
+      EXPECT_TRUE(seen.insert(fp.name()).second)
+          << fp.name() << " in two units";
     }
     EXPECT_GE(padded, total);
     EXPECT_LT(padded - total, world) << "padding is less than one per rank";
@@ -140,8 +141,8 @@ TEST_P(Partition, EveryElementOwnedByExactlyOneRank) {
     // Padding stripped, the parameters come back bit for bit.
     for (const plan::FlatParam &fp : unit.params()) {
       const std::vector<uint8_t> &want = original.at(fp.name());
-      EXPECT_EQ(0, std::memcmp(flat.data() + fp.offset(), want.data(),
-                               want.size()))
+      EXPECT_EQ(
+          0, std::memcmp(flat.data() + fp.offset(), want.data(), want.size()))
           << fp.name();
     }
 
@@ -155,14 +156,16 @@ TEST_P(Partition, EveryElementOwnedByExactlyOneRank) {
       kc.rank = r;
       kc.worldSize = world;
       ASSERT_FALSE(!!rt::cpu::runKernel(kc));
-      EXPECT_EQ(0, std::memcmp(out.data(), ranks[r]->bytes[unit.buffer()].data(),
-                               shard * sizeof(float)));
+      EXPECT_EQ(0,
+                std::memcmp(out.data(), ranks[r]->bytes[unit.buffer()].data(),
+                            shard * sizeof(float)));
     }
   }
   EXPECT_EQ(seen.size(), 4u) << "every trainable parameter is in a unit";
   llvm::sys::fs::remove_directories(dir);
 }
 
-INSTANTIATE_TEST_SUITE_P(WorldSizes, Partition, ::testing::Values(1, 2, 3, 4, 5));
+INSTANTIATE_TEST_SUITE_P(WorldSizes, Partition,
+                         ::testing::Values(1, 2, 3, 4, 5));
 
 } // namespace
