@@ -24,6 +24,13 @@ def Shardc_LossReduction : I32EnumAttr<"LossReduction",
 def Shardc_LossReductionAttr
     : EnumAttr<Shardc_Dialect, Shardc_LossReduction, "reduction"> {
   let summary = "Reduction of a loss: none, sum or mean (ONNX `reduction`)";
+  let description = [{
+    How SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss and their
+    gradients reduce the per-target losses: `none` keeps them, `sum` adds
+    them, `mean` divides the sum by the total weight of the targets that are
+    not ignored, e.g. `{reduction = #shardc.reduction<mean>}`. The importer
+    reads ONNX's string attribute into it; the plan carries its name.
+  }];
   let assemblyFormat = "`<` $value `>`";
 }
 

@@ -553,6 +553,8 @@ LogicalResult SplitOp::verify() {
     auto s = shapeOf(v);
     if (s.size() != in.size())
       return emitOpError("outputs must have the input's rank");
+    if (elemOf(v) != elemOf(getInput()))
+      return emitOpError("outputs must have the input's element type");
     for (size_t i = 0; i < s.size(); ++i)
       if ((int64_t)i != axis && s[i] != in[i])
         return emitOpError("outputs differ from the input outside the axis");
@@ -650,6 +652,10 @@ static LogicalResult verifyLoss(Operation *op, Value scores, Value labels,
 }
 
 LogicalResult SoftmaxCrossEntropyLossOp::verify() {
+  if (failed(verifyOneElementType(
+          *this, {getScores(), getLoss(), getWeights(), getLogProb()},
+          "scores, loss, weights and log_prob")))
+    return failure();
   if (getLogProb() && shapeOf(getLogProb()) != shapeOf(getScores()))
     return emitOpError("log_prob must have the scores' shape");
   return verifyLoss(*this, getScores(), getLabels(), getWeights(), getLoss(),
@@ -657,6 +663,9 @@ LogicalResult SoftmaxCrossEntropyLossOp::verify() {
 }
 
 LogicalResult NegativeLogLikelihoodLossOp::verify() {
+  if (failed(verifyOneElementType(*this, {getInput(), getLoss(), getWeight()},
+                                  "input, loss and weight")))
+    return failure();
   return verifyLoss(*this, getInput(), getTarget(), getWeight(), getLoss(),
                     getReduction());
 }
@@ -728,6 +737,10 @@ LogicalResult BatchNormGradOp::verify() {
 }
 
 LogicalResult SoftmaxCrossEntropyLossGradOp::verify() {
+  if (failed(verifyOneElementType(
+          *this, {getScores(), getGrad(), getWeights(), getScoresGrad()},
+          "scores, gradients and weights")))
+    return failure();
   if (shapeOf(getScoresGrad()) != shapeOf(getScores()))
     return emitOpError("scores gradient must have the scores' shape");
   return verifyLoss(*this, getScores(), getLabels(), getWeights(), getGrad(),
@@ -735,6 +748,10 @@ LogicalResult SoftmaxCrossEntropyLossGradOp::verify() {
 }
 
 LogicalResult NegativeLogLikelihoodLossGradOp::verify() {
+  if (failed(verifyOneElementType(
+          *this, {getInput(), getGrad(), getWeight(), getInputGrad()},
+          "input, gradients and weight")))
+    return failure();
   if (shapeOf(getInputGrad()) != shapeOf(getInput()))
     return emitOpError("input gradient must have the input's shape");
   return verifyLoss(*this, getInput(), getTarget(), getWeight(), getGrad(),
@@ -789,7 +806,16 @@ LogicalResult AllGatherStartOp::verify() {
   return verifyShardPair(*this, tensorTypeOf(getInput()), getResultTensorType(),
                          getWorldSize());
 }
+/// A sum over ranks needs numbers: booleans cannot be reduced.
+static LogicalResult verifySummable(Operation *op, Type elementType) {
+  if (elementType.isInteger(1))
+    return op->emitOpError("cannot sum ") << elementType << " over ranks";
+  return success();
+}
+
 LogicalResult ReduceScatterStartOp::verify() {
+  if (failed(verifySummable(*this, elemOf(getInput()))))
+    return failure();
   return verifyShardPair(*this, getResultTensorType(), tensorTypeOf(getInput()),
                          getWorldSize());
 }
@@ -798,6 +824,8 @@ LogicalResult ShardSliceOp::verify() {
                          tensorTypeOf(getInput()), getWorldSize());
 }
 LogicalResult AllReduceStartOp::verify() {
+  if (failed(verifySummable(*this, elemOf(getInput()))))
+    return failure();
   if (getWorldSize() < 1)
     return emitOpError("world_size must be positive");
   return success();

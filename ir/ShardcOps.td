@@ -495,7 +495,8 @@ def Shardc_ConvOp : Shardc_Op<"Conv", [Pure]> {
   }];
 }
 
-def Shardc_MaxPoolOp : Shardc_Op<"MaxPool", [Pure]> {
+def Shardc_MaxPoolOp : Shardc_Op<"MaxPool", [Pure,
+    AllElementTypesMatch<["input", "output"]>]> {
   let summary = "N-d max pooling, optionally with the argmax indices";
   let description = [{
     N-d max pooling of an (N, C, d...) input (any element type; padding never
@@ -524,7 +525,8 @@ def Shardc_MaxPoolOp : Shardc_Op<"MaxPool", [Pure]> {
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type(results)";
 }
 
-def Shardc_AveragePoolOp : Shardc_Op<"AveragePool", [Pure]> {
+def Shardc_AveragePoolOp : Shardc_Op<"AveragePool", [Pure,
+    AllElementTypesMatch<["input", "output"]>]> {
   let summary = "N-d average pooling";
   let description = [{
     N-d average pooling of an (N, C, d...) float input, with windows as for
@@ -549,7 +551,8 @@ def Shardc_AveragePoolOp : Shardc_Op<"AveragePool", [Pure]> {
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($output)";
 }
 
-def Shardc_GlobalAveragePoolOp : Shardc_Op<"GlobalAveragePool", [Pure]> {
+def Shardc_GlobalAveragePoolOp : Shardc_Op<"GlobalAveragePool", [Pure,
+    AllElementTypesMatch<["input", "output"]>]> {
   let summary = "Mean over all spatial dimensions";
   let description = [{
     The mean over all spatial dimensions of an (N, C, d...) float input, giving
@@ -589,7 +592,8 @@ def Shardc_ReshapeOp : Shardc_Op<"Reshape", [Pure]> {
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($output)";
 }
 
-def Shardc_TransposeOp : Shardc_Op<"Transpose", [Pure]> {
+def Shardc_TransposeOp : Shardc_Op<"Transpose", [Pure,
+    AllElementTypesMatch<["input", "output"]>]> {
   let summary = "Permutation of the dimensions";
   let description = [{
     Permutes the dimensions: result dimension i is input dimension `perm[i]`,
@@ -607,7 +611,8 @@ def Shardc_TransposeOp : Shardc_Op<"Transpose", [Pure]> {
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($output)";
 }
 
-def Shardc_GatherOp : Shardc_Op<"Gather", [Pure]> {
+def Shardc_GatherOp : Shardc_Op<"Gather", [Pure,
+    AllElementTypesMatch<["data", "output"]>]> {
   let summary = "Gather slices along an axis by index";
   let description = [{
     Takes the slices of `data` along `axis` at `indices` (i32 or i64; negative
@@ -668,7 +673,8 @@ def Shardc_SplitOp : Shardc_Op<"Split", [Pure]> {
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($outputs)";
 }
 
-def Shardc_SliceOp : Shardc_Op<"Slice", [Pure]> {
+def Shardc_SliceOp : Shardc_Op<"Slice", [Pure,
+    AllElementTypesMatch<["input", "output"]>]> {
   let summary = "Strided slice with one start and step per dimension";
   let description = [{
     Strided slice with one start and step per dimension:
@@ -708,7 +714,8 @@ def Shardc_ExpandOp : Shardc_Op<"Expand", [Pure]> {
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($output)";
 }
 
-class Shardc_ReduceOp<string mnemonic> : Shardc_Op<mnemonic, [Pure]> {
+class Shardc_ReduceOp<string mnemonic>
+    : Shardc_Op<mnemonic, [Pure, AllElementTypesMatch<["input", "output"]>]> {
   let arguments = (ins Shardc_Tensor:$input, DenseI64ArrayAttr:$axes,
                    BoolAttr:$keepdims);
   let results = (outs Shardc_Tensor:$output);
@@ -898,7 +905,8 @@ def Shardc_LogSoftmaxGradOp : Shardc_Op<"LogSoftmaxGrad",
   let assemblyFormat = "$grad `,` $output attr-dict `:` type($grad)";
 }
 
-def Shardc_ConvGradInputOp : Shardc_Op<"ConvGradInput", [Pure]> {
+def Shardc_ConvGradInputOp : Shardc_Op<"ConvGradInput", [Pure,
+    AllElementTypesMatch<["grad", "weight", "input_grad"]>]> {
   let summary = "Gradient of Conv with respect to its input";
   let description = [{
     The gradient of Conv with respect to its input: the transposed convolution
@@ -923,7 +931,8 @@ def Shardc_ConvGradInputOp : Shardc_Op<"ConvGradInput", [Pure]> {
     $grad `,` $weight attr-dict `:` functional-type(operands, results)
   }];
 }
-def Shardc_ConvGradWeightOp : Shardc_Op<"ConvGradWeight", [Pure]> {
+def Shardc_ConvGradWeightOp : Shardc_Op<"ConvGradWeight", [Pure,
+    AllElementTypesMatch<["grad", "input", "weight_grad"]>]> {
   let summary = "Gradient of Conv with respect to its weight";
   let description = [{
     The gradient of Conv with respect to its weight, from `grad` (N, M, o...)
@@ -950,7 +959,8 @@ def Shardc_ConvGradWeightOp : Shardc_Op<"ConvGradWeight", [Pure]> {
   }];
 }
 
-def Shardc_MaxPoolGradOp : Shardc_Op<"MaxPoolGrad", [Pure]> {
+def Shardc_MaxPoolGradOp : Shardc_Op<"MaxPoolGrad", [Pure,
+    AllElementTypesMatch<["grad", "input_grad"]>]> {
   let summary = "Scatter-add of the output gradient at the argmax indices";
   let description = [{
     The gradient of MaxPool with respect to its input: zeros of the forward
@@ -973,7 +983,8 @@ def Shardc_MaxPoolGradOp : Shardc_Op<"MaxPoolGrad", [Pure]> {
   }];
 }
 
-def Shardc_AveragePoolGradOp : Shardc_Op<"AveragePoolGrad", [Pure]> {
+def Shardc_AveragePoolGradOp : Shardc_Op<"AveragePoolGrad", [Pure,
+    AllElementTypesMatch<["grad", "input_grad"]>]> {
   let summary = "Gradient of AveragePool";
   let description = [{
     The gradient of AveragePool with respect to its input: every `grad` element
@@ -997,7 +1008,8 @@ def Shardc_AveragePoolGradOp : Shardc_Op<"AveragePoolGrad", [Pure]> {
   let assemblyFormat = "$grad attr-dict `:` type($grad) `->` type($input_grad)";
 }
 
-def Shardc_LayerNormGradOp : Shardc_Op<"LayerNormGrad", [Pure]> {
+def Shardc_LayerNormGradOp : Shardc_Op<"LayerNormGrad", [Pure,
+    AllElementTypesMatch<["grad", "input", "scale", "input_grad", "scale_grad", "bias_grad"]>]> {
   let summary = "Gradient of LayerNormalization (input, scale, bias)";
   let description = [{
     The gradients of LayerNormalization with respect to its input, scale and
@@ -1026,7 +1038,8 @@ def Shardc_LayerNormGradOp : Shardc_Op<"LayerNormGrad", [Pure]> {
   }];
 }
 
-def Shardc_BatchNormGradOp : Shardc_Op<"BatchNormGrad", [Pure]> {
+def Shardc_BatchNormGradOp : Shardc_Op<"BatchNormGrad", [Pure,
+    AllElementTypesMatch<["grad", "input", "scale", "input_grad", "scale_grad", "bias_grad"]>]> {
   let summary = "Gradient of BatchNormalization (input, scale, bias)";
   let description = [{
     The gradients of BatchNormalization's output with respect to its input,
@@ -1110,7 +1123,8 @@ def Shardc_NegativeLogLikelihoodLossGradOp
   }];
 }
 
-def Shardc_GatherGradOp : Shardc_Op<"GatherGrad", [Pure]> {
+def Shardc_GatherGradOp : Shardc_Op<"GatherGrad", [Pure,
+    AllElementTypesMatch<["grad", "data_grad"]>]> {
   let summary = "Scatter-add of Gather's output gradient into its data";
   let description = [{
     The gradient of Gather with respect to its data: zeros of the data's type,
@@ -1134,7 +1148,8 @@ def Shardc_GatherGradOp : Shardc_Op<"GatherGrad", [Pure]> {
   }];
 }
 
-def Shardc_SliceGradOp : Shardc_Op<"SliceGrad", [Pure]> {
+def Shardc_SliceGradOp : Shardc_Op<"SliceGrad", [Pure,
+    AllElementTypesMatch<["grad", "input_grad"]>]> {
   let summary = "Zero-filled input gradient with the slice's gradient placed";
   let description = [{
     The gradient of Slice with respect to its input: zeros of the input's type
@@ -1337,8 +1352,9 @@ def Shardc_CollectiveWaitOp : Shardc_Op<"CollectiveWait", [
   let description = [{
     Waits for the collective whose `!shardc.pending` handle it consumes and
     yields the tensor the collective produced (the type the handle is pending).
-    Every start has exactly one wait; like the starts it communicates, so no
-    generic transformation removes, merges or reorders it.
+    Like the starts it communicates, so no generic transformation removes,
+    merges or reorders it. Plan lowering requires every start to be waited
+    for exactly once (the IR alone does not).
     `shardc-lower-collectives` emits it right after its start, and
     `shardc-schedule-collectives` sinks it to just before the first use, so that
     computation overlaps the communication.

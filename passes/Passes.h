@@ -49,26 +49,31 @@ struct ShardcPipelineOptions : public mlir::PassPipelineOptions<T> {
 /// Options of the training pipeline (shardc's flags, shardc-opt's
 /// --shardc-train-pipeline='...'): the options of its passes, declared in
 /// Passes.td. Sharding applies when world-size or zero-stage is given.
+// The members are generated from Passes.td (PipelineOptions.h.inc): one
+// macro per pass, each declaring that pass's options.
+// clang-format off
 struct TrainPipelineOptions
     : public ShardcPipelineOptions<TrainPipelineOptions> {
-  SHARDC_PIPELINE_OPTIONS_Autodiff SHARDC_PIPELINE_OPTIONS_Optimizer
-      SHARDC_PIPELINE_OPTIONS_WrapUnits SHARDC_PIPELINE_OPTIONS_ZeroConfig
-          SHARDC_PIPELINE_OPTIONS_BucketGradients
-              SHARDC_PIPELINE_OPTIONS_ShardParameters
-                  SHARDC_PIPELINE_OPTIONS_ScheduleCollectives
+  SHARDC_PIPELINE_OPTIONS_Autodiff
+  SHARDC_PIPELINE_OPTIONS_Optimizer
+  SHARDC_PIPELINE_OPTIONS_WrapUnits
+  SHARDC_PIPELINE_OPTIONS_ZeroConfig
+  SHARDC_PIPELINE_OPTIONS_BucketGradients
+  SHARDC_PIPELINE_OPTIONS_ShardParameters
+  SHARDC_PIPELINE_OPTIONS_ScheduleCollectives
 
-      /// True when the step is to be sharded (world-size or zero-stage given).
-      bool
-      shards() const {
-    return worldSize.hasValue() || stage.hasValue();
-  }
+  /// True when the step is to be sharded (world-size or zero-stage given).
+  bool shards() const { return worldSize.hasValue() || stage.hasValue(); }
 };
 
 /// Options of the shardc-zero pipeline.
-struct ZeroPipelineOptions : public ShardcPipelineOptions<ZeroPipelineOptions> {
-  SHARDC_PIPELINE_OPTIONS_ZeroConfig SHARDC_PIPELINE_OPTIONS_BucketGradients
-      SHARDC_PIPELINE_OPTIONS_ShardParameters
+struct ZeroPipelineOptions
+    : public ShardcPipelineOptions<ZeroPipelineOptions> {
+  SHARDC_PIPELINE_OPTIONS_ZeroConfig
+  SHARDC_PIPELINE_OPTIONS_BucketGradients
+  SHARDC_PIPELINE_OPTIONS_ShardParameters
 };
+// clang-format on
 
 /// The ZeRO rewrite of a training step for one stage: zero-config, then the
 /// stage's passes (bucket-gradients, partition-optimizer,

@@ -50,7 +50,7 @@ def Autodiff : Pass<"shardc-autodiff", "mlir::ModuleOp"> {
                     %w: tensor<2xf32> {shardc.param = "w"}) -> tensor<f32>
         attributes {shardc.output_names = ["loss"]} {
       %0 = shardc.Mul %x, %w : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
-      %1 = shardc.ReduceSum %0 {axes = array<i64: 0>, keepdims = 0 : i64} : tensor<2xf32> -> tensor<f32>
+      %1 = shardc.ReduceSum %0 {axes = array<i64: 0>, keepdims = false} : tensor<2xf32> -> tensor<f32>
       return %1 : tensor<f32>
     }
     ```
@@ -88,20 +88,20 @@ def Optimizer : Pass<"shardc-optimizer", "mlir::ModuleOp"> {
   let options = [
     Option<"optimizer", "optimizer", "::shardc::OptimizerKind",
            /*default=*/"::shardc::OptimizerKind::Sgd",
-           "The optimizer of the training step",
+           "The optimizer of the training step (default sgd)",
            [{::llvm::cl::values(
              clEnumValN(::shardc::OptimizerKind::Sgd, "sgd", "torch.optim.SGD"),
              clEnumValN(::shardc::OptimizerKind::Adam, "adam", "torch.optim.Adam"),
              clEnumValN(::shardc::OptimizerKind::AdamW, "adamw", "torch.optim.AdamW"))}]>,
-    Option<"lr", "lr", "double", /*default=*/"1e-3", "Learning rate">,
-    Option<"momentum", "momentum", "double", /*default=*/"0.0", "SGD momentum">,
-    Option<"dampening", "dampening", "double", /*default=*/"0.0", "SGD dampening">,
+    Option<"lr", "lr", "double", /*default=*/"1e-3", "Learning rate (default 1e-3)">,
+    Option<"momentum", "momentum", "double", /*default=*/"0.0", "SGD momentum (default 0)">,
+    Option<"dampening", "dampening", "double", /*default=*/"0.0", "SGD dampening (default 0)">,
     Option<"nesterov", "nesterov", "bool", /*default=*/"false", "SGD Nesterov momentum">,
     Option<"weightDecay", "weight-decay", "double", /*default=*/"-1",
            "Weight decay (default: 0 for sgd and adam, 0.01 for adamw)">,
-    Option<"beta1", "beta1", "double", /*default=*/"0.9", "Adam beta1">,
-    Option<"beta2", "beta2", "double", /*default=*/"0.999", "Adam beta2">,
-    Option<"eps", "eps", "double", /*default=*/"1e-8", "Adam epsilon">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9", "Adam beta1 (default 0.9)">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.999", "Adam beta2 (default 0.999)">,
+    Option<"eps", "eps", "double", /*default=*/"1e-8", "Adam epsilon (default 1e-8)">,
   ];
   let dependentDialects = ["::shardc::ShardcDialect"];
 }
@@ -142,10 +142,10 @@ def ZeroConfig : Pass<"shardc-zero-config", "mlir::ModuleOp"> {
     `func.func @main(...) attributes {shardc.world_size = 4 : i64, shardc.zero_stage = 3 : i64}`.
   }];
   let options = [
-    Option<"worldSize", "world-size", "int64_t", /*default=*/"1", "Number of ranks">,
+    Option<"worldSize", "world-size", "int64_t", /*default=*/"1", "Number of ranks the step runs on (default 1)">,
     Option<"stage", "zero-stage", "int64_t", /*default=*/"3",
            "0: DDP (all-reduce), 1: shard optimizer state (OSS), 2: also "
-           "gradients (SHARD_GRAD_OP), 3: also parameters (FULL_SHARD)">,
+           "gradients (SHARD_GRAD_OP), 3: also parameters (FULL_SHARD); default 3">,
   ];
   let dependentDialects = ["::shardc::ShardcDialect", "::mlir::mesh::MeshDialect"];
 }
@@ -170,7 +170,7 @@ def BucketGradients : Pass<"shardc-bucket-gradients", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"bucketCapMb", "bucket-cap-mb", "double", /*default=*/"25",
-           "Bucket size in MiB">,
+           "Gradient all-reduce bucket size in MiB (stages 0, 1; default 25)">,
   ];
   let dependentDialects = ["::shardc::ShardcDialect", "::mlir::mesh::MeshDialect"];
 }
@@ -243,7 +243,7 @@ def ShardParameters : Pass<"shardc-shard-parameters", "mlir::ModuleOp"> {
   let options = [
     Option<"reshardAfterForward", "reshard-after-forward", "bool",
            /*default=*/"true",
-           "Free gathered parameters after forward and gather again in backward">,
+           "Stage 3: free gathered parameters after forward, gather again in backward (default on)">,
   ];
   let dependentDialects = ["::shardc::ShardcDialect", "::mlir::mesh::MeshDialect"];
 }
@@ -283,7 +283,7 @@ def ScheduleCollectives : Pass<"shardc-schedule-collectives", "mlir::ModuleOp"> 
   let options = [
     Option<"backwardPrefetch", "backward-prefetch", "::shardc::BackwardPrefetch",
            /*default=*/"::shardc::BackwardPrefetch::Pre",
-           "When to prefetch the next unit's parameters in backward",
+           "When to prefetch the next unit's parameters in backward (default pre)",
            [{::llvm::cl::values(
              clEnumValN(::shardc::BackwardPrefetch::Pre, "pre",
                         "before the current unit's gradient computation (BACKWARD_PRE)"),
@@ -294,7 +294,7 @@ def ScheduleCollectives : Pass<"shardc-schedule-collectives", "mlir::ModuleOp"> 
     Option<"forwardPrefetch", "forward-prefetch", "bool", /*default=*/"false",
            "Prefetch the next unit's parameters in forward">,
     Option<"limitAllGathers", "limit-all-gathers", "bool", /*default=*/"true",
-           "At most two parameter all-gathers in flight">,
+           "At most two parameter all-gathers in flight (default on)">,
   ];
 }
 

@@ -2,7 +2,7 @@
 //
 // Add, Sub, Mul, Div and Pow (numpy broadcasting: the result type comes from
 // shape inference), Where, the unary operators (which keep their operand's
-// type), Cast (carrying the ONNX type code) and Dropout, which in inference
+// type), Cast (its result type is the target) and Dropout, which in inference
 // is a copy of its input with an all-true mask. Tested by
 // test/lit/import/elementwise.onnxtxt and dropout.onnxtxt.
 //

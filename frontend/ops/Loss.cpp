@@ -14,49 +14,53 @@ using namespace mlir;
 
 namespace shardc {
 
-/// The node's `reduction` attribute (default "mean"), or an error.
-static FailureOr<LossReductionAttr> reductionAttr(ImportContext &ctx) {
+/// What both losses read from their node: operands (scores or input, labels
+/// or target, optional weights), the loss type, the reduction (default
+/// "mean") and the optional ignore_index.
+struct LossNode {
+  Type lossType;
+  LossReductionAttr reduction;
+  IntegerAttr ignoreIndex;
+};
+
+static FailureOr<LossNode> readLossNode(ImportContext &ctx) {
+  if (failed(ctx.requireOperands(2, 3)))
+    return failure();
+  auto lossType = ctx.outType(0);
+  if (failed(lossType))
+    return failure();
   std::string name = ctx.stringAttr("reduction", "mean");
   std::optional<LossReduction> reduction = symbolizeLossReduction(name);
   if (!reduction)
     return ctx.nodeError() << "reduction '" << name
                            << "' is not one of none, sum or mean";
-  return LossReductionAttr::get(ctx.builder().getContext(), *reduction);
+  OpBuilder &b = ctx.builder();
+  LossNode node{*lossType, LossReductionAttr::get(b.getContext(), *reduction),
+                IntegerAttr()};
+  if (const auto *ignore = ctx.attr("ignore_index"))
+    node.ignoreIndex = b.getI64IntegerAttr(ignore->i());
+  return node;
 }
 
 static LogicalResult importSoftmaxCrossEntropy(ImportContext &ctx) {
-  if (failed(ctx.requireOperands(2, 3)))
+  FailureOr<LossNode> loss = readLossNode(ctx);
+  if (failed(loss))
     return failure();
-  auto lossType = ctx.outType(0);
-  auto reduction = reductionAttr(ctx);
-  if (failed(lossType) || failed(reduction))
-    return failure();
-  const onnx::NodeProto &node = ctx.node();
-  OpBuilder &b = ctx.builder();
   Type logProbType;
-  if (node.output_size() > 1 && !node.output(1).empty())
+  if (ctx.node().output_size() > 1 && !ctx.node().output(1).empty())
     logProbType = ctx.operand(0).getType();
-  const auto *ignore = ctx.attr("ignore_index");
-  auto op = b.create<SoftmaxCrossEntropyLossOp>(
-      ctx.loc(), *lossType, logProbType, ctx.operand(0), ctx.operand(1),
-      ctx.operand(2), *reduction,
-      ignore ? b.getI64IntegerAttr(ignore->i()) : IntegerAttr());
-  return ctx.finish(op);
+  return ctx.finish(ctx.builder().create<SoftmaxCrossEntropyLossOp>(
+      ctx.loc(), loss->lossType, logProbType, ctx.operand(0), ctx.operand(1),
+      ctx.operand(2), loss->reduction, loss->ignoreIndex));
 }
 
 static LogicalResult importNllLoss(ImportContext &ctx) {
-  if (failed(ctx.requireOperands(2, 3)))
+  FailureOr<LossNode> loss = readLossNode(ctx);
+  if (failed(loss))
     return failure();
-  auto lossType = ctx.outType(0);
-  auto reduction = reductionAttr(ctx);
-  if (failed(lossType) || failed(reduction))
-    return failure();
-  OpBuilder &b = ctx.builder();
-  const auto *ignore = ctx.attr("ignore_index");
-  auto op = b.create<NegativeLogLikelihoodLossOp>(
-      ctx.loc(), *lossType, ctx.operand(0), ctx.operand(1), ctx.operand(2),
-      *reduction, ignore ? b.getI64IntegerAttr(ignore->i()) : IntegerAttr());
-  return ctx.finish(op);
+  return ctx.finish(ctx.builder().create<NegativeLogLikelihoodLossOp>(
+      ctx.loc(), loss->lossType, ctx.operand(0), ctx.operand(1), ctx.operand(2),
+      loss->reduction, loss->ignoreIndex));
 }
 
 void registerLossImporters(OpImporterTable &table) {

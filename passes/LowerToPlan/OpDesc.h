@@ -7,8 +7,8 @@
 // op.
 //
 //===----------------------------------------------------------------------===//
-#ifndef SHARDC_PASSES_LOWERING_OPDESC_H
-#define SHARDC_PASSES_LOWERING_OPDESC_H
+#ifndef SHARDC_PASSES_LOWERTOPLAN_OPDESC_H
+#define SHARDC_PASSES_LOWERTOPLAN_OPDESC_H
 
 #include "runtime/Attrs.h"
 #include "runtime/Tensor.h"
@@ -45,4 +45,4 @@ mlir::DenseElementsAttr constantFromBytes(mlir::RankedTensorType type,
 
 } // namespace shardc
 
-#endif // SHARDC_PASSES_LOWERING_OPDESC_H
+#endif // SHARDC_PASSES_LOWERTOPLAN_OPDESC_H

@@ -1,6 +1,6 @@
 //===- PlanEmitter.h - Lowering the final IR to a plan ----------*- C++ -*-===//
-#ifndef SHARDC_PASSES_LOWERING_PLANEMITTER_H
-#define SHARDC_PASSES_LOWERING_PLANEMITTER_H
+#ifndef SHARDC_PASSES_LOWERTOPLAN_PLANEMITTER_H
+#define SHARDC_PASSES_LOWERTOPLAN_PLANEMITTER_H
 
 #include "plan/PlanIO.h"
 
@@ -24,4 +24,4 @@ mlir::LogicalResult emitPlan(mlir::ModuleOp module, const ParamReader &params,
 
 } // namespace shardc
 
-#endif // SHARDC_PASSES_LOWERING_PLANEMITTER_H
+#endif // SHARDC_PASSES_LOWERTOPLAN_PLANEMITTER_H

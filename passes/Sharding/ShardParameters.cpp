@@ -133,7 +133,7 @@ struct ShardParametersPass : impl::ShardParametersBase<ShardParametersPass> {
         bool backward = user->hasAttr(kBackwardAttrName);
         windows[reshardAfterForward && backward ? 1 : 0].push_back(&use);
       }
-    for (auto &window : windows) {
+    for (auto [index, window] : llvm::enumerate(windows)) {
       if (window.empty())
         continue;
       Operation *firstUser = window.front()->getOwner();
@@ -145,6 +145,12 @@ struct ShardParametersPass : impl::ShardParametersBase<ShardParametersPass> {
                                    firstUser->getLoc(), flatType, kMeshName,
                                    ArrayRef<int16_t>{0}, shard, APInt(64, 0)),
                                MemoryCategory::Params);
+      // The backward window's gather is marked as backward: besides saying
+      // where it belongs, this keeps a CSE on this (pure, value-semantic)
+      // IR from merging it with the forward gather of the same shard, which
+      // would undo reshard-after-forward.
+      if (index == 1)
+        full.getDefiningOp()->setAttr(kBackwardAttrName, b.getUnitAttr());
       DenseMap<Value, Value> views;
       int64_t offset = 0;
       for (BlockArgument p : unitParams) {

@@ -335,13 +335,6 @@ llvm::Error castKernel(const KernelContext &ctx) {
   SHARDC_CPU_TRY(requireOutput(ctx, 0, "output"));
   const TensorView &x = ctx.inputs[0];
   const TensorView &y = ctx.outputs[0];
-  if (ctx.attrs.has("to")) {
-    int64_t to = ctx.attrs.getInt("to", 0);
-    std::optional<DType> toType = dtypeFromCode(to);
-    if (!toType)
-      return ctx.error("unsupported target type code " + llvm::Twine(to));
-    SHARDC_CPU_TRY(requireType(ctx, y, *toType, "output"));
-  }
   SHARDC_CPU_TRY(requireNumel(ctx, y, x.numel(), "output"));
   return dispatchIn(
       CastTypes{}, ctx, x.dtype, "input", [&](auto from) -> llvm::Error {

@@ -17,8 +17,9 @@ int main(int argc, char **argv) {
   registry.insert<shardc::ShardcDialect, mlir::func::FuncDialect,
                   mlir::mesh::MeshDialect>();
   shardc::registerShardcPassesAndPipelines();
-  mlir::registerCanonicalizerPass();
-  mlir::registerCSEPass();
+  // Every generic transformation (CSE, canonicalization, LICM, SCCP,
+  // symbol-dce, ...), so that tests can check what they leave of our IR.
+  mlir::registerTransformsPasses();
   return mlir::asMainReturnCode(mlir::MlirOptMain(
       argc, argv, "Shard optimizer driver (shardc dialect passes)\n",
       registry));

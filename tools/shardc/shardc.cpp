@@ -149,16 +149,16 @@ static int fail(const llvm::Twine &msg) {
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   shardc::TrainPipelineOptions pipeline;
-  for (llvm::ArrayRef<const char *> args :
-       {llvm::ArrayRef<const char *>(shardc::kAutodiffOptionArgs),
-        llvm::ArrayRef<const char *>(shardc::kOptimizerOptionArgs)})
+  using Args = llvm::ArrayRef<const char *>;
+  const Args trainArgs[] = {shardc::kAutodiffOptionArgs,
+                            shardc::kOptimizerOptionArgs};
+  const Args shardArgs[] = {
+      shardc::kZeroConfigOptionArgs, shardc::kBucketGradientsOptionArgs,
+      shardc::kWrapUnitsOptionArgs, shardc::kShardParametersOptionArgs,
+      shardc::kScheduleCollectivesOptionArgs};
+  for (Args args : trainArgs)
     pipeline.addAsToolFlags(args, trainCategory);
-  for (llvm::ArrayRef<const char *> args :
-       {llvm::ArrayRef<const char *>(shardc::kZeroConfigOptionArgs),
-        llvm::ArrayRef<const char *>(shardc::kBucketGradientsOptionArgs),
-        llvm::ArrayRef<const char *>(shardc::kWrapUnitsOptionArgs),
-        llvm::ArrayRef<const char *>(shardc::kShardParametersOptionArgs),
-        llvm::ArrayRef<const char *>(shardc::kScheduleCollectivesOptionArgs)})
+  for (Args args : shardArgs)
     pipeline.addAsToolFlags(args, shardCategory);
   cl::HideUnrelatedOptions({&shardcCategory, &trainCategory, &shardCategory});
   cl::ParseCommandLineOptions(
@@ -168,9 +168,16 @@ int main(int argc, char **argv) {
       "  shardc model.onnx -o PLAN --optimizer adamw    training step\n"
       "  shardc model.onnx --emit=mlir                  show the IR\n");
   bool training = pipeline.optimizer.hasValue() || pipeline.loss.hasValue();
-  if (pipeline.shards() && !training)
-    return fail("--world-size and --zero-stage shard a training step: give "
-                "--optimizer");
+  if (!training) {
+    // Without a training step these flags would do nothing: say so.
+    auto &flags = cl::getRegisteredOptions();
+    for (Args args : llvm::concat<const Args>(trainArgs, shardArgs))
+      for (const char *arg : args)
+        if (flags.lookup(arg)->getNumOccurrences())
+          return fail(llvm::Twine("--") + arg +
+                      " configures a training step: give --optimizer (and "
+                      "--loss if the model has several scalar outputs)");
+  }
 
   shardc::ImportOptions options;
   for (const std::string &bind : binds) {

@@ -788,3 +788,36 @@ func.func @gemm_element_types(%a: tensor<2x3xf32>, %b: tensor<3x4xf64>) -> tenso
   %0 = shardc.Gemm %a, %b : (tensor<2x3xf32>, tensor<3x4xf64>) -> tensor<2x4xf32>
   return %0 : tensor<2x4xf32>
 }
+
+// -----
+
+func.func @max_pool_element_types(%x: tensor<1x1x4x4xf32>) -> tensor<1x1x2x2xf16> {
+  // expected-error @+1 {{'shardc.MaxPool' op failed to verify that all of {input, output} have same element type}}
+  %0 = shardc.MaxPool %x {ceil_mode = false, dilations = array<i64: 1, 1>, kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, storage_order = 0 : i64, strides = array<i64: 2, 2>} : tensor<1x1x4x4xf32> -> tensor<1x1x2x2xf16>
+  return %0 : tensor<1x1x2x2xf16>
+}
+
+// -----
+
+func.func @split_element_types(%x: tensor<4xf32>) -> tensor<2xf16> {
+  // expected-error @+1 {{'shardc.Split' op outputs must have the input's element type}}
+  %0:2 = shardc.Split %x {axis = 0 : i64} : tensor<4xf32> -> tensor<2xf32>, tensor<2xf16>
+  return %0#1 : tensor<2xf16>
+}
+
+// -----
+
+func.func @loss_element_types(%s: tensor<4x5xf32>, %l: tensor<4xi64>) -> tensor<f16> {
+  // expected-error @+1 {{'shardc.SoftmaxCrossEntropyLoss' op scores, loss, weights and log_prob must have one element type, got 'f32' and 'f16'}}
+  %0 = shardc.SoftmaxCrossEntropyLoss %s, %l {reduction = #shardc.reduction<mean>} : (tensor<4x5xf32>, tensor<4xi64>) -> tensor<f16>
+  return %0 : tensor<f16>
+}
+
+// -----
+
+func.func @all_reduce_bool(%b: tensor<4xi1>) -> tensor<4xi1> {
+  // expected-error @+1 {{'shardc.AllReduceStart' op cannot sum 'i1' over ranks}}
+  %0 = shardc.AllReduceStart %b {world_size = 2 : i64} : tensor<4xi1>
+  %1 = shardc.CollectiveWait %0 : tensor<4xi1>
+  return %1 : tensor<4xi1>
+}

@@ -345,38 +345,38 @@ TEST(ElementwiseKernel, NegAndRelu) {
 TEST(CastKernel, FloatToIntegerTruncatesAndToBoolIsNonZero) {
   Buf x = f32({5}, {1.7f, -1.7f, 2.5f, -0.2f, 0.0f});
   Buf yi(DType::I64, {5});
-  ASSERT_KERNEL_OK(run("Cast", attrs({{"to", intv(7)}}), {&x}, {&yi}));
+  ASSERT_KERNEL_OK(run("Cast", attrs({}), {&x}, {&yi}));
   EXPECT_EQ(yi.values<int64_t>(), (std::vector<int64_t>{1, -1, 2, 0, 0}));
 
   Buf y32(DType::I32, {5});
-  ASSERT_KERNEL_OK(run("Cast", attrs({{"to", intv(6)}}), {&x}, {&y32}));
+  ASSERT_KERNEL_OK(run("Cast", attrs({}), {&x}, {&y32}));
   EXPECT_EQ(y32.values<int32_t>(), (std::vector<int32_t>{1, -1, 2, 0, 0}));
 
   Buf yb(DType::Bool, {5});
-  ASSERT_KERNEL_OK(run("Cast", attrs({{"to", intv(9)}}), {&x}, {&yb}));
+  ASSERT_KERNEL_OK(run("Cast", attrs({}), {&x}, {&yb}));
   EXPECT_EQ(yb.values<uint8_t>(), (std::vector<uint8_t>{1, 1, 1, 1, 0}));
 
   Buf b = boolean({3}, {1, 0, 1});
   Buf bf(DType::F32, {3});
-  ASSERT_KERNEL_OK(run("Cast", attrs({{"to", intv(1)}}), {&b}, {&bf}));
+  ASSERT_KERNEL_OK(run("Cast", attrs({}), {&b}, {&bf}));
   expectClose(bf.values<float>(), std::vector<float>{1, 0, 1});
 }
 
 TEST(CastKernel, IntegerAndFloatWidths) {
   Buf x = i64({3}, {-1, 300, 1LL << 40});
   Buf y8(DType::U8, {3});
-  ASSERT_KERNEL_OK(run("Cast", attrs({{"to", intv(2)}}), {&x}, {&y8}));
+  ASSERT_KERNEL_OK(run("Cast", attrs({}), {&x}, {&y8}));
   // Integer narrowing wraps, as numpy's astype.
   EXPECT_EQ(y8.values<uint8_t>(), (std::vector<uint8_t>{255, 44, 0}));
 
   Buf yd(DType::F64, {3});
-  ASSERT_KERNEL_OK(run("Cast", attrs({{"to", intv(11)}}), {&x}, {&yd}));
+  ASSERT_KERNEL_OK(run("Cast", attrs({}), {&x}, {&yd}));
   EXPECT_EQ(yd.values<double>(),
             (std::vector<double>{-1.0, 300.0, 1099511627776.0}));
 
   Buf d = f64({2}, {0.1, -2.75});
   Buf f(DType::F32, {2});
-  ASSERT_KERNEL_OK(run("Cast", attrs({{"to", intv(1)}}), {&d}, {&f}));
+  ASSERT_KERNEL_OK(run("Cast", attrs({}), {&d}, {&f}));
   EXPECT_EQ(f.values<float>(), (std::vector<float>{0.1f, -2.75f}));
 }
 
@@ -386,12 +386,12 @@ TEST(CastKernel, HalfRoundTrip) {
   Buf x = f32({6}, {1.5f, -2.0f, 65504.0f, 1.0f + 1.0f / 2048,
                     1.0f + 3.0f / 2048, 65520.0f});
   Buf h(DType::F16, {6});
-  ASSERT_KERNEL_OK(run("Cast", attrs({{"to", intv(10)}}), {&x}, {&h}));
+  ASSERT_KERNEL_OK(run("Cast", attrs({}), {&x}, {&h}));
   EXPECT_EQ(
       h.values<uint16_t>(),
       (std::vector<uint16_t>{0x3e00, 0xc000, 0x7bff, 0x3c00, 0x3c02, 0x7c00}));
   Buf back(DType::F32, {6});
-  ASSERT_KERNEL_OK(run("Cast", attrs({{"to", intv(1)}}), {&h}, {&back}));
+  ASSERT_KERNEL_OK(run("Cast", attrs({}), {&h}, {&back}));
   std::vector<float> v = back.values<float>();
   EXPECT_EQ(v[0], 1.5f);
   EXPECT_EQ(v[1], -2.0f);
@@ -401,13 +401,14 @@ TEST(CastKernel, HalfRoundTrip) {
   EXPECT_TRUE(std::isinf(v[5]));
 }
 
-TEST(CastKernel, TargetTypeMismatchIsAnError) {
-  Buf x = f32({2}, {1, 2});
+// The target type is the output's: a plan carries no `to` attribute.
+TEST(CastKernel, OutputTypeIsTheTarget) {
+  Buf x = f32({2}, {1.5f, 2.5f});
   Buf y(DType::I64, {2});
-  EXPECT_KERNEL_ERROR(run("Cast", attrs({{"to", intv(1)}}), {&x}, {&y}),
-                      "int64");
-  EXPECT_KERNEL_ERROR(run("Cast", attrs({{"to", intv(8)}}), {&x}, {&y}),
-                      "type code 8");
+  ASSERT_KERNEL_OK(run("Cast", attrs({}), {&x}, {&y}));
+  EXPECT_EQ(y.values<int64_t>(), (std::vector<int64_t>{1, 2}));
+  Buf wrong(DType::I64, {3});
+  EXPECT_KERNEL_ERROR(run("Cast", attrs({}), {&x}, {&wrong}), "output");
 }
 
 //===----------------------------------------------------------------------===//
