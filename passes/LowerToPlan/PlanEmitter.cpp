@@ -1,5 +1,6 @@
 //===- PlanEmitter.cpp - Lowering the final IR to a plan ------------------===//
 #include "passes/LowerToPlan/PlanEmitter.h"
+#include "passes/Passes.h"
 
 #include "ir/ShardcDialect.h"
 #include "passes/LowerToPlan/OpDesc.h"
@@ -105,9 +106,10 @@ static uint64_t collectiveFingerprint(const plan::Plan &p) {
 
 LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
                        plan::PlanWriter &writer) {
-  auto func = module.lookupSymbol<func::FuncOp>("main");
-  if (!func)
-    return module.emitError("the module has no func.func @main");
+  FailureOr<func::FuncOp> step = getStepFunction(module, "plan lowering");
+  if (failed(step))
+    return failure();
+  func::FuncOp func = *step;
   plan::Plan &p = writer.plan();
   if (auto name = module->getAttrOfType<StringAttr>("shardc.model_name"))
     p.set_model_name(name.str());

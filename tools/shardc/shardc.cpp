@@ -40,6 +40,14 @@ static cl::opt<std::string>
                cl::cat(shardcCategory));
 
 enum class EmitKind { Plan, Mlir };
+/// An unknown --emit value is rejected with the choices, as every enum
+/// option of Shard's passes is.
+template <>
+class llvm::cl::parser<EmitKind>
+    : public shardc::detail::ChoiceParser<EmitKind> {
+public:
+  using ChoiceParser::ChoiceParser;
+};
 static cl::opt<EmitKind> emitKind(
     "emit", cl::desc("What to produce"), cl::init(EmitKind::Plan),
     cl::values(clEnumValN(EmitKind::Plan, "plan", "a plan directory (default)"),

@@ -1,4 +1,4 @@
-//===- LinearAlgebra.cpp - Gradient rules of Gemm and MatMul --------------===//
+//===- Linalg.cpp - Gradient rules of Gemm and MatMul ---------------------===//
 #include "ir/GradientEmitter.h"
 #include "ir/gradients/Gradients.h"
 

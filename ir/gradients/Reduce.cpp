@@ -1,4 +1,4 @@
-//===- Reductions.cpp - Gradient rules of ReduceSum and ReduceMean --------===//
+//===- Reduce.cpp - Gradient rules of ReduceSum and ReduceMean ------------===//
 #include "ir/GradientEmitter.h"
 #include "ir/gradients/Gradients.h"
 

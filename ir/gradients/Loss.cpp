@@ -1,4 +1,4 @@
-//===- Losses.cpp - Gradient rules of the loss ops ------------------------===//
+//===- Loss.cpp - Gradient rules of the loss ops --------------------------===//
 #include "ir/GradientEmitter.h"
 #include "ir/gradients/Gradients.h"
 
