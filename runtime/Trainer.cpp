@@ -117,11 +117,32 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
                      "--optimizer sgd|adam|adamw");
   if (options.steps < 0)
     return makeError("--steps must be >= 0");
+  // A graph input frozen by --bind is a constant of the step: data for it
+  // would be silently ignored, and every step would train on the bound value.
+  for (const std::string &name : plan.training().bound_inputs()) {
+    llvm::SmallString<256> path(options.dataDir);
+    llvm::sys::path::append(path, name + ".npy");
+    if (llvm::sys::fs::exists(path))
+      return makeError("graph input '" + name +
+                       "' was frozen at compile time (shardc --bind " + name +
+                       "=...), but the data set has " + path +
+                       ": every step would use the bound value, not the "
+                       "data. Compile without --bind " +
+                       name + " to train on the data");
+  }
   Expected<Dataset> data = Dataset::load(options.dataDir, exec);
   if (!data)
     return data.takeError();
   int64_t batch = plan.training().micro_batch();
   size_t lossOutput = plan.training().loss_output();
+  int64_t globalBatch = batch * std::max(options.worldSize, 1);
+  if (data->numSamples() < globalBatch && options.rank == 0)
+    llvm::errs() << "shardrun: warning: the data set in " << options.dataDir
+                 << " holds " << data->numSamples()
+                 << " samples, fewer than one step takes (" << batch
+                 << " per rank x " << std::max(options.worldSize, 1)
+                 << " ranks = " << globalBatch
+                 << "): samples repeat within every step\n";
 
   std::unique_ptr<llvm::raw_fd_ostream> log;
   if (!options.logPath.empty() && options.rank == 0) {
@@ -155,13 +176,17 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
         std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     double elapsed =
         std::chrono::duration<double>(Clock::now() - start).count();
-    double samplesPerSec =
-        elapsed > 0 ? (step + 1) * batch * options.worldSize / elapsed : 0;
+    // This step's rate, and the mean rate since the first step.
+    double samplesPerSec = ms > 0 ? globalBatch * 1000.0 / ms : 0;
+    double meanSamplesPerSec =
+        elapsed > 0 ? (step + 1) * globalBatch / elapsed : 0;
     if (log && options.rank == 0) {
       *log << "{\"step\": " << step + 1
            << ", \"loss\": " << llvm::format("%.9g", loss)
            << ", \"step_ms\": " << llvm::format("%.3f", ms)
            << ", \"samples_per_s\": " << llvm::format("%.1f", samplesPerSec)
+           << ", \"samples_per_s_mean\": "
+           << llvm::format("%.1f", meanSamplesPerSec)
            << ", \"peak_rss_bytes\": " << peakRssBytes() << "}\n";
       log->flush();
     }
@@ -173,7 +198,8 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
                    << std::string(width - filled, ' ') << "] step " << step + 1
                    << "/" << options.steps << "  loss "
                    << llvm::format("%.5f", loss) << "  "
-                   << llvm::format("%.0f", samplesPerSec) << " samples/s ";
+                   << llvm::format("%.0f", meanSamplesPerSec)
+                   << " samples/s (mean) ";
     }
     if (!std::isfinite(loss)) {
       if (options.progress)

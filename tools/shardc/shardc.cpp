@@ -280,6 +280,9 @@ int main(int argc, char **argv) {
     llvm::outs() << " units=" << writer.plan().units_size()
                  << " largest_unit_elements=" << largest << "\n";
   }
+  if (training)
+    for (const auto &bind : options.binds)
+      writer.plan().mutable_training()->add_bound_inputs(bind.first);
   if (llvm::Error err = writer.write(planDir))
     return fail(llvm::toString(std::move(err)));
   if (training) {
