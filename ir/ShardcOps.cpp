@@ -225,6 +225,14 @@ SHARDC_BROADCAST_RESULT(PowOp, 0)
 SHARDC_BROADCAST_RESULT(WhereOp, 1)
 #undef SHARDC_BROADCAST_RESULT
 
+LogicalResult EqualOp::verify() {
+  if (elemOf(getLhs()) != elemOf(getRhs()))
+    return emitOpError("operands must have one element type, got ")
+           << elemOf(getLhs()) << " and " << elemOf(getRhs());
+  return verifyBroadcastResult(*this, {shapeOf(getLhs()), shapeOf(getRhs())},
+                               shapeOf(getOutput()));
+}
+
 LogicalResult CastOp::verify() {
   if (shapeOf(getInput()) != shapeOf(getOutput()))
     return emitOpError("result shape must equal the input shape");

@@ -173,6 +173,27 @@ def Shardc_WhereOp : Shardc_Op<"Where", [Pure, Shardc_InfersBroadcast,
   }];
 }
 
+def Shardc_EqualOp : Shardc_Op<"Equal", [Pure, Commutative]> {
+  let summary = "Elementwise lhs == rhs with numpy broadcasting";
+  let description = [{
+    True where the broadcast operands are equal; the operands have one
+    element type (floats, integers or booleans) and the result is i1 with
+    their broadcast shape. Not differentiable: it builds masks (e.g.
+    `masked_fill(mask == 0, ...)`), which reach the loss only through
+    `shardc.Where`'s condition. Imports ONNX Equal.
+
+    ```mlir
+    %m = shardc.Equal %a, %b : (tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xi1>
+    ```
+  }];
+  let arguments = (ins Shardc_Tensor:$lhs, Shardc_Tensor:$rhs);
+  let results = (outs Shardc_BoolTensor:$output);
+  let hasVerifier = 1;
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:` functional-type(operands, results)
+  }];
+}
+
 class Shardc_UnaryOp<string mnemonic, Type elementTypes = Shardc_Tensor>
     : Shardc_Op<mnemonic, [Pure, AllTypesMatch<["input", "output"]>]> {
   let arguments = (ins elementTypes:$input);
@@ -268,6 +289,19 @@ def Shardc_ReluOp : Shardc_UnaryOp<"Relu"> {
 
     ```mlir
     %y = shardc.Relu %x : tensor<2x3xf32>
+    ```
+  }];
+}
+def Shardc_SoftplusOp : Shardc_UnaryOp<"Softplus", Shardc_FloatTensor> {
+  let summary = "Elementwise log(1 + exp(x))";
+  let description = [{
+    The smooth ReLU, computed as `max(x, 0) + log1p(exp(-|x|))` so that it
+    neither overflows for large x nor loses precision for very negative x.
+    Imports ONNX Softplus (what torch.nn.Softplus with beta 1 and Mish
+    export to). Its gradient is `grad * sigmoid(x)`.
+
+    ```mlir
+    %y = shardc.Softplus %x : tensor<2x3xf32>
     ```
   }];
 }

@@ -40,6 +40,35 @@ template <typename OpT> static LogicalResult importUnary(ImportContext &ctx) {
   return ctx.finish(ctx.builder().create<OpT>(ctx.loc(), in.getType(), in));
 }
 
+/// HardSwish(x) = x * relu6(x + 3) / 6 (opset 14), composed of ops that have
+/// gradient rules: relu6(y) = relu(y) - relu(y - 6), so the result is
+/// x * (relu(x + 3) - relu(x - 3)) / 6. Its gradient is PyTorch's except at
+/// x = -3 and x = 3 exactly.
+static LogicalResult importHardSwish(ImportContext &ctx) {
+  if (failed(ctx.requireOperands(1, 1)))
+    return failure();
+  Value x = ctx.operand(0);
+  auto type = cast<RankedTensorType>(x.getType());
+  if (!isa<FloatType>(type.getElementType()))
+    return ctx.nodeError() << "needs a float input, got " << type;
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  auto scalar = [&](double v) -> Value {
+    auto t = RankedTensorType::get({}, type.getElementType());
+    return b.create<ConstantOp>(
+        loc, t,
+        cast<ElementsAttr>(DenseElementsAttr::get(
+            t, b.getFloatAttr(type.getElementType(), v))));
+  };
+  Value three = scalar(3.0);
+  Value upper = b.create<ReluOp>(loc, type, b.create<AddOp>(loc, x, three));
+  Value lower = b.create<ReluOp>(loc, type, b.create<SubOp>(loc, x, three));
+  Value relu6 = b.create<SubOp>(loc, upper, lower);
+  Value y = b.create<DivOp>(loc, b.create<MulOp>(loc, x, relu6), scalar(6.0));
+  ctx.define(0, y);
+  return success();
+}
+
 static LogicalResult importWhere(ImportContext &ctx) {
   if (failed(ctx.requireOperands(3, 3)))
     return failure();
@@ -110,6 +139,9 @@ void registerElementwiseImporters(OpImporterTable &table) {
   table.add("Erf", importUnary<ErfOp>);
   table.add("Tanh", importUnary<TanhOp>);
   table.add("Sigmoid", importUnary<SigmoidOp>);
+  table.add("Softplus", importUnary<SoftplusOp>);
+  table.add("HardSwish", importHardSwish);
+  table.add("Equal", importBinary<EqualOp>);
   table.add("Neg", importUnary<NegOp>);
   table.add("Relu", importUnary<ReluOp>);
   table.add("Identity", importUnary<IdentityOp>);

@@ -150,6 +150,18 @@ struct LogGradient
   }
 };
 
+struct SoftplusGradient
+    : DifferentiableOpInterface::ExternalModel<SoftplusGradient, SoftplusOp> {
+  LogicalResult backprop(Operation *op, GradientEmitter &e) const {
+    // d softplus(x)/dx = sigmoid(x).
+    auto sp = cast<SoftplusOp>(op);
+    Value x = sp.getInput();
+    e.accumulate(
+        x, e.mul(e.grad(sp.getOutput()), e.create<SigmoidOp>(x.getType(), x)));
+    return success();
+  }
+};
+
 struct NegGradient
     : DifferentiableOpInterface::ExternalModel<NegGradient, NegOp> {
   LogicalResult backprop(Operation *op, GradientEmitter &e) const {
@@ -244,6 +256,7 @@ void registerElementwiseGradients(MLIRContext *ctx) {
   ErfOp::attachInterface<ErfGradient>(*ctx);
   TanhOp::attachInterface<TanhGradient>(*ctx);
   SigmoidOp::attachInterface<SigmoidGradient>(*ctx);
+  SoftplusOp::attachInterface<SoftplusGradient>(*ctx);
   NegOp::attachInterface<NegGradient>(*ctx);
   ReluOp::attachInterface<ReluGradient>(*ctx);
   IdentityOp::attachInterface<IdentityGradient>(*ctx);

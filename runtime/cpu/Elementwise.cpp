@@ -190,6 +190,12 @@ struct SigmoidOp {
     return e / (T(1) + e);
   }
 };
+/// log(1 + exp(x)) without overflow or cancellation.
+struct SoftplusOp {
+  template <typename T> T operator()(T x) const {
+    return (x > T(0) ? x : T(0)) + std::log1p(std::exp(-std::fabs(x)));
+  }
+};
 struct NegOp {
   template <typename T> T operator()(T x) const {
     if constexpr (std::is_integral_v<T>)
@@ -236,6 +242,36 @@ llvm::Error mulKernel(const KernelContext &ctx) {
 }
 llvm::Error divKernel(const KernelContext &ctx) {
   return binaryKernel(ctx, DivOp{}, true);
+}
+
+llvm::Error equalKernel(const KernelContext &ctx) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "A"));
+  SHARDC_CPU_TRY(requireInput(ctx, 1, "B"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "C"));
+  const TensorView &a = ctx.inputs[0];
+  const TensorView &b = ctx.inputs[1];
+  const TensorView &c = ctx.outputs[0];
+  SHARDC_CPU_TRY(requireType(ctx, b, a.dtype, "B"));
+  SHARDC_CPU_TRY(requireType(ctx, c, DType::Bool, "C"));
+  llvm::SmallVector<int64_t, 6> sa, sb;
+  SHARDC_CPU_TRY(broadcastTo(ctx, a, c.shape, "A", sa));
+  SHARDC_CPU_TRY(broadcastTo(ctx, b, c.shape, "B", sb));
+  std::array<llvm::ArrayRef<int64_t>, 2> strides = {sa, sb};
+  using Types = DTypeList<DType::F32, DType::F64, DType::I64, DType::I32,
+                          DType::I8, DType::U8, DType::Bool>;
+  return dispatchIn(Types{}, ctx, a.dtype, "A", [&](auto tag) -> llvm::Error {
+    using T = typename decltype(tag)::type;
+    const T *pa = a.as<T>();
+    const T *pb = b.as<T>();
+    uint8_t *pc = c.as<uint8_t>();
+    forEachRow<2>(
+        c.shape, strides,
+        [&](int64_t o, const int64_t *in, int64_t n, const int64_t *s) {
+          for (int64_t i = 0; i < n; ++i)
+            pc[o + i] = pa[in[0] + i * s[0]] == pb[in[1] + i * s[1]];
+        });
+    return llvm::Error::success();
+  });
 }
 
 llvm::Error powKernel(const KernelContext &ctx) {
@@ -322,6 +358,10 @@ llvm::Error tanhKernel(const KernelContext &ctx) {
 }
 llvm::Error sigmoidKernel(const KernelContext &ctx) {
   return unaryKernel(ctx, FloatTypes{}, SigmoidOp{});
+}
+
+llvm::Error softplusKernel(const KernelContext &ctx) {
+  return unaryKernel(ctx, FloatTypes{}, SoftplusOp{});
 }
 llvm::Error negKernel(const KernelContext &ctx) {
   return unaryKernel(ctx, SignedTypes{}, NegOp{});

@@ -289,6 +289,8 @@ llvm::Error logKernel(const KernelContext &ctx);
 llvm::Error erfKernel(const KernelContext &ctx);
 llvm::Error tanhKernel(const KernelContext &ctx);
 llvm::Error sigmoidKernel(const KernelContext &ctx);
+llvm::Error softplusKernel(const KernelContext &ctx);
+llvm::Error equalKernel(const KernelContext &ctx);
 llvm::Error negKernel(const KernelContext &ctx);
 llvm::Error reluKernel(const KernelContext &ctx);
 llvm::Error castKernel(const KernelContext &ctx);

@@ -18,6 +18,8 @@ const std::vector<std::pair<llvm::StringRef, KernelFn>> &kernelTable() {
       {"Erf", erfKernel},
       {"Tanh", tanhKernel},
       {"Sigmoid", sigmoidKernel},
+      {"Softplus", softplusKernel},
+      {"Equal", equalKernel},
       {"Neg", negKernel},
       {"Relu", reluKernel},
       {"Identity", identityKernel},

@@ -37,6 +37,7 @@ LogSoftmax LayerNormalization BatchNormalization Conv MaxPool AveragePool
 GlobalAveragePool Flatten Reshape Transpose Gather Unsqueeze Squeeze Concat
 Slice Split Shape Constant ConstantOfShape Cast Identity Where Expand
 ReduceMean ReduceSum Dropout SoftmaxCrossEntropyLoss NegativeLogLikelihoodLoss
+Equal Softplus HardSwish
 """.split())
 
 # (op type, input position) pairs whose value fixes a shape or a constant

@@ -821,3 +821,11 @@ func.func @all_reduce_bool(%b: tensor<4xi1>) -> tensor<4xi1> {
   %1 = shardc.CollectiveWait %0 : tensor<4xi1>
   return %1 : tensor<4xi1>
 }
+
+// -----
+
+func.func @equal_element_types(%a: tensor<3xf32>, %b: tensor<3xi64>) -> tensor<3xi1> {
+  // expected-error @+1 {{'shardc.Equal' op operands must have one element type, got 'f32' and 'i64'}}
+  %0 = shardc.Equal %a, %b : (tensor<3xf32>, tensor<3xi64>) -> tensor<3xi1>
+  return %0 : tensor<3xi1>
+}

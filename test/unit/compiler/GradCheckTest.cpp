@@ -220,6 +220,13 @@ const Case kCases[] = {
      "N = Neg(A)\n  E = Erf(N)\n  T = Tanh(E)\n  Y = Sigmoid(T)",
      {2, 3}},
     {"relu", "float[2,3] A = @RAND(6)", "Y = Relu(A)", {2, 3}},
+    {"softplus", "float[2,3] A = @RAND(6)", "Y = Softplus(A)", {2, 3}},
+    // HardSwish imports as x * (relu(x + 3) - relu(x - 3)) / 6; the scale by
+    // F puts inputs on all three pieces (below -3, between, above 3).
+    {"hardswish",
+     "float[2,3] A = @RAND(6), float F = {5.0}",
+     "S = Mul(A, F)\n  Y = HardSwish(S)",
+     {2, 3}},
     {"softmax", "float[2,4] A = @RAND(8)", "Y = Softmax<axis=1>(A)", {2, 4}},
     {"logsoftmax",
      "float[2,4] A = @RAND(8)",

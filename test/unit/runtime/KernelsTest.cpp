@@ -342,6 +342,37 @@ TEST(ElementwiseKernel, NegAndRelu) {
 // Cast
 //===----------------------------------------------------------------------===//
 
+// Softplus neither overflows for large x (exp(x) is inf in float) nor loses
+// the tiny values of very negative x.
+TEST(SoftplusKernel, StableAtBothEnds) {
+  Buf x = f32({5}, {-100.0f, -1.0f, 0.0f, 1.0f, 100.0f});
+  Buf y(DType::F32, {5});
+  ASSERT_KERNEL_OK(run("Softplus", attrs({}), {&x}, {&y}));
+  std::vector<float> v = y.values<float>();
+  EXPECT_FLOAT_EQ(v[0], std::exp(-100.0f));
+  EXPECT_FLOAT_EQ(v[1], std::log1p(std::exp(-1.0f)));
+  EXPECT_FLOAT_EQ(v[2], std::log(2.0f));
+  EXPECT_FLOAT_EQ(v[3], 1.0f + std::log1p(std::exp(-1.0f)));
+  EXPECT_FLOAT_EQ(v[4], 100.0f);
+}
+
+TEST(EqualKernel, BroadcastsAndComparesBooleans) {
+  Buf a = f32({2, 3}, {1, 2, 3, 4, 2, 6});
+  Buf b = f32({3}, {1, 2, 6});
+  Buf c(DType::Bool, {2, 3});
+  ASSERT_KERNEL_OK(run("Equal", attrs({}), {&a, &b}, {&c}));
+  EXPECT_EQ(c.values<uint8_t>(), (std::vector<uint8_t>{1, 1, 0, 0, 1, 1}));
+
+  Buf p = boolean({3}, {1, 0, 1});
+  Buf q = boolean({1}, {0});
+  Buf r(DType::Bool, {3});
+  ASSERT_KERNEL_OK(run("Equal", attrs({}), {&p, &q}, {&r}));
+  EXPECT_EQ(r.values<uint8_t>(), (std::vector<uint8_t>{0, 1, 0}));
+
+  Buf i = i64({2}, {7, 8});
+  EXPECT_KERNEL_ERROR(run("Equal", attrs({}), {&a, &i}, {&c}), "B");
+}
+
 TEST(CastKernel, FloatToIntegerTruncatesAndToBoolIsNonZero) {
   Buf x = f32({5}, {1.7f, -1.7f, 2.5f, -0.2f, 0.0f});
   Buf yi(DType::I64, {5});
