@@ -491,6 +491,12 @@ OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
   return {};
 }
 
+LogicalResult TriluOp::verify() {
+  if (shapeOf(getInput()).size() < 2)
+    return emitOpError("input must have rank >= 2");
+  return success();
+}
+
 LogicalResult TransposeOp::verify() {
   auto in = shapeOf(getInput());
   ArrayRef<int64_t> perm = getPerm();

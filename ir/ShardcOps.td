@@ -645,6 +645,26 @@ def Shardc_TransposeOp : Shardc_Op<"Transpose", [Pure,
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($output)";
 }
 
+def Shardc_TriluOp : Shardc_Op<"Trilu", [Pure,
+    AllTypesMatch<["input", "output"]>]> {
+  let summary = "Upper or lower triangle of the last two dimensions";
+  let description = [{
+    Keeps element (i, j) of every matrix in the last two dimensions where
+    `j - i >= k` (`upper`) or `j - i <= k` (lower), and zeroes the others.
+    Imports ONNX Trilu (`torch.triu`/`torch.tril`, e.g. causal masks), whose
+    `k` input must be a compile-time constant. A constant Trilu folds at
+    import; the gradient of a Trilu is the same Trilu of the gradient.
+
+    ```mlir
+    %y = shardc.Trilu %x {k = 0 : i64, upper = false} : tensor<4x4xf32>
+    ```
+  }];
+  let arguments = (ins Shardc_Tensor:$input, I64Attr:$k, BoolAttr:$upper);
+  let results = (outs Shardc_Tensor:$output);
+  let hasVerifier = 1;
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
 def Shardc_GatherOp : Shardc_Op<"Gather", [Pure,
     AllElementTypesMatch<["data", "output"]>]> {
   let summary = "Gather slices along an axis by index";

@@ -84,6 +84,25 @@ static LogicalResult importReshapeLike(ImportContext &ctx) {
   return ctx.finish(b.create<ReshapeOp>(ctx.loc(), *type, ctx.operand(0)));
 }
 
+static LogicalResult importTrilu(ImportContext &ctx) {
+  if (failed(ctx.requireOperands(1, 2)))
+    return failure();
+  int64_t k = 0;
+  if (ctx.operand(1)) {
+    auto ks = ctx.constInts(1, "k");
+    if (failed(ks))
+      return failure();
+    if (ks->size() != 1)
+      return ctx.nodeError() << "k must hold one value";
+    k = (*ks)[0];
+  }
+  Value in = ctx.operand(0);
+  if (cast<RankedTensorType>(in.getType()).getRank() < 2)
+    return ctx.nodeError() << "input must have rank >= 2";
+  return ctx.finish(ctx.builder().create<TriluOp>(
+      ctx.loc(), in.getType(), in, k, ctx.intAttr("upper", 1) != 0));
+}
+
 static LogicalResult importTranspose(ImportContext &ctx) {
   if (failed(ctx.requireOperands(1, 1)))
     return failure();
@@ -232,6 +251,7 @@ static LogicalResult importExpand(ImportContext &ctx) {
 }
 
 void registerDataMovementImporters(OpImporterTable &table) {
+  table.add("Trilu", importTrilu);
   table.add("Flatten", importReshapeLike);
   table.add("Reshape", importReshapeLike);
   table.add("Squeeze", importReshapeLike);

@@ -17,6 +17,19 @@ struct ReshapeGradient
   }
 };
 
+struct TriluGradient
+    : DifferentiableOpInterface::ExternalModel<TriluGradient, TriluOp> {
+  LogicalResult backprop(Operation *op, GradientEmitter &e) const {
+    // The kept elements pass their gradient through; the others get none.
+    auto t = cast<TriluOp>(op);
+    e.accumulate(t.getInput(),
+                 e.create<TriluOp>(t.getInput().getType(),
+                                   e.grad(t.getOutput()), t.getKAttr(),
+                                   t.getUpperAttr()));
+    return success();
+  }
+};
+
 struct TransposeGradient
     : DifferentiableOpInterface::ExternalModel<TransposeGradient, TransposeOp> {
   LogicalResult backprop(Operation *op, GradientEmitter &e) const {
@@ -110,6 +123,7 @@ struct SliceGradient
 void registerDataMovementGradients(MLIRContext *ctx) {
   ReshapeOp::attachInterface<ReshapeGradient>(*ctx);
   TransposeOp::attachInterface<TransposeGradient>(*ctx);
+  TriluOp::attachInterface<TriluGradient>(*ctx);
   GatherOp::attachInterface<GatherGradient>(*ctx);
   ConcatOp::attachInterface<ConcatGradient>(*ctx);
   SplitOp::attachInterface<SplitGradient>(*ctx);

@@ -149,6 +149,33 @@ llvm::Error identityKernel(const KernelContext &ctx) { return copyKernel(ctx); }
 
 llvm::Error reshapeKernel(const KernelContext &ctx) { return copyKernel(ctx); }
 
+llvm::Error triluKernel(const KernelContext &ctx) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "input"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "output"));
+  const TensorView &x = ctx.inputs[0];
+  const TensorView &y = ctx.outputs[0];
+  SHARDC_CPU_TRY(requireType(ctx, y, x.dtype, "output"));
+  if (x.shape.size() < 2 || y.shape != x.shape)
+    return ctx.error("input and output must have one shape of rank >= 2");
+  int64_t k = ctx.attrs.getInt("k", 0);
+  bool upper = ctx.attrs.getInt("upper", 1) != 0;
+  int64_t rows = x.shape[x.shape.size() - 2], cols = x.shape.back();
+  int64_t matrices = rows * cols ? x.numel() / (rows * cols) : 0;
+  return dispatchBySize(ctx, x.dtype, "input", [&](auto tag) -> llvm::Error {
+    using T = typename decltype(tag)::type;
+    const T *px = x.as<T>();
+    T *py = y.as<T>();
+    for (int64_t m = 0; m < matrices; ++m)
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j) {
+          int64_t at = (m * rows + i) * cols + j;
+          bool keep = upper ? j - i >= k : j - i <= k;
+          py[at] = keep ? px[at] : T(0);
+        }
+    return llvm::Error::success();
+  });
+}
+
 llvm::Error transposeKernel(const KernelContext &ctx) {
   SHARDC_CPU_TRY(requireInput(ctx, 0, "data"));
   SHARDC_CPU_TRY(requireOutput(ctx, 0, "transposed"));

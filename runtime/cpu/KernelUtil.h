@@ -299,6 +299,7 @@ llvm::Error castKernel(const KernelContext &ctx);
 llvm::Error identityKernel(const KernelContext &ctx);
 llvm::Error reshapeKernel(const KernelContext &ctx);
 llvm::Error transposeKernel(const KernelContext &ctx);
+llvm::Error triluKernel(const KernelContext &ctx);
 llvm::Error gatherKernel(const KernelContext &ctx);
 llvm::Error concatKernel(const KernelContext &ctx);
 llvm::Error splitKernel(const KernelContext &ctx);

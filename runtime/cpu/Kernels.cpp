@@ -36,6 +36,7 @@ const std::vector<std::pair<llvm::StringRef, KernelFn>> &kernelTable() {
       {"AveragePool", averagePoolKernel},
       {"GlobalAveragePool", globalAveragePoolKernel},
       {"Transpose", transposeKernel},
+      {"Trilu", triluKernel},
       {"Gather", gatherKernel},
       {"Concat", concatKernel},
       {"Split", splitKernel},

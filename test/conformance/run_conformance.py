@@ -37,7 +37,7 @@ LogSoftmax LayerNormalization BatchNormalization Conv MaxPool AveragePool
 GlobalAveragePool Flatten Reshape Transpose Gather Unsqueeze Squeeze Concat
 Slice Split Shape Constant ConstantOfShape Cast Identity Where Expand
 ReduceMean ReduceSum Dropout SoftmaxCrossEntropyLoss NegativeLogLikelihoodLoss
-Equal Softplus HardSwish
+Equal Softplus HardSwish Trilu
 """.split())
 
 # (op type, input position) pairs whose value fixes a shape or a constant
@@ -46,7 +46,7 @@ SHAPE_OPERANDS = {
     ("Reshape", 1), ("Expand", 1), ("Unsqueeze", 1), ("Squeeze", 1),
     ("Slice", 1), ("Slice", 2), ("Slice", 3), ("Slice", 4),
     ("Split", 1), ("ReduceSum", 1), ("ReduceMean", 1),
-    ("ConstantOfShape", 0), ("Dropout", 1), ("Dropout", 2),
+    ("ConstantOfShape", 0), ("Dropout", 1), ("Dropout", 2), ("Trilu", 1),
 }
 
 RTOL, ATOL = 1e-4, 1e-5

@@ -829,3 +829,11 @@ func.func @equal_element_types(%a: tensor<3xf32>, %b: tensor<3xi64>) -> tensor<3
   %0 = shardc.Equal %a, %b : (tensor<3xf32>, tensor<3xi64>) -> tensor<3xi1>
   return %0 : tensor<3xi1>
 }
+
+// -----
+
+func.func @trilu_rank(%x: tensor<3xf32>) -> tensor<3xf32> {
+  // expected-error @+1 {{'shardc.Trilu' op input must have rank >= 2}}
+  %0 = shardc.Trilu %x {k = 0 : i64, upper = true} : tensor<3xf32>
+  return %0 : tensor<3xf32>
+}

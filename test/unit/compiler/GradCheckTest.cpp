@@ -221,6 +221,11 @@ const Case kCases[] = {
      {2, 3}},
     {"relu", "float[2,3] A = @RAND(6)", "Y = Relu(A)", {2, 3}},
     {"softplus", "float[2,3] A = @RAND(6)", "Y = Softplus(A)", {2, 3}},
+    {"tril", "float[2,3,4] A = @RAND(24)", "Y = Trilu<upper=0>(A)", {2, 3, 4}},
+    {"triu_k",
+     "float[3,4] A = @RAND(12), int64 K = {1}",
+     "Y = Trilu(A, K)",
+     {3, 4}},
     // HardSwish imports as x * (relu(x + 3) - relu(x - 3)) / 6; the scale by
     // F puts inputs on all three pieces (below -3, between, above 3).
     {"hardswish",

@@ -356,6 +356,24 @@ TEST(SoftplusKernel, StableAtBothEnds) {
   EXPECT_FLOAT_EQ(v[4], 100.0f);
 }
 
+// Trilu works on every matrix of the last two dims, with k shifting the
+// diagonal either way.
+TEST(TriluKernel, BatchedUpperAndLowerWithOffsets) {
+  Buf x = i64({2, 2, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+  Buf y(DType::I64, {2, 2, 3});
+  ASSERT_KERNEL_OK(
+      run("Trilu", attrs({{"k", intv(1)}, {"upper", intv(1)}}), {&x}, {&y}));
+  EXPECT_EQ(y.values<int64_t>(),
+            (std::vector<int64_t>{0, 2, 3, 0, 0, 6, 0, 8, 9, 0, 0, 12}));
+  ASSERT_KERNEL_OK(
+      run("Trilu", attrs({{"k", intv(-1)}, {"upper", intv(0)}}), {&x}, {&y}));
+  EXPECT_EQ(y.values<int64_t>(),
+            (std::vector<int64_t>{0, 0, 0, 4, 0, 0, 0, 0, 0, 10, 0, 0}));
+  Buf v = f32({3}, {1, 2, 3});
+  Buf w(DType::F32, {3});
+  EXPECT_KERNEL_ERROR(run("Trilu", attrs({}), {&v}, {&w}), "rank >= 2");
+}
+
 TEST(EqualKernel, BroadcastsAndComparesBooleans) {
   Buf a = f32({2, 3}, {1, 2, 3, 4, 2, 6});
   Buf b = f32({3}, {1, 2, 6});
