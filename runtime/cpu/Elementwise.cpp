@@ -8,6 +8,7 @@
 #include "runtime/cpu/KernelUtil.h"
 
 #include <cmath>
+#include <optional>
 
 namespace shardc::rt::cpu {
 
@@ -57,6 +58,25 @@ struct DivOp {
   }
 };
 
+/// Checks the operands of a broadcasting binary kernel: inputs A and B of
+/// one element type, output C of `resultType` (A's type when none), and
+/// computes the strides that broadcast A and B to C's shape.
+llvm::Error checkBroadcastOperands(const KernelContext &ctx,
+                                   std::optional<DType> resultType,
+                                   llvm::SmallVectorImpl<int64_t> &sa,
+                                   llvm::SmallVectorImpl<int64_t> &sb) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "A"));
+  SHARDC_CPU_TRY(requireInput(ctx, 1, "B"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "C"));
+  const TensorView &a = ctx.inputs[0];
+  const TensorView &b = ctx.inputs[1];
+  const TensorView &c = ctx.outputs[0];
+  SHARDC_CPU_TRY(requireType(ctx, b, a.dtype, "B"));
+  SHARDC_CPU_TRY(requireType(ctx, c, resultType.value_or(a.dtype), "C"));
+  SHARDC_CPU_TRY(broadcastTo(ctx, a, c.shape, "A", sa));
+  return broadcastTo(ctx, b, c.shape, "B", sb);
+}
+
 /// Applies `op` over a broadcast row. The common stride patterns get their
 /// own loops so that they vectorize.
 template <typename T, typename Op>
@@ -81,17 +101,11 @@ void binaryRow(const T *a, int64_t sa, const T *b, int64_t sb, T *c, int64_t n,
 
 template <typename Op>
 llvm::Error binaryKernel(const KernelContext &ctx, Op op, bool checkZero) {
-  SHARDC_CPU_TRY(requireInput(ctx, 0, "A"));
-  SHARDC_CPU_TRY(requireInput(ctx, 1, "B"));
-  SHARDC_CPU_TRY(requireOutput(ctx, 0, "C"));
+  llvm::SmallVector<int64_t, 6> sa, sb;
+  SHARDC_CPU_TRY(checkBroadcastOperands(ctx, std::nullopt, sa, sb));
   const TensorView &a = ctx.inputs[0];
   const TensorView &b = ctx.inputs[1];
   const TensorView &c = ctx.outputs[0];
-  SHARDC_CPU_TRY(requireType(ctx, b, a.dtype, "B"));
-  SHARDC_CPU_TRY(requireType(ctx, c, a.dtype, "C"));
-  llvm::SmallVector<int64_t, 6> sa, sb;
-  SHARDC_CPU_TRY(broadcastTo(ctx, a, c.shape, "A", sa));
-  SHARDC_CPU_TRY(broadcastTo(ctx, b, c.shape, "B", sb));
 
   using Types = DTypeList<DType::F32, DType::F64, DType::I64, DType::I32,
                           DType::I8, DType::U8>;
@@ -245,17 +259,11 @@ llvm::Error divKernel(const KernelContext &ctx) {
 }
 
 llvm::Error equalKernel(const KernelContext &ctx) {
-  SHARDC_CPU_TRY(requireInput(ctx, 0, "A"));
-  SHARDC_CPU_TRY(requireInput(ctx, 1, "B"));
-  SHARDC_CPU_TRY(requireOutput(ctx, 0, "C"));
+  llvm::SmallVector<int64_t, 6> sa, sb;
+  SHARDC_CPU_TRY(checkBroadcastOperands(ctx, DType::Bool, sa, sb));
   const TensorView &a = ctx.inputs[0];
   const TensorView &b = ctx.inputs[1];
   const TensorView &c = ctx.outputs[0];
-  SHARDC_CPU_TRY(requireType(ctx, b, a.dtype, "B"));
-  SHARDC_CPU_TRY(requireType(ctx, c, DType::Bool, "C"));
-  llvm::SmallVector<int64_t, 6> sa, sb;
-  SHARDC_CPU_TRY(broadcastTo(ctx, a, c.shape, "A", sa));
-  SHARDC_CPU_TRY(broadcastTo(ctx, b, c.shape, "B", sb));
   std::array<llvm::ArrayRef<int64_t>, 2> strides = {sa, sb};
   using Types = DTypeList<DType::F32, DType::F64, DType::I64, DType::I32,
                           DType::I8, DType::U8, DType::Bool>;
