@@ -16,11 +16,13 @@
 #include "frontend/OnnxBridge.h"
 #include "frontend/OpImporters.h"
 #include "ir/ShardcDialect.h"
+#include "passes/LowerToPlan/OpDesc.h"
 #include "runtime/Tensor.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/Verifier.h"
 
 #include "llvm/ADT/StringMap.h"
@@ -207,6 +209,18 @@ private:
   LogicalResult prepareModel(const ImportOptions &options);
   LogicalResult buildFunction();
   LogicalResult importNode(const onnx::NodeProto &node);
+  /// Gives the symbolic dimensions of the graph's inputs and outputs their
+  /// --dim sizes; an input dimension left without a size is an error that
+  /// names it, the inputs that carry it and the flag.
+  LogicalResult applyDims(onnx::GraphProto &graph,
+                          const std::map<std::string, int64_t> &dims);
+  /// Records the types shape inference wrote into `graph`.
+  void recordInferredTypes(const onnx::GraphProto &graph);
+  /// Runs shape inference again on `shapeModel` with every value folded so
+  /// far as an initializer.
+  void refineTypes();
+  /// Whether every output of `node` has a static inferred type.
+  bool hasStaticOutputs(const onnx::NodeProto &node) const;
 
   Location nodeLoc(const onnx::NodeProto &node);
   void define(const std::string &name, Value v) { values[name] = v; }
@@ -218,6 +232,9 @@ private:
   int opset = 0;
   ValueTable values;
   TypeTable valueTypes;
+  /// The model as later rounds of shape inference see it: nodes, inputs,
+  /// non-parameter initializers, parameters as typed inputs.
+  onnx::ModelProto shapeModel;
   /// Graph inputs frozen by --bind: constants, never parameters.
   llvm::StringSet<> boundNames;
   unsigned nodeIndex = 0;
@@ -349,17 +366,205 @@ LogicalResult Importer::prepareModel(const ImportOptions &options) {
     boundNames.insert(name);
   }
 
+  if (failed(applyDims(*graph, options.dims)))
+    return failure();
+
+  // Declared output shapes stay out of shape inference: buildFunction
+  // compares them with the computed ones and names the output that differs.
+  SmallVector<onnx::TypeProto> declaredOutputs;
+  for (auto &out : *graph->mutable_output()) {
+    declaredOutputs.push_back(out.type());
+    if (out.type().has_tensor_type())
+      out.mutable_type()->mutable_tensor_type()->clear_shape();
+  }
   if (llvm::Error err = onnxbridge::inferShapes(model, /*strict=*/true))
     return fail(std::move(err));
 
   for (const auto &vi : graph->input())
     valueTypes[vi.name()] = vi.type();
-  for (const auto &vi : graph->value_info())
+  recordInferredTypes(*graph);
+  for (auto [out, type] : llvm::zip(*graph->mutable_output(), declaredOutputs))
+    *out.mutable_type() = type;
+
+  // What later rounds of shape inference see: the graph with parameters as
+  // typed inputs (their values never fix a shape, and copying them each
+  // round would cost as much as the model).
+  onnx::GraphProto *shapes = shapeModel.mutable_graph();
+  *shapeModel.mutable_opset_import() = model.opset_import();
+  shapeModel.set_ir_version(model.ir_version());
+  *shapes->mutable_node() = graph->node();
+  *shapes->mutable_input() = graph->input();
+  *shapes->mutable_output() = graph->output();
+  for (auto &out : *shapes->mutable_output())
+    if (out.type().has_tensor_type())
+      out.mutable_type()->mutable_tensor_type()->clear_shape();
+  llvm::StringSet<> inputNames;
+  for (const auto &in : graph->input())
+    inputNames.insert(in.name());
+  for (const auto &init : graph->initializer()) {
+    Type elem = elementTypeFromOnnxCode(&ctx, init.data_type());
+    if (!elem || !isa<FloatType>(elem) || boundNames.count(init.name())) {
+      *shapes->add_initializer() = init;
+      continue;
+    }
+    if (inputNames.count(init.name()))
+      continue;
+    onnx::ValueInfoProto *in = shapes->add_input();
+    in->set_name(init.name());
+    auto *tt = in->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(init.data_type());
+    auto *shape = tt->mutable_shape();
+    for (int64_t d : init.dims())
+      shape->add_dim()->set_dim_value(d);
+  }
+  return success();
+}
+
+void Importer::recordInferredTypes(const onnx::GraphProto &graph) {
+  for (const auto &vi : graph.value_info())
     valueTypes[vi.name()] = vi.type();
-  for (const auto &vi : graph->output())
+  for (const auto &vi : graph.output())
     if (vi.type().has_tensor_type() && vi.type().tensor_type().has_shape())
       valueTypes[vi.name()] = vi.type();
-  return success();
+}
+
+LogicalResult Importer::applyDims(onnx::GraphProto &graph,
+                                  const std::map<std::string, int64_t> &dims) {
+  Location fileLoc = FileLineColLoc::get(&ctx, path, 0, 0);
+  llvm::StringSet<> initNames;
+  for (const auto &init : graph.initializer())
+    initNames.insert(init.name());
+  llvm::StringSet<> used;
+  // Symbolic dimensions of graph inputs that --dim does not size, in order
+  // of appearance, with the inputs that carry them.
+  SmallVector<std::pair<std::string, SmallVector<std::string>>> unbound;
+  auto specialize = [&](onnx::ValueInfoProto &vi, bool isInput) {
+    if (!vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape())
+      return;
+    auto *shape = vi.mutable_type()->mutable_tensor_type()->mutable_shape();
+    for (int i = 0; i < shape->dim_size(); ++i) {
+      onnx::TensorShapeProto::Dimension *d = shape->mutable_dim(i);
+      if (d->has_dim_value())
+        continue;
+      std::string name = d->has_dim_param() ? d->dim_param() : "";
+      if (auto it = dims.find(name); !name.empty() && it != dims.end()) {
+        used.insert(name);
+        d->set_dim_value(it->second);
+        continue;
+      }
+      if (!isInput)
+        continue;
+      if (name.empty())
+        name = "?" + vi.name() + "[" + std::to_string(i) + "]";
+      auto *entry = llvm::find_if(
+          unbound, [&](const auto &e) { return e.first == name; });
+      if (entry == unbound.end()) {
+        unbound.push_back({name, {}});
+        entry = &unbound.back();
+      }
+      if (!llvm::is_contained(entry->second, vi.name()))
+        entry->second.push_back(vi.name());
+    }
+  };
+  for (auto &vi : *graph.mutable_input())
+    specialize(vi, !initNames.count(vi.name()));
+  for (auto &vi : *graph.mutable_output())
+    specialize(vi, false);
+  for (auto &vi : *graph.mutable_value_info())
+    specialize(vi, false);
+
+  for (const auto &[name, size] : dims)
+    if (!used.count(name)) {
+      std::string known;
+      for (const auto &[u, inputs] : unbound)
+        if (u[0] != '?')
+          known += (known.empty() ? "'" : ", '") + u + "'";
+      return emitError(fileLoc)
+             << "--dim " << name << "=" << size
+             << ": the model has no symbolic dimension '" << name << "'"
+             << (known.empty() ? std::string(" (its inputs have none left)")
+                               : "; its inputs have " + known);
+    }
+  for (const auto &[name, inputs] : unbound) {
+    if (name[0] == '?') {
+      auto [input, index] = llvm::StringRef(name).drop_front().rsplit('[');
+      emitError(fileLoc) << "dimension " << index.drop_back() << " of input '"
+                         << input
+                         << "' has no size and no name; Shard compiles static "
+                            "shapes: export it with a fixed size, or as a "
+                            "named dynamic axis and give its size with --dim "
+                            "NAME=SIZE";
+      continue;
+    }
+    auto diag = emitError(fileLoc);
+    diag << "dimension '" << name << "' of input"
+         << (inputs.size() > 1 ? "s " : " ");
+    for (auto [j, in] : llvm::enumerate(inputs))
+      diag << (j ? ", '" : "'") << in << "'";
+    diag << " has no size; Shard compiles static shapes: give it with --dim "
+         << name
+         << "=SIZE (for a batch dimension with --world-size N, SIZE is one "
+            "rank's micro-batch)";
+  }
+  return failure(!unbound.empty());
+}
+
+void Importer::refineTypes() {
+  onnx::ModelProto m = shapeModel;
+  onnx::GraphProto *graph = m.mutable_graph();
+  graph->clear_node();
+  for (const onnx::NodeProto &node : shapeModel.graph().node()) {
+    SmallVector<std::pair<const std::string *, DenseElementsAttr>> folded;
+    for (const std::string &out : node.output()) {
+      if (out.empty())
+        continue;
+      Value v = values.lookup(out);
+      DenseElementsAttr attr;
+      if (!v || !matchPattern(v, m_Constant(&attr)) ||
+          onnxTypeCode(attr.getElementType()) < 0) {
+        folded.clear();
+        break;
+      }
+      folded.push_back({&out, attr});
+    }
+    if (folded.empty()) {
+      *graph->add_node() = node;
+      continue;
+    }
+    for (auto [name, attr] : folded) {
+      onnx::TensorProto *init = graph->add_initializer();
+      init->set_name(*name);
+      init->set_data_type(
+          static_cast<int32_t>(onnxTypeCode(attr.getElementType())));
+      for (int64_t d : cast<RankedTensorType>(attr.getType()).getShape())
+        init->add_dims(d);
+      std::vector<uint8_t> bytes = constantBytes(attr);
+      init->set_raw_data(bytes.data(), bytes.size());
+    }
+  }
+  // A node that shape inference finds inconsistent now (a Reshape to two
+  // -1s) is reported by its importer, which names the node; so is a value
+  // that still has no shape.
+  if (llvm::Error err = onnxbridge::inferShapes(m, /*strict=*/false)) {
+    llvm::consumeError(std::move(err));
+    return;
+  }
+  recordInferredTypes(*graph);
+}
+
+bool Importer::hasStaticOutputs(const onnx::NodeProto &node) const {
+  for (const std::string &out : node.output()) {
+    if (out.empty())
+      continue;
+    auto it = valueTypes.find(out);
+    if (it == valueTypes.end() || !it->second.has_tensor_type() ||
+        !it->second.tensor_type().has_shape())
+      return false;
+    for (const auto &d : it->second.tensor_type().shape().dim())
+      if (!d.has_dim_value())
+        return false;
+  }
+  return true;
 }
 
 LogicalResult Importer::buildFunction() {
@@ -409,19 +614,8 @@ LogicalResult Importer::buildFunction() {
 
   SmallVector<Type> resultTypes;
   SmallVector<Attribute> outputNames;
-  for (const auto &vi : graph.output()) {
-    auto it = valueTypes.find(vi.name());
-    if (it == valueTypes.end() && initNames.count(vi.name()) == 0) {
-      bool isInput = false;
-      for (const auto &in : graph.input())
-        isInput |= in.name() == vi.name();
-      if (!isInput)
-        return emitError(fileLoc) << "no static shape could be inferred for "
-                                     "graph output '"
-                                  << vi.name() << "'";
-    }
+  for (const auto &vi : graph.output())
     outputNames.push_back(b.getStringAttr(vi.name()));
-  }
 
   b.setInsertionPointToEnd(module.getBody());
   auto func =
@@ -442,9 +636,21 @@ LogicalResult Importer::buildFunction() {
     define(init->name(), b.create<ConstantOp>(loc, attr.getType(), attr));
   }
 
+  // Shape inference saw the values of initializers only. When a node's
+  // output shape is still open and import has folded new constants since
+  // inference last ran (a Shape -> Gather -> Div chain), it runs again with
+  // them as initializers.
+  unsigned newConstants = 0;
   for (const auto &node : graph.node()) {
+    if (newConstants && !hasStaticOutputs(node)) {
+      refineTypes();
+      newConstants = 0;
+    }
     if (failed(importNode(node)))
       return failure();
+    for (const std::string &out : node.output())
+      if (Value v = values.lookup(out); v && matchPattern(v, m_Constant()))
+        ++newConstants;
     ++nodeIndex;
   }
 

@@ -4,9 +4,13 @@
 // with ONNX's version converter) into a module with one `func.func @main`:
 // graph inputs and parameters (float initializers) are its arguments, graph
 // outputs its results. Shapes come from ONNX shape inference and must be
-// static. Integer and bool initializers, Constant nodes and everything
-// computed from constants only (the Shape -> Gather -> Concat chains that
-// torch.onnx.export emits) fold to `shardc.Constant` during import.
+// static: symbolic dimensions get their sizes from ImportOptions::dims.
+// Integer and bool initializers, Constant nodes and everything computed from
+// constants only (the Shape -> Gather -> Div -> Slice chains that
+// torch.onnx.export emits for its attention modules) fold to
+// `shardc.Constant` during import; when a node's output shape depends on
+// values folded so far, shape inference runs again with them as
+// initializers, so shapes and values propagate to a fixed point.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SHARDC_FRONTEND_IMPORTER_H
@@ -38,6 +42,10 @@ struct ImportOptions {
   /// compiler needs the values of inputs that determine shapes (a Reshape
   /// target, Slice bounds, ...).
   std::map<std::string, HostTensor> binds;
+  /// Sizes of named symbolic dimensions (`--dim NAME=SIZE`): every
+  /// `dim_param` NAME of the graph's inputs and outputs becomes SIZE before
+  /// shape inference.
+  std::map<std::string, int64_t> dims;
 };
 
 /// An imported model: the IR and what the plan writer needs besides it.

@@ -47,8 +47,10 @@ FailureOr<RankedTensorType> tensorTypeFromOnnx(MLIRContext *ctx,
       return emitError(loc)
              << "value '" << name << "' has a dynamic dimension"
              << (d.has_dim_param() ? " '" + d.dim_param() + "'" : std::string())
-             << "; Shard compiles static shapes: export with fixed sizes, or "
-                "bind the inputs that determine shapes with --bind";
+             << "; Shard compiles static shapes: give symbolic dimensions "
+                "their sizes with --dim NAME=SIZE, bind the inputs whose "
+                "values determine shapes with --bind NAME=FILE.npy, or "
+                "export with fixed sizes";
     if (d.dim_value() < 0)
       return emitError(loc)
              << "value '" << name << "' has a negative dimension";
@@ -123,11 +125,30 @@ FailureOr<RankedTensorType> ImportContext::outType(int i) {
   if (i >= onnxNode.output_size() || onnxNode.output(i).empty())
     return nodeError() << "output " << i << " is missing";
   auto it = types.find(onnxNode.output(i));
-  if (it == types.end())
-    return nodeError() << "no shape could be inferred for output '"
-                       << onnxNode.output(i)
-                       << "'; Shard compiles static shapes: bind the "
-                          "inputs that determine it with --bind";
+  if (it == types.end()) {
+    // Name the graph inputs whose values (not only shapes) the output's
+    // shape may depend on: integer inputs other than the data input.
+    SmallVector<std::string> bindable;
+    for (int j = 1; j < onnxNode.input_size(); ++j)
+      if (Value v = operand(j);
+          v && isa<BlockArgument>(v) &&
+          !isa<FloatType>(cast<ShapedType>(v.getType()).getElementType()))
+        bindable.push_back(onnxNode.input(j));
+    auto diag = nodeError() << "no shape could be inferred for output '"
+                            << onnxNode.output(i) << "'";
+    if (bindable.empty())
+      return diag << "; Shard compiles static shapes, and this one depends "
+                     "on values known only at run time";
+    diag << ": it depends on the value of graph input"
+         << (bindable.size() > 1 ? "s " : " ");
+    for (auto [j, name] : llvm::enumerate(bindable))
+      diag << (j ? ", '" : "'") << name << "'";
+    if (bindable.size() > 1)
+      return diag << "; Shard compiles static shapes: bind them with --bind "
+                     "NAME=FILE.npy";
+    return diag << "; Shard compiles static shapes: bind it with --bind "
+                << bindable[0] << "=FILE.npy";
+  }
   return tensorTypeFromOnnx(b.getContext(), it->second, onnxNode.output(i),
                             nodeLoc);
 }

@@ -171,9 +171,6 @@ static LogicalResult importSplit(ImportContext &ctx) {
 static LogicalResult importSlice(ImportContext &ctx) {
   if (failed(ctx.requireOperands(3, 5)))
     return failure();
-  auto type = ctx.outType(0);
-  if (failed(type))
-    return failure();
   auto in = cast<RankedTensorType>(ctx.operand(0).getType());
   int64_t rank = in.getRank();
   auto starts = ctx.constInts(1, "starts");
@@ -233,11 +230,19 @@ static LogicalResult importSlice(ImportContext &ctx) {
     fullStep[*axis] = step;
     shape[*axis] = count;
   }
-  if (ArrayRef<int64_t>(shape) != type->getShape())
-    return ctx.nodeError() << "inferred slice shape disagrees with ONNX shape "
-                              "inference";
+  // The bounds are constants, so the result shape is known here even where
+  // ONNX's shape inference gave up; where it did not, the two must agree.
+  auto type = RankedTensorType::get(shape, in.getElementType());
+  if (ctx.hasInferredShape(0)) {
+    auto inferred = ctx.outType(0);
+    if (failed(inferred))
+      return failure();
+    if (*inferred != type)
+      return ctx.nodeError() << "inferred slice shape disagrees with ONNX "
+                                "shape inference";
+  }
   return ctx.finish(ctx.builder().create<SliceOp>(
-      ctx.loc(), *type, ctx.operand(0), fullStart, fullStep));
+      ctx.loc(), type, ctx.operand(0), fullStart, fullStep));
 }
 
 static LogicalResult importExpand(ImportContext &ctx) {

@@ -61,6 +61,13 @@ static cl::list<std::string>
                    "compile time (for inputs that determine shapes)"),
           cl::cat(shardcCategory));
 
+static cl::list<std::string> dimSizes(
+    "dim", cl::value_desc("NAME=SIZE"),
+    cl::desc("Give the symbolic dimension NAME (a dynamic axis of the "
+             "export) the size SIZE everywhere; with --world-size N, a batch "
+             "dimension's SIZE is one rank's micro-batch"),
+    cl::cat(shardcCategory));
+
 static cl::opt<bool> printIrAfterAll(
     "print-ir-after-all",
     cl::desc("Print the IR after import and after every pass (to stderr)"),
@@ -200,6 +207,18 @@ int main(int argc, char **argv) {
     t.shape = arr->shape;
     t.bytes = std::move(arr->data);
     options.binds[name.str()] = std::move(t);
+  }
+
+  for (const std::string &dim : dimSizes) {
+    auto [name, value] = llvm::StringRef(dim).split('=');
+    int64_t size = 0;
+    if (name.empty() || value.getAsInteger(10, size) || size <= 0)
+      return fail("--dim expects NAME=SIZE with a positive SIZE, got '" + dim +
+                  "'");
+    auto [it, inserted] = options.dims.try_emplace(name.str(), size);
+    if (!inserted && it->second != size)
+      return fail("--dim " + name + " is given twice, with sizes " +
+                  llvm::Twine(it->second) + " and " + llvm::Twine(size));
   }
 
   MLIRContext ctx;
