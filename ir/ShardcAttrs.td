@@ -59,4 +59,32 @@ def Shardc_MemoryCategoryAttr
   let assemblyFormat = "`<` $value `>`";
 }
 
+def Shardc_ParamRole : I32EnumAttr<"ParamRole",
+    "whether and why a parameter is trained", [
+      I32EnumAttrCase<"Trained", 0, "trained">,
+      I32EnumAttrCase<"Frozen", 1, "frozen">,
+      I32EnumAttrCase<"NoGradient", 2, "no_gradient">,
+      I32EnumAttrCase<"Statistic", 3, "statistic">
+    ]> {
+  let cppNamespace = "::shardc";
+  let genSpecializedAttr = 0;
+}
+
+def Shardc_ParamRoleAttr
+    : EnumAttr<Shardc_Dialect, Shardc_ParamRole, "param_role"> {
+  let summary = "Whether a parameter is trained (`shardc.role`)";
+  let description = [{
+    Set by autodiff on every `shardc.param` argument of the step:
+    `trained` (it gets a gradient and an optimizer update), `frozen`
+    (excluded by `--freeze`/`--trainable`: no gradient, no optimizer state,
+    no gradient communication), `no_gradient` (no differentiable path from
+    it to the loss, or not a float: PyTorch would leave its `.grad` None) or
+    `statistic` (a BatchNormalization running statistic, which the op
+    updates itself), e.g. `{shardc.role = #shardc.param_role<frozen>}`. The
+    plan carries it on the parameter's buffer, for `--print-trainable` and
+    memory reports.
+  }];
+  let assemblyFormat = "`<` $value `>`";
+}
+
 #endif // SHARDC_ATTRS_TD

@@ -53,6 +53,9 @@ constexpr llvm::StringLiteral kGradOfAttrName = "shardc.grad_of";
 /// Argument attribute: optimizer state (zero-initialized, persistent), e.g.
 /// `shardc.state = "fc.weight.exp_avg"`.
 constexpr llvm::StringLiteral kStateAttrName = "shardc.state";
+/// Argument attribute set by autodiff on every parameter: whether and why
+/// it is trained, a ParamRoleAttr (`#shardc.param_role<frozen>`).
+constexpr llvm::StringLiteral kRoleAttrName = "shardc.role";
 /// Discardable op attribute: the op belongs to the backward pass.
 constexpr llvm::StringLiteral kBackwardAttrName = "shardc.backward";
 /// Discardable op attribute: memory category of the op's results, a

@@ -25,6 +25,7 @@
 
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/Support/Regex.h"
 
 using namespace mlir;
 
@@ -34,13 +35,69 @@ namespace shardc {
 
 namespace {
 
+/// The --freeze and --trainable patterns: a parameter is trained when it
+/// matches a --trainable pattern (or none is given) and no --freeze one.
+struct ParamSelection {
+  struct Pattern {
+    std::string flag, source;
+    std::unique_ptr<llvm::Regex> regex;
+    bool used = false;
+  };
+  SmallVector<Pattern> freeze, trainable;
+
+  LogicalResult compile(func::FuncOp func, StringRef flag,
+                        ArrayRef<std::string> sources,
+                        SmallVector<Pattern> &out) {
+    for (const std::string &source : sources) {
+      auto regex = std::make_unique<llvm::Regex>(source);
+      std::string error;
+      if (!regex->isValid(error))
+        return func.emitError("--")
+               << flag << " '" << source
+               << "' is not a valid regular expression: " << error;
+      out.push_back({flag.str(), source, std::move(regex)});
+    }
+    return success();
+  }
+
+  /// Whether `name` is left out of training; marks the patterns it matches.
+  bool isFrozen(StringRef name) {
+    bool inTrainable = trainable.empty();
+    for (Pattern &p : trainable)
+      if (p.regex->match(name))
+        inTrainable = p.used = true;
+    bool inFreeze = false;
+    for (Pattern &p : freeze)
+      if (p.regex->match(name))
+        inFreeze = p.used = true;
+    return inFreeze || !inTrainable;
+  }
+
+  /// A pattern that matches no parameter is an error (a typo would
+  /// otherwise train everything, or nothing, silently).
+  LogicalResult checkUsed(func::FuncOp func, ArrayRef<std::string> names) {
+    for (Pattern &p : llvm::concat<Pattern>(freeze, trainable)) {
+      if (p.used)
+        continue;
+      auto diag = func.emitError("--")
+                  << p.flag << " '" << p.source
+                  << "' matches no parameter (they are named like ";
+      for (auto [i, name] :
+           llvm::enumerate(llvm::ArrayRef(names).take_front(3)))
+        diag << (i ? ", '" : "'") << name << "'";
+      return diag << "; shardc --print-trainable lists them all)";
+    }
+    return success();
+  }
+};
+
 /// Emits the backward ops. One instance per function.
 class Differentiator : public GradientEmitter {
 public:
   Differentiator(func::FuncOp func)
       : GradientEmitter(func.getContext()), func(func) {}
 
-  LogicalResult run(StringRef lossName);
+  LogicalResult run(StringRef lossName, ParamSelection &selection);
 
   Value grad(Value result) const override { return grads.lookup(result); }
   bool isActive(Value v) const override { return activeValues.contains(v); }
@@ -78,7 +135,8 @@ LogicalResult Differentiator::backprop(Operation *op) {
   return differentiable.backprop(*this);
 }
 
-LogicalResult Differentiator::run(StringRef lossName) {
+LogicalResult Differentiator::run(StringRef lossName,
+                                  ParamSelection &selection) {
   Block &body = func.getBody().front();
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   auto names = func->getAttrOfType<ArrayAttr>(kOutputNamesAttrName);
@@ -128,21 +186,37 @@ LogicalResult Differentiator::run(StringRef lossName) {
     statistics.insert(bn.getMean());
     statistics.insert(bn.getVar());
   });
+  // Every parameter gets its role; the trainable ones are differentiated
+  // and become `trained` if a gradient reaches them.
   SmallVector<BlockArgument> params;
+  SmallVector<std::string> paramNames;
+  auto setRole = [&](BlockArgument arg, ParamRole role) {
+    func.setArgAttr(arg.getArgNumber(), kRoleAttrName,
+                    ParamRoleAttr::get(func.getContext(), role));
+  };
   for (BlockArgument arg : func.getArguments()) {
-    if (!func.getArgAttr(arg.getArgNumber(), kParamAttrName))
+    auto name =
+        func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kParamAttrName);
+    if (!name)
       continue;
-    if (!isa<FloatType>(tensorTy(arg).getElementType()) ||
-        statistics.contains(arg))
+    paramNames.push_back(name.str());
+    bool frozen = selection.isFrozen(name.getValue());
+    if (!isa<FloatType>(tensorTy(arg).getElementType())) {
+      setRole(arg, ParamRole::NoGradient);
       continue;
-    bool onlyStatistic = true;
-    for (Operation *user : arg.getUsers())
-      onlyStatistic &= isa<BatchNormalizationOp>(user) &&
-                       (cast<BatchNormalizationOp>(user).getMean() == arg ||
-                        cast<BatchNormalizationOp>(user).getVar() == arg);
-    if (arg.use_empty() || !onlyStatistic)
-      params.push_back(arg);
+    }
+    if (statistics.contains(arg)) {
+      setRole(arg, ParamRole::Statistic);
+      continue;
+    }
+    if (frozen) {
+      setRole(arg, ParamRole::Frozen);
+      continue;
+    }
+    params.push_back(arg);
   }
+  if (failed(selection.checkUsed(func, paramNames)))
+    return failure();
 
   // MaxPool needs its argmax indices for the backward pass.
   SmallVector<MaxPoolOp> pools;
@@ -202,6 +276,7 @@ LogicalResult Differentiator::run(StringRef lossName) {
   SmallVector<std::string> gradOf;
   for (BlockArgument p : params) {
     Value g = grads.lookup(p);
+    setRole(p, g ? ParamRole::Trained : ParamRole::NoGradient);
     if (!g)
       continue; // PyTorch leaves .grad None: the optimizer skips it.
     results.push_back(g);
@@ -231,8 +306,13 @@ struct AutodiffPass : impl::AutodiffBase<AutodiffPass> {
     if (failed(step))
       return signalPassFailure();
     func::FuncOp func = *step;
+    ParamSelection selection;
+    if (failed(selection.compile(func, "freeze", freeze, selection.freeze)) ||
+        failed(selection.compile(func, "trainable", trainable,
+                                 selection.trainable)))
+      return signalPassFailure();
     Differentiator d(func);
-    if (failed(d.run(loss)))
+    if (failed(d.run(loss, selection)))
       signalPassFailure();
   }
 };

@@ -29,6 +29,27 @@ void buildImportCleanupPipeline(mlir::OpPassManager &pm);
 /// Pipeline options whose options can also become a tool's own flags.
 template <typename T>
 struct ShardcPipelineOptions : public mlir::PassPipelineOptions<T> {
+  /// A pass's ListOption as a pipeline option: each occurrence adds one
+  /// value (`--freeze A --freeze B`). MLIR's ListOption splits a value at
+  /// commas outside brackets, and its bracket matching never returns on an
+  /// unbalanced '(' or '[': a mistyped regular expression would hang the
+  /// tool instead of failing.
+  template <typename DataType>
+  class RepeatedOption
+      : public mlir::detail::PassOptions::ListOption<DataType> {
+  public:
+    using mlir::detail::PassOptions::ListOption<DataType>::ListOption;
+    bool handleOccurrence(unsigned, llvm::StringRef argName,
+                          llvm::StringRef arg) override {
+      DataType value;
+      if (this->getParser().parse(*this, argName, arg, value))
+        return true;
+      this->optHasValue = true;
+      this->addValue(value);
+      return false;
+    }
+  };
+
   /// Registers the options named by `args` as top-level command-line flags
   /// in `category` (they stay pipeline options too), so that a tool parses
   /// its command line straight into these options: shardc's training and

@@ -36,8 +36,11 @@ def Autodiff : Pass<"shardc-autodiff", "mlir::ModuleOp"> {
     gradient of every trainable parameter as an extra result carrying
     `shardc.grad_of = "<param>"`. Trainable parameters are the float
     `shardc.param` arguments that are not BatchNormalization running
-    statistics. A parameter used twice (tied weights) accumulates both
-    gradients. Ops that need kernels of their own for their gradient emit
+    statistics and that `freeze`/`trainable` (regular expressions searched
+    in the parameter's name) leave in training. Every parameter gets its
+    role, `shardc.role = #shardc.param_role<trained|frozen|no_gradient|
+    statistic>`; a pattern that matches no parameter is an error. A
+    parameter used twice (tied weights) accumulates both gradients. Ops that need kernels of their own for their gradient emit
     gradient ops (ReluGrad, ConvGradInput, LayerNormGrad, ...); the others
     are differentiated into forward ops. MaxPool gains its indices result.
     Each op's gradient rule is its `DifferentiableOpInterface` model, one
@@ -55,11 +58,21 @@ def Autodiff : Pass<"shardc-autodiff", "mlir::ModuleOp"> {
     }
     ```
     After: the function also returns `%dw = %x * expand(1.0)` with
-    `{shardc.grad_of = "w"}`.
+    `{shardc.grad_of = "w"}`, and `%w` has
+    `shardc.role = #shardc.param_role<trained>` (with `freeze=^w$`:
+    `#shardc.param_role<frozen>` and no gradient).
   }];
   let options = [
     Option<"loss", "loss", "std::string", /*default=*/"\"\"",
            "The output to differentiate (default: the only scalar float output)">,
+    ListOption<"freeze", "freeze", "std::string",
+           "Do not train the parameters whose names match REGEX (searched "
+           "anywhere in the name, e.g. '^encoder\\.' or 'mask$'; repeatable)",
+           "::llvm::cl::value_desc(\"REGEX\")">,
+    ListOption<"trainable", "trainable", "std::string",
+           "Train only the parameters whose names match REGEX (and no "
+           "--freeze; repeatable)",
+           "::llvm::cl::value_desc(\"REGEX\")">,
   ];
   let dependentDialects = ["::shardc::ShardcDialect"];
 }

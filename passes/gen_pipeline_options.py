@@ -8,7 +8,9 @@ declared once, in Passes.td. For every pass with options this writes:
   SHARDC_PIPELINE_OPTIONS_<Pass>   the options as members of a
                                    mlir::PassPipelineOptions struct (same
                                    argument, type, default, description and
-                                   cl flags as the pass's own option)
+                                   cl flags as the pass's own option; a
+                                   ListOption becomes a RepeatedOption,
+                                   passes/Passes.h)
   get<Pass>Options(pipeline)       the pass's generated <Pass>Options struct
                                    filled from a pipeline's options
   k<Pass>OptionArgs                the options' command-line arguments
@@ -26,6 +28,10 @@ def cpp_string(text):
 
 def one_line(text):
     return " ".join(text.split())
+
+
+def is_list(option):
+    return "ListOption" in option["!superclasses"]
 
 
 def main(json_path, out_path):
@@ -48,7 +54,8 @@ def main(json_path, out_path):
                 parts.append("::llvm::cl::init(" + one_line(o["defaultValue"]) + ")")
             if o["additionalOptFlags"].strip():
                 parts.append(one_line(o["additionalOptFlags"]))
-            members.append("  Option<%s> %s{%s};" % (o["type"], o["cppName"], ", ".join(parts)))
+            kind = "RepeatedOption" if is_list(o) else "Option"
+            members.append("  %s<%s> %s{%s};" % (kind, o["type"], o["cppName"], ", ".join(parts)))
         out.append("/// The options of %s (%s), as pipeline option members." % (name, argument))
         out.append("#define SHARDC_PIPELINE_OPTIONS_%s \\" % name)
         out.append(" \\\n".join(members))
@@ -58,7 +65,10 @@ def main(json_path, out_path):
         out.append("%sOptions get%sOptions(const PipelineOptionsT &pipeline) {" % (name, name))
         out.append("  %sOptions options;" % name)
         for o in options:
-            out.append("  options.%s = pipeline.%s.getValue();" % (o["cppName"], o["cppName"]))
+            if is_list(o):
+                out.append("  options.{0} = ::llvm::ArrayRef<{1}>(pipeline.{0});".format(o["cppName"], o["type"]))
+            else:
+                out.append("  options.%s = pipeline.%s.getValue();" % (o["cppName"], o["cppName"]))
         out.append("  return options;")
         out.append("}")
         out.append("")

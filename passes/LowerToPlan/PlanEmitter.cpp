@@ -70,6 +70,21 @@ static plan::Category toPlanCategory(MemoryCategory category) {
   llvm_unreachable("unknown memory category");
 }
 
+/// The plan's role of a parameter.
+static plan::ParamRole planRole(ParamRole role) {
+  switch (role) {
+  case ParamRole::Trained:
+    return plan::TRAINED;
+  case ParamRole::Frozen:
+    return plan::FROZEN;
+  case ParamRole::NoGradient:
+    return plan::NO_GRADIENT;
+  case ParamRole::Statistic:
+    return plan::RUNNING_STATISTIC;
+  }
+  llvm_unreachable("unknown parameter role");
+}
+
 /// The memory category of an op result.
 static plan::Category categoryOf(OpResult r) {
   if (auto cat =
@@ -195,6 +210,7 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
       buffers[arg] = *id;
       fu->set_buffer(*id);
       p.mutable_buffers(*id)->set_category(plan::PARAMS);
+      p.mutable_buffers(*id)->set_role(plan::TRAINED);
       continue;
     }
     if (auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
@@ -220,6 +236,9 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
              << name.getValue() << "': " << llvm::toString(id.takeError());
     buffers[arg] = *id;
     p.mutable_buffers(*id)->set_category(plan::PARAMS);
+    if (auto role = func.getArgAttrOfType<ParamRoleAttr>(arg.getArgNumber(),
+                                                         kRoleAttrName))
+      p.mutable_buffers(*id)->set_role(planRole(role.getValue()));
   }
 
   // In-place updates: a result marked `shardc.updates = N` is the new value

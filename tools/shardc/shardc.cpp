@@ -18,8 +18,10 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -85,6 +87,12 @@ static cl::opt<bool> printMemory(
     "print-memory",
     cl::desc("Print the predicted per-rank peak memory of the plan"),
     cl::cat(shardCategory));
+
+static cl::opt<bool> printTrainable(
+    "print-trainable",
+    cl::desc("List every parameter with whether it is trained (trained, "
+             "frozen, no_gradient, statistic), its shape and size"),
+    cl::cat(trainCategory));
 
 static cl::opt<bool>
     noCleanup("no-fold", cl::desc("Skip constant folding and canonicalization"),
@@ -156,6 +164,91 @@ static llvm::Error saveSourceModel(llvm::StringRef path,
   return llvm::Error::success();
 }
 
+static const char *roleName(shardc::plan::ParamRole role) {
+  switch (role) {
+  case shardc::plan::TRAINED:
+    return "trained";
+  case shardc::plan::FROZEN:
+    return "frozen";
+  case shardc::plan::NO_GRADIENT:
+    return "no_gradient";
+  case shardc::plan::RUNNING_STATISTIC:
+    return "statistic";
+  default:
+    return "-";
+  }
+}
+
+/// Bytes per rank of the parameters a step does not train (replicated on
+/// every rank at every ZeRO stage).
+static uint64_t untrainedParamBytes(const shardc::plan::Plan &plan) {
+  uint64_t bytes = 0;
+  for (const auto &b : plan.buffers())
+    if (b.kind() == shardc::plan::PARAMETER &&
+        b.role() != shardc::plan::TRAINED)
+      bytes += b.data_bytes();
+  return bytes;
+}
+
+/// --print-trainable: one line per parameter (ZeRO-3 flat units listed by
+/// their parameters), then the totals per role.
+static void printParameterRoles(const shardc::plan::Plan &plan,
+                                llvm::raw_ostream &os) {
+  struct Row {
+    std::string role, name, shape;
+    int64_t elements;
+  };
+  std::vector<Row> rows;
+  auto shapeText = [](const auto &dims, int64_t &elements) {
+    std::string text = "[";
+    elements = 1;
+    for (auto [i, d] : llvm::enumerate(dims)) {
+      text += (i ? ", " : "") + std::to_string(d);
+      elements *= d;
+    }
+    return text + "]";
+  };
+  llvm::DenseSet<int32_t> flatBuffers;
+  for (const auto &unit : plan.units()) {
+    flatBuffers.insert(unit.buffer());
+    for (const auto &p : unit.params()) {
+      Row r{"trained", p.name(), "", 0};
+      r.shape = shapeText(p.shape(), r.elements);
+      rows.push_back(r);
+    }
+  }
+  for (auto [i, b] : llvm::enumerate(plan.buffers())) {
+    if (b.kind() != shardc::plan::PARAMETER || flatBuffers.count(i))
+      continue;
+    Row r{roleName(b.role()), b.name(), "", 0};
+    r.shape = shapeText(b.shape(), r.elements);
+    rows.push_back(r);
+  }
+  size_t nameWidth = 4, shapeWidth = 5;
+  for (const Row &r : rows) {
+    nameWidth = std::max(nameWidth, r.name.size());
+    shapeWidth = std::max(shapeWidth, r.shape.size());
+  }
+  auto pad = [](const std::string &text, size_t width) {
+    return text + std::string(width - std::min(width, text.size()), ' ');
+  };
+  os << llvm::formatv("{0,-12} {1} {2} {3,12}\n", "role",
+                      pad("name", nameWidth), pad("shape", shapeWidth),
+                      "elements");
+  std::map<std::string, std::pair<int64_t, int64_t>> totals;
+  for (const Row &r : rows) {
+    os << llvm::formatv("{0,-12} {1} {2} {3,12}\n", r.role,
+                        pad(r.name, nameWidth), pad(r.shape, shapeWidth),
+                        r.elements);
+    totals[r.role].first += 1;
+    totals[r.role].second += r.elements;
+  }
+  for (const char *role : {"trained", "frozen", "no_gradient", "statistic"})
+    if (totals.count(role))
+      os << role << ": " << totals[role].first << " tensors, "
+         << totals[role].second << " elements\n";
+}
+
 static int fail(const llvm::Twine &msg) {
   llvm::errs() << "shardc: error: " << msg << "\n";
   return 1;
@@ -184,6 +277,9 @@ int main(int argc, char **argv) {
       "  shardc model.onnx --emit=mlir                  show the IR\n");
   bool training = pipeline.optimizer.hasValue() || pipeline.loss.hasValue();
   if (!training) {
+    if (printTrainable)
+      return fail("--print-trainable lists what a training step trains: give "
+                  "--optimizer");
     // Without a training step these flags would do nothing: say so.
     auto &flags = cl::getRegisteredOptions();
     for (Args args : llvm::concat<const Args>(trainArgs, shardArgs))
@@ -297,7 +393,12 @@ int main(int argc, char **argv) {
     for (const auto &unit : writer.plan().units())
       largest = std::max<int64_t>(largest, unit.padded_elements());
     llvm::outs() << " units=" << writer.plan().units_size()
-                 << " largest_unit_elements=" << largest << "\n";
+                 << " largest_unit_elements=" << largest
+                 << " untrained_params=" << untrainedParamBytes(writer.plan())
+                 << "\n";
+  }
+  if (printTrainable) {
+    printParameterRoles(writer.plan(), llvm::outs());
   }
   if (training)
     for (const auto &bind : options.binds)

@@ -3,7 +3,7 @@
 // d(sum(x * w))/dw = x: the seed 1.0 expands back over the reduced axis.
 // CHECK-LABEL: func.func @main
 // CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<2x3xf32> {shardc.input = "x"}
-// CHECK-SAME: %[[W:[a-z0-9]+]]: tensor<2x3xf32> {shardc.param = "w"}
+// CHECK-SAME: %[[W:[a-z0-9]+]]: tensor<2x3xf32> {shardc.param = "w", shardc.role = #shardc.param_role<trained>}
 // CHECK-SAME: -> (tensor<f32>, tensor<2x3xf32> {shardc.grad_of = "w"})
 // CHECK-SAME: shardc.loss = "loss"
 // CHECK: %[[MUL:.*]] = shardc.Mul %[[X]], %[[W]]
@@ -29,7 +29,7 @@ func.func @main(%x: tensor<2x3xf32> {shardc.input = "x"},
 // gradients with one Add; the integer indices get none.
 // CHECK-LABEL: func.func @main
 // CHECK-SAME: %[[IDX:[a-z0-9]+]]: tensor<2xi64> {shardc.input = "idx"}
-// CHECK-SAME: %[[E:[a-z0-9]+]]: tensor<5x4xf32> {shardc.param = "emb"}
+// CHECK-SAME: %[[E:[a-z0-9]+]]: tensor<5x4xf32> {shardc.param = "emb", shardc.role = #shardc.param_role<trained>}
 // CHECK-SAME: -> (tensor<f32>, tensor<5x4xf32> {shardc.grad_of = "emb"})
 // CHECK: %[[H:.*]] = shardc.Gather %[[E]], %[[IDX]]
 // CHECK: %[[LOGITS:.*]] = shardc.Gemm %[[H]], %[[E]] {transB = true}
@@ -54,7 +54,7 @@ func.func @main(%idx: tensor<2xi64> {shardc.input = "idx"},
 
 // A broadcast operand's gradient is summed back to its shape.
 // CHECK-LABEL: func.func @main
-// CHECK-SAME: %[[B:[a-z0-9]+]]: tensor<3xf32> {shardc.param = "b"}
+// CHECK-SAME: %[[B:[a-z0-9]+]]: tensor<3xf32> {shardc.param = "b", shardc.role = #shardc.param_role<trained>}
 // CHECK: %[[S:.*]] = shardc.ReduceSum %{{.*}} {axes = array<i64: 0>, keepdims = true, shardc.backward} : tensor<2x3xf32> -> tensor<1x3xf32>
 // CHECK: %[[DB:.*]] = shardc.Reshape %[[S]] {shardc.backward} : tensor<1x3xf32> -> tensor<3xf32>
 // CHECK: return %{{.*}}, %[[DB]]
