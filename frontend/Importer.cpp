@@ -207,6 +207,7 @@ private:
   LogicalResult prepareModel(const ImportOptions &options);
   LogicalResult buildFunction();
   LogicalResult importNode(const onnx::NodeProto &node);
+  void refineInferredTypes(const onnx::NodeProto &node);
 
   Location nodeLoc(const onnx::NodeProto &node);
   void define(const std::string &name, Value v) { values[name] = v; }
@@ -445,6 +446,7 @@ LogicalResult Importer::buildFunction() {
   for (const auto &node : graph.node()) {
     if (failed(importNode(node)))
       return failure();
+    refineInferredTypes(node);
     ++nodeIndex;
   }
 
@@ -474,6 +476,56 @@ LogicalResult Importer::buildFunction() {
   b.create<func::ReturnOp>(fileLoc, results);
   func.setFunctionType(b.getFunctionType(argTypes, resultTypes));
   return success();
+}
+
+static bool hasStaticShape(const onnx::TypeProto &type) {
+  if (!type.has_tensor_type() || !type.tensor_type().has_shape())
+    return false;
+  for (const auto &d : type.tensor_type().shape().dim())
+    if (!d.has_dim_value())
+      return false;
+  return true;
+}
+
+/// An importer may know a result's static type where ONNX's shape inference
+/// did not (a Resize whose scales the graph computes, which import-time
+/// folding turned into a constant). Such types are written into the model's
+/// value_info and shape inference runs again, so that the nodes after it get
+/// static types too.
+void Importer::refineInferredTypes(const onnx::NodeProto &node) {
+  onnx::GraphProto *graph = result.model.mutable_graph();
+  bool refined = false;
+  for (const std::string &out : node.output()) {
+    Value v = out.empty() ? Value() : values.lookup(out);
+    auto it = valueTypes.find(out);
+    if (!v || (it != valueTypes.end() && hasStaticShape(it->second)))
+      continue;
+    auto type = cast<RankedTensorType>(v.getType());
+    onnx::ValueInfoProto *vi = nullptr;
+    for (auto &info : *graph->mutable_value_info())
+      if (info.name() == out)
+        vi = &info;
+    if (!vi) {
+      vi = graph->add_value_info();
+      vi->set_name(out);
+    }
+    auto *tt = vi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(
+        static_cast<int32_t>(onnxTypeCode(type.getElementType())));
+    tt->mutable_shape()->clear_dim();
+    for (int64_t d : type.getShape())
+      tt->mutable_shape()->add_dim()->set_dim_value(d);
+    refined = true;
+  }
+  if (!refined)
+    return;
+  // Failures here surface as missing types at the nodes that need them.
+  llvm::consumeError(onnxbridge::inferShapes(result.model, /*strict=*/false));
+  for (const auto &vi : graph->value_info())
+    valueTypes[vi.name()] = vi.type();
+  for (const auto &vi : graph->output())
+    if (vi.type().has_tensor_type() && vi.type().tensor_type().has_shape())
+      valueTypes[vi.name()] = vi.type();
 }
 
 LogicalResult Importer::run(const ImportOptions &options) {
