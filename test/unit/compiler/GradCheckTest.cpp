@@ -360,6 +360,28 @@ const Case kCases[] = {
      "  Y = Resize<mode=\"cubic\", cubic_coeff_a=-0.5, "
      "exclude_outside=1>(X, , S)",
      {1, 1, 6, 2}},
+    // LSTM and GRU unroll at import into Gemm/MatMul, Split, Sigmoid, Tanh,
+    // Mul and Add; every weight, bias, initial state and peephole gets its
+    // gradient through them.
+    {"lstm_reverse_peepholes",
+     "float[3,2,2] X = @RAND(12), float[1,8,2] W = @RAND(16), float[1,8,2] Rw "
+     "= @RAND(16), float[1,16] B = @RAND(16), float[1,2,2] H0 = @RAND(4), "
+     "float[1,2,2] C0 = @RAND(4), float[1,6] P = @RAND(6)",
+     "Y, Yh, Yc = LSTM<hidden_size=2, direction=\"reverse\">(X, W, Rw, B, , "
+     "H0, C0, P)",
+     {3, 1, 2, 2}},
+    {"gru_bidirectional",
+     "float[3,2,2] X = @RAND(12), float[2,6,2] W = @RAND(24), float[2,6,2] Rw "
+     "= @RAND(24), float[2,12] B = @RAND(24), float[2,2,2] H0 = @RAND(8)",
+     "Y, Yh = GRU<hidden_size=2, direction=\"bidirectional\">(X, W, Rw, B, , "
+     "H0)",
+     {3, 2, 2, 2}},
+    {"gru_linear_before_reset_batch_first",
+     "float[2,3,2] X = @RAND(12), float[1,9,2] W = @RAND(18), float[1,9,3] Rw "
+     "= @RAND(27), float[1,18] B = @RAND(18)",
+     "Y, Yh = GRU<hidden_size=3, linear_before_reset=1, layout=1>(X, W, Rw, "
+     "B)",
+     {2, 3, 1, 3}},
     {"gather",
      "float[4,3] D = @RAND(12), int64[3] I = {3, -1, 0}",
      "Y = Gather<axis=0>(D, I)",
