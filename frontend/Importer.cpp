@@ -217,8 +217,11 @@ private:
   /// Records the types shape inference wrote into `graph`.
   void recordInferredTypes(const onnx::GraphProto &graph);
   /// Runs shape inference again on `shapeModel` with every value folded so
-  /// far as an initializer.
+  /// far as an initializer and every type an importer computed where
+  /// inference had none as value_info.
   void refineTypes();
+  /// Whether shape inference gave the value `name` a static type.
+  bool hasStaticType(llvm::StringRef name) const;
   /// Whether every output of `node` has a static inferred type.
   bool hasStaticOutputs(const onnx::NodeProto &node) const;
 
@@ -529,6 +532,19 @@ void Importer::refineTypes() {
     }
     if (folded.empty()) {
       *graph->add_node() = node;
+      for (const std::string &out : node.output()) {
+        Value v = out.empty() ? Value() : values.lookup(out);
+        if (!v || hasStaticType(out))
+          continue;
+        auto type = cast<RankedTensorType>(v.getType());
+        onnx::ValueInfoProto *vi = graph->add_value_info();
+        vi->set_name(out);
+        auto *tt = vi->mutable_type()->mutable_tensor_type();
+        tt->set_elem_type(
+            static_cast<int32_t>(onnxTypeCode(type.getElementType())));
+        for (int64_t d : type.getShape())
+          tt->mutable_shape()->add_dim()->set_dim_value(d);
+      }
       continue;
     }
     for (auto [name, attr] : folded) {
@@ -552,19 +568,21 @@ void Importer::refineTypes() {
   recordInferredTypes(*graph);
 }
 
-bool Importer::hasStaticOutputs(const onnx::NodeProto &node) const {
-  for (const std::string &out : node.output()) {
-    if (out.empty())
-      continue;
-    auto it = valueTypes.find(out);
-    if (it == valueTypes.end() || !it->second.has_tensor_type() ||
-        !it->second.tensor_type().has_shape())
+bool Importer::hasStaticType(llvm::StringRef name) const {
+  auto it = valueTypes.find(name);
+  if (it == valueTypes.end() || !it->second.has_tensor_type() ||
+      !it->second.tensor_type().has_shape())
+    return false;
+  for (const auto &d : it->second.tensor_type().shape().dim())
+    if (!d.has_dim_value())
       return false;
-    for (const auto &d : it->second.tensor_type().shape().dim())
-      if (!d.has_dim_value())
-        return false;
-  }
   return true;
+}
+
+bool Importer::hasStaticOutputs(const onnx::NodeProto &node) const {
+  return llvm::all_of(node.output(), [&](const std::string &out) {
+    return out.empty() || hasStaticType(out);
+  });
 }
 
 LogicalResult Importer::buildFunction() {
@@ -637,20 +655,24 @@ LogicalResult Importer::buildFunction() {
   }
 
   // Shape inference saw the values of initializers only. When a node's
-  // output shape is still open and import has folded new constants since
-  // inference last ran (a Shape -> Gather -> Div chain), it runs again with
-  // them as initializers.
-  unsigned newConstants = 0;
+  // output shape is still open and import has learnt something since
+  // inference last ran, it runs again with what it learnt: the constants it
+  // folded (a Shape -> Gather -> Div chain) and the static types importers
+  // computed where inference had none (a Resize whose scales the graph
+  // computes).
+  unsigned newFacts = 0;
   for (const auto &node : graph.node()) {
-    if (newConstants && !hasStaticOutputs(node)) {
+    if (newFacts && !hasStaticOutputs(node)) {
       refineTypes();
-      newConstants = 0;
+      newFacts = 0;
     }
     if (failed(importNode(node)))
       return failure();
-    for (const std::string &out : node.output())
-      if (Value v = values.lookup(out); v && matchPattern(v, m_Constant()))
-        ++newConstants;
+    for (const std::string &out : node.output()) {
+      Value v = out.empty() ? Value() : values.lookup(out);
+      if (v && (matchPattern(v, m_Constant()) || !hasStaticType(out)))
+        ++newFacts;
+    }
     ++nodeIndex;
   }
 

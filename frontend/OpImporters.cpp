@@ -238,6 +238,7 @@ void registerAllOpImporters(OpImporterTable &table) {
   registerDataMovementImporters(table);
   registerConstantsImporters(table);
   registerLossImporters(table);
+  registerRecurrentImporters(table);
 }
 
 } // namespace shardc

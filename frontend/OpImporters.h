@@ -20,6 +20,7 @@
 //   ops/DataMovement.cpp  data-movement.onnxtxt
 //   ops/Constants.cpp     constants.onnxtxt
 //   ops/Loss.cpp          loss.onnxtxt
+//   ops/Recurrent.cpp     recurrent.onnxtxt
 //
 // (op-errors.test holds the errors of all of them that ONNX's own checks do
 // not catch first). Adding an operator touches one of these files, and its
@@ -169,6 +170,7 @@ void registerConvPoolImporters(OpImporterTable &table);
 void registerDataMovementImporters(OpImporterTable &table);
 void registerConstantsImporters(OpImporterTable &table);
 void registerLossImporters(OpImporterTable &table);
+void registerRecurrentImporters(OpImporterTable &table);
 
 /// Every family above.
 void registerAllOpImporters(OpImporterTable &table);

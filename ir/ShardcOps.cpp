@@ -139,6 +139,18 @@ LogicalResult ConstantOp::verify() {
   return success();
 }
 
+LogicalResult RangeOp::verify() {
+  for (Value v : {getStart(), getLimit(), getDelta()})
+    if (!shapeOf(v).empty())
+      return emitOpError("start, limit and delta must be scalars (rank 0)");
+  Type t = elemOf(getOutput());
+  if (!t.isF32() && !t.isF64() && !t.isInteger(32) && !t.isInteger(64))
+    return emitOpError("element type must be f32, f64, i32 or i64, got ") << t;
+  if (shapeOf(getOutput()).size() != 1)
+    return emitOpError("result must have rank 1");
+  return success();
+}
+
 LogicalResult ShapeOp::verify() {
   int64_t rank = cast<RankedTensorType>(getInput().getType()).getRank();
   int64_t start = getStart(), end = getEnd().value_or(rank);
@@ -639,6 +651,23 @@ LogicalResult ReduceMeanOp::verify() {
 }
 LogicalResult ReduceSumOp::verify() {
   return verifyReduce(*this, getAxes(), getKeepdims() != 0);
+}
+
+LogicalResult ArgMaxOp::verify() {
+  auto in = shapeOf(getInput());
+  int64_t axis = getAxis();
+  if (in.empty())
+    return emitOpError("input must have rank >= 1");
+  if (failed(verifyAxis(*this, axis, in.size())))
+    return failure();
+  SmallVector<int64_t> expected(in.begin(), in.end());
+  if (getKeepdims())
+    expected[axis] = 1;
+  else
+    expected.erase(expected.begin() + axis);
+  if (shapeOf(getOutput()) != ArrayRef<int64_t>(expected))
+    return emitOpError("result must have shape ") << fmt(expected);
+  return success();
 }
 
 //===----------------------------------------------------------------------===//

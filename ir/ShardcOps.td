@@ -42,6 +42,31 @@ def Shardc_ConstantOp : Shardc_Op<"Constant",
   let assemblyFormat = "attr-dict $value";
 }
 
+def Shardc_RangeOp : Shardc_Op<"Range", [Pure,
+    AllElementTypesMatch<["start", "limit", "delta", "output"]>]> {
+  let summary = "start, start + delta, ... up to (not including) limit";
+  let description = [{
+    The 1-d sequence `start + i * delta` for `i` in
+    `[0, max(ceil((limit - start) / delta), 0))`, from three scalar operands
+    of one element type (f32, f64, i32 or i64). The length is fixed by the
+    result type (static shapes), and the kernel checks that the operands give
+    it. Imports ONNX Range (`torch.arange`); its operands are usually
+    constants, so it folds at import.
+
+    ```mlir
+    %r = shardc.Range %start, %limit, %delta
+        : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<5xi64>
+    ```
+  }];
+  let arguments = (ins Shardc_Tensor:$start, Shardc_Tensor:$limit,
+                   Shardc_Tensor:$delta);
+  let results = (outs Shardc_Tensor:$output);
+  let hasVerifier = 1;
+  let assemblyFormat = [{
+    $start `,` $limit `,` $delta attr-dict `:` functional-type(operands, results)
+  }];
+}
+
 def Shardc_ShapeOp : Shardc_Op<"Shape", [Pure]> {
   let summary = "The shape of a tensor (always folds: shapes are static)";
   let description = [{
@@ -278,6 +303,18 @@ def Shardc_NegOp : Shardc_UnaryOp<"Neg"> {
 
     ```mlir
     %y = shardc.Neg %x : tensor<2x3xf32>
+    ```
+  }];
+}
+def Shardc_AbsOp : Shardc_UnaryOp<"Abs"> {
+  let summary = "Elementwise absolute value";
+  let description = [{
+    The elementwise `|x|`; the result has the input's type (floats, or
+    integers, where the most negative value wraps to itself). Imports ONNX
+    Abs. Its gradient is `grad * sign(x)`, 0 at x = 0 as in PyTorch.
+
+    ```mlir
+    %y = shardc.Abs %x : tensor<2x3xf32>
     ```
   }];
 }
@@ -809,6 +846,28 @@ def Shardc_ReduceSumOp : Shardc_ReduceOp<"ReduceSum"> {
   }];
 }
 
+def Shardc_ArgMaxOp : Shardc_Op<"ArgMax", [Pure]> {
+  let summary = "Index of the largest element along an axis (i64)";
+  let description = [{
+    The index along `axis` of the largest element, as i64: the first one
+    among equal maxima, or the last with `select_last_index`. With `keepdims`
+    the reduced dimension stays with size 1, otherwise it is dropped; the
+    verifier requires `0 <= axis < rank` and that result shape. Imports ONNX
+    ArgMax (what accuracy metrics export to). Not differentiable: its integer
+    result carries no gradient, and autodiff passes over it.
+
+    ```mlir
+    %i = shardc.ArgMax %logits {axis = 1 : i64, keepdims = false, select_last_index = false}
+        : tensor<4x10xf32> -> tensor<4xi64>
+    ```
+  }];
+  let arguments = (ins Shardc_Tensor:$input, I64Attr:$axis, BoolAttr:$keepdims,
+                   BoolAttr:$select_last_index);
+  let results = (outs StaticShapeTensorOf<[I64]>:$output);
+  let hasVerifier = 1;
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($output)";
+}
+
 //===----------------------------------------------------------------------===//
 // Losses
 //===----------------------------------------------------------------------===//
@@ -966,7 +1025,11 @@ def Shardc_ConvGradInputOp : Shardc_Op<"ConvGradInput", [Pure,
     The gradient of Conv with respect to its input: the transposed convolution
     of `grad` (N, M, o...) with `weight`, of the forward input's type. The
     attributes are the forward Conv's, and the verifier checks the shapes as for
-    Conv with the result in the input's place. Emitted by `shardc-autodiff`.
+    Conv with the result in the input's place. Emitted by `shardc-autodiff`;
+    ONNX ConvTranspose also imports as it (`grad` being the ConvTranspose
+    input and `weight` its (C, M/group, k...) weight), so it has a gradient
+    rule itself: a Conv of the result's gradient with `weight` for `grad`, and
+    a ConvGradWeight for `weight`.
 
     ```mlir
     %dx = shardc.ConvGradInput %dy, %w

@@ -3,7 +3,10 @@
 // Constant (every value_* form Shard supports), ConstantOfShape (element
 // type from `value`, default float 0) and Shape (with opset-15 start/end,
 // normalized like Python slices). With static shapes all of them are
-// constants at import. Tested by test/lit/import/constants.onnxtxt.
+// constants at import. Range (torch.arange) is one too when its operands are
+// constants, which is how models export it; otherwise its length comes from
+// shape inference and its kernel runs. Tested by
+// test/lit/import/constants.onnxtxt.
 //
 //===----------------------------------------------------------------------===//
 #include "frontend/OpImporters.h"
@@ -96,7 +99,18 @@ static LogicalResult importShape(ImportContext &ctx) {
   return ctx.finish(op);
 }
 
+static LogicalResult importRange(ImportContext &ctx) {
+  if (failed(ctx.requireOperands(3, 3)))
+    return failure();
+  auto type = ctx.outType(0);
+  if (failed(type))
+    return failure();
+  return ctx.finish(ctx.builder().create<RangeOp>(
+      ctx.loc(), *type, ctx.operand(0), ctx.operand(1), ctx.operand(2)));
+}
+
 void registerConstantsImporters(OpImporterTable &table) {
+  table.add("Range", importRange);
   table.add("Constant", importConstant);
   table.add("ConstantOfShape", importConstantOfShape);
   table.add("Shape", importShape);

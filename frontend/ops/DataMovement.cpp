@@ -8,6 +8,13 @@
 // clamped start and step for every dimension. Tested by
 // test/lit/import/data-movement.onnxtxt.
 //
+// Resize (nn.Upsample, F.interpolate) becomes, per resized axis, a weighted
+// sum of Gathers along that axis with constant indices and weights: nearest
+// is one Gather, linear two, cubic four. Every resize mode is separable, so
+// the N-d interpolation is the 1-d one applied axis after axis, and its
+// gradient is that of Gather, Mul and Add. Tested by
+// test/lit/import/resize.onnxtxt.
+//
 //===----------------------------------------------------------------------===//
 #include "frontend/OpImporters.h"
 
@@ -16,6 +23,7 @@
 #include "mlir/IR/Matchers.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 using namespace mlir;
@@ -255,7 +263,310 @@ static LogicalResult importExpand(ImportContext &ctx) {
       ctx.builder().create<ExpandOp>(ctx.loc(), *type, ctx.operand(0)));
 }
 
+//===----------------------------------------------------------------------===//
+// Resize
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// One term of a 1-d interpolation along an axis: output element o reads
+/// input element index[o] with weight weight[o].
+struct Tap {
+  SmallVector<int64_t> index;
+  SmallVector<double> weight;
+};
+
+/// Resize's attributes, and how one axis is resized.
+struct ResizeAxis {
+  std::string mode, coordMode, nearestMode;
+  double cubicA = -0.75;
+  bool excludeOutside = false;
+  int64_t in = 0, out = 0;
+  /// The scale, and the output length the coordinate transformation uses:
+  /// scale * in, as ONNX's reference (fractional when scales are given).
+  double scale = 1, outWidth = 1;
+  double roiStart = 0, roiEnd = 1;
+};
+} // namespace
+
+/// The input coordinate that output element `o` samples (ONNX's
+/// coordinate_transformation_mode); `outside` is set where
+/// tf_crop_and_resize samples outside the input.
+static double sourceCoordinate(const ResizeAxis &a, int64_t o, bool &outside) {
+  outside = false;
+  const std::string &m = a.coordMode;
+  if (m == "align_corners")
+    return a.outWidth == 1 ? 0.0 : o * (a.in - 1) / (a.outWidth - 1);
+  if (m == "asymmetric")
+    return o / a.scale;
+  if (m == "pytorch_half_pixel")
+    return a.outWidth == 1 ? -0.5 : (o + 0.5) / a.scale - 0.5;
+  if (m == "tf_half_pixel_for_nn")
+    return (o + 0.5) / a.scale;
+  if (m == "tf_crop_and_resize") {
+    double span = (a.roiEnd - a.roiStart) * (a.in - 1);
+    double x = a.outWidth == 1 ? span / 2 : o * span / (a.outWidth - 1);
+    x += a.roiStart * (a.in - 1);
+    outside = x < 0 || x > a.in - 1;
+    return x;
+  }
+  return (o + 0.5) / a.scale - 0.5; // half_pixel
+}
+
+/// The taps of one resized axis; `outside` marks the output elements that
+/// tf_crop_and_resize fills with extrapolation_value (their taps weigh 0).
+static SmallVector<Tap> resizeTaps(const ResizeAxis &a,
+                                   SmallVector<bool> &outside) {
+  int64_t k = a.mode == "nearest" ? 1 : a.mode == "linear" ? 2 : 4;
+  SmallVector<Tap> taps(k);
+  for (Tap &t : taps) {
+    t.index.resize(a.out);
+    t.weight.resize(a.out);
+  }
+  outside.assign(a.out, false);
+  auto clampIndex = [&](int64_t i) {
+    return std::clamp<int64_t>(i, 0, a.in - 1);
+  };
+  for (int64_t o = 0; o < a.out; ++o) {
+    bool out = false;
+    double x = sourceCoordinate(a, o, out);
+    outside[o] = out;
+    double fl = std::floor(x);
+    double r = x - fl;
+    int64_t i0 = static_cast<int64_t>(fl);
+    if (a.mode == "nearest") {
+      bool up = false;
+      if (r != 0) {
+        const std::string &n = a.nearestMode;
+        up = n == "round_prefer_ceil" ? r >= 0.5
+             : n == "floor"           ? false
+             : n == "ceil"            ? true
+                                      : r > 0.5; // round_prefer_floor
+      }
+      taps[0].index[o] = clampIndex(i0 + up);
+      taps[0].weight[o] = 1;
+    } else if (a.mode == "linear") {
+      taps[0].index[o] = clampIndex(i0);
+      taps[0].weight[o] = 1 - r;
+      taps[1].index[o] = clampIndex(i0 + 1);
+      taps[1].weight[o] = r;
+    } else {
+      // Cubic convolution (Keys) with coefficient A over i0-1 .. i0+2.
+      double A = a.cubicA, s = r + 1, t = 1 - r, u = 2 - r;
+      double c[4] = {((A * s - 5 * A) * s + 8 * A) * s - 4 * A,
+                     ((A + 2) * r - (A + 3)) * r * r + 1,
+                     ((A + 2) * t - (A + 3)) * t * t + 1,
+                     ((A * u - 5 * A) * u + 8 * A) * u - 4 * A};
+      if (a.excludeOutside) {
+        double sum = 0;
+        for (int j = 0; j < 4; ++j) {
+          int64_t i = i0 - 1 + j;
+          if (i < 0 || i >= a.in)
+            c[j] = 0;
+          sum += c[j];
+        }
+        for (double &cj : c)
+          cj /= sum;
+      }
+      for (int j = 0; j < 4; ++j) {
+        taps[j].index[o] = clampIndex(i0 - 1 + j);
+        taps[j].weight[o] = c[j];
+      }
+    }
+    if (out)
+      for (Tap &t : taps)
+        t.weight[o] = 0;
+  }
+  // Taps that weigh nothing anywhere (e.g. integer coordinates) go.
+  llvm::erase_if(taps, [](const Tap &t) {
+    return llvm::all_of(t.weight, [](double w) { return w == 0; });
+  });
+  return taps;
+}
+
+/// Whether the taps copy the input unchanged.
+static bool isIdentity(const ResizeAxis &a, ArrayRef<Tap> taps,
+                       ArrayRef<bool> outside) {
+  if (a.in != a.out || llvm::is_contained(outside, true))
+    return false;
+  for (int64_t o = 0; o < a.out; ++o) {
+    double self = 0;
+    for (const Tap &t : taps) {
+      if (t.weight[o] != 0 && t.index[o] != o)
+        return false;
+      self += t.weight[o];
+    }
+    if (self != 1)
+      return false;
+  }
+  return true;
+}
+
+/// The values of float constant input `i`.
+static FailureOr<SmallVector<double>> constFloats(ImportContext &ctx, int i,
+                                                  StringRef what) {
+  Value v = ctx.operand(i);
+  DenseElementsAttr attr;
+  if (!matchPattern(v, m_Constant(&attr)) ||
+      !isa<FloatType>(attr.getElementType()))
+    return ctx.nodeError() << what << " (input '" << ctx.node().input(i)
+                           << "') must be a compile-time float constant";
+  SmallVector<double> out;
+  for (APFloat f : attr.getValues<APFloat>())
+    out.push_back(f.convertToDouble());
+  return out;
+}
+
+static LogicalResult importResize(ImportContext &ctx) {
+  if (failed(ctx.requireOperands(1, 4)))
+    return failure();
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  Value x = ctx.operand(0);
+  auto xt = cast<RankedTensorType>(x.getType());
+  int64_t rank = xt.getRank();
+  Type elem = xt.getElementType();
+
+  ResizeAxis attrs;
+  attrs.mode = ctx.stringAttr("mode", "nearest");
+  attrs.coordMode =
+      ctx.stringAttr("coordinate_transformation_mode", "half_pixel");
+  attrs.nearestMode = ctx.stringAttr("nearest_mode", "round_prefer_floor");
+  attrs.cubicA = ctx.floatAttr("cubic_coeff_a", -0.75f);
+  attrs.excludeOutside = ctx.intAttr("exclude_outside", 0) != 0;
+  double extrapolation = ctx.floatAttr("extrapolation_value", 0.0f);
+  if (attrs.mode != "nearest" && attrs.mode != "linear" &&
+      attrs.mode != "cubic")
+    return ctx.nodeError() << "unknown mode '" << attrs.mode << "'";
+  static const char *coordModes[] = {
+      "half_pixel", "pytorch_half_pixel",   "align_corners",
+      "asymmetric", "tf_half_pixel_for_nn", "tf_crop_and_resize"};
+  if (!llvm::is_contained(coordModes, attrs.coordMode))
+    return ctx.nodeError() << "unknown coordinate_transformation_mode '"
+                           << attrs.coordMode << "'";
+  static const char *nearestModes[] = {"round_prefer_floor",
+                                       "round_prefer_ceil", "floor", "ceil"};
+  if (attrs.mode == "nearest" &&
+      !llvm::is_contained(nearestModes, attrs.nearestMode))
+    return ctx.nodeError() << "unknown nearest_mode '" << attrs.nearestMode
+                           << "'";
+  if ((attrs.mode != "nearest" || attrs.coordMode == "tf_crop_and_resize") &&
+      !isa<FloatType>(elem))
+    return ctx.nodeError() << attrs.mode << " mode with " << attrs.coordMode
+                           << " needs a float input, got " << xt;
+
+  // Scales (input 2) or sizes (input 3), one of them non-empty.
+  auto numElements = [&](int i) -> int64_t {
+    Value v = ctx.operand(i);
+    return v ? cast<RankedTensorType>(v.getType()).getNumElements() : 0;
+  };
+  bool haveScales = numElements(2) > 0, haveSizes = numElements(3) > 0;
+  if (haveScales == haveSizes)
+    return ctx.nodeError() << "expects exactly one of scales and sizes";
+  // The output shape follows from them (ONNX's shape inference stops at
+  // scales computed in the graph, as PyTorch exports them; our folded
+  // constants do not): sizes, or floor(in * scale) as ONNX computes it.
+  SmallVector<double> scales;
+  SmallVector<int64_t> outShape;
+  if (haveScales) {
+    auto s = constFloats(ctx, 2, "scales");
+    if (failed(s))
+      return failure();
+    scales = *s;
+    for (auto [d, sc] : llvm::enumerate(scales))
+      if (d < (size_t)rank)
+        outShape.push_back(static_cast<int64_t>(std::floor(
+            static_cast<float>(xt.getDimSize(d)) * static_cast<float>(sc))));
+  } else {
+    auto s = ctx.constInts(3, "sizes");
+    if (failed(s))
+      return failure();
+    outShape = *s;
+    for (auto [d, n] : llvm::enumerate(*s))
+      scales.push_back(d < (size_t)rank ? (double)n / xt.getDimSize(d) : 0);
+  }
+  if ((int64_t)scales.size() != rank)
+    return ctx.nodeError() << (haveScales ? "scales" : "sizes") << " must have "
+                           << rank << " entries";
+  auto type = RankedTensorType::get(outShape, elem);
+  SmallVector<double> roi;
+  if (attrs.coordMode == "tf_crop_and_resize") {
+    auto r = ctx.operand(1) ? constFloats(ctx, 1, "roi")
+                            : FailureOr<SmallVector<double>>(failure());
+    if (failed(r) || (int64_t)r->size() != 2 * rank)
+      return ctx.nodeError() << "tf_crop_and_resize needs a constant roi of "
+                             << 2 * rank << " values";
+    roi = *r;
+  }
+
+  // Innermost axis first: with tf_crop_and_resize an outer axis's
+  // extrapolation overrides what the inner axes computed, as in ONNX.
+  Value cur = x;
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    ResizeAxis a = attrs;
+    a.in = xt.getDimSize(d);
+    a.out = type.getDimSize(d);
+    a.scale = scales[d];
+    a.outWidth = haveSizes ? (double)a.out : a.scale * a.in;
+    if (!roi.empty()) {
+      a.roiStart = roi[d];
+      a.roiEnd = roi[rank + d];
+    }
+    if (a.out == 0 || a.in == 0 || a.scale <= 0)
+      return ctx.nodeError() << "cannot resize axis " << d << " from " << a.in
+                             << " to " << a.out << " elements";
+    SmallVector<bool> outside;
+    SmallVector<Tap> taps = resizeTaps(a, outside);
+    if (isIdentity(a, taps, outside))
+      continue;
+    auto curType = cast<RankedTensorType>(cur.getType());
+    SmallVector<int64_t> shape(curType.getShape());
+    shape[d] = a.out;
+    auto outType = RankedTensorType::get(shape, elem);
+    // Weights and extrapolation broadcast from (out, 1, ..., 1).
+    SmallVector<int64_t> wShape{a.out};
+    wShape.append(rank - d - 1, 1);
+    auto wType = RankedTensorType::get(wShape, elem);
+    auto floatConst = [&](ArrayRef<double> v) -> Value {
+      SmallVector<Attribute> attrsList;
+      for (double w : v)
+        attrsList.push_back(b.getFloatAttr(elem, w));
+      return b.create<ConstantOp>(
+          loc, wType,
+          cast<ElementsAttr>(DenseElementsAttr::get(wType, attrsList)));
+    };
+    auto indexType = RankedTensorType::get({a.out}, b.getI64Type());
+    Value acc;
+    for (const Tap &t : taps) {
+      Value idx =
+          b.create<ConstantOp>(loc, indexType,
+                               cast<ElementsAttr>(DenseElementsAttr::get(
+                                   indexType, ArrayRef<int64_t>(t.index))));
+      Value g = b.create<GatherOp>(loc, outType, cur, idx, d);
+      if (llvm::any_of(t.weight, [](double w) { return w != 1; }))
+        g = b.create<MulOp>(loc, g, floatConst(t.weight));
+      acc = acc ? Value(b.create<AddOp>(loc, acc, g)) : g;
+    }
+    if (extrapolation != 0 && llvm::is_contained(outside, true)) {
+      SmallVector<double> fill;
+      for (bool o : outside)
+        fill.push_back(o ? extrapolation : 0.0);
+      Value e = b.create<ExpandOp>(loc, outType, floatConst(fill));
+      acc = acc ? Value(b.create<AddOp>(loc, acc, e)) : e;
+    }
+    if (!acc) // every element is outside and the extrapolation is 0
+      acc = b.create<ConstantOp>(loc, outType,
+                                 cast<ElementsAttr>(DenseElementsAttr::get(
+                                     outType, b.getFloatAttr(elem, 0.0))));
+    cur = acc;
+  }
+  if (cur == x)
+    cur = b.create<IdentityOp>(loc, xt, x);
+  ctx.define(0, cur);
+  return success();
+}
+
 void registerDataMovementImporters(OpImporterTable &table) {
+  table.add("Resize", importResize);
   table.add("Trilu", importTrilu);
   table.add("Flatten", importReshapeLike);
   table.add("Reshape", importReshapeLike);

@@ -143,6 +143,7 @@ void registerElementwiseImporters(OpImporterTable &table) {
   table.add("HardSwish", importHardSwish);
   table.add("Equal", importBinary<EqualOp>);
   table.add("Neg", importUnary<NegOp>);
+  table.add("Abs", importUnary<AbsOp>);
   table.add("Relu", importUnary<ReluOp>);
   table.add("Identity", importUnary<IdentityOp>);
   table.add("Cast", importCast);

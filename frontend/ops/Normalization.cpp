@@ -3,13 +3,18 @@
 // Softmax and LogSoftmax (opset-13 semantics: one axis, default -1),
 // LayerNormalization, which always gets its Mean and InvStdDev results (the
 // input's leading dims, then 1s from `axis` on), and BatchNormalization with
-// its defaults filled in, in inference and in training mode. Tested by
-// test/lit/import/normalization.onnxtxt and batchnorm.onnxtxt.
+// its defaults filled in, in inference and in training mode.
+// InstanceNormalization (what nn.InstanceNorm2d and nn.GroupNorm export to)
+// becomes a LayerNormalization over the spatial dimensions followed by the
+// per-channel scale and bias. Tested by test/lit/import/normalization.onnxtxt
+// and batchnorm.onnxtxt.
 //
 //===----------------------------------------------------------------------===//
 #include "frontend/OpImporters.h"
 
 #include "ir/ShardcDialect.h"
+
+#include "mlir/IR/Matchers.h"
 
 using namespace mlir;
 
@@ -67,7 +72,67 @@ static LogicalResult importBatchNorm(ImportContext &ctx) {
   return ctx.finish(op);
 }
 
+/// Whether `v` is a constant whose every element equals `x`.
+static bool isSplatConstant(Value v, double x) {
+  DenseElementsAttr attr;
+  if (!matchPattern(v, m_Constant(&attr)) ||
+      !isa<FloatType>(attr.getElementType()))
+    return false;
+  return llvm::all_of(attr.getValues<APFloat>(), [&](const APFloat &f) {
+    return f.convertToDouble() == x;
+  });
+}
+
+/// InstanceNormalization normalizes each (n, c) slice of an (N, C, d...)
+/// input over its spatial dimensions: that is LayerNormalization from axis 2
+/// with a scale of ones (whose two-pass statistics and gradient rule it
+/// reuses), then `* scale[c] + B[c]`. The multiply and add are left out when
+/// scale is constant ones and B constant zeros (GroupNorm's export).
+static LogicalResult importInstanceNorm(ImportContext &ctx) {
+  if (failed(ctx.requireOperands(3, 3)))
+    return failure();
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  Value x = ctx.operand(0), scale = ctx.operand(1), bias = ctx.operand(2);
+  auto xt = cast<RankedTensorType>(x.getType());
+  Type elem = xt.getElementType();
+  if (xt.getRank() < 3)
+    return ctx.nodeError() << "input must have shape [N, C, spatial...], got "
+                           << xt;
+  int64_t channels = xt.getDimSize(1);
+  for (Value v : {scale, bias}) {
+    auto t = cast<RankedTensorType>(v.getType());
+    if (t.getShape() != ArrayRef<int64_t>{channels} ||
+        t.getElementType() != elem)
+      return ctx.nodeError() << "scale and B must be " << elem << "["
+                             << channels << "], got " << t;
+  }
+  auto onesType = RankedTensorType::get(xt.getShape().drop_front(2), elem);
+  Value ones = b.create<ConstantOp>(loc, onesType,
+                                    cast<ElementsAttr>(DenseElementsAttr::get(
+                                        onesType, b.getFloatAttr(elem, 1.0))));
+  SmallVector<int64_t> stat(xt.getShape().take_front(2));
+  stat.append(xt.getRank() - 2, 1);
+  auto statType = RankedTensorType::get(stat, elem);
+  Value y = b.create<LayerNormalizationOp>(
+                 loc, TypeRange{xt, statType, statType}, x, ones, Value(),
+                 b.getI64IntegerAttr(2),
+                 b.getF32FloatAttr(ctx.floatAttr("epsilon", 1e-5f)))
+                .getOutput();
+  // scale and B as (C, 1, ..., 1), broadcasting over the spatial dims.
+  SmallVector<int64_t> perChannel{channels};
+  perChannel.append(xt.getRank() - 2, 1);
+  auto channelType = RankedTensorType::get(perChannel, elem);
+  if (!isSplatConstant(scale, 1.0))
+    y = b.create<MulOp>(loc, y, b.create<ReshapeOp>(loc, channelType, scale));
+  if (!isSplatConstant(bias, 0.0))
+    y = b.create<AddOp>(loc, y, b.create<ReshapeOp>(loc, channelType, bias));
+  ctx.define(0, y);
+  return success();
+}
+
 void registerNormalizationImporters(OpImporterTable &table) {
+  table.add("InstanceNormalization", importInstanceNorm);
   table.add("Softmax", importSoftmaxLike<SoftmaxOp>);
   table.add("LogSoftmax", importSoftmaxLike<LogSoftmaxOp>);
   table.add("LayerNormalization", importLayerNorm);

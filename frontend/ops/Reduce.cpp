@@ -3,8 +3,8 @@
 // ReduceMean and ReduceSum, with their axes from the attribute (ReduceMean
 // before opset 18) or from a constant input (ReduceSum): axes are made
 // non-negative, sorted and deduplicated, no axes means every axis, and
-// noop_with_empty_axes turns the node into a copy. Tested by
-// test/lit/import/reduce.onnxtxt.
+// noop_with_empty_axes turns the node into a copy; and ArgMax, with its axis
+// made non-negative. Tested by test/lit/import/reduce.onnxtxt.
 //
 //===----------------------------------------------------------------------===//
 #include "frontend/OpImporters.h"
@@ -53,7 +53,26 @@ template <typename OpT> static LogicalResult importReduce(ImportContext &ctx) {
                                   ctx.intAttr("keepdims", 1) != 0));
 }
 
+static LogicalResult importArgMax(ImportContext &ctx) {
+  if (failed(ctx.requireOperands(1, 1)))
+    return failure();
+  auto type = ctx.outType(0);
+  if (failed(type))
+    return failure();
+  Value in = ctx.operand(0);
+  int64_t rank = cast<RankedTensorType>(in.getType()).getRank();
+  if (rank == 0)
+    return ctx.nodeError() << "input must have rank >= 1";
+  auto axis = ctx.normAxis(ctx.intAttr("axis", 0), rank);
+  if (failed(axis))
+    return failure();
+  return ctx.finish(ctx.builder().create<ArgMaxOp>(
+      ctx.loc(), *type, in, *axis, ctx.intAttr("keepdims", 1) != 0,
+      ctx.intAttr("select_last_index", 0) != 0));
+}
+
 void registerReduceImporters(OpImporterTable &table) {
+  table.add("ArgMax", importArgMax);
   table.add("ReduceMean", importReduce<ReduceMeanOp>);
   table.add("ReduceSum", importReduce<ReduceSumOp>);
 }

@@ -35,6 +35,31 @@ struct ConvGradient
   }
 };
 
+/// ConvGradInput is linear in each operand; it is a forward op too, as ONNX
+/// ConvTranspose. With dX = A_W^T dY (A_W the convolution by W), the
+/// gradient for dY is A_W g, a Conv of the result's gradient g, and the one
+/// for W is the weight gradient of a convolution of g giving dY.
+struct ConvGradInputGradient
+    : DifferentiableOpInterface::ExternalModel<ConvGradInputGradient,
+                                               ConvGradInputOp> {
+  LogicalResult backprop(Operation *op, GradientEmitter &e) const {
+    auto cgi = cast<ConvGradInputOp>(op);
+    Value g = e.grad(cgi.getInputGrad());
+    Value dy = cgi.getGrad(), w = cgi.getWeight();
+    if (e.isActive(dy))
+      e.accumulate(dy, e.create<ConvOp>(dy.getType(), g, w, Value(),
+                                        cgi.getKernelShape(), cgi.getStrides(),
+                                        cgi.getDilations(), cgi.getPads(),
+                                        cgi.getGroup()));
+    if (e.isActive(w))
+      e.accumulate(w, e.create<ConvGradWeightOp>(
+                          w.getType(), dy, g, cgi.getKernelShape(),
+                          cgi.getStrides(), cgi.getDilations(), cgi.getPads(),
+                          cgi.getGroup()));
+    return success();
+  }
+};
+
 /// Routes the gradient to the argmax positions. The autodiff pass gives
 /// every MaxPool its indices result before the backward sweep.
 struct MaxPoolGradient
@@ -86,6 +111,7 @@ struct GlobalAveragePoolGradient
 
 void registerConvPoolGradients(MLIRContext *ctx) {
   ConvOp::attachInterface<ConvGradient>(*ctx);
+  ConvGradInputOp::attachInterface<ConvGradInputGradient>(*ctx);
   MaxPoolOp::attachInterface<MaxPoolGradient>(*ctx);
   AveragePoolOp::attachInterface<AveragePoolGradient>(*ctx);
   GlobalAveragePoolOp::attachInterface<GlobalAveragePoolGradient>(*ctx);

@@ -194,6 +194,21 @@ struct ErfGradient
   }
 };
 
+/// d|x|/dx = sign(x), 0 at x = 0 (PyTorch's subgradient), built from two
+/// ReluGrads: dy where x > 0, minus dy where -x > 0.
+struct AbsGradient
+    : DifferentiableOpInterface::ExternalModel<AbsGradient, AbsOp> {
+  LogicalResult backprop(Operation *op, GradientEmitter &e) const {
+    auto a = cast<AbsOp>(op);
+    Value dy = e.grad(a.getOutput());
+    Value x = a.getInput();
+    Value pos = e.create<ReluGradOp>(dy.getType(), dy, x);
+    Value neg = e.create<ReluGradOp>(dy.getType(), dy, e.neg(x));
+    e.accumulate(x, e.create<SubOp>(pos, neg));
+    return success();
+  }
+};
+
 struct ReluGradient
     : DifferentiableOpInterface::ExternalModel<ReluGradient, ReluOp> {
   LogicalResult backprop(Operation *op, GradientEmitter &e) const {
@@ -259,6 +274,7 @@ void registerElementwiseGradients(MLIRContext *ctx) {
   SoftplusOp::attachInterface<SoftplusGradient>(*ctx);
   NegOp::attachInterface<NegGradient>(*ctx);
   ReluOp::attachInterface<ReluGradient>(*ctx);
+  AbsOp::attachInterface<AbsGradient>(*ctx);
   IdentityOp::attachInterface<IdentityGradient>(*ctx);
   CastOp::attachInterface<CastGradient>(*ctx);
 }

@@ -1,4 +1,4 @@
-//===- Reduce.cpp - Gradient rules of ReduceSum and ReduceMean ------------===//
+//===- Reduce.cpp - Gradient rules of ReduceSum, ReduceMean and ArgMax ----===//
 #include "ir/GradientEmitter.h"
 #include "ir/gradients/Gradients.h"
 
@@ -33,11 +33,22 @@ struct ReduceGradient
   }
 };
 
+/// ArgMax is not differentiable: its i64 result never carries a gradient,
+/// so the rule has nothing to do. Having one states that on purpose, so that
+/// an accuracy output beside the loss never stops autodiff.
+struct ArgMaxGradient
+    : DifferentiableOpInterface::ExternalModel<ArgMaxGradient, ArgMaxOp> {
+  LogicalResult backprop(Operation *op, GradientEmitter &e) const {
+    return success();
+  }
+};
+
 } // namespace
 
 void registerReductionGradients(MLIRContext *ctx) {
   ReduceSumOp::attachInterface<ReduceGradient<ReduceSumOp>>(*ctx);
   ReduceMeanOp::attachInterface<ReduceGradient<ReduceMeanOp>>(*ctx);
+  ArgMaxOp::attachInterface<ArgMaxGradient>(*ctx);
 }
 
 } // namespace shardc

@@ -176,6 +176,41 @@ llvm::Error triluKernel(const KernelContext &ctx) {
   });
 }
 
+llvm::Error rangeKernel(const KernelContext &ctx) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "start"));
+  SHARDC_CPU_TRY(requireInput(ctx, 1, "limit"));
+  SHARDC_CPU_TRY(requireInput(ctx, 2, "delta"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "output"));
+  const TensorView &y = ctx.outputs[0];
+  static const char *names[] = {"start", "limit", "delta"};
+  for (int i = 0; i < 3; ++i) {
+    SHARDC_CPU_TRY(requireType(ctx, ctx.inputs[i], y.dtype, names[i]));
+    SHARDC_CPU_TRY(requireNumel(ctx, ctx.inputs[i], 1, names[i]));
+  }
+  if (y.rank() != 1)
+    return ctx.error("output must have rank 1, got shape " +
+                     shapeToString(y.shape));
+  using Types = DTypeList<DType::F32, DType::F64, DType::I64, DType::I32>;
+  return dispatchIn(
+      Types{}, ctx, y.dtype, "output", [&](auto tag) -> llvm::Error {
+        using T = typename decltype(tag)::type;
+        T start = *ctx.inputs[0].as<T>(), limit = *ctx.inputs[1].as<T>();
+        T delta = *ctx.inputs[2].as<T>();
+        if (delta == T(0))
+          return ctx.error("delta is zero");
+        double count = std::ceil((static_cast<double>(limit) - start) / delta);
+        int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
+        if (n != y.shape[0])
+          return ctx.error("start, limit and delta give " + llvm::Twine(n) +
+                           " elements, but the output holds " +
+                           llvm::Twine(y.shape[0]));
+        T *py = y.as<T>();
+        for (int64_t i = 0; i < n; ++i)
+          py[i] = static_cast<T>(start + static_cast<T>(i) * delta);
+        return llvm::Error::success();
+      });
+}
+
 llvm::Error transposeKernel(const KernelContext &ctx) {
   SHARDC_CPU_TRY(requireInput(ctx, 0, "data"));
   SHARDC_CPU_TRY(requireOutput(ctx, 0, "transposed"));

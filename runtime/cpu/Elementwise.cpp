@@ -218,6 +218,14 @@ struct NegOp {
       return -x;
   }
 };
+struct AbsOp {
+  template <typename T> T operator()(T x) const {
+    if constexpr (std::is_integral_v<T>)
+      return x < T(0) ? NegOp{}(x) : x;
+    else
+      return std::fabs(x);
+  }
+};
 struct ReluOp {
   template <typename T> T operator()(T x) const {
     // Keeps NaN (x > 0 is false for NaN, so test the other way round).
@@ -370,6 +378,9 @@ llvm::Error sigmoidKernel(const KernelContext &ctx) {
 
 llvm::Error softplusKernel(const KernelContext &ctx) {
   return unaryKernel(ctx, FloatTypes{}, SoftplusOp{});
+}
+llvm::Error absKernel(const KernelContext &ctx) {
+  return unaryKernel(ctx, SignedTypes{}, AbsOp{});
 }
 llvm::Error negKernel(const KernelContext &ctx) {
   return unaryKernel(ctx, SignedTypes{}, NegOp{});

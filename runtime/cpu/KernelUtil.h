@@ -292,6 +292,7 @@ llvm::Error sigmoidKernel(const KernelContext &ctx);
 llvm::Error softplusKernel(const KernelContext &ctx);
 llvm::Error equalKernel(const KernelContext &ctx);
 llvm::Error negKernel(const KernelContext &ctx);
+llvm::Error absKernel(const KernelContext &ctx);
 llvm::Error reluKernel(const KernelContext &ctx);
 llvm::Error castKernel(const KernelContext &ctx);
 
@@ -300,6 +301,7 @@ llvm::Error identityKernel(const KernelContext &ctx);
 llvm::Error reshapeKernel(const KernelContext &ctx);
 llvm::Error transposeKernel(const KernelContext &ctx);
 llvm::Error triluKernel(const KernelContext &ctx);
+llvm::Error rangeKernel(const KernelContext &ctx);
 llvm::Error gatherKernel(const KernelContext &ctx);
 llvm::Error concatKernel(const KernelContext &ctx);
 llvm::Error splitKernel(const KernelContext &ctx);
@@ -330,6 +332,7 @@ llvm::Error batchNormalizationKernel(const KernelContext &ctx);
 // Reduce.cpp
 llvm::Error reduceMeanKernel(const KernelContext &ctx);
 llvm::Error reduceSumKernel(const KernelContext &ctx);
+llvm::Error argMaxKernel(const KernelContext &ctx);
 
 // Loss.cpp
 llvm::Error softmaxCrossEntropyLossKernel(const KernelContext &ctx);

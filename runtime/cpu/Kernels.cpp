@@ -21,6 +21,7 @@ const std::vector<std::pair<llvm::StringRef, KernelFn>> &kernelTable() {
       {"Softplus", softplusKernel},
       {"Equal", equalKernel},
       {"Neg", negKernel},
+      {"Abs", absKernel},
       {"Relu", reluKernel},
       {"Identity", identityKernel},
       {"Reshape", reshapeKernel},
@@ -37,6 +38,7 @@ const std::vector<std::pair<llvm::StringRef, KernelFn>> &kernelTable() {
       {"GlobalAveragePool", globalAveragePoolKernel},
       {"Transpose", transposeKernel},
       {"Trilu", triluKernel},
+      {"Range", rangeKernel},
       {"Gather", gatherKernel},
       {"Concat", concatKernel},
       {"Split", splitKernel},
@@ -45,6 +47,7 @@ const std::vector<std::pair<llvm::StringRef, KernelFn>> &kernelTable() {
       {"Expand", expandKernel},
       {"ReduceMean", reduceMeanKernel},
       {"ReduceSum", reduceSumKernel},
+      {"ArgMax", argMaxKernel},
       {"SoftmaxCrossEntropyLoss", softmaxCrossEntropyLossKernel},
       {"NegativeLogLikelihoodLoss", negativeLogLikelihoodLossKernel},
       // Training ops.

@@ -1,7 +1,8 @@
-//===- Reduce.cpp - ReduceSum and ReduceMean ------------------------------===//
+//===- Reduce.cpp - ReduceSum, ReduceMean and ArgMax ----------------------===//
 //
-// Walks the input contiguously and accumulates into the output (in double
-// for floating-point types, wrapping int64 for integers).
+// ReduceSum and ReduceMean walk the input contiguously and accumulate into
+// the output (in double for floating-point types, wrapping int64 for
+// integers). ArgMax scans each reduced line for its largest element.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/KernelUtil.h"
@@ -103,6 +104,65 @@ llvm::Error reduceMeanKernel(const KernelContext &ctx) {
 
 llvm::Error reduceSumKernel(const KernelContext &ctx) {
   return reduceImpl(ctx, /*mean=*/false);
+}
+
+/// The index of the largest element along `axis`: the first of equal maxima,
+/// or the last with `select_last_index`. A NaN is larger than every number,
+/// as in numpy's argmax.
+llvm::Error argMaxKernel(const KernelContext &ctx) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "data"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "reduced"));
+  const TensorView &x = ctx.inputs[0];
+  const TensorView &y = ctx.outputs[0];
+  SHARDC_CPU_TRY(requireType(ctx, y, DType::I64, "reduced"));
+  int64_t rank = x.rank();
+  int64_t axis = ctx.attrs.getInt("axis", 0);
+  if (axis < 0)
+    axis += rank;
+  if (axis < 0 || axis >= rank)
+    return ctx.error("axis " + llvm::Twine(ctx.attrs.getInt("axis", 0)) +
+                     " is out of range for rank " + llvm::Twine(rank));
+  bool keepDims = ctx.attrs.getInt("keepdims", 1) != 0;
+  bool last = ctx.attrs.getInt("select_last_index", 0) != 0;
+  llvm::SmallVector<int64_t, 6> expected(x.shape.begin(), x.shape.end());
+  if (keepDims)
+    expected[axis] = 1;
+  else
+    expected.erase(expected.begin() + axis);
+  SHARDC_CPU_TRY(requireShape(ctx, y, expected, "reduced"));
+  int64_t outer = product(x.shape, 0, axis), len = x.shape[axis];
+  int64_t inner = product(x.shape, axis + 1, rank);
+  if (len == 0 && y.numel() > 0)
+    return ctx.error("cannot take the argmax of an empty axis");
+  using Types = DTypeList<DType::F32, DType::F64, DType::I64, DType::I32,
+                          DType::I8, DType::U8>;
+  return dispatchIn(Types{}, ctx, x.dtype, "data",
+                    [&](auto tag) -> llvm::Error {
+                      using T = typename decltype(tag)::type;
+                      const T *px = x.as<T>();
+                      int64_t *py = y.as<int64_t>();
+                      // `a` beats the best so far `b` (NaN beats everything but
+                      // an earlier NaN).
+                      auto better = [&](T a, T b) {
+                        if constexpr (std::is_floating_point_v<T>) {
+                          if (std::isnan(b))
+                            return last && std::isnan(a);
+                          if (std::isnan(a))
+                            return true;
+                        }
+                        return last ? a >= b : a > b;
+                      };
+                      for (int64_t o = 0; o < outer; ++o)
+                        for (int64_t i = 0; i < inner; ++i) {
+                          const T *line = px + o * len * inner + i;
+                          int64_t best = 0;
+                          for (int64_t k = 1; k < len; ++k)
+                            if (better(line[k * inner], line[best * inner]))
+                              best = k;
+                          py[o * inner + i] = best;
+                        }
+                      return llvm::Error::success();
+                    });
 }
 
 } // namespace shardc::rt::cpu

@@ -37,7 +37,8 @@ LogSoftmax LayerNormalization BatchNormalization Conv MaxPool AveragePool
 GlobalAveragePool Flatten Reshape Transpose Gather Unsqueeze Squeeze Concat
 Slice Split Shape Constant ConstantOfShape Cast Identity Where Expand
 ReduceMean ReduceSum Dropout SoftmaxCrossEntropyLoss NegativeLogLikelihoodLoss
-Equal Softplus HardSwish Trilu
+Equal Softplus HardSwish Trilu Abs ArgMax Range InstanceNormalization Resize
+Upsample ConvTranspose LSTM GRU
 """.split())
 
 # (op type, input position) pairs whose value fixes a shape or a constant
@@ -47,6 +48,9 @@ SHAPE_OPERANDS = {
     ("Slice", 1), ("Slice", 2), ("Slice", 3), ("Slice", 4),
     ("Split", 1), ("ReduceSum", 1), ("ReduceMean", 1),
     ("ConstantOfShape", 0), ("Dropout", 1), ("Dropout", 2), ("Trilu", 1),
+    ("Range", 0), ("Range", 1), ("Range", 2),
+    ("Resize", 1), ("Resize", 2), ("Resize", 3), ("Upsample", 1),
+    ("LSTM", 4), ("GRU", 4),
 }
 
 RTOL, ATOL = 1e-4, 1e-5

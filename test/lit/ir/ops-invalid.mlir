@@ -837,3 +837,35 @@ func.func @trilu_rank(%x: tensor<3xf32>) -> tensor<3xf32> {
   %0 = shardc.Trilu %x {k = 0 : i64, upper = true} : tensor<3xf32>
   return %0 : tensor<3xf32>
 }
+
+// -----
+
+func.func @argmax_shape(%x: tensor<2x3xf32>) -> tensor<2x1xi64> {
+  // expected-error @+1 {{'shardc.ArgMax' op result must have shape [2]}}
+  %0 = shardc.ArgMax %x {axis = 1 : i64, keepdims = false, select_last_index = false} : tensor<2x3xf32> -> tensor<2x1xi64>
+  return %0 : tensor<2x1xi64>
+}
+
+// -----
+
+func.func @argmax_axis(%x: tensor<2x3xf32>) -> tensor<2xi64> {
+  // expected-error @+1 {{'shardc.ArgMax' op axis 2 is out of range for rank 2}}
+  %0 = shardc.ArgMax %x {axis = 2 : i64, keepdims = false, select_last_index = false} : tensor<2x3xf32> -> tensor<2xi64>
+  return %0 : tensor<2xi64>
+}
+
+// -----
+
+func.func @range_not_scalar(%s: tensor<1xi64>, %l: tensor<i64>, %d: tensor<i64>) -> tensor<4xi64> {
+  // expected-error @+1 {{'shardc.Range' op start, limit and delta must be scalars (rank 0)}}
+  %0 = shardc.Range %s, %l, %d : (tensor<1xi64>, tensor<i64>, tensor<i64>) -> tensor<4xi64>
+  return %0 : tensor<4xi64>
+}
+
+// -----
+
+func.func @range_type(%s: tensor<i8>, %l: tensor<i8>, %d: tensor<i8>) -> tensor<4xi8> {
+  // expected-error @+1 {{'shardc.Range' op element type must be f32, f64, i32 or i64, got 'i8'}}
+  %0 = shardc.Range %s, %l, %d : (tensor<i8>, tensor<i8>, tensor<i8>) -> tensor<4xi8>
+  return %0 : tensor<4xi8>
+}

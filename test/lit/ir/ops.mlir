@@ -134,3 +134,15 @@ func.func @losses(%s: tensor<2x5x3xf32>, %l: tensor<2x3xi64>, %w: tensor<5xf32>)
   %3 = shardc.NegativeLogLikelihoodLoss %s, %l, %w {ignore_index = 0 : i64, reduction = #shardc.reduction<mean>} : (tensor<2x5x3xf32>, tensor<2x3xi64>, tensor<5xf32>) -> tensor<f32>
   return
 }
+
+// CHECK-LABEL: func.func @abs_argmax_range(
+// CHECK-SAME:    %[[X:[^:]*]]: tensor<2x3xf32>, %[[S:[^:]*]]: tensor<i64>, %[[L:[^:]*]]: tensor<i64>, %[[D:[^:]*]]: tensor<i64>)
+func.func @abs_argmax_range(%x: tensor<2x3xf32>, %s: tensor<i64>, %l: tensor<i64>, %d: tensor<i64>) {
+  // CHECK: shardc.Abs %[[X]] : tensor<2x3xf32>
+  %0 = shardc.Abs %x : tensor<2x3xf32>
+  // CHECK: shardc.ArgMax %[[X]] {axis = 1 : i64, keepdims = false, select_last_index = true} : tensor<2x3xf32> -> tensor<2xi64>
+  %1 = shardc.ArgMax %x {axis = 1 : i64, keepdims = false, select_last_index = true} : tensor<2x3xf32> -> tensor<2xi64>
+  // CHECK: shardc.Range %[[S]], %[[L]], %[[D]] : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<5xi64>
+  %2 = shardc.Range %s, %l, %d : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<5xi64>
+  return
+}

@@ -89,3 +89,25 @@ func.func @main(%x: tensor<2x3x4x4xf32> {shardc.input = "x"},
   %l = shardc.ReduceSum %p {axes = array<i64: 0, 1, 2, 3>, keepdims = false} : tensor<2x3x2x2xf32> -> tensor<f32>
   return %p, %l : tensor<2x3x2x2xf32>, tensor<f32>
 }
+
+// -----
+
+// An accuracy output beside the loss: ArgMax of the active logits has no
+// gradient (its rule does nothing), and the logits' gradient comes from the
+// loss alone.
+// CHECK-LABEL: func.func @main
+// CHECK-SAME: -> (tensor<f32>, tensor<2xi64>, tensor<3x4xf32> {shardc.grad_of = "w"})
+// CHECK: %[[LOGITS:.*]] = shardc.MatMul
+// CHECK: %[[PRED:.*]] = shardc.ArgMax %[[LOGITS]] {axis = 1 : i64, keepdims = false, select_last_index = false}
+// CHECK: shardc.SoftmaxCrossEntropyLossGrad
+// CHECK-NOT: ArgMax
+// CHECK: return %{{.*}}, %[[PRED]], %{{.*}}
+func.func @main(%x: tensor<2x3xf32> {shardc.input = "x"},
+                %labels: tensor<2xi64> {shardc.input = "labels"},
+                %w: tensor<3x4xf32> {shardc.param = "w"}) -> (tensor<f32>, tensor<2xi64>)
+    attributes {shardc.output_names = ["loss", "pred"]} {
+  %logits = shardc.MatMul %x, %w : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>
+  %pred = shardc.ArgMax %logits {axis = 1 : i64, keepdims = false, select_last_index = false} : tensor<2x4xf32> -> tensor<2xi64>
+  %loss = shardc.SoftmaxCrossEntropyLoss %logits, %labels {reduction = #shardc.reduction<mean>} : (tensor<2x4xf32>, tensor<2xi64>) -> tensor<f32>
+  return %loss, %pred : tensor<f32>, tensor<2xi64>
+}

@@ -221,6 +221,18 @@ const Case kCases[] = {
      {2, 3}},
     {"relu", "float[2,3] A = @RAND(6)", "Y = Relu(A)", {2, 3}},
     {"softplus", "float[2,3] A = @RAND(6)", "Y = Softplus(A)", {2, 3}},
+    // The exact 0 checks PyTorch's subgradient: sign(0) = 0, as the central
+    // difference (|h| - |-h|) / 2h.
+    {"abs",
+     "float[2,3] A = {-0.8, -0.3, 0.0, 0.2, 0.5, 1.1}",
+     "Y = Abs(A)",
+     {2, 3}},
+    // ArgMax (an accuracy metric) feeding the loss through a Cast: the
+    // integer result takes no gradient, and autodiff goes on past it.
+    {"argmax_in_loss_graph",
+     "float[3,4] A = @RAND(12)",
+     "I = ArgMax<axis=1, keepdims=1>(A)\n  F = Cast<to=1>(I)\n  Y = Mul(A, F)",
+     {3, 4}},
     {"tril", "float[2,3,4] A = @RAND(24)", "Y = Trilu<upper=0>(A)", {2, 3, 4}},
     {"triu_k",
      "float[3,4] A = @RAND(12), int64 K = {1}",
@@ -263,6 +275,20 @@ const Case kCases[] = {
      "float[1,2,6] X = @RAND(12), float[3,2,2] W = @RAND(12)",
      "Y = Conv<dilations=[2]>(X, W)",
      {1, 3, 4}},
+    // ConvTranspose imports as ConvGradInput: gradients by Conv (input) and
+    // ConvGradWeight (weight); strides, uneven pads, output_padding, groups.
+    {"convtranspose_stride_pad_group",
+     "float[1,2,3,3] X = @RAND(18), float[2,2,3,3] W = @RAND(36), float[4] B "
+     "= @RAND(4)",
+     "Y = ConvTranspose<strides=[2,2], pads=[1,0,0,1], output_padding=[1,0], "
+     "group=2>(X, W, B)",
+     {1, 4, 7, 6}},
+    // 1-d with dilation; an output_shape longer than the full result gives
+    // negative pads, i.e. zeros around it.
+    {"convtranspose_1d_output_shape",
+     "float[1,2,4] X = @RAND(8), float[2,3,2] W = @RAND(12)",
+     "Y = ConvTranspose<dilations=[2], output_shape=[9]>(X, W)",
+     {1, 3, 9}},
     {"maxpool",
      "float[1,2,4,4] X = @RAND(32)",
      "Y = MaxPool<kernel_shape=[2,2], strides=[2,2]>(X)",
@@ -279,6 +305,23 @@ const Case kCases[] = {
      "float[2,3,4] X = @RAND(24), float[4] S = @RAND(4), float[4] B = @RAND(4)",
      "Y = LayerNormalization<axis=-1>(X, S, B)",
      {2, 3, 4}},
+    {"instancenorm",
+     "float[2,3,2,2] X = @RAND(24), float[3] S = @RAND(3), float[3] B = "
+     "@RAND(3)",
+     "Y = InstanceNormalization<epsilon=1e-3>(X, S, B)",
+     {2, 3, 2, 2}},
+    // nn.GroupNorm(2, 4)'s export: Reshape, InstanceNormalization with
+    // constant ones and zeros, Reshape, then the affine Mul and Add.
+    {"groupnorm_export",
+     "float[2,4,3] X = @RAND(24), float[4,1] G = @RAND(4), float[4,1] Bt = "
+     "@RAND(4)",
+     "s1 = Constant<value = int64[3] {2, 2, -1}>()\n  RX = Reshape(X, s1)\n"
+     "  one = Constant<value = float[2] {1.0, 1.0}>()\n"
+     "  zero = Constant<value = float[2] {0.0, 0.0}>()\n"
+     "  N = InstanceNormalization(RX, one, zero)\n"
+     "  s2 = Constant<value = int64[3] {2, 4, 3}>()\n  R2 = Reshape(N, s2)\n"
+     "  M = Mul(R2, G)\n  Y = Add(M, Bt)",
+     {2, 4, 3}},
     {"batchnorm_training",
      "float[3,2,2] X = @RAND(12), float[2] S = @RAND(2), float[2] B = "
      "@RAND(2), "
@@ -293,6 +336,52 @@ const Case kCases[] = {
      "  E = Expand(B, eshape)\n  axes = Constant<value = int64[1] {2}>()\n"
      "  U = Unsqueeze(T, axes)\n  Y = Add(U, E)\n",
      {2, 3, 4}},
+    // Resize imports as Gathers with constant indices and weights per axis.
+    {"resize_nearest_scales",
+     "float[1,1,2,3] X = @RAND(6)",
+     "S = Constant<value = float[4] {1.0, 1.0, 2.0, 1.5}>()\n"
+     "  Y = Resize<mode=\"nearest\">(X, , S)",
+     {1, 1, 4, 4}},
+    {"resize_bilinear_sizes",
+     "float[1,2,3,3] X = @RAND(18)",
+     "Z = Constant<value = int64[4] {1, 2, 5, 4}>()\n"
+     "  Y = Resize<mode=\"linear\", "
+     "coordinate_transformation_mode=\"pytorch_half_pixel\">(X, , , Z)",
+     {1, 2, 5, 4}},
+    {"resize_bilinear_align_corners",
+     "float[1,1,3,2] X = @RAND(6)",
+     "S = Constant<value = float[4] {1.0, 1.0, 2.0, 2.0}>()\n"
+     "  Y = Resize<mode=\"linear\", "
+     "coordinate_transformation_mode=\"align_corners\">(X, , S)",
+     {1, 1, 6, 4}},
+    {"resize_cubic_exclude_outside",
+     "float[1,1,4,4] X = @RAND(16)",
+     "S = Constant<value = float[4] {1.0, 1.0, 1.5, 0.5}>()\n"
+     "  Y = Resize<mode=\"cubic\", cubic_coeff_a=-0.5, "
+     "exclude_outside=1>(X, , S)",
+     {1, 1, 6, 2}},
+    // LSTM and GRU unroll at import into Gemm/MatMul, Split, Sigmoid, Tanh,
+    // Mul and Add; every weight, bias, initial state and peephole gets its
+    // gradient through them.
+    {"lstm_reverse_peepholes",
+     "float[3,2,2] X = @RAND(12), float[1,8,2] W = @RAND(16), float[1,8,2] Rw "
+     "= @RAND(16), float[1,16] B = @RAND(16), float[1,2,2] H0 = @RAND(4), "
+     "float[1,2,2] C0 = @RAND(4), float[1,6] P = @RAND(6)",
+     "Y, Yh, Yc = LSTM<hidden_size=2, direction=\"reverse\">(X, W, Rw, B, , "
+     "H0, C0, P)",
+     {3, 1, 2, 2}},
+    {"gru_bidirectional",
+     "float[3,2,2] X = @RAND(12), float[2,6,2] W = @RAND(24), float[2,6,2] Rw "
+     "= @RAND(24), float[2,12] B = @RAND(24), float[2,2,2] H0 = @RAND(8)",
+     "Y, Yh = GRU<hidden_size=2, direction=\"bidirectional\">(X, W, Rw, B, , "
+     "H0)",
+     {3, 2, 2, 2}},
+    {"gru_linear_before_reset_batch_first",
+     "float[2,3,2] X = @RAND(12), float[1,9,2] W = @RAND(18), float[1,9,3] Rw "
+     "= @RAND(27), float[1,18] B = @RAND(18)",
+     "Y, Yh = GRU<hidden_size=3, linear_before_reset=1, layout=1>(X, W, Rw, "
+     "B)",
+     {2, 3, 1, 3}},
     {"gather",
      "float[4,3] D = @RAND(12), int64[3] I = {3, -1, 0}",
      "Y = Gather<axis=0>(D, I)",

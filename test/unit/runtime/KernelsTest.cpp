@@ -338,6 +338,22 @@ TEST(ElementwiseKernel, NegAndRelu) {
   EXPECT_EQ(yi.values<int64_t>(), (std::vector<int64_t>{0, 0, 7}));
 }
 
+TEST(ElementwiseKernel, Abs) {
+  Buf x = f32({4}, {-2.5f, -0.0f, 0.5f, 3.0f});
+  Buf y(DType::F32, {4});
+  ASSERT_KERNEL_OK(run("Abs", attrs(), {&x}, {&y}));
+  expectClose(y.values<float>(), std::vector<float>{2.5f, 0, 0.5f, 3});
+
+  Buf xi = i32({3}, {-5, 0, 7});
+  Buf yi(DType::I32, {3});
+  ASSERT_KERNEL_OK(run("Abs", attrs(), {&xi}, {&yi}));
+  EXPECT_EQ(yi.values<int32_t>(), (std::vector<int32_t>{5, 0, 7}));
+
+  Buf b = boolean({3}, {1, 0, 1});
+  Buf yb(DType::Bool, {3});
+  EXPECT_KERNEL_ERROR(run("Abs", attrs(), {&b}, {&yb}), "X");
+}
+
 //===----------------------------------------------------------------------===//
 // Cast
 //===----------------------------------------------------------------------===//
@@ -687,6 +703,65 @@ TEST(ReduceKernel, SumAndMeanOverAxes) {
       run("ReduceSum", attrs({{"axes", ints({0, 2})}, {"keepdims", intv(1)}}),
           {&x}, {&bad}),
       "shape");
+}
+
+// Ties go to the first index, or the last with select_last_index; the axis
+// may be inner or outer, kept or dropped.
+TEST(ArgMaxKernel, AxesTiesAndKeepdims) {
+  Buf x = f32({2, 3}, {1, 5, 5, 7, 2, 7});
+  Buf y(DType::I64, {2});
+  ASSERT_KERNEL_OK(run(
+      "ArgMax", attrs({{"axis", intv(1)}, {"keepdims", intv(0)}}), {&x}, {&y}));
+  EXPECT_EQ(y.values<int64_t>(), (std::vector<int64_t>{1, 0}));
+  ASSERT_KERNEL_OK(run("ArgMax",
+                       attrs({{"axis", intv(1)},
+                              {"keepdims", intv(0)},
+                              {"select_last_index", intv(1)}}),
+                       {&x}, {&y}));
+  EXPECT_EQ(y.values<int64_t>(), (std::vector<int64_t>{2, 2}));
+
+  Buf k(DType::I64, {1, 3});
+  ASSERT_KERNEL_OK(run(
+      "ArgMax", attrs({{"axis", intv(0)}, {"keepdims", intv(1)}}), {&x}, {&k}));
+  EXPECT_EQ(k.values<int64_t>(), (std::vector<int64_t>{1, 0, 1}));
+
+  Buf xi = i64({4}, {-3, -1, -2, -1});
+  Buf s(DType::I64, {1});
+  ASSERT_KERNEL_OK(run("ArgMax",
+                       attrs({{"axis", intv(0)}, {"keepdims", intv(1)}}), {&xi},
+                       {&s}));
+  EXPECT_EQ(s.values<int64_t>(), (std::vector<int64_t>{1}));
+
+  Buf bad(DType::I64, {3});
+  EXPECT_KERNEL_ERROR(run("ArgMax",
+                          attrs({{"axis", intv(1)}, {"keepdims", intv(0)}}),
+                          {&x}, {&bad}),
+                      "shape");
+  Buf f(DType::F32, {2});
+  EXPECT_KERNEL_ERROR(run("ArgMax",
+                          attrs({{"axis", intv(1)}, {"keepdims", intv(0)}}),
+                          {&x}, {&f}),
+                      "reduced");
+}
+
+// Range's length is the output's; operands that give another are an error.
+TEST(RangeKernel, FloatAndIntegerSequences) {
+  Buf start = f32({}, {1.0f}), limit = f32({}, {2.0f}), delta = f32({}, {0.3f});
+  Buf y(DType::F32, {4});
+  ASSERT_KERNEL_OK(run("Range", attrs(), {&start, &limit, &delta}, {&y}));
+  expectClose(y.values<float>(), std::vector<float>{1.0f, 1.3f, 1.6f, 1.9f});
+
+  Buf a = i32({}, {10}), b = i32({}, {4}), d = i32({}, {-3});
+  Buf yi(DType::I32, {2});
+  ASSERT_KERNEL_OK(run("Range", attrs(), {&a, &b, &d}, {&yi}));
+  EXPECT_EQ(yi.values<int32_t>(), (std::vector<int32_t>{10, 7}));
+
+  Buf longer(DType::I32, {3});
+  EXPECT_KERNEL_ERROR(run("Range", attrs(), {&a, &b, &d}, {&longer}),
+                      "give 2 elements");
+  Buf zero = i32({}, {0});
+  EXPECT_KERNEL_ERROR(run("Range", attrs(), {&a, &b, &zero}, {&yi}),
+                      "delta is zero");
 }
 
 TEST(ReduceKernel, IntegerSumAndNoOp) {

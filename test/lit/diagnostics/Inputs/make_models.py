@@ -4,7 +4,7 @@
     make_models.py KIND OUT.onnx
 
 KIND:
-  named-unsupported  Relu, then an Abs node named "encoder/abs_1"
+  named-unsupported  Relu, then a Hardmax node named "encoder/hardmax_1"
   named-domain       a node "gelu_1" of domain com.microsoft (opset 1)
   no-shape           a graph input with an element type but no shape
 
@@ -28,7 +28,7 @@ def main():
     y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, [2, 3])
     if kind == "named-unsupported":
         m = model([helper.make_node("Relu", ["X"], ["r"], name="encoder/relu_0"),
-                   helper.make_node("Abs", ["r"], ["Y"], name="encoder/abs_1")],
+                   helper.make_node("Hardmax", ["r"], ["Y"], name="encoder/hardmax_1")],
                   [x], [y], [("", 14)])
     elif kind == "named-domain":
         m = model([helper.make_node("Gelu", ["X"], ["Y"], name="gelu_1",
