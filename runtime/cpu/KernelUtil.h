@@ -294,6 +294,7 @@ llvm::Error equalKernel(const KernelContext &ctx);
 llvm::Error negKernel(const KernelContext &ctx);
 llvm::Error reluKernel(const KernelContext &ctx);
 llvm::Error castKernel(const KernelContext &ctx);
+llvm::Error dropoutKernel(const KernelContext &ctx);
 
 // DataMovement.cpp
 llvm::Error identityKernel(const KernelContext &ctx);
