@@ -242,6 +242,24 @@ LogicalResult CastOp::verify() {
   return success();
 }
 
+LogicalResult DropoutOp::verify() {
+  double ratio = getRatio().convertToDouble();
+  if (!(ratio >= 0.0 && ratio < 1.0))
+    return emitOpError("ratio must be in [0, 1), got ") << ratio;
+  // I64Attr getters are unsigned; the attributes are signed.
+  auto site = static_cast<int64_t>(getSite());
+  auto axis = static_cast<int64_t>(getBatchAxis());
+  if (site < 0 || site > int64_t(UINT32_MAX))
+    return emitOpError("site must be in [0, 2^32), got ") << site;
+  int64_t rank = shapeOf(getInput()).size();
+  if (axis < -1 || axis >= rank)
+    return emitOpError("batch_axis must be -1 or an axis of the input, got ")
+           << axis;
+  if (getMask() && shapeOf(getMask()) != shapeOf(getInput()))
+    return emitOpError("mask must have the input's shape");
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Linear algebra, normalization
 //===----------------------------------------------------------------------===//

@@ -837,3 +837,35 @@ func.func @trilu_rank(%x: tensor<3xf32>) -> tensor<3xf32> {
   %0 = shardc.Trilu %x {k = 0 : i64, upper = true} : tensor<3xf32>
   return %0 : tensor<3xf32>
 }
+
+// -----
+
+func.func @dropout_ratio(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'shardc.Dropout' op ratio must be in [0, 1), got 1.0}}
+  %0 = shardc.Dropout %x {batch_axis = 0 : i64, ratio = 1.0 : f32, site = 0 : i64} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @dropout_site(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'shardc.Dropout' op site must be in [0, 2^32), got -1}}
+  %0 = shardc.Dropout %x {batch_axis = 0 : i64, ratio = 0.5 : f32, site = -1 : i64} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @dropout_batch_axis(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{'shardc.Dropout' op batch_axis must be -1 or an axis of the input, got 2}}
+  %0 = shardc.Dropout %x {batch_axis = 2 : i64, ratio = 0.5 : f32, site = 0 : i64} : tensor<2x4xf32>
+  return %0 : tensor<2x4xf32>
+}
+
+// -----
+
+func.func @dropout_mask_shape(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{'shardc.Dropout' op mask must have the input's shape}}
+  %0, %m = shardc.Dropout %x {batch_axis = 0 : i64, ratio = 0.5 : f32, site = 0 : i64} : tensor<2x4xf32>, tensor<4x2xi1>
+  return %0 : tensor<2x4xf32>
+}
