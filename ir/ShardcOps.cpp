@@ -260,6 +260,30 @@ LogicalResult DropoutOp::verify() {
   return success();
 }
 
+namespace {
+/// An unused mask result is dropped: the kernel then writes no mask.
+struct DropUnusedDropoutMask : OpRewritePattern<DropoutOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(DropoutOp op,
+                                PatternRewriter &rewriter) const override {
+    if (!op.getMask() || !op.getMask().use_empty())
+      return failure();
+    auto lean = rewriter.create<DropoutOp>(
+        op.getLoc(), op.getOutput().getType(), Type(), op.getInput(),
+        op.getRatioAttr(), op.getSiteAttr(), op.getBatchAxisAttr());
+    lean->setDiscardableAttrs(op->getDiscardableAttrDictionary());
+    rewriter.replaceAllUsesWith(op.getOutput(), lean.getOutput());
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+} // namespace
+
+void DropoutOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
+                                            MLIRContext *context) {
+  patterns.add<DropUnusedDropoutMask>(context);
+}
+
 //===----------------------------------------------------------------------===//
 // Linear algebra, normalization
 //===----------------------------------------------------------------------===//

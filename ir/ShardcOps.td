@@ -354,7 +354,8 @@ def Shardc_DropoutOp : Shardc_Op<"Dropout", [Pure,
     along that axis of the global batch's input. A `batch_axis` of -1 means the
     input does not depend on the batch, and every rank draws the same mask.
 
-    The optional `mask` result is that mask (ONNX Dropout's second output).
+    The optional `mask` result is that mask (ONNX Dropout's second output);
+    canonicalization drops it when it is unused (PyTorch exports it always).
     Imports ONNX Dropout in training mode with a ratio above 0, `site`
     numbering the model's training-mode Dropout nodes in graph order and
     `batch_axis` found by following the batch from the graph inputs
@@ -373,6 +374,7 @@ def Shardc_DropoutOp : Shardc_Op<"Dropout", [Pure,
   let results = (outs Shardc_FloatTensor:$output,
                  Optional<Shardc_BoolTensor>:$mask);
   let hasVerifier = 1;
+  let hasCanonicalizer = 1;
   let assemblyFormat = "$input attr-dict `:` type($input) (`,` type($mask)^)?";
 }
 
