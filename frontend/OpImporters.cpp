@@ -82,6 +82,11 @@ InFlightDiagnostic ImportContext::nodeError() {
          << onnxNode.op_type() << " (opset " << opsetVersion << "): ";
 }
 
+InFlightDiagnostic ImportContext::nodeWarning() {
+  return emitWarning(nodeLoc)
+         << onnxNode.op_type() << " (opset " << opsetVersion << "): ";
+}
+
 LogicalResult ImportContext::requireOperands(int min, int max) {
   const onnx::NodeProto &node = onnxNode;
   if (node.input_size() < min || node.input_size() > max)

@@ -85,6 +85,8 @@ public:
   mlir::Location loc() const { return nodeLoc; }
   /// Starts an error at the node: "<OpType> (opset N): ".
   mlir::InFlightDiagnostic nodeError();
+  /// Starts a warning at the node, with the same prefix.
+  mlir::InFlightDiagnostic nodeWarning();
 
   //===--------------------------------------------------------------------===//
   // Operands

@@ -254,6 +254,48 @@ LogicalResult CastOp::verify() {
   return success();
 }
 
+LogicalResult DropoutOp::verify() {
+  double ratio = getRatio().convertToDouble();
+  if (!(ratio >= 0.0 && ratio < 1.0))
+    return emitOpError("ratio must be in [0, 1), got ") << ratio;
+  // I64Attr getters are unsigned; the attributes are signed.
+  auto site = static_cast<int64_t>(getSite());
+  auto axis = static_cast<int64_t>(getBatchAxis());
+  if (site < 0 || site > int64_t(UINT32_MAX))
+    return emitOpError("site must be in [0, 2^32), got ") << site;
+  int64_t rank = shapeOf(getInput()).size();
+  if (axis < -1 || axis >= rank)
+    return emitOpError("batch_axis must be -1 or an axis of the input, got ")
+           << axis;
+  if (getMask() && shapeOf(getMask()) != shapeOf(getInput()))
+    return emitOpError("mask must have the input's shape");
+  return success();
+}
+
+namespace {
+/// An unused mask result is dropped: the kernel then writes no mask.
+struct DropUnusedDropoutMask : OpRewritePattern<DropoutOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(DropoutOp op,
+                                PatternRewriter &rewriter) const override {
+    if (!op.getMask() || !op.getMask().use_empty())
+      return failure();
+    auto lean = rewriter.create<DropoutOp>(
+        op.getLoc(), op.getOutput().getType(), Type(), op.getInput(),
+        op.getRatioAttr(), op.getSiteAttr(), op.getBatchAxisAttr());
+    lean->setDiscardableAttrs(op->getDiscardableAttrDictionary());
+    rewriter.replaceAllUsesWith(op.getOutput(), lean.getOutput());
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+} // namespace
+
+void DropoutOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
+                                            MLIRContext *context) {
+  patterns.add<DropUnusedDropoutMask>(context);
+}
+
 //===----------------------------------------------------------------------===//
 // Linear algebra, normalization
 //===----------------------------------------------------------------------===//

@@ -374,6 +374,47 @@ def Shardc_CastOp : Shardc_Op<"Cast", [Pure]> {
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($output)";
 }
 
+def Shardc_DropoutOp : Shardc_Op<"Dropout", [Pure,
+    AllTypesMatch<["input", "output"]>]> {
+  let summary = "Training-mode dropout, its mask drawn from (seed, step, element)";
+  let description = [{
+    `output = input * mask / (1 - ratio)`, where each element of the boolean
+    `mask` is false with probability `ratio` (0 <= ratio < 1). The mask is not
+    an operand: the kernel computes it from the run's seed (`shardrun --seed`),
+    the global training step, the dropout `site` and the element's index in the
+    global batch, with Philox4x32-10 (`runtime/Philox.h`). So it is the same
+    in every run with the same seed and at every world size and ZeRO stage, and
+    differs between steps, samples and sites.
+
+    The global index is computed along `batch_axis`, the axis of the input that
+    runs over the samples: with N data parallel ranks, rank r's input is slab r
+    along that axis of the global batch's input. A `batch_axis` of -1 means the
+    input does not depend on the batch, and every rank draws the same mask.
+
+    The optional `mask` result is that mask (ONNX Dropout's second output);
+    canonicalization drops it when it is unused (PyTorch exports it always).
+    Imports ONNX Dropout in training mode with a ratio above 0, `site`
+    numbering the model's training-mode Dropout nodes in graph order and
+    `batch_axis` found by following the batch from the graph inputs
+    (`frontend/BatchAxis.h`). Because the mask is a pure function of
+    `(seed, step, site, element)`, the gradient is the same op applied to the
+    output's gradient: the backward pass regenerates the mask rather than
+    keeping it. It never folds: its value depends on the step.
+
+    ```mlir
+    %y, %mask = shardc.Dropout %x {batch_axis = 0 : i64, ratio = 2.000000e-01 : f32, site = 0 : i64}
+        : tensor<8x16xf32>, tensor<8x16xi1>
+    ```
+  }];
+  let arguments = (ins Shardc_FloatTensor:$input, F32Attr:$ratio,
+                   I64Attr:$site, I64Attr:$batch_axis);
+  let results = (outs Shardc_FloatTensor:$output,
+                 Optional<Shardc_BoolTensor>:$mask);
+  let hasVerifier = 1;
+  let hasCanonicalizer = 1;
+  let assemblyFormat = "$input attr-dict `:` type($input) (`,` type($mask)^)?";
+}
+
 //===----------------------------------------------------------------------===//
 // Linear algebra, normalization, activations over an axis
 //===----------------------------------------------------------------------===//

@@ -25,7 +25,9 @@ static constexpr int64_t kMaxFoldBytes = 16 << 20;
 
 LogicalResult foldWithKernels(Operation *op,
                               SmallVectorImpl<Value> &replacements) {
-  if (!isa<ShardcDialect>(op->getDialect()) || isa<ConstantOp>(op) ||
+  // Dropout's value depends on the seed and step of the run, not only on its
+  // operands: it never folds.
+  if (!isa<ShardcDialect>(op->getDialect()) || isa<ConstantOp, DropoutOp>(op) ||
       op->getNumResults() == 0)
     return failure();
   // Operand values where known; null for non-constant operands.

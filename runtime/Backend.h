@@ -17,6 +17,7 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Error.h"
 
+#include <cstdint>
 #include <memory>
 
 namespace shardc::rt {
@@ -29,9 +30,15 @@ struct KernelContext {
   const AttrMap &attrs;
   llvm::ArrayRef<TensorView> inputs;
   llvm::ArrayRef<TensorView> outputs;
-  /// This process's rank and the number of ranks (ShardSlice uses them).
+  /// This process's rank and the number of ranks (ShardSlice and Dropout
+  /// use them).
   int rank = 0;
   int worldSize = 1;
+  /// The run's random seed (shardrun --seed) and the global training step
+  /// being run, counted from 0: what Dropout's masks are drawn from
+  /// (runtime/Philox.h). The same for every op of one step.
+  uint64_t seed = 0;
+  uint64_t step = 0;
 
   /// Input `i`, or an absent view when the op has fewer inputs.
   const TensorView &input(size_t i) const;

@@ -390,6 +390,8 @@ Error Executor::runStep(Step &step) {
                       step.outputViews};
     ctx.rank = comm->rank();
     ctx.worldSize = comm->worldSize();
+    ctx.seed = randomSeed;
+    ctx.step = globalStep;
     return backend.launch(step.kernel, ctx, *computeStream);
   }
   case StepKind::CollectiveStart: {

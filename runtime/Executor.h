@@ -117,6 +117,12 @@ public:
   /// graph input must have been set.
   llvm::Error run();
 
+  /// The random state kernels see (KernelContext::seed and step): Dropout's
+  /// masks are a function of the seed, the step and the element. Both are 0
+  /// until set; the trainer sets the step before every run.
+  void setSeed(uint64_t value) { randomSeed = value; }
+  void setStep(uint64_t value) { globalStep = value; }
+
   /// Graph outputs, in plan order.
   size_t numOutputs() const { return outputs.size(); }
   const ValueInfo &outputInfo(size_t i) const { return outputs[i].info; }
@@ -224,6 +230,8 @@ private:
   std::vector<std::optional<CollectiveHandle>> inFlight;
   bool tracing = false;
   std::vector<TraceEvent> events;
+  uint64_t randomSeed = 0;
+  uint64_t globalStep = 0;
 };
 
 } // namespace shardc::rt

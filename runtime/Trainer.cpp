@@ -155,11 +155,18 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
 
   using Clock = std::chrono::steady_clock;
   auto start = Clock::now();
+  exec.setSeed(options.seed);
   for (int64_t step = 0; step < options.steps; ++step) {
     auto t0 = Clock::now();
-    int64_t first = (step * options.worldSize + options.rank) * batch;
+    // The global step: data and dropout masks continue where a resumed
+    // run's checkpoint left them.
+    uint64_t global = options.firstStep + static_cast<uint64_t>(step);
+    int64_t first =
+        (static_cast<int64_t>(global) * options.worldSize + options.rank) *
+        batch;
     if (Error err = data->bind(exec, first))
       return err;
+    exec.setStep(global);
     if (Error err = exec.run())
       return makeError("step " + Twine(step + 1) + ": " +
                        toString(std::move(err)));

@@ -52,12 +52,19 @@ struct TrainOptions {
   std::string exportPath;
   /// Draw a progress line on stderr.
   bool progress = false;
-  /// Data parallel rank and world size: at step s, rank r takes the r-th
-  /// micro-batch of the global batch starting at s * worldSize * B.
+  /// Data parallel rank and world size: at global step s, rank r takes the
+  /// r-th micro-batch of the global batch starting at s * worldSize * B.
   int rank = 0;
   int worldSize = 1;
   /// Averages the logged loss over ranks; nullptr for a single rank.
   Communicator *comm = nullptr;
+  /// The seed of the random ops (Dropout masks), the same on every rank.
+  uint64_t seed = 0;
+  /// The global training step of the first step run, counted from 0: the
+  /// s-th step of this run is global step firstStep + s, which picks its
+  /// micro-batches and its dropout masks (KernelContext::step), so a run
+  /// resumed after k steps continues an uninterrupted one by starting at k.
+  uint64_t firstStep = 0;
 };
 
 /// Peak resident set size of this process so far, in bytes.

@@ -3,10 +3,12 @@
 // Add, Sub, Mul, Div and Pow (numpy broadcasting: the result type comes from
 // shape inference), Where, the unary operators (which keep their operand's
 // type), Cast (its result type is the target) and Dropout, which in inference
-// is a copy of its input with an all-true mask. Tested by
-// test/lit/import/elementwise.onnxtxt and dropout.onnxtxt.
+// is a copy of its input with an all-true mask and in training a
+// shardc.Dropout. Tested by test/lit/import/elementwise.onnxtxt and
+// dropout.onnxtxt.
 //
 //===----------------------------------------------------------------------===//
+#include "frontend/BatchAxis.h"
 #include "frontend/OpImporters.h"
 
 #include "ir/ShardcDialect.h"
@@ -89,6 +91,12 @@ static LogicalResult importCast(ImportContext &ctx) {
       ctx.builder().create<CastOp>(ctx.loc(), *type, ctx.operand(0)));
 }
 
+/// Dropout (ratio and training_mode are inputs since opset 12; both must be
+/// constants). In inference, or with ratio 0, it is a copy of its
+/// input and the mask is all true. In training mode it is a shardc.Dropout:
+/// the site numbers the training-mode Dropout nodes in graph order, and the
+/// batch axis comes from inferBatchAxis. ONNX's `seed` attribute is not used:
+/// every mask comes from shardrun's --seed.
 static LogicalResult importDropout(ImportContext &ctx) {
   if (failed(ctx.requireOperands(1, 3)))
     return failure();
@@ -108,15 +116,40 @@ static LogicalResult importDropout(ImportContext &ctx) {
       return ctx.nodeError() << "ratio must be a compile-time constant";
     ratio = (*attr.value_begin<APFloat>()).convertToDouble();
   }
-  if (training && ratio != 0.0)
-    return ctx.nodeError() << "dropout with ratio " << ratio
-                           << " in training mode is not supported; export "
-                              "the model in eval mode or with p=0";
+  bool wantMask = node.output_size() > 1 && !node.output(1).empty();
   Value x = ctx.operand(0);
+  if (training && ratio != 0.0) {
+    if (!(ratio > 0.0 && ratio < 1.0))
+      return ctx.nodeError() << "ratio must be in [0, 1), got " << ratio;
+    if (!isa<FloatType>(cast<RankedTensorType>(x.getType()).getElementType()))
+      return ctx.nodeError() << "needs a float input, got " << x.getType();
+    Type maskType;
+    if (wantMask) {
+      auto t = ctx.outType(1);
+      if (failed(t))
+        return failure();
+      maskType = *t;
+    }
+    int64_t site = 0;
+    for (Operation &op : *b.getInsertionBlock())
+      site += isa<DropoutOp>(op);
+    std::optional<int64_t> axis = inferBatchAxis(x);
+    if (!axis) {
+      ctx.nodeWarning() << "cannot tell which axis of the input runs over "
+                           "the batch; axis 0 is assumed, and the dropout "
+                           "masks of this node will differ between world "
+                           "sizes if that is wrong";
+      axis = 0;
+    }
+    return ctx.finish(b.create<DropoutOp>(
+        ctx.loc(), x.getType(), maskType, x,
+        b.getF32FloatAttr(static_cast<float>(ratio)), b.getI64IntegerAttr(site),
+        b.getI64IntegerAttr(*axis)));
+  }
   auto id = b.create<IdentityOp>(ctx.loc(), x.getType(), x);
   if (failed(ctx.finish(id)))
     return failure();
-  if (node.output_size() > 1 && !node.output(1).empty()) {
+  if (wantMask) {
     auto maskType = ctx.outType(1);
     if (failed(maskType))
       return failure();

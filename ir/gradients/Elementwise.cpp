@@ -256,6 +256,25 @@ struct CastGradient
   }
 };
 
+/// d dropout(x)/dx = mask / (1 - ratio): the same Dropout (ratio, site,
+/// batch axis) applied to the gradient. Its kernel draws the mask from
+/// (seed, step, site, element) again, so the backward pass uses exactly the
+/// forward's mask without keeping it alive from forward to backward.
+struct DropoutGradient
+    : DifferentiableOpInterface::ExternalModel<DropoutGradient, DropoutOp> {
+  LogicalResult backprop(Operation *op, GradientEmitter &e) const {
+    auto d = cast<DropoutOp>(op);
+    FailureOr<Value> dy = e.firstResultGrad(op);
+    if (failed(dy))
+      return failure();
+    auto grad =
+        e.create<DropoutOp>(dy->getType(), Type(), *dy, d.getRatioAttr(),
+                            d.getSiteAttr(), d.getBatchAxisAttr());
+    e.accumulate(d.getInput(), grad.getOutput());
+    return success();
+  }
+};
+
 } // namespace
 
 void registerElementwiseGradients(MLIRContext *ctx) {
@@ -277,6 +296,7 @@ void registerElementwiseGradients(MLIRContext *ctx) {
   AbsOp::attachInterface<AbsGradient>(*ctx);
   IdentityOp::attachInterface<IdentityGradient>(*ctx);
   CastOp::attachInterface<CastGradient>(*ctx);
+  DropoutOp::attachInterface<DropoutGradient>(*ctx);
 }
 
 } // namespace shardc

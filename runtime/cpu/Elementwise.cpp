@@ -1,12 +1,14 @@
 //===- Elementwise.cpp - Elementwise kernels ------------------------------===//
 //
 // Binary arithmetic with numpy broadcasting, Pow, Where, unary math, Cast,
-// and the activation gradients. Equal shapes take a flat loop; broadcasting
-// walks contiguous rows with forEachRow.
+// Dropout and the activation gradients. Equal shapes take a flat loop;
+// broadcasting walks contiguous rows with forEachRow.
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/Philox.h"
 #include "runtime/cpu/KernelUtil.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 
@@ -387,6 +389,69 @@ llvm::Error negKernel(const KernelContext &ctx) {
 }
 llvm::Error reluKernel(const KernelContext &ctx) {
   return unaryKernel(ctx, SignedTypes{}, ReluOp{});
+}
+
+llvm::Error dropoutKernel(const KernelContext &ctx) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "data"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "output"));
+  const TensorView &x = ctx.inputs[0];
+  const TensorView &y = ctx.outputs[0];
+  SHARDC_CPU_TRY(requireType(ctx, y, x.dtype, "output"));
+  SHARDC_CPU_TRY(requireShape(ctx, y, x.shape, "output"));
+  uint8_t *mask = nullptr;
+  if (ctx.hasOutput(1)) {
+    SHARDC_CPU_TRY(requireType(ctx, ctx.outputs[1], DType::Bool, "mask"));
+    SHARDC_CPU_TRY(requireShape(ctx, ctx.outputs[1], x.shape, "mask"));
+    mask = ctx.outputs[1].as<uint8_t>();
+  }
+  double ratio = ctx.attrs.getFloat("ratio", 0.5);
+  if (!(ratio >= 0.0 && ratio < 1.0))
+    return ctx.error("ratio must be in [0, 1), got " +
+                     llvm::Twine(std::to_string(ratio)));
+  int64_t site = ctx.attrs.getInt("site", 0);
+  if (site < 0 || site > int64_t(UINT32_MAX))
+    return ctx.error("site must be in [0, 2^32), got " + llvm::Twine(site));
+  int64_t axis = ctx.attrs.getInt("batch_axis", 0);
+  if (axis < -1 || axis >= x.rank())
+    return ctx.error("batch_axis " + llvm::Twine(axis) +
+                     " is not -1 or an axis of the input");
+  // This rank's input is slab `rank` along `axis` of the global batch's
+  // input: element i of outer slice o is global element
+  // (o * world + rank) * chunk + i. Without a batch axis, every rank draws
+  // the global tensor's mask itself.
+  int64_t outer = 1, chunk = x.numel();
+  uint64_t world = 1, rank = 0;
+  if (axis >= 0) {
+    outer = product(x.shape, 0, static_cast<size_t>(axis));
+    chunk = product(x.shape, static_cast<size_t>(axis), x.shape.size());
+    world = static_cast<uint64_t>(std::max(ctx.worldSize, 1));
+    rank = static_cast<uint64_t>(ctx.rank);
+  }
+  uint64_t threshold = dropoutThreshold(ratio);
+  return dispatchIn(
+      FloatTypes{}, ctx, x.dtype, "data", [&](auto tag) -> llvm::Error {
+        using T = typename decltype(tag)::type;
+        const T *px = x.as<T>();
+        T *py = y.as<T>();
+        // Multiplying by 0 rather than writing 0 keeps NaN and inf, as
+        // ONNX's x * mask / (1 - ratio) does.
+        const T scale = static_cast<T>(1.0 / (1.0 - ratio));
+        for (int64_t o = 0; o < outer; ++o) {
+          uint64_t g = (static_cast<uint64_t>(o) * world + rank) *
+                       static_cast<uint64_t>(chunk);
+          Philox4x32Block words{};
+          for (int64_t i = o * chunk, e = i + chunk; i < e; ++i, ++g) {
+            if (g % 4 == 0 || i == o * chunk)
+              words = dropoutBlock(ctx.seed, ctx.step,
+                                   static_cast<uint32_t>(site), g / 4);
+            bool keep = words.v[g % 4] >= threshold;
+            py[i] = px[i] * (keep ? scale : T(0));
+            if (mask)
+              mask[i] = keep;
+          }
+        }
+        return llvm::Error::success();
+      });
 }
 
 llvm::Error castKernel(const KernelContext &ctx) {

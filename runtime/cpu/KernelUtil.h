@@ -295,6 +295,7 @@ llvm::Error negKernel(const KernelContext &ctx);
 llvm::Error absKernel(const KernelContext &ctx);
 llvm::Error reluKernel(const KernelContext &ctx);
 llvm::Error castKernel(const KernelContext &ctx);
+llvm::Error dropoutKernel(const KernelContext &ctx);
 
 // DataMovement.cpp
 llvm::Error identityKernel(const KernelContext &ctx);

@@ -26,6 +26,7 @@ const std::vector<std::pair<llvm::StringRef, KernelFn>> &kernelTable() {
       {"Identity", identityKernel},
       {"Reshape", reshapeKernel},
       {"Cast", castKernel},
+      {"Dropout", dropoutKernel},
       {"Softmax", softmaxKernel},
       {"LogSoftmax", logSoftmaxKernel},
       {"Gemm", gemmKernel},

@@ -70,6 +70,13 @@ static cl::opt<unsigned>
                cl::desc("How many leading values of each output to print"),
                cl::init(6), cl::cat(shardrunCategory));
 
+static cl::opt<uint64_t>
+    seed("seed",
+         cl::desc("Seed of the dropout masks (default 0). A mask is a "
+                  "function of the seed, the step, the sample and the "
+                  "dropout site, whatever the number of ranks"),
+         cl::init(0), cl::value_desc("S"), cl::cat(shardrunCategory));
+
 static cl::opt<bool> profileOps("profile",
                                 cl::desc("Print per-op wall time to stderr"),
                                 cl::init(false), cl::cat(shardrunCategory));
@@ -446,6 +453,7 @@ static Error runMain(rt::Communicator &comm) {
     return execOr.takeError();
   rt::Executor &exec = **execOr;
   exec.setTracing(!tracePath.empty());
+  exec.setSeed(seed);
   if (!dataDir.empty()) {
     if (!inputSpecs.empty())
       return makeError("--input and --data are exclusive: --data feeds every "
@@ -458,6 +466,7 @@ static Error runMain(rt::Communicator &comm) {
     options.rank = comm.rank();
     options.worldSize = comm.worldSize();
     options.comm = &comm;
+    options.seed = seed;
     options.progress = progressMode == ProgressMode::On ||
                        (progressMode == ProgressMode::Auto &&
                         llvm::sys::Process::StandardErrIsDisplayed());

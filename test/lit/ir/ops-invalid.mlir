@@ -848,10 +848,26 @@ func.func @argmax_shape(%x: tensor<2x3xf32>) -> tensor<2x1xi64> {
 
 // -----
 
+func.func @dropout_ratio(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'shardc.Dropout' op ratio must be in [0, 1), got 1.0}}
+  %0 = shardc.Dropout %x {batch_axis = 0 : i64, ratio = 1.0 : f32, site = 0 : i64} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
 func.func @argmax_axis(%x: tensor<2x3xf32>) -> tensor<2xi64> {
   // expected-error @+1 {{'shardc.ArgMax' op axis 2 is out of range for rank 2}}
   %0 = shardc.ArgMax %x {axis = 2 : i64, keepdims = false, select_last_index = false} : tensor<2x3xf32> -> tensor<2xi64>
   return %0 : tensor<2xi64>
+}
+
+// -----
+
+func.func @dropout_site(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'shardc.Dropout' op site must be in [0, 2^32), got -1}}
+  %0 = shardc.Dropout %x {batch_axis = 0 : i64, ratio = 0.5 : f32, site = -1 : i64} : tensor<4xf32>
+  return %0 : tensor<4xf32>
 }
 
 // -----
@@ -864,8 +880,24 @@ func.func @range_not_scalar(%s: tensor<1xi64>, %l: tensor<i64>, %d: tensor<i64>)
 
 // -----
 
+func.func @dropout_batch_axis(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{'shardc.Dropout' op batch_axis must be -1 or an axis of the input, got 2}}
+  %0 = shardc.Dropout %x {batch_axis = 2 : i64, ratio = 0.5 : f32, site = 0 : i64} : tensor<2x4xf32>
+  return %0 : tensor<2x4xf32>
+}
+
+// -----
+
 func.func @range_type(%s: tensor<i8>, %l: tensor<i8>, %d: tensor<i8>) -> tensor<4xi8> {
   // expected-error @+1 {{'shardc.Range' op element type must be f32, f64, i32 or i64, got 'i8'}}
   %0 = shardc.Range %s, %l, %d : (tensor<i8>, tensor<i8>, tensor<i8>) -> tensor<4xi8>
   return %0 : tensor<4xi8>
+}
+
+// -----
+
+func.func @dropout_mask_shape(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{'shardc.Dropout' op mask must have the input's shape}}
+  %0, %m = shardc.Dropout %x {batch_axis = 0 : i64, ratio = 0.5 : f32, site = 0 : i64} : tensor<2x4xf32>, tensor<4x2xi1>
+  return %0 : tensor<2x4xf32>
 }

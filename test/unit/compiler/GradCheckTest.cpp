@@ -233,6 +233,19 @@ const Case kCases[] = {
      "float[3,4] A = @RAND(12)",
      "I = ArgMax<axis=1, keepdims=1>(A)\n  F = Cast<to=1>(I)\n  Y = Mul(A, F)",
      {3, 4}},
+    // Dropout with the executor's fixed seed and step is a fixed linear map;
+    // its gradient must regenerate exactly the forward's mask (two sites,
+    // a mask output, and a dropped value reused after a nonlinearity).
+    {"dropout_mask",
+     "float[4,6] A = @RAND(24), bool T = {1}",
+     "r = Constant<value = float {0.4}>()\n  Y, M = Dropout(A, r, T)",
+     {4, 6}},
+    {"dropout_two_sites",
+     "float[3,8] A = @RAND(24), float[8] B = @RAND(8), bool T = {1}",
+     "r = Constant<value = float {0.5}>()\n  D = Dropout(A, r, T)\n"
+     "  S = Tanh(D)\n  P = Mul(S, D)\n  Q = Add(P, B)\n"
+     "  q = Constant<value = float {0.25}>()\n  Y = Dropout(Q, q, T)",
+     {3, 8}},
     {"tril", "float[2,3,4] A = @RAND(24)", "Y = Trilu<upper=0>(A)", {2, 3, 4}},
     {"triu_k",
      "float[3,4] A = @RAND(12), int64 K = {1}",

@@ -41,6 +41,7 @@ TEST(KernelTable, HasEveryOpOfTheContract) {
                        "Identity",
                        "Reshape",
                        "Cast",
+                       "Dropout",
                        "Softmax",
                        "LogSoftmax",
                        "Gemm",
