@@ -3,8 +3,9 @@
 to ONNX, together with small data sets.
 
     /usr/bin/python3 examples/export_examples.py [--out examples]
+                                                 [--examples mhagpt tenclm]
 
-Writes, for each example NAME in {mlp, cnn, gpt}:
+Writes, for each example NAME in {mlp, cnn, gpt, mhagpt, tenclm}:
     NAME/NAME.onnx        the model: inputs (features, labels) -> (logits, loss)
     NAME/data/*.npy       a small data set, first axis = samples
     NAME/input/*.npy      one micro-batch of it (the README's main job runs it)
@@ -108,6 +109,73 @@ class GPT(nn.Module):
         return logits, loss
 
 
+class MHABlock(nn.Module):
+    """A pre-norm transformer block written with PyTorch's own
+    nn.MultiheadAttention (its export computes the q/k/v split points with
+    Shape -> Gather -> Div -> Slice chains)."""
+
+    def __init__(self, d, heads):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d)
+        self.att = nn.MultiheadAttention(d, heads, batch_first=True)
+        self.ln2 = nn.LayerNorm(d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+    def forward(self, x, mask):
+        h = self.ln1(x)
+        a, _ = self.att(h, h, h, attn_mask=mask, need_weights=False)
+        x = x + a
+        return x + self.mlp(self.ln2(x))
+
+
+class MHAGPT(nn.Module):
+    """The GPT above built from nn.MultiheadAttention blocks, with a tied
+    embedding/head and a boolean causal-mask buffer (True = masked out)."""
+
+    def __init__(self, vocab=64, ctx=16, d=32, heads=4, layers=2):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d)
+        self.pos = nn.Embedding(ctx, d)
+        self.blocks = nn.ModuleList(MHABlock(d, heads) for _ in range(layers))
+        self.ln = nn.LayerNorm(d)
+        self.head = nn.Linear(d, vocab, bias=False)
+        self.head.weight = self.tok.weight
+        self.register_buffer("mask", torch.triu(torch.ones(ctx, ctx, dtype=torch.bool), 1))
+
+    def forward(self, idx, targets):
+        b, t = idx.shape
+        pos = torch.arange(0, t, dtype=torch.long).unsqueeze(0)
+        x = self.tok(idx) + self.pos(pos)
+        for blk in self.blocks:
+            x = blk(x, self.mask[:t, :t])
+        logits = self.head(self.ln(x))
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+        return logits, loss
+
+
+class TransformerLM(nn.Module):
+    """A language model from nn.TransformerEncoder (post-norm
+    nn.TransformerEncoderLayer, ReLU, no dropout) with a float causal mask
+    registered as a buffer: ONNX has no requires_grad, so the buffer is an
+    initializer like the weights, and training must leave it alone
+    (shardc --freeze 'mask$')."""
+
+    def __init__(self, vocab=64, ctx=16, d=32, heads=4, layers=2):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d)
+        self.pos = nn.Parameter(0.02 * torch.randn(1, ctx, d))
+        layer = nn.TransformerEncoderLayer(d, heads, 4 * d, dropout=0.0, batch_first=True)
+        self.enc = nn.TransformerEncoder(layer, layers)
+        self.head = nn.Linear(d, vocab)
+        self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(ctx))
+
+    def forward(self, idx, targets):
+        x = self.tok(idx) + self.pos
+        logits = self.head(self.enc(x, mask=self.mask))
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+        return logits, loss
+
+
 def mlp_data(n, rng):
     # Ten Gaussian clusters in 64-d.
     centers = rng.normal(0, 1, (10, 64)).astype(np.float32)
@@ -138,6 +206,8 @@ EXAMPLES = {
     "mlp": (MLP, mlp_data, 32, ["x", "y"]),
     "cnn": (CNN, cnn_data, 16, ["x", "y"]),
     "gpt": (GPT, gpt_data, 8, ["idx", "targets"]),
+    "mhagpt": (MHAGPT, gpt_data, 8, ["idx", "targets"]),
+    "tenclm": (TransformerLM, gpt_data, 8, ["idx", "targets"]),
 }
 
 
@@ -175,8 +245,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)))
     ap.add_argument("--samples", type=int, default=512)
+    ap.add_argument("--examples", nargs="+", default=list(EXAMPLES))
     args = ap.parse_args()
-    for name in EXAMPLES:
+    for name in args.examples:
         export(name, args.out, args.samples)
 
 

@@ -77,6 +77,8 @@ def shardc_flags(cfg):
         flag = "--" + key.replace("_", "-")
         if isinstance(value, bool):
             flags += [flag] if value else []
+        elif isinstance(value, str):
+            flags.append(f"{flag}={value}")
         else:
             flags.append(f"{flag}={value!r}")
     return flags
@@ -162,9 +164,13 @@ def compare_weights(want, got, masks, rtol=WEIGHT_RTOL, atol=WEIGHT_ATOL, stats=
         excluded = int((~keep).sum())
         excluded_total += excluded
         w64, g64 = w[keep].astype(np.float64), g[keep].astype(np.float64)
-        err = np.abs(g64 - w64)
+        with np.errstate(invalid="ignore"):  # inf - inf, compared below
+            err = np.abs(g64 - w64)
         tol = atol + rtol * np.abs(w64)
-        bad = int((~(err <= tol)).sum())  # NaN is bad
+        # Equal values match, infinities too (a float mask's -inf); the
+        # error of unequal ones is finite or NaN, and NaN is bad.
+        err[g64 == w64] = 0.0
+        bad = int((~(err <= tol)).sum())
         max_abs = float(err.max()) if err.size else 0.0
         max_rel = float((err / np.maximum(np.abs(w64), atol)).max()) if err.size else 0.0
         if err.size:
