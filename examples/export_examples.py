@@ -7,6 +7,7 @@ to ONNX, together with small data sets.
 
 Writes, for each example NAME in {mlp, cnn, gpt, mhagpt, tenclm}:
     NAME/NAME.onnx        the model: inputs (features, labels) -> (logits, loss)
+    NAME/NAME_dynamic_batch.onnx  (mhagpt) the same with a symbolic batch axis
     NAME/data/*.npy       a small data set, first axis = samples
     NAME/input/*.npy      one micro-batch of it (the README's main job runs it)
     NAME/expected/*.npy   PyTorch's outputs (logits, loss) on that micro-batch
@@ -211,6 +212,10 @@ EXAMPLES = {
 }
 
 
+# Examples also exported with a symbolic batch axis, as NAME_dynamic_batch.onnx.
+DYNAMIC_BATCH = {"mhagpt"}
+
+
 def export(name, out, samples):
     cls, make_data, batch, input_names = EXAMPLES[name]
     torch.manual_seed(0)
@@ -239,6 +244,17 @@ def export(name, out, samples):
                       opset_version=OPSET, do_constant_folding=False,
                       training=torch.onnx.TrainingMode.TRAINING)
     print(f"wrote {d}/{name}.onnx ({sum(p.numel() for p in model.parameters())} parameters)")
+    if name in DYNAMIC_BATCH:
+        # The same model with the batch axis left symbolic, as export
+        # tutorials do (shardc --dim batch=B gives it back its size).
+        model.load_state_dict(state)
+        path = os.path.join(d, f"{name}_dynamic_batch.onnx")
+        torch.onnx.export(model, args, path, input_names=input_names,
+                          output_names=["logits", "loss"], opset_version=OPSET,
+                          do_constant_folding=False,
+                          training=torch.onnx.TrainingMode.TRAINING,
+                          dynamic_axes={k: {0: "batch"} for k in input_names})
+        print(f"wrote {path}")
 
 
 def main():
