@@ -18,7 +18,7 @@ PKGS=(
   # CPU kernels
   libopenblas-dev
   # scripts that export examples / make reference curves (not needed by the tests)
-  python3-numpy python3-onnx python3-torch
+  python3-numpy python3-onnx python3-torch python3-torchvision
   zlib1g-dev libzstd-dev libedit-dev libxml2-dev libcurl4-openssl-dev
 )
 
