@@ -6,6 +6,7 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
@@ -109,6 +110,20 @@ Error Dataset::bind(Executor &exec, int64_t first) {
 // The loop
 //===----------------------------------------------------------------------===//
 
+/// `text` as the inside of a JSON string.
+static std::string jsonEscape(StringRef text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '"' || c == '\\')
+      out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20)
+      out += llvm::formatv("\\u{0:x-4}", unsigned(c)).str();
+    else
+      out += c;
+  }
+  return out;
+}
+
 Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
             const TrainOptions &options) {
   if (!plan.has_training())
@@ -143,6 +158,23 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
                  << " per rank x " << std::max(options.worldSize, 1)
                  << " ranks = " << globalBatch
                  << "): samples repeat within every step\n";
+
+  // Scalar graph outputs besides the loss are metrics (an accuracy from
+  // ArgMax, a count of correct predictions): each step logs them, float
+  // ones as the mean over ranks like the loss, integer ones as the sum.
+  struct Metric {
+    size_t output;
+    std::string name;
+  };
+  std::vector<Metric> metrics;
+  for (size_t i = 0; i < exec.numOutputs(); ++i) {
+    TensorView v = exec.output(i);
+    if (i == lossOutput || v.numel() != 1)
+      continue;
+    if (v.dtype == DType::F32 || v.dtype == DType::F64 ||
+        v.dtype == DType::I64 || v.dtype == DType::I32)
+      metrics.push_back({i, plan.buffers(plan.outputs(i)).name()});
+  }
 
   std::unique_ptr<llvm::raw_fd_ostream> log;
   if (!options.logPath.empty() && options.rank == 0) {
@@ -179,6 +211,23 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
         return err;
       loss = sum / options.worldSize;
     }
+    std::vector<double> metricValues;
+    for (const Metric &m : metrics) {
+      TensorView v = exec.output(m.output);
+      bool isFloat = v.dtype == DType::F32 || v.dtype == DType::F64;
+      double value = v.dtype == DType::F32   ? *v.as<float>()
+                     : v.dtype == DType::F64 ? *v.as<double>()
+                     : v.dtype == DType::I64 ? double(*v.as<int64_t>())
+                                             : double(*v.as<int32_t>());
+      if (options.comm && options.worldSize > 1) {
+        double sum = 0;
+        if (Error err = options.comm->allReduce(&value, &sum, 1, DType::F64,
+                                                ReduceOp::Sum))
+          return err;
+        value = isFloat ? sum / options.worldSize : sum;
+      }
+      metricValues.push_back(value);
+    }
     double ms =
         std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     double elapsed =
@@ -194,7 +243,15 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
            << ", \"samples_per_s\": " << llvm::format("%.1f", samplesPerSec)
            << ", \"samples_per_s_mean\": "
            << llvm::format("%.1f", meanSamplesPerSec)
-           << ", \"peak_rss_bytes\": " << peakRssBytes() << "}\n";
+           << ", \"peak_rss_bytes\": " << peakRssBytes();
+      if (!metrics.empty()) {
+        *log << ", \"metrics\": {";
+        for (size_t i = 0; i < metrics.size(); ++i)
+          *log << (i ? ", " : "") << "\"" << jsonEscape(metrics[i].name)
+               << "\": " << llvm::format("%.9g", metricValues[i]);
+        *log << "}";
+      }
+      *log << "}\n";
       log->flush();
     }
     if (options.progress && options.rank == 0) {
