@@ -263,10 +263,21 @@ LogicalResult DropoutOp::verify() {
   auto axis = static_cast<int64_t>(getBatchAxis());
   if (site < 0 || site > int64_t(UINT32_MAX))
     return emitOpError("site must be in [0, 2^32), got ") << site;
-  int64_t rank = shapeOf(getInput()).size();
+  ArrayRef<int64_t> shape = shapeOf(getInput());
+  int64_t rank = shape.size();
   if (axis < -1 || axis >= rank)
     return emitOpError("batch_axis must be -1 or an axis of the input, got ")
            << axis;
+  auto outer = static_cast<int64_t>(getBatchOuter());
+  if (outer < 1)
+    return emitOpError("batch_outer must be at least 1, got ") << outer;
+  if (axis == -1 && outer != 1)
+    return emitOpError("batch_outer must be 1 without a batch axis, got ")
+           << outer;
+  if (axis >= 0 && !ShapedType::isDynamic(shape[axis]) &&
+      shape[axis] % outer != 0)
+    return emitOpError("batch_outer ")
+           << outer << " does not divide the batch axis's size " << shape[axis];
   if (getMask() && shapeOf(getMask()) != shapeOf(getInput()))
     return emitOpError("mask must have the input's shape");
   return success();
@@ -282,7 +293,8 @@ struct DropUnusedDropoutMask : OpRewritePattern<DropoutOp> {
       return failure();
     auto lean = rewriter.create<DropoutOp>(
         op.getLoc(), op.getOutput().getType(), Type(), op.getInput(),
-        op.getRatioAttr(), op.getSiteAttr(), op.getBatchAxisAttr());
+        op.getRatioAttr(), op.getSiteAttr(), op.getBatchAxisAttr(),
+        op.getBatchOuterAttr());
     lean->setDiscardableAttrs(op->getDiscardableAttrDictionary());
     rewriter.replaceAllUsesWith(op.getOutput(), lean.getOutput());
     rewriter.eraseOp(op);

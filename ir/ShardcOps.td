@@ -386,28 +386,39 @@ def Shardc_DropoutOp : Shardc_Op<"Dropout", [Pure,
     in every run with the same seed and at every world size and ZeRO stage, and
     differs between steps, samples and sites.
 
-    The global index is computed along `batch_axis`, the axis of the input that
-    runs over the samples: with N data parallel ranks, rank r's input is slab r
-    along that axis of the global batch's input. A `batch_axis` of -1 means the
-    input does not depend on the batch, and every rank draws the same mask.
+    The global index follows the samples: they run along `batch_axis`, whose
+    size is `batch_outer` * B * inner for the micro-batch B (axis index
+    (p * B + s) * inner + j holds sample s of outer group p; `batch_outer` is
+    1 when the axis starts with the samples, as in [B, T, D] or [B*H, T, T],
+    and T for PyTorch attention's [T*B, D]). So the input, flattened, is
+    [O, B * I] with O the product of the sizes before `batch_axis` times
+    `batch_outer`, and with N data parallel ranks, rank r's input is slab r of
+    every row of the global batch's input, [O, N * B * I]: element i of row o
+    is global element (o * N + r) * B * I + i. A `batch_axis` of -1 (with
+    `batch_outer` 1) means the input does not depend on the batch, and every
+    rank draws the same mask.
 
     The optional `mask` result is that mask (ONNX Dropout's second output);
     canonicalization drops it when it is unused (PyTorch exports it always).
     Imports ONNX Dropout in training mode with a ratio above 0, `site`
     numbering the model's training-mode Dropout nodes in graph order and
-    `batch_axis` found by following the batch from the graph inputs
-    (`frontend/BatchAxis.h`). Because the mask is a pure function of
-    `(seed, step, site, element)`, the gradient is the same op applied to the
-    output's gradient: the backward pass regenerates the mask rather than
-    keeping it. It never folds: its value depends on the step.
+    `batch_axis` and `batch_outer` found by following the batch from the
+    graph inputs (`frontend/BatchAxis.h`). Because the mask is a pure
+    function of `(seed, step, site, element)`, the gradient is the same op
+    applied to the output's gradient: the backward pass regenerates the mask
+    rather than keeping it. It never folds: its value depends on the step.
 
     ```mlir
     %y, %mask = shardc.Dropout %x {batch_axis = 0 : i64, ratio = 2.000000e-01 : f32, site = 0 : i64}
         : tensor<8x16xf32>, tensor<8x16xi1>
+    // Attention's [T*B, D] with T = 16 (batch_outer is 1 when left out):
+    %z = shardc.Dropout %h {batch_axis = 0 : i64, batch_outer = 16 : i64, ratio = 1.000000e-01 : f32, site = 1 : i64}
+        : tensor<64x32xf32>
     ```
   }];
   let arguments = (ins Shardc_FloatTensor:$input, F32Attr:$ratio,
-                   I64Attr:$site, I64Attr:$batch_axis);
+                   I64Attr:$site, I64Attr:$batch_axis,
+                   DefaultValuedAttr<I64Attr, "1">:$batch_outer);
   let results = (outs Shardc_FloatTensor:$output,
                  Optional<Shardc_BoolTensor>:$mask);
   let hasVerifier = 1;

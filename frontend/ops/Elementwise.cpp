@@ -95,8 +95,8 @@ static LogicalResult importCast(ImportContext &ctx) {
 /// constants). In inference, or with ratio 0, it is a copy of its
 /// input and the mask is all true. In training mode it is a shardc.Dropout:
 /// the site numbers the training-mode Dropout nodes in graph order, and the
-/// batch axis comes from inferBatchAxis. ONNX's `seed` attribute is not used:
-/// every mask comes from shardrun's --seed.
+/// batch axis and its outer factor come from inferBatchPosition. ONNX's `seed`
+/// attribute is not used: every mask comes from shardrun's --seed.
 static LogicalResult importDropout(ImportContext &ctx) {
   if (failed(ctx.requireOperands(1, 3)))
     return failure();
@@ -133,18 +133,23 @@ static LogicalResult importDropout(ImportContext &ctx) {
     int64_t site = 0;
     for (Operation &op : *b.getInsertionBlock())
       site += isa<DropoutOp>(op);
-    std::optional<int64_t> axis = inferBatchAxis(x);
-    if (!axis) {
-      ctx.nodeWarning() << "cannot tell which axis of the input runs over "
-                           "the batch; axis 0 is assumed, and the dropout "
-                           "masks of this node will differ between world "
-                           "sizes if that is wrong";
-      axis = 0;
+    bool singleSample = false;
+    std::optional<BatchPosition> batch = inferBatchPosition(x, &singleSample);
+    if (!batch) {
+      auto diag = ctx.nodeWarning();
+      diag << "cannot tell which axis of the input runs over the batch; axis "
+              "0 is assumed, and the dropout masks of this node will differ "
+              "between world sizes if that is wrong";
+      if (singleSample)
+        diag << " (with a micro-batch of 1 a reshape cannot show which axis "
+                "takes the samples; a model exported with a batch of 2 or "
+                "more can)";
+      batch = BatchPosition{0, 1};
     }
     return ctx.finish(b.create<DropoutOp>(
         ctx.loc(), x.getType(), maskType, x,
         b.getF32FloatAttr(static_cast<float>(ratio)), b.getI64IntegerAttr(site),
-        b.getI64IntegerAttr(*axis)));
+        b.getI64IntegerAttr(batch->axis), b.getI64IntegerAttr(batch->outer)));
   }
   auto id = b.create<IdentityOp>(ctx.loc(), x.getType(), x);
   if (failed(ctx.finish(id)))

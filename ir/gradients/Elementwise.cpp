@@ -257,9 +257,10 @@ struct CastGradient
 };
 
 /// d dropout(x)/dx = mask / (1 - ratio): the same Dropout (ratio, site,
-/// batch axis) applied to the gradient. Its kernel draws the mask from
-/// (seed, step, site, element) again, so the backward pass uses exactly the
-/// forward's mask without keeping it alive from forward to backward.
+/// batch axis and outer factor) applied to the gradient. Its kernel draws the
+/// mask from (seed, step, site, element) again, so the backward pass uses
+/// exactly the forward's mask without keeping it alive from forward to
+/// backward.
 struct DropoutGradient
     : DifferentiableOpInterface::ExternalModel<DropoutGradient, DropoutOp> {
   LogicalResult backprop(Operation *op, GradientEmitter &e) const {
@@ -267,9 +268,9 @@ struct DropoutGradient
     FailureOr<Value> dy = e.firstResultGrad(op);
     if (failed(dy))
       return failure();
-    auto grad =
-        e.create<DropoutOp>(dy->getType(), Type(), *dy, d.getRatioAttr(),
-                            d.getSiteAttr(), d.getBatchAxisAttr());
+    auto grad = e.create<DropoutOp>(
+        dy->getType(), Type(), *dy, d.getRatioAttr(), d.getSiteAttr(),
+        d.getBatchAxisAttr(), d.getBatchOuterAttr());
     e.accumulate(d.getInput(), grad.getOutput());
     return success();
   }

@@ -415,15 +415,22 @@ llvm::Error dropoutKernel(const KernelContext &ctx) {
   if (axis < -1 || axis >= x.rank())
     return ctx.error("batch_axis " + llvm::Twine(axis) +
                      " is not -1 or an axis of the input");
-  // This rank's input is slab `rank` along `axis` of the global batch's
-  // input: element i of outer slice o is global element
-  // (o * world + rank) * chunk + i. Without a batch axis, every rank draws
-  // the global tensor's mask itself.
+  int64_t batchOuter = ctx.attrs.getInt("batch_outer", 1);
+  if (batchOuter < 1 || (axis == -1 && batchOuter != 1) ||
+      (axis >= 0 && x.shape[static_cast<size_t>(axis)] % batchOuter != 0))
+    return ctx.error("batch_outer " + llvm::Twine(batchOuter) +
+                     " is not 1 or a divisor of the batch axis's size");
+  // This rank's input is [outer, chunk]: the axes before `axis` and the
+  // first batch_outer groups of `axis` make the outer rows, each holding
+  // this rank's samples. The global batch's input is [outer, world * chunk]
+  // with this rank's slab at rank * chunk, so element i of outer row o is
+  // global element (o * world + rank) * chunk + i. Without a batch axis,
+  // every rank draws the global tensor's mask itself.
   int64_t outer = 1, chunk = x.numel();
   uint64_t world = 1, rank = 0;
   if (axis >= 0) {
-    outer = product(x.shape, 0, static_cast<size_t>(axis));
-    chunk = product(x.shape, static_cast<size_t>(axis), x.shape.size());
+    outer = product(x.shape, 0, static_cast<size_t>(axis)) * batchOuter;
+    chunk = outer > 0 ? x.numel() / outer : 0;
     world = static_cast<uint64_t>(std::max(ctx.worldSize, 1));
     rank = static_cast<uint64_t>(ctx.rank);
   }

@@ -1,7 +1,9 @@
 #!/usr/bin/python3
-"""Training-mode dropout end to end, on the model and data that
+"""Training-mode dropout end to end, on the models and data that
 test/training/dropout/export_dropout.py exported from PyTorch (a dropout on a
-batch-first and one on a sequence-first activation).
+batch-first and one on a sequence-first activation; a language model with
+nn.TransformerEncoderLayer, whose attention merges the samples with other
+axes).
 
     check_dropout.py --shardc BIN --shardrun BIN [--part NAME]
 
@@ -16,6 +18,11 @@ Parts (all by default):
   p0      the eval-mode export and the p = 0 training export have no dropout
           left: they compile without any shardc.Dropout and give PyTorch's
           eval loss
+  lm      the language model compiles without warnings (shardc finds the
+          samples in every dropout's input: attention weights [B*H, T, T],
+          [B, T, d] activations and a flattened sequence-first [T*B, d]), and
+          the same global batch of 8 on 1 rank and on 2 ranks (micro-batch
+          4) gives the same losses to rtol 1e-5
 Needs numpy and onnx only. Exit code 1 on a failure."""
 import argparse
 import json
@@ -31,6 +38,7 @@ from onnx import TensorProto, helper
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = os.path.join(HERE, "dropout")
 DATA = os.path.join(MODELS, "data")
+LM_DATA = os.path.join(MODELS, "lm_data")
 STEPS = 40
 OPT = ["--optimizer", "adam", "--lr", "1e-2"]
 RANKS_RTOL = 1e-5
@@ -179,7 +187,46 @@ def check_p0(args, work):
     return problems
 
 
-PARTS = {"train": check_train, "ranks": check_ranks, "mask": check_mask, "p0": check_p0}
+def check_lm(args, work):
+    problems = []
+    # The flattened sequence-first dropout: T = 8 groups before the samples.
+    ir = run([args.shardc, os.path.join(MODELS, "lm_b8.onnx"), "--emit=mlir"]).stdout
+    dropouts = ir.count("shardc.Dropout")
+    flat = ir.count("batch_outer = 8 : i64")
+    print(f"lm: {dropouts} shardc.Dropout ops, {flat} with batch_outer 8")
+    if dropouts != 5 or flat != 1:
+        problems.append("the model does not have the 4 dropouts of the layer and one on "
+                        "[T*B, d] with batch_outer 8")
+    logs = []
+    for batch, flags in ((8, []), (4, ["--world-size=2", "--zero-stage=1"])):
+        model = os.path.join(MODELS, f"lm_b{batch}.onnx")
+        plan = os.path.join(work, f"lm_b{batch}")
+        proc = run([args.shardc, model, "-o", plan] + OPT + flags)
+        if "warning" in proc.stderr:
+            sys.stdout.write(proc.stderr)
+            problems.append(f"shardc warned on lm_b{batch}.onnx")
+        log = os.path.join(work, f"lm_b{batch}.jsonl")
+        run([args.shardrun, plan, "--data", LM_DATA, "--steps", str(STEPS), "--log", log,
+             "--progress", "off", "--seed", "4"])
+        logs.append(losses(log))
+    one, two = logs
+    print(f"\n{'step':>4}  {'1 rank':>12}  {'2 ranks':>12}")
+    worst = 0.0
+    for s, (x, y) in enumerate(zip(one, two)):
+        rel = abs(y - x) / abs(x)
+        worst = max(worst, rel)
+        print(f"{s + 1:>4}  {x:>12.8g}  {y:>12.8g}  {rel:.1e}")
+    print(f"largest relative difference from 1 rank: {worst:.2e}")
+    if len(one) != STEPS or len(two) != STEPS:
+        return problems + ["a run logged the wrong number of steps"]
+    if not worst <= RANKS_RTOL:
+        problems.append(f"the losses at 2 ranks differ from 1 rank's by {worst:.2e} "
+                        f"(more than {RANKS_RTOL:g})")
+    return problems
+
+
+PARTS = {"train": check_train, "ranks": check_ranks, "mask": check_mask, "p0": check_p0,
+         "lm": check_lm}
 
 
 def main():

@@ -888,6 +888,30 @@ func.func @dropout_batch_axis(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
 
 // -----
 
+func.func @dropout_batch_outer(%x: tensor<6x4xf32>) -> tensor<6x4xf32> {
+  // expected-error @+1 {{'shardc.Dropout' op batch_outer must be at least 1, got 0}}
+  %0 = shardc.Dropout %x {batch_axis = 0 : i64, batch_outer = 0 : i64, ratio = 0.5 : f32, site = 0 : i64} : tensor<6x4xf32>
+  return %0 : tensor<6x4xf32>
+}
+
+// -----
+
+func.func @dropout_batch_outer_divides(%x: tensor<6x4xf32>) -> tensor<6x4xf32> {
+  // expected-error @+1 {{'shardc.Dropout' op batch_outer 4 does not divide the batch axis's size 6}}
+  %0 = shardc.Dropout %x {batch_axis = 0 : i64, batch_outer = 4 : i64, ratio = 0.5 : f32, site = 0 : i64} : tensor<6x4xf32>
+  return %0 : tensor<6x4xf32>
+}
+
+// -----
+
+func.func @dropout_batch_outer_no_batch(%x: tensor<6x4xf32>) -> tensor<6x4xf32> {
+  // expected-error @+1 {{'shardc.Dropout' op batch_outer must be 1 without a batch axis, got 3}}
+  %0 = shardc.Dropout %x {batch_axis = -1 : i64, batch_outer = 3 : i64, ratio = 0.5 : f32, site = 0 : i64} : tensor<6x4xf32>
+  return %0 : tensor<6x4xf32>
+}
+
+// -----
+
 func.func @range_type(%s: tensor<i8>, %l: tensor<i8>, %d: tensor<i8>) -> tensor<4xi8> {
   // expected-error @+1 {{'shardc.Range' op element type must be f32, f64, i32 or i64, got 'i8'}}
   %0 = shardc.Range %s, %l, %d : (tensor<i8>, tensor<i8>, tensor<i8>) -> tensor<4xi8>

@@ -114,23 +114,23 @@ func.func @main(%x: tensor<2x3xf32> {shardc.input = "x"},
 
 // -----
 
-// Dropout's gradient is the same Dropout (ratio, site, batch axis) of the
-// output's gradient: the mask is regenerated, never kept. The forward's mask
-// result is not needed for it.
+// Dropout's gradient is the same Dropout (ratio, site, batch axis and outer
+// factor) of the output's gradient: the mask is regenerated, never kept. The
+// forward's mask result is not needed for it.
 // CHECK-LABEL: func.func @main
 // CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<4x3xf32> {shardc.input = "x"}
 // CHECK-SAME: %[[W:[a-z0-9]+]]: tensor<4x3xf32> {shardc.param = "w", shardc.role = #shardc.param_role<trained>}
 // CHECK: %[[H:.*]] = shardc.Mul %[[X]], %[[W]]
-// CHECK: %[[D:.*]], %[[MASK:.*]] = shardc.Dropout %[[H]] {batch_axis = 0 : i64, ratio = 3.000000e-01 : f32, site = 2 : i64} : tensor<4x3xf32>, tensor<4x3xi1>
+// CHECK: %[[D:.*]], %[[MASK:.*]] = shardc.Dropout %[[H]] {batch_axis = 0 : i64, batch_outer = 2 : i64, ratio = 3.000000e-01 : f32, site = 2 : i64} : tensor<4x3xf32>, tensor<4x3xi1>
 // CHECK: %[[E:.*]] = shardc.Expand
-// CHECK: %[[DH:.*]] = shardc.Dropout %[[E]] {batch_axis = 0 : i64, ratio = 3.000000e-01 : f32, shardc.backward, site = 2 : i64} : tensor<4x3xf32>
+// CHECK: %[[DH:.*]] = shardc.Dropout %[[E]] {batch_axis = 0 : i64, batch_outer = 2 : i64, ratio = 3.000000e-01 : f32, shardc.backward, site = 2 : i64} : tensor<4x3xf32>
 // CHECK-NEXT: %[[DW:.*]] = shardc.Mul %[[DH]], %[[X]] {shardc.backward}
 // CHECK: return %{{.*}}, %[[MASK]], %[[DW]]
 func.func @main(%x: tensor<4x3xf32> {shardc.input = "x"},
                 %w: tensor<4x3xf32> {shardc.param = "w"}) -> (tensor<f32>, tensor<4x3xi1>)
     attributes {shardc.output_names = ["loss", "mask"]} {
   %0 = shardc.Mul %x, %w : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
-  %1, %mask = shardc.Dropout %0 {batch_axis = 0 : i64, ratio = 0.3 : f32, site = 2 : i64} : tensor<4x3xf32>, tensor<4x3xi1>
+  %1, %mask = shardc.Dropout %0 {batch_axis = 0 : i64, batch_outer = 2 : i64, ratio = 0.3 : f32, site = 2 : i64} : tensor<4x3xf32>, tensor<4x3xi1>
   %2 = shardc.ReduceSum %1 {axes = array<i64: 0, 1>, keepdims = false} : tensor<4x3xf32> -> tensor<f32>
   return %2, %mask : tensor<f32>, tensor<4x3xi1>
 }

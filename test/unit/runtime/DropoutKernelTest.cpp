@@ -2,7 +2,8 @@
 //
 // Scaling and keep rate, the mask output, determinism in (seed, step, site),
 // and the global element index: N ranks holding slabs of a batch along the
-// batch axis draw the mask one rank draws for the whole batch.
+// batch axis (which may merge the samples with other axes) draw the mask one
+// rank draws for the whole batch.
 //
 //===----------------------------------------------------------------------===//
 #include "KernelTestUtil.h"
@@ -33,10 +34,12 @@ std::string runDropout(const AttrMap &a, Buf &x, Buf &y, Buf *mask,
   return "";
 }
 
-AttrMap dropoutAttrs(double ratio, int64_t site, int64_t batchAxis) {
+AttrMap dropoutAttrs(double ratio, int64_t site, int64_t batchAxis,
+                     int64_t batchOuter = 1) {
   return attrs({{"ratio", floatv(ratio)},
                 {"site", intv(site)},
-                {"batch_axis", intv(batchAxis)}});
+                {"batch_axis", intv(batchAxis)},
+                {"batch_outer", intv(batchOuter)}});
 }
 
 /// Over 10^6 elements: every output is 0 or x / (1 - ratio) exactly, the
@@ -93,48 +96,66 @@ TEST(DropoutKernel, SameStateSameMaskOtherStateOtherMask) {
   EXPECT_NE(maskOf(0, {9, 2, 0, 1}), base); // another seed
 }
 
-/// The global batch [2, 8, 3] with batch axis 1, on one rank, against the
-/// same batch split over 2 and 4 ranks ([2, 8/N, 3] each): rank r's output
-/// is slab r along axis 1 of the one-rank output. With batch axis 0 the
-/// slabs are along axis 0; with -1 every rank draws the whole mask itself.
+/// A global batch of 8 samples on one rank, against the same batch split
+/// over 2 and 4 ranks: rank r's output is its slab of the one-rank output.
+/// The batch axis has size batch_outer * samples * inner; along it, the
+/// one-rank index (p * 8 + s) * inner + j is rank r's (p * b + s - r * b) *
+/// inner + j for the rank's b = 8 / N samples. Layouts: batch axis 1 of
+/// [2, 8, 3]; axis 0 of [8, 2, 3]; attention's [T*B, D] (axis 0, outer
+/// T = 3); and samples inside an axis on both sides, [2, 3*8*2, 3] (axis 1,
+/// outer 3, inner 2). With batch axis -1 every rank draws the whole mask.
 TEST(DropoutKernel, RanksDrawTheSlabsOfTheGlobalMask) {
+  const int64_t samples = 8;
   struct Layout {
-    int64_t batchAxis;
+    int64_t batchAxis, batchOuter;
     std::vector<int64_t> global;
   };
-  for (Layout layout : {Layout{1, {2, 8, 3}}, Layout{0, {8, 2, 3}}}) {
-    int64_t a = layout.batchAxis;
-    Buf x = randomF32(layout.global, 3);
-    Buf y(DType::F32, layout.global);
+  for (Layout layout :
+       {Layout{1, 1, {2, 8, 3}}, Layout{0, 1, {8, 2, 3}},
+        Layout{0, 3, {3 * 8, 5}}, Layout{1, 3, {2, 3 * 8 * 2, 3}}}) {
+    int64_t a = layout.batchAxis, p = layout.batchOuter;
+    std::vector<int64_t> shape = layout.global;
+    int64_t inner = shape[a] / (p * samples);
+    Buf x = randomF32(shape, 3);
+    Buf y(DType::F32, shape);
     RandomState one{77, 4, 0, 1};
-    ASSERT_KERNEL_OK(runDropout(dropoutAttrs(0.3, 2, a), x, y, nullptr, one));
+    ASSERT_KERNEL_OK(
+        runDropout(dropoutAttrs(0.3, 2, a, p), x, y, nullptr, one));
     std::vector<float> gx = x.values<float>(), gy = y.values<float>();
-    int64_t outer = 1, inner = 1;
+    int64_t before = 1, after = 1;
     for (int64_t d = 0; d < a; ++d)
-      outer *= layout.global[d];
-    for (size_t d = a + 1; d < layout.global.size(); ++d)
-      inner *= layout.global[d];
-    int64_t rows = layout.global[a];
+      before *= shape[d];
+    for (size_t d = a + 1; d < shape.size(); ++d)
+      after *= shape[d];
     for (int world : {2, 4}) {
-      std::vector<int64_t> local = layout.global;
-      local[a] = rows / world;
-      int64_t chunk = local[a] * inner;
+      int64_t b = samples / world;
+      std::vector<int64_t> local = shape;
+      local[a] = p * b * inner;
       for (int r = 0; r < world; ++r) {
-        // Rank r's slab of the global input.
+        // The one-rank element of rank r's element (o, k, i): o over the
+        // axes before the batch axis, k along it, i over the axes after.
+        auto global = [&](int64_t o, int64_t k, int64_t i) {
+          int64_t g = k / (b * inner), s = k / inner % b, j = k % inner;
+          int64_t gk = (g * samples + r * b + s) * inner + j;
+          return (o * shape[a] + gk) * after + i;
+        };
         std::vector<float> lx;
-        for (int64_t o = 0; o < outer; ++o)
-          for (int64_t i = 0; i < chunk; ++i)
-            lx.push_back(gx[(o * rows + r * local[a]) * inner + i]);
+        for (int64_t o = 0; o < before; ++o)
+          for (int64_t k = 0; k < local[a]; ++k)
+            for (int64_t i = 0; i < after; ++i)
+              lx.push_back(gx[global(o, k, i)]);
         Buf bx = f32(local, lx), by(DType::F32, local);
         RandomState s{77, 4, r, world};
         ASSERT_KERNEL_OK(
-            runDropout(dropoutAttrs(0.3, 2, a), bx, by, nullptr, s));
+            runDropout(dropoutAttrs(0.3, 2, a, p), bx, by, nullptr, s));
         std::vector<float> ly = by.values<float>();
-        for (int64_t o = 0; o < outer; ++o)
-          for (int64_t i = 0; i < chunk; ++i)
-            ASSERT_EQ(ly[o * chunk + i],
-                      gy[(o * rows + r * local[a]) * inner + i])
-                << "batch axis " << a << ", rank " << r << " of " << world;
+        int64_t n = 0;
+        for (int64_t o = 0; o < before; ++o)
+          for (int64_t k = 0; k < local[a]; ++k)
+            for (int64_t i = 0; i < after; ++i, ++n)
+              ASSERT_EQ(ly[n], gy[global(o, k, i)])
+                  << "batch axis " << a << " (outer " << p << "), rank " << r
+                  << " of " << world << ", element " << n;
       }
     }
   }
@@ -146,6 +167,18 @@ TEST(DropoutKernel, RanksDrawTheSlabsOfTheGlobalMask) {
   ASSERT_KERNEL_OK(
       runDropout(dropoutAttrs(0.5, 0, -1), x, y1, nullptr, {1, 1, 3, 4}));
   EXPECT_EQ(y0.values<float>(), y1.values<float>());
+}
+
+/// The outer factor matters: [T*B, D] read as batch axis 0 without it (the
+/// samples first) draws other masks on 2 ranks than with batch_outer T.
+TEST(DropoutKernel, BatchOuterMovesTheSlabs) {
+  Buf x = randomF32({6, 4}, 5);
+  Buf plain(DType::F32, {6, 4}), merged(DType::F32, {6, 4});
+  RandomState s{3, 1, 1, 2};
+  ASSERT_KERNEL_OK(runDropout(dropoutAttrs(0.5, 0, 0), x, plain, nullptr, s));
+  ASSERT_KERNEL_OK(
+      runDropout(dropoutAttrs(0.5, 0, 0, 3), x, merged, nullptr, s));
+  EXPECT_NE(plain.values<float>(), merged.values<float>());
 }
 
 TEST(DropoutKernel, KeepsNanAndInfLikeOnnx) {
@@ -168,6 +201,12 @@ TEST(DropoutKernel, BadAttributesAndTypesAreErrors) {
                       "site must be");
   EXPECT_KERNEL_ERROR(runDropout(dropoutAttrs(0.5, 0, 2), x, y, nullptr),
                       "batch_axis 2");
+  EXPECT_KERNEL_ERROR(runDropout(dropoutAttrs(0.5, 0, 0, 0), x, y, nullptr),
+                      "batch_outer 0");
+  EXPECT_KERNEL_ERROR(runDropout(dropoutAttrs(0.5, 0, 1, 3), x, y, nullptr),
+                      "batch_outer 3");
+  EXPECT_KERNEL_ERROR(runDropout(dropoutAttrs(0.5, 0, -1, 2), x, y, nullptr),
+                      "batch_outer 2");
   Buf wrongMask(DType::F32, {2, 2});
   EXPECT_KERNEL_ERROR(runDropout(dropoutAttrs(0.5, 0, 0), x, y, &wrongMask),
                       "mask");
