@@ -29,6 +29,8 @@
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/Verifier.h"
 
+#include "google/protobuf/unknown_field_set.h"
+
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
@@ -193,6 +195,33 @@ llvm::Expected<std::vector<uint8_t>> readTensorBytes(const onnx::TensorProto &t,
   return out;
 }
 
+/// The input kinds that PyTorch's dynamo exporter records for the graph's
+/// inputs and initializers ("PARAMETER", "BUFFER", "USER_INPUT",
+/// "CONSTANT_TENSOR", ...), from ValueInfoProto.metadata_props (field 4 of IR
+/// version 10, an unknown field to libonnx 1.12); empty for other exporters.
+static llvm::StringMap<std::string>
+torchInputKinds(const onnx::GraphProto &graph) {
+  llvm::StringMap<std::string> kinds;
+  auto read = [&](const onnx::ValueInfoProto &vi) {
+    const auto &unknown = vi.unknown_fields();
+    for (int i = 0; i < unknown.field_count(); ++i) {
+      const auto &field = unknown.field(i);
+      onnx::StringStringEntryProto entry;
+      if (field.number() == 4 &&
+          field.type() ==
+              google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED &&
+          entry.ParseFromString(field.length_delimited()) &&
+          entry.key() == "pkg.torch.export.graph_signature.InputSpec.kind")
+        kinds[vi.name()] = entry.value();
+    }
+  };
+  for (const auto &vi : graph.input())
+    read(vi);
+  for (const auto &vi : graph.value_info())
+    read(vi);
+  return kinds;
+}
+
 //===----------------------------------------------------------------------===//
 // The importer
 //===----------------------------------------------------------------------===//
@@ -292,6 +321,40 @@ LogicalResult Importer::prepareModel(const ImportOptions &options) {
   };
   if (failed(inlineLocalFunctions(model, nodeErrorAt)))
     return failure();
+  // Shard trains every float initializer. PyTorch's dynamo exporter marks
+  // the module's parameters and buffers; its graph optimizer (on by default)
+  // adds initializers of its own: constants, and parameters it folded (a
+  // transposed weight), or merged when their values were equal.
+  if (llvm::StringMap<std::string> kinds = torchInputKinds(model.graph());
+      !kinds.empty()) {
+    SmallVector<std::string> others;
+    for (const auto &init : model.graph().initializer()) {
+      Type elem = elementTypeFromOnnxCode(&ctx, init.data_type());
+      std::string kind = kinds.lookup(init.name());
+      if (elem && isa<FloatType>(elem) && kind != "PARAMETER" &&
+          kind != "BUFFER")
+        others.push_back(init.name());
+    }
+    if (!others.empty()) {
+      auto diag = emitWarning(fileLoc)
+                  << "float initializer" << (others.size() > 1 ? "s " : " ");
+      for (auto [i, name] : llvm::enumerate(others)) {
+        if (i == 3) {
+          diag << " and " << others.size() - 3 << " more";
+          break;
+        }
+        diag << (i ? ", '" : "'") << name << "'";
+      }
+      diag << (others.size() > 1 ? " are" : " is")
+           << " not among the exported PyTorch module's parameters and "
+              "buffers, but a training step trains every float initializer: "
+              "PyTorch's dynamo exporter makes such initializers when it "
+              "optimizes the graph for inference (constants, folded or "
+              "merged parameters); export with torch.onnx.export(..., "
+              "dynamo=True, optimize=False) to train the module's own "
+              "parameters";
+    }
+  }
   for (const auto &node : model.graph().node()) {
     if (!node.domain().empty() && node.domain() != "ai.onnx")
       return emitError(nodeLoc(node))

@@ -18,7 +18,7 @@
 //   ops/Reduce.cpp        reduce.onnxtxt
 //   ops/ConvPool.cpp      conv-pool.onnxtxt
 //   ops/DataMovement.cpp  data-movement.onnxtxt
-//   ops/Constants.cpp     constants.onnxtxt
+//   ops/Constants.cpp     constants.onnxtxt, mod.onnxtxt
 //   ops/Loss.cpp          loss.onnxtxt
 //   ops/Recurrent.cpp     recurrent.onnxtxt
 //

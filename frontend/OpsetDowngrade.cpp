@@ -129,6 +129,11 @@ public:
   /// Constant nodes' values whose attribute was not a tensor.
   std::vector<std::unique_ptr<onnx::TensorProto>> ownedConstants;
 
+  /// The elements of `name` when it is a constant or computed from
+  /// constants by the ops that only move elements (and Cast): what
+  /// exporters emit for axes and sizes (torchlib reshapes a Constant).
+  std::optional<llvm::SmallVector<double>> valueOf(const std::string &name,
+                                                   unsigned depth = 0);
   /// Records the value of a Constant node among `constants`.
   void recordConstant(const onnx::NodeProto &node);
   /// The type shape inference gives `name` over the nodes rewritten so far.
@@ -261,14 +266,13 @@ NodeRewrite::constInts(int i, llvm::StringRef what) {
 FailureOr<llvm::SmallVector<double>>
 NodeRewrite::constFloats(int i, llvm::StringRef what) {
   const std::string &name = node.input(i);
-  const onnx::TensorProto *t = d.constants.lookup(name);
-  std::optional<llvm::SmallVector<double>> values;
-  if (t)
-    values = tensorValues(*t);
+  std::optional<llvm::SmallVector<double>> values = d.valueOf(name);
   if (!values)
     return error() << what << " (input '" << name
                    << "') must be a constant (an initializer or a Constant "
-                      "node) for the rewrite into the opset-"
+                      "node, or computed from them by Identity, Reshape, "
+                      "Squeeze, Unsqueeze, Flatten, Cast or Concat on axis "
+                      "0) for the rewrite into the opset-"
                    << kImportOpset << " form";
   return *values;
 }
@@ -386,6 +390,51 @@ void Downgrader::recordConstant(const onnx::NodeProto &node) {
   }
   constants[node.output(0)] = t.get();
   ownedConstants.push_back(std::move(t));
+}
+
+std::optional<llvm::SmallVector<double>>
+Downgrader::valueOf(const std::string &name, unsigned depth) {
+  if (const onnx::TensorProto *t = constants.lookup(name))
+    return tensorValues(*t);
+  if (depth > 16)
+    return std::nullopt;
+  const onnx::NodeProto *producer = nullptr;
+  for (auto it = done.rbegin(); it != done.rend() && !producer; ++it)
+    if (llvm::is_contained(it->output(), name))
+      producer = &*it;
+  if (!producer || producer->input_size() == 0 ||
+      !(producer->domain().empty() || producer->domain() == "ai.onnx"))
+    return std::nullopt;
+  const std::string &op = producer->op_type();
+  if (op == "Identity" || op == "Reshape" || op == "Squeeze" ||
+      op == "Unsqueeze" || op == "Flatten")
+    return valueOf(producer->input(0), depth + 1);
+  if (op == "Cast") {
+    auto values = valueOf(producer->input(0), depth + 1);
+    int64_t to = 0;
+    for (const auto &a : producer->attribute())
+      if (a.name() == "to")
+        to = a.i();
+    if (values &&
+        (to == onnx::TensorProto::INT64 || to == onnx::TensorProto::INT32))
+      for (double &v : *values)
+        v = std::trunc(v);
+    return values;
+  }
+  if (op == "Concat") {
+    for (const auto &a : producer->attribute())
+      if (a.name() == "axis" && a.i() != 0)
+        return std::nullopt;
+    llvm::SmallVector<double> out;
+    for (const std::string &in : producer->input()) {
+      auto values = valueOf(in, depth + 1);
+      if (!values)
+        return std::nullopt;
+      out.append(values->begin(), values->end());
+    }
+    return out;
+  }
+  return std::nullopt;
 }
 
 std::optional<onnx::TypeProto> Downgrader::inferType(const std::string &name) {
