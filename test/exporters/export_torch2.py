@@ -47,9 +47,10 @@ Two exporter behaviours of PyTorch 2.15 shape the export:
     not train like the PyTorch module, so this script passes optimize=False.
   - torchlib translates training-mode batch norm
     (aten._native_batch_norm_legit_functional) into an inference-mode
-    BatchNormalization, normalizing with the running statistics. The
-    translation table below maps it to BatchNormalization with
-    training_mode=1, PyTorch's semantics (batch statistics in the forward).
+    BatchNormalization, normalizing with the running statistics, though the
+    module normalizes with the batch's. shardc recognizes such a node by the
+    FX call in its metadata and imports it in training mode (with a
+    warning); cnn_dynamo.onnx is that default export.
 Everything is seeded: re-running reproduces the files, except for the order
 of the local functions in the *_torchscript_functions models, which PyTorch
 takes from a set.
@@ -131,27 +132,6 @@ def make_model(name):
     return model.train()
 
 
-def bn_translation():
-    """aten._native_batch_norm_legit_functional in training mode as ONNX
-    BatchNormalization with training_mode=1 (torchlib's translation forces
-    inference mode)."""
-    from onnxscript import opset18 as op
-
-    def native_batch_norm_legit_functional(input, weight, bias, running_mean,
-                                           running_var, training, momentum, eps):
-        if not training:
-            y = op.BatchNormalization(input, weight, bias, running_mean, running_var,
-                                      epsilon=eps, momentum=1.0 - momentum)
-            return y, running_mean, running_var, running_mean, running_var
-        y, mean, var = op.BatchNormalization(input, weight, bias, running_mean,
-                                             running_var, epsilon=eps,
-                                             momentum=1.0 - momentum, training_mode=1)
-        return y, mean, var, mean, var
-
-    return {torch.ops.aten._native_batch_norm_legit_functional.default:
-            native_batch_norm_legit_functional}
-
-
 EXPORTERS = ["torchscript", "torchscript_functions", "dynamo"]
 MODULES_AS_FUNCTIONS = {nn.Linear, nn.Conv2d, nn.BatchNorm2d, nn.LayerNorm,
                         nn.MultiheadAttention}
@@ -165,9 +145,7 @@ def export(model, args, path, exporter):
                           training=torch.onnx.TrainingMode.TRAINING,
                           export_modules_as_functions=functions, **names)
     else:
-        program = torch.onnx.export(model, args, dynamo=True, optimize=False,
-                                    custom_translation_table=bn_translation(),
-                                    **names)
+        program = torch.onnx.export(model, args, dynamo=True, optimize=False, **names)
         program.save(path, external_data=False)
     m = onnx.load(path)
     # The dynamo exporter records each node's Python stack trace, paths of
