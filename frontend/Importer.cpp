@@ -1,7 +1,9 @@
 //===- Importer.cpp - ONNX model to shardc IR -----------------------------===//
 //
-// The import driver: reads the model through OnnxBridge, checks its domains
-// and graph outputs, converts opsets before 13 to 13, freezes --bind inputs
+// The import driver: reads the model through OnnxBridge, inlines its local
+// functions (FunctionInliner.h), checks its domains and graph outputs,
+// converts opsets before 13 to 13 and rewrites opsets 18-21 into opset-17
+// forms (OpsetDowngrade.h), freezes --bind inputs
 // into initializers, and runs ONNX shape inference. It then builds @main
 // (graph inputs and float initializers as arguments, other initializers as
 // constants) and walks the graph, importing each node with the importer its
@@ -13,8 +15,10 @@
 //===----------------------------------------------------------------------===//
 #include "frontend/Importer.h"
 
+#include "frontend/FunctionInliner.h"
 #include "frontend/OnnxBridge.h"
 #include "frontend/OpImporters.h"
+#include "frontend/OpsetDowngrade.h"
 #include "ir/ShardcDialect.h"
 #include "passes/LowerToPlan/OpDesc.h"
 #include "runtime/Tensor.h"
@@ -24,6 +28,8 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/Verifier.h"
+
+#include "google/protobuf/unknown_field_set.h"
 
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
@@ -36,9 +42,6 @@
 using namespace mlir;
 
 namespace shardc {
-
-static constexpr int kMinOpset = 13;
-static constexpr int kMaxOpset = 17;
 
 static llvm::Error makeError(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
@@ -192,9 +195,38 @@ llvm::Expected<std::vector<uint8_t>> readTensorBytes(const onnx::TensorProto &t,
   return out;
 }
 
+/// The input kinds that PyTorch's dynamo exporter records for the graph's
+/// inputs and initializers ("PARAMETER", "BUFFER", "USER_INPUT",
+/// "CONSTANT_TENSOR", ...), from ValueInfoProto.metadata_props (field 4 of IR
+/// version 10, an unknown field to libonnx 1.12); empty for other exporters.
+static llvm::StringMap<std::string>
+torchInputKinds(const onnx::GraphProto &graph) {
+  llvm::StringMap<std::string> kinds;
+  auto read = [&](const onnx::ValueInfoProto &vi) {
+    const auto &unknown = vi.unknown_fields();
+    for (int i = 0; i < unknown.field_count(); ++i) {
+      const auto &field = unknown.field(i);
+      onnx::StringStringEntryProto entry;
+      if (field.number() == 4 &&
+          field.type() ==
+              google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED &&
+          entry.ParseFromString(field.length_delimited()) &&
+          entry.key() == "pkg.torch.export.graph_signature.InputSpec.kind")
+        kinds[vi.name()] = entry.value();
+    }
+  };
+  for (const auto &vi : graph.input())
+    read(vi);
+  for (const auto &vi : graph.value_info())
+    read(vi);
+  return kinds;
+}
+
 //===----------------------------------------------------------------------===//
 // The importer
 //===----------------------------------------------------------------------===//
+
+static const OpImporterTable &opImporters();
 
 namespace {
 
@@ -232,7 +264,11 @@ private:
   OpBuilder b;
   ImportedModel &result;
   std::string path;
+  /// The default opset of the forms the importers read (after conversion).
   int opset = 0;
+  /// The opset error messages name: the model's own where its nodes were
+  /// rewritten from a newer one, else `opset`.
+  int reportedOpset = 0;
   ValueTable values;
   TypeTable valueTypes;
   /// The model as later rounds of shape inference see it: nodes, inputs,
@@ -273,6 +309,52 @@ LogicalResult Importer::prepareModel(const ImportOptions &options) {
   if (opset == 0)
     return emitError(fileLoc) << "the model imports no version of the "
                                  "default ONNX opset";
+  reportedOpset = opset;
+  // Errors about graph node `index`, before the graph walk.
+  auto nodeErrorAt = [&](const onnx::NodeProto &node,
+                         unsigned index) -> InFlightDiagnostic {
+    nodeIndex = index;
+    Location loc = nodeLoc(node);
+    nodeIndex = 0;
+    return emitError(loc) << node.op_type() << " (opset " << reportedOpset
+                          << "): ";
+  };
+  if (failed(inlineLocalFunctions(model, nodeErrorAt)))
+    return failure();
+  // Shard trains every float initializer. PyTorch's dynamo exporter marks
+  // the module's parameters and buffers; its graph optimizer (on by default)
+  // adds initializers of its own: constants, and parameters it folded (a
+  // transposed weight), or merged when their values were equal.
+  if (llvm::StringMap<std::string> kinds = torchInputKinds(model.graph());
+      !kinds.empty()) {
+    SmallVector<std::string> others;
+    for (const auto &init : model.graph().initializer()) {
+      Type elem = elementTypeFromOnnxCode(&ctx, init.data_type());
+      std::string kind = kinds.lookup(init.name());
+      if (elem && isa<FloatType>(elem) && kind != "PARAMETER" &&
+          kind != "BUFFER")
+        others.push_back(init.name());
+    }
+    if (!others.empty()) {
+      auto diag = emitWarning(fileLoc)
+                  << "float initializer" << (others.size() > 1 ? "s " : " ");
+      for (auto [i, name] : llvm::enumerate(others)) {
+        if (i == 3) {
+          diag << " and " << others.size() - 3 << " more";
+          break;
+        }
+        diag << (i ? ", '" : "'") << name << "'";
+      }
+      diag << (others.size() > 1 ? " are" : " is")
+           << " not among the exported PyTorch module's parameters and "
+              "buffers, but a training step trains every float initializer: "
+              "PyTorch's dynamo exporter makes such initializers when it "
+              "optimizes the graph for inference (constants, folded or "
+              "merged parameters); export with torch.onnx.export(..., "
+              "dynamo=True, optimize=False) to train the module's own "
+              "parameters";
+    }
+  }
   for (const auto &node : model.graph().node()) {
     if (!node.domain().empty() && node.domain() != "ai.onnx")
       return emitError(nodeLoc(node))
@@ -320,14 +402,24 @@ LogicalResult Importer::prepareModel(const ImportOptions &options) {
     return emitError(fileLoc)
            << "the model uses opset " << opset << "; Shard supports opsets "
            << kMinOpset << "-" << kMaxOpset
-           << " (export with opset_version=" << kMaxOpset << ")";
+           << " (export with opset_version=" << kMaxOpset << " or lower)";
+  if (opset > kImportOpset) {
+    // libonnx 1.12 knows schemas up to opset 17: newer forms are rewritten
+    // into those before shape inference reads them.
+    if (failed(downgradeToImportOpset(
+            model, opset,
+            [](llvm::StringRef op) { return (bool)opImporters().lookup(op); },
+            nodeErrorAt)))
+      return failure();
+    opset = kImportOpset;
+  }
   if (opset < kMinOpset) {
     // The version converter's adapters need the shapes of their inputs; a
     // failure here is reported by the strict inference after conversion.
     llvm::consumeError(onnxbridge::inferShapes(model, /*strict=*/false));
     if (llvm::Error err = onnxbridge::convertVersion(model, kMinOpset))
       return fail(std::move(err));
-    opset = kMinOpset;
+    opset = reportedOpset = kMinOpset;
   }
 
   // Bound inputs become initializers, so shape inference sees their values.
@@ -730,8 +822,8 @@ static const OpImporterTable &opImporters() {
 }
 
 LogicalResult Importer::importNode(const onnx::NodeProto &node) {
-  ImportContext nodeCtx(node, nodeLoc(node), opset, b, values, valueTypes,
-                        result.modelDir);
+  ImportContext nodeCtx(node, nodeLoc(node), opset, reportedOpset, b, values,
+                        valueTypes, result.modelDir);
   OpImporter importer = opImporters().lookup(node.op_type());
   if (!importer)
     return nodeCtx.nodeError()

@@ -1,7 +1,8 @@
 //===- Importer.h - ONNX model to shardc IR ---------------------*- C++ -*-===//
 //
-// Imports an ONNX ModelProto (opsets 13-17; older models are first converted
-// with ONNX's version converter) into a module with one `func.func @main`:
+// Imports an ONNX ModelProto (opsets 13-21; older models are first converted
+// with ONNX's version converter, opsets 18-21 rewritten into opset-17 forms,
+// and model-local functions inlined) into a module with one `func.func @main`:
 // graph inputs and parameters (float initializers) are its arguments, graph
 // outputs its results. Shapes come from ONNX shape inference and must be
 // static: symbolic dimensions get their sizes from ImportOptions::dims.

@@ -79,12 +79,12 @@ DenseElementsAttr tensorAttrFromOnnx(MLIRContext *ctx,
 
 InFlightDiagnostic ImportContext::nodeError() {
   return emitError(nodeLoc)
-         << onnxNode.op_type() << " (opset " << opsetVersion << "): ";
+         << onnxNode.op_type() << " (opset " << reportedOpset << "): ";
 }
 
 InFlightDiagnostic ImportContext::nodeWarning() {
   return emitWarning(nodeLoc)
-         << onnxNode.op_type() << " (opset " << opsetVersion << "): ";
+         << onnxNode.op_type() << " (opset " << reportedOpset << "): ";
 }
 
 LogicalResult ImportContext::requireOperands(int min, int max) {

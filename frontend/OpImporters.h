@@ -18,7 +18,7 @@
 //   ops/Reduce.cpp        reduce.onnxtxt
 //   ops/ConvPool.cpp      conv-pool.onnxtxt
 //   ops/DataMovement.cpp  data-movement.onnxtxt
-//   ops/Constants.cpp     constants.onnxtxt
+//   ops/Constants.cpp     constants.onnxtxt, mod.onnxtxt
 //   ops/Loss.cpp          loss.onnxtxt
 //   ops/Recurrent.cpp     recurrent.onnxtxt
 //
@@ -66,18 +66,21 @@ mlir::DenseElementsAttr tensorAttrFromOnnx(mlir::MLIRContext *ctx,
 /// One node's import: what an operator importer reads and extends. The
 /// driver builds one per node; every error reported through it is located at
 /// the node (a NameLoc with the node's name) and starts with the op type and
-/// opset, e.g. "Slice (opset 13): slice step is zero".
+/// the model's opset, e.g. "Slice (opset 13): slice step is zero".
 class ImportContext {
 public:
   ImportContext(const onnx::NodeProto &node, mlir::Location loc, int opset,
-                mlir::OpBuilder &builder, ValueTable &values,
+                int reportedOpset, mlir::OpBuilder &builder, ValueTable &values,
                 const TypeTable &types, llvm::StringRef modelDir)
-      : onnxNode(node), nodeLoc(loc), opsetVersion(opset), b(builder),
-        values(values), types(types), modelDir(modelDir) {}
+      : onnxNode(node), nodeLoc(loc), opsetVersion(opset),
+        reportedOpset(reportedOpset), b(builder), values(values), types(types),
+        modelDir(modelDir) {}
 
   /// The node being imported.
   const onnx::NodeProto &node() const { return onnxNode; }
-  /// The default-domain opset the model is imported at (after conversion).
+  /// The default-domain opset of the node's form: the model's after
+  /// conversion up to 13, or 17 for a model of opsets 18-21, whose nodes the
+  /// driver rewrote into their opset-17 forms (OpsetDowngrade.h).
   int opset() const { return opsetVersion; }
   /// The builder, positioned at the end of @main's body.
   mlir::OpBuilder &builder() { return b; }
@@ -139,6 +142,8 @@ private:
   const onnx::NodeProto &onnxNode;
   mlir::Location nodeLoc;
   int opsetVersion;
+  /// The opset errors name: the model's own.
+  int reportedOpset;
   mlir::OpBuilder &b;
   ValueTable &values;
   const TypeTable &types;

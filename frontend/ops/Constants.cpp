@@ -5,7 +5,9 @@
 // normalized like Python slices). With static shapes all of them are
 // constants at import. Range (torch.arange) is one too when its operands are
 // constants, which is how models export it; otherwise its length comes from
-// shape inference and its kernel runs. Tested by
+// shape inference and its kernel runs. Mod (what torch.onnx's TorchScript
+// exporter emits in the shape arithmetic of nn.MultiheadAttention) is
+// computed at import and takes constant operands only. Tested by
 // test/lit/import/constants.onnxtxt.
 //
 //===----------------------------------------------------------------------===//
@@ -13,7 +15,10 @@
 
 #include "ir/ShardcDialect.h"
 
+#include "mlir/IR/Matchers.h"
+
 #include <algorithm>
+#include <cmath>
 
 using namespace mlir;
 
@@ -109,7 +114,88 @@ static LogicalResult importRange(ImportContext &ctx) {
       ctx.loc(), *type, ctx.operand(0), ctx.operand(1), ctx.operand(2)));
 }
 
+/// Mod of two constants, with numpy broadcasting: for integers the
+/// remainder takes the divisor's sign (fmod = 0, Python's %) or the
+/// dividend's (fmod = 1, C's fmod); floats need fmod = 1.
+static LogicalResult importMod(ImportContext &ctx) {
+  if (failed(ctx.requireOperands(2, 2)))
+    return failure();
+  auto type = ctx.outType(0);
+  if (failed(type))
+    return failure();
+  DenseElementsAttr a, b;
+  if (!matchPattern(ctx.operand(0), m_Constant(&a)) ||
+      !matchPattern(ctx.operand(1), m_Constant(&b)))
+    return ctx.nodeError() << "only constant operands are supported (Mod is "
+                              "computed at import, for shape arithmetic)";
+  bool fmod = ctx.intAttr("fmod", 0) != 0;
+  Type elem = type->getElementType();
+  bool isFloat = isa<FloatType>(elem);
+  if (isFloat && !fmod)
+    return ctx.nodeError() << "fmod must be 1 for floating-point operands";
+  if (!isFloat && !isa<IntegerType>(elem))
+    return ctx.nodeError() << "operands of type " << elem
+                           << " are not supported";
+  // The element of `attr` that output element `flat` broadcasts from.
+  ArrayRef<int64_t> outShape = type->getShape();
+  auto sourceIndex = [&](DenseElementsAttr attr, int64_t flat) {
+    if (attr.isSplat())
+      return int64_t(0);
+    ArrayRef<int64_t> shape = attr.getType().getShape();
+    int64_t index = 0, stride = 1;
+    size_t lead = outShape.size() - shape.size();
+    for (int64_t d = outShape.size() - 1; d >= (int64_t)lead; --d) {
+      int64_t coord = flat % outShape[d];
+      flat /= outShape[d];
+      int64_t size = shape[d - lead];
+      index += (size == 1 ? 0 : coord) * stride;
+      stride *= size;
+    }
+    return index;
+  };
+  int64_t n = type->getNumElements();
+  if (isFloat) {
+    SmallVector<double> x, y;
+    for (const APFloat &v : a.getValues<APFloat>())
+      x.push_back(v.convertToDouble());
+    for (const APFloat &v : b.getValues<APFloat>())
+      y.push_back(v.convertToDouble());
+    SmallVector<Attribute> out;
+    for (int64_t i = 0; i < n; ++i)
+      out.push_back(FloatAttr::get(
+          elem, std::fmod(x[sourceIndex(a, i)], y[sourceIndex(b, i)])));
+    auto value = DenseElementsAttr::get(*type, out);
+    ctx.define(0, ctx.builder().create<ConstantOp>(ctx.loc(), *type, value));
+    return success();
+  }
+  // Unsigned elements (uint8) are zero-extended: their remainders are the
+  // same under both conventions.
+  bool isUnsigned = cast<IntegerType>(elem).isUnsigned();
+  auto ints = [&](DenseElementsAttr attr) {
+    SmallVector<int64_t> v;
+    for (const APInt &x : attr.getValues<APInt>())
+      v.push_back(isUnsigned ? (int64_t)x.getZExtValue() : x.getSExtValue());
+    return v;
+  };
+  SmallVector<int64_t> x = ints(a), y = ints(b);
+  SmallVector<APInt> out;
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t p = x[sourceIndex(a, i)], q = y[sourceIndex(b, i)];
+    if (q == 0)
+      return ctx.nodeError() << "division by zero";
+    int64_t r = p % q;
+    if (!fmod && r != 0 && ((r < 0) != (q < 0)))
+      r += q;
+    out.push_back(
+        APInt(elem.getIntOrFloatBitWidth(), r, /*isSigned=*/!isUnsigned));
+  }
+  auto value = DenseElementsAttr::get(*type, out);
+  ctx.define(0, ctx.builder().create<ConstantOp>(ctx.loc(), *type, value));
+  return success();
+}
+
 void registerConstantsImporters(OpImporterTable &table) {
+  table.add("Mod", importMod);
   table.add("Range", importRange);
   table.add("Constant", importConstant);
   table.add("ConstantOfShape", importConstantOfShape);

@@ -2,7 +2,8 @@
 //
 // Add, Sub, Mul, Div and Pow (numpy broadcasting: the result type comes from
 // shape inference), Where, the unary operators (which keep their operand's
-// type), Cast (its result type is the target) and Dropout, which in inference
+// type), Cast and CastLike (the result type is the target, or the second
+// operand's element type) and Dropout, which in inference
 // is a copy of its input with an all-true mask and in training a
 // shardc.Dropout. Tested by test/lit/import/elementwise.onnxtxt and
 // dropout.onnxtxt.
@@ -83,6 +84,18 @@ static LogicalResult importWhere(ImportContext &ctx) {
 
 static LogicalResult importCast(ImportContext &ctx) {
   if (failed(ctx.requireOperands(1, 1)))
+    return failure();
+  auto type = ctx.outType(0);
+  if (failed(type))
+    return failure();
+  return ctx.finish(
+      ctx.builder().create<CastOp>(ctx.loc(), *type, ctx.operand(0)));
+}
+
+/// CastLike: a Cast to the element type of its second operand, whose value
+/// is not used.
+static LogicalResult importCastLike(ImportContext &ctx) {
+  if (failed(ctx.requireOperands(2, 2)))
     return failure();
   auto type = ctx.outType(0);
   if (failed(type))
@@ -185,6 +198,7 @@ void registerElementwiseImporters(OpImporterTable &table) {
   table.add("Relu", importUnary<ReluOp>);
   table.add("Identity", importUnary<IdentityOp>);
   table.add("Cast", importCast);
+  table.add("CastLike", importCastLike);
   table.add("Dropout", importDropout);
 }
 

@@ -3,7 +3,8 @@
 // Softmax and LogSoftmax (opset-13 semantics: one axis, default -1),
 // LayerNormalization, which always gets its Mean and InvStdDev results (the
 // input's leading dims, then 1s from `axis` on), and BatchNormalization with
-// its defaults filled in, in inference and in training mode.
+// its defaults filled in, in inference and in training mode (also when the
+// dynamo exporter made a training-mode batch norm an inference-mode node).
 // InstanceNormalization (what nn.InstanceNorm2d and nn.GroupNorm export to)
 // becomes a LayerNormalization over the spatial dimensions followed by the
 // per-channel scale and bias. Tested by test/lit/import/normalization.onnxtxt
@@ -15,6 +16,8 @@
 #include "ir/ShardcDialect.h"
 
 #include "mlir/IR/Matchers.h"
+
+#include "google/protobuf/unknown_field_set.h"
 
 using namespace mlir;
 
@@ -52,11 +55,56 @@ static LogicalResult importLayerNorm(ImportContext &ctx) {
   return ctx.finish(op);
 }
 
+/// Whether `node` is an inference-mode BatchNormalization that PyTorch's
+/// dynamo exporter made from a training-mode batch norm: torchlib (through
+/// PyTorch 2.15 at least) translates aten._native_batch_norm_legit_functional,
+/// native_batch_norm and _native_batch_norm_legit into inference mode
+/// whatever their `training` argument, but the node's metadata
+/// (NodeProto.metadata_props, IR 10, an unknown field to libonnx 1.12) keeps
+/// the FX call, e.g. "call_function[target=torch.ops.aten.
+/// _native_batch_norm_legit_functional.default](args = (%conv2d, %p_bn_weight,
+/// %p_bn_bias, %b_bn_running_mean, %b_bn_running_var, True, 0.1, 1e-05)".
+static bool exportedFromTrainingBatchNorm(const onnx::NodeProto &node) {
+  const auto &unknown = node.unknown_fields();
+  for (int i = 0; i < unknown.field_count(); ++i) {
+    const auto &field = unknown.field(i);
+    onnx::StringStringEntryProto entry;
+    if (field.number() != 9 ||
+        field.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED ||
+        !entry.ParseFromString(field.length_delimited()) ||
+        entry.key() != "pkg.torch.onnx.fx_node")
+      continue;
+    llvm::StringRef call(entry.value());
+    bool batchNorm = llvm::any_of(
+        ArrayRef<llvm::StringRef>{
+            "aten._native_batch_norm_legit_functional.default]",
+            "aten.native_batch_norm.default]",
+            "aten._native_batch_norm_legit.default]"},
+        [&](llvm::StringRef target) { return call.contains(target); });
+    size_t open = call.find("](args = (");
+    if (!batchNorm || open == llvm::StringRef::npos)
+      return false;
+    llvm::StringRef args = call.drop_front(open + 10).split(')').first;
+    SmallVector<llvm::StringRef> parts;
+    args.split(parts, ", ");
+    // (input, weight, bias, running_mean, running_var, training, momentum,
+    // eps)
+    return parts.size() == 8 && parts[5] == "True";
+  }
+  return false;
+}
+
 static LogicalResult importBatchNorm(ImportContext &ctx) {
   if (failed(ctx.requireOperands(5, 5)))
     return failure();
   OpBuilder &b = ctx.builder();
   int64_t training = ctx.intAttr("training_mode", 0);
+  if (!training && exportedFromTrainingBatchNorm(ctx.node())) {
+    ctx.nodeWarning() << "PyTorch's dynamo exporter translated a training-mode "
+                         "batch norm into inference mode; it is imported in "
+                         "training mode (batch statistics), as the module ran";
+    training = 1;
+  }
   if (ctx.opset() < 14 && ctx.node().output_size() > 1)
     return ctx.nodeError() << "training outputs (saved mean/variance) before "
                               "opset 14 are not supported; export with "

@@ -38,7 +38,7 @@ GlobalAveragePool Flatten Reshape Transpose Gather Unsqueeze Squeeze Concat
 Slice Split Shape Constant ConstantOfShape Cast Identity Where Expand
 ReduceMean ReduceSum Dropout SoftmaxCrossEntropyLoss NegativeLogLikelihoodLoss
 Equal Softplus HardSwish Trilu Abs ArgMax Range InstanceNormalization Resize
-Upsample ConvTranspose LSTM GRU
+Upsample ConvTranspose LSTM GRU CastLike Mod
 """.split())
 
 # (op type, input position) pairs whose value fixes a shape or a constant
@@ -51,6 +51,8 @@ SHAPE_OPERANDS = {
     ("Range", 0), ("Range", 1), ("Range", 2),
     ("Resize", 1), ("Resize", 2), ("Resize", 3), ("Upsample", 1),
     ("LSTM", 4), ("GRU", 4),
+    # Mod is computed at import, from constant operands only.
+    ("Mod", 0), ("Mod", 1),
 }
 
 RTOL, ATOL = 1e-4, 1e-5

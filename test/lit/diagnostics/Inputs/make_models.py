@@ -7,6 +7,9 @@ KIND:
   named-unsupported  Relu, then a Hardmax node named "encoder/hardmax_1"
   named-domain       a node "gelu_1" of domain com.microsoft (opset 1)
   no-shape           a graph input with an element type but no shape
+  torch-kinds        Y = X * W + c, where W carries the input kind PARAMETER
+                     that PyTorch's dynamo exporter records
+                     (ValueInfoProto.metadata_props, IR 10) and c none
 
 Uses only Debian's python3-onnx.
 """
@@ -38,6 +41,21 @@ def main():
         unranked = helper.make_tensor_value_info("X", TensorProto.FLOAT, None)
         m = model([helper.make_node("Relu", ["X"], ["Y"], name="relu")],
                   [unranked], [y], [("", 13)])
+    elif kind == "torch-kinds":
+        w = helper.make_tensor("W", TensorProto.FLOAT, [2, 3], [1.0] * 6)
+        c = helper.make_tensor("c", TensorProto.FLOAT, [3], [0.5] * 3)
+        graph = helper.make_graph(
+            [helper.make_node("Mul", ["X", "W"], ["t"]), helper.make_node("Add", ["t", "c"], ["Y"])],
+            "g", [x], [y], [w, c])
+        # metadata_props (field 4) is newer than Debian's onnx: appended raw.
+        entry = onnx.StringStringEntryProto(
+            key="pkg.torch.export.graph_signature.InputSpec.kind", value="PARAMETER")
+        payload = entry.SerializeToString()
+        vi = onnx.ValueInfoProto()
+        vi.ParseFromString(helper.make_tensor_value_info("W", TensorProto.FLOAT, [2, 3])
+                           .SerializeToString() + bytes([4 << 3 | 2, len(payload)]) + payload)
+        graph.value_info.append(vi)
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
     else:
         sys.exit("unknown kind " + kind)
     with open(out, "wb") as f:
