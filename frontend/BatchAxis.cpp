@@ -64,13 +64,14 @@ public:
     if (anyUnknown)
       return;
     llvm::TypeSwitch<Operation *>(op)
-        .Case<AddOp, SubOp, MulOp, DivOp, PowOp, WhereOp, EqualOp>(
-            [&](Operation *op) {
-              setAll(op, broadcast(op->getOperands(), op->getResult(0)));
-            })
+        .Case<AddOp, SubOp, MulOp, DivOp, PowOp, WhereOp, EqualOp, GreaterOp,
+              LessOp, GreaterOrEqualOp, LessOrEqualOp, AndOp, OrOp, XorOp,
+              MaxOp, MinOp>([&](Operation *op) {
+          setAll(op, broadcast(op->getOperands(), op->getResult(0)));
+        })
         .Case<SqrtOp, ExpOp, LogOp, ErfOp, TanhOp, SigmoidOp, SoftplusOp, NegOp,
-              ReluOp, IdentityOp, CastOp, SoftmaxOp, LogSoftmaxOp, TriluOp,
-              DropoutOp>(
+              ReluOp, NotOp, SignOp, FloorOp, CeilOp, SinOp, CosOp, IdentityOp,
+              CastOp, SoftmaxOp, LogSoftmaxOp, TriluOp, DropoutOp>(
             [&](Operation *op) { setAll(op, axisOf(op->getOperand(0))); })
         .Case<LayerNormalizationOp, BatchNormalizationOp>([&](Operation *op) {
           // The normalized result has the input's layout; the statistics
@@ -121,16 +122,17 @@ public:
         .Case<ExpandOp>([&](ExpandOp op) {
           axes[op.getOutput()] = broadcast(op->getOperands(), op.getOutput());
         })
-        .Case<ReduceMeanOp, ReduceSumOp>([&](auto op) {
-          int64_t a = axisOf(op.getInput());
-          int64_t removed = 0;
-          for (int64_t r : op.getAxes()) {
-            if (r == a)
-              return;
-            removed += r < a;
-          }
-          axes[op.getOutput()] = op.getKeepdims() ? a : a - removed;
-        });
+        .Case<ReduceMeanOp, ReduceSumOp, ReduceMaxOp, ReduceMinOp>(
+            [&](auto op) {
+              int64_t a = axisOf(op.getInput());
+              int64_t removed = 0;
+              for (int64_t r : op.getAxes()) {
+                if (r == a)
+                  return;
+                removed += r < a;
+              }
+              axes[op.getOutput()] = op.getKeepdims() ? a : a - removed;
+            });
   }
 
 private:

@@ -39,6 +39,9 @@ Slice Split Shape Constant ConstantOfShape Cast Identity Where Expand
 ReduceMean ReduceSum Dropout SoftmaxCrossEntropyLoss NegativeLogLikelihoodLoss
 Equal Softplus HardSwish Trilu Abs ArgMax Range InstanceNormalization Resize
 Upsample ConvTranspose LSTM GRU
+Greater Less GreaterOrEqual LessOrEqual Not And Or Xor Clip LeakyRelu Elu Selu
+Celu PRelu HardSigmoid Reciprocal Max Min ReduceMax ReduceMin ReduceL2
+ReduceLogSumExp Sign Floor Ceil Sin Cos
 """.split())
 
 # (op type, input position) pairs whose value fixes a shape or a constant
@@ -46,7 +49,8 @@ Upsample ConvTranspose LSTM GRU
 SHAPE_OPERANDS = {
     ("Reshape", 1), ("Expand", 1), ("Unsqueeze", 1), ("Squeeze", 1),
     ("Slice", 1), ("Slice", 2), ("Slice", 3), ("Slice", 4),
-    ("Split", 1), ("ReduceSum", 1), ("ReduceMean", 1),
+    ("Split", 1), ("ReduceSum", 1), ("ReduceMean", 1), ("ReduceMax", 1),
+    ("ReduceMin", 1), ("ReduceL2", 1), ("ReduceLogSumExp", 1),
     ("ConstantOfShape", 0), ("Dropout", 1), ("Dropout", 2), ("Trilu", 1),
     ("Range", 0), ("Range", 1), ("Range", 2),
     ("Resize", 1), ("Resize", 2), ("Resize", 3), ("Upsample", 1),
