@@ -160,6 +160,8 @@ static Value expBranch(OpBuilder &b, Location loc, Value x, double alpha,
     neg = b.create<DivOp>(loc, neg, scalarConstant(b, loc, elem, beta));
   Value em1 = b.create<SubOp>(loc, b.create<ExpOp>(loc, type, neg),
                               scalarConstant(b, loc, elem, 1.0));
+  if (alpha == 1.0)
+    return em1;
   return b.create<MulOp>(loc, em1, scalarConstant(b, loc, elem, alpha));
 }
 
@@ -191,10 +193,24 @@ static LogicalResult importPRelu(ImportContext &ctx) {
                            << x.getType() << " and " << slope.getType();
   OpBuilder &b = ctx.builder();
   Location loc = ctx.loc();
-  auto scaled = b.create<MulOp>(loc, x, slope);
-  if (scaled.getType() != type)
+  auto slopeType = cast<RankedTensorType>(slope.getType());
+  // Old exports (opset < 7, before conversion) give a per-channel slope as
+  // [C], meant for axis 1 of X: where it does not broadcast numpy-style, it
+  // becomes [C, 1, ..., 1].
+  if (slopeType.getRank() == 1 && type.getRank() > 2 &&
+      slopeType.getDimSize(0) == type.getDimSize(1) &&
+      slopeType.getDimSize(0) != type.getShape().back()) {
+    SmallVector<int64_t> shape(type.getRank() - 1, 1);
+    shape[0] = slopeType.getDimSize(0);
+    slope = b.create<ReshapeOp>(
+        loc, RankedTensorType::get(shape, type.getElementType()), slope);
+  }
+  std::optional<SmallVector<int64_t>> shape = broadcastShapes(
+      {type.getShape(), cast<RankedTensorType>(slope.getType()).getShape()});
+  if (!shape || ArrayRef<int64_t>(*shape) != type.getShape())
     return ctx.nodeError() << "slope " << slope.getType()
                            << " does not broadcast to X " << x.getType();
+  Value scaled = b.create<MulOp>(loc, x, slope);
   ctx.define(0, positiveOr(b, loc, x, scaled));
   return success();
 }

@@ -41,7 +41,7 @@ Equal Softplus HardSwish Trilu Abs ArgMax Range InstanceNormalization Resize
 Upsample ConvTranspose LSTM GRU
 Greater Less GreaterOrEqual LessOrEqual Not And Or Xor Clip LeakyRelu Elu Selu
 Celu PRelu HardSigmoid Reciprocal Max Min ReduceMax ReduceMin ReduceL2
-ReduceLogSumExp Sign Floor Ceil Sin Cos
+ReduceLogSumExp Sign Floor Ceil Sin Cos Tile Pad
 """.split())
 
 # (op type, input position) pairs whose value fixes a shape or a constant
@@ -54,7 +54,7 @@ SHAPE_OPERANDS = {
     ("ConstantOfShape", 0), ("Dropout", 1), ("Dropout", 2), ("Trilu", 1),
     ("Range", 0), ("Range", 1), ("Range", 2),
     ("Resize", 1), ("Resize", 2), ("Resize", 3), ("Upsample", 1),
-    ("LSTM", 4), ("GRU", 4),
+    ("LSTM", 4), ("GRU", 4), ("Tile", 1), ("Pad", 1), ("Pad", 2), ("Pad", 3),
 }
 
 RTOL, ATOL = 1e-4, 1e-5

@@ -336,6 +336,26 @@ const Case kCases[] = {
      "  L = ReduceLogSumExp<axes=[1], keepdims=1>(A)\n  D = Div(A, N)\n"
      "  Y = Add(D, L)",
      {3, 4}},
+    // Tile's gradient sums the tiles; Pad's is the slice of the data (the
+    // pad value, here a parameter-free constant, gets none).
+    {"tile",
+     "float[2,3] A = @RAND(6)",
+     "r = Constant<value = int64[2] {2, 3}>()\n  Y = Tile(A, r)",
+     {4, 9}},
+    {"pad_constant",
+     "float[2,3] A = @RAND(6)",
+     "p = Constant<value = int64[4] {1, 0, 2, 1}>()\n"
+     "  v = Constant<value = float {0.5}>()\n  P = Pad(A, p, v)\n"
+     "  Y = Mul(P, P)",
+     {5, 4}},
+    // Reflect and edge padding gather copies of border elements: their
+    // gradient is the sum over the copies.
+    {"pad_reflect_edge",
+     "float[3,4] A = @RAND(12)",
+     "p = Constant<value = int64[4] {1, 2, 1, 1}>()\n"
+     "  R = Pad<mode=\"reflect\">(A, p)\n  E = Pad<mode=\"edge\">(A, p)\n"
+     "  Y = Mul(R, E)",
+     {5, 7}},
     {"softmax", "float[2,4] A = @RAND(8)", "Y = Softmax<axis=1>(A)", {2, 4}},
     {"logsoftmax",
      "float[2,4] A = @RAND(8)",
