@@ -89,13 +89,14 @@ public:
       if (!cast<RankedTensorType>(v.getType()).hasStaticShape())
         return;
     llvm::TypeSwitch<Operation *>(op)
-        .Case<AddOp, SubOp, MulOp, DivOp, PowOp, WhereOp, EqualOp>(
-            [&](Operation *op) {
-              setAll(op, broadcast(op->getOperands(), op->getResult(0)));
-            })
+        .Case<AddOp, SubOp, MulOp, DivOp, PowOp, WhereOp, EqualOp, GreaterOp,
+              LessOp, GreaterOrEqualOp, LessOrEqualOp, AndOp, OrOp, XorOp,
+              MaxOp, MinOp>([&](Operation *op) {
+          setAll(op, broadcast(op->getOperands(), op->getResult(0)));
+        })
         .Case<SqrtOp, ExpOp, LogOp, ErfOp, TanhOp, SigmoidOp, SoftplusOp, NegOp,
               AbsOp, ReluOp, IdentityOp, CastOp, SoftmaxOp, LogSoftmaxOp,
-              TriluOp, DropoutOp>(
+              TriluOp, DropoutOp, NotOp, SignOp, FloorOp, CeilOp, SinOp, CosOp>(
             [&](Operation *op) { setAll(op, posOf(op->getOperand(0))); })
         .Case<LayerNormalizationOp, BatchNormalizationOp>([&](Operation *op) {
           // The normalized result has the input's layout; the statistics
@@ -147,13 +148,14 @@ public:
         .Case<ExpandOp>([&](ExpandOp op) {
           pos[op.getOutput()] = broadcast(op->getOperands(), op.getOutput());
         })
-        .Case<ReduceMeanOp, ReduceSumOp>([&](auto op) {
-          Pos p = posOf(op.getInput());
-          SmallVector<int64_t> axes;
-          for (int64_t r : op.getAxes())
-            axes.push_back(r);
-          pos[op.getOutput()] = reduce(p, axes, op.getKeepdims());
-        })
+        .Case<ReduceMeanOp, ReduceSumOp, ReduceMaxOp, ReduceMinOp>(
+            [&](auto op) {
+              Pos p = posOf(op.getInput());
+              SmallVector<int64_t> axes;
+              for (int64_t r : op.getAxes())
+                axes.push_back(r);
+              pos[op.getOutput()] = reduce(p, axes, op.getKeepdims());
+            })
         .Case<ArgMaxOp>([&](ArgMaxOp op) {
           pos[op.getOutput()] =
               reduce(posOf(op.getInput()), {static_cast<int64_t>(op.getAxis())},

@@ -231,6 +231,8 @@ SHARDC_BROADCAST_RESULT(AddOp, 0)
 SHARDC_BROADCAST_RESULT(SubOp, 0)
 SHARDC_BROADCAST_RESULT(MulOp, 0)
 SHARDC_BROADCAST_RESULT(DivOp, 0)
+SHARDC_BROADCAST_RESULT(MaxOp, 0)
+SHARDC_BROADCAST_RESULT(MinOp, 0)
 // Pow's result has the base's element type; the exponent's may differ.
 SHARDC_BROADCAST_RESULT(PowOp, 0)
 // Where(condition, x, y) has x's (and y's) element type.
@@ -244,6 +246,41 @@ LogicalResult EqualOp::verify() {
   return verifyBroadcastResult(*this, {shapeOf(getLhs()), shapeOf(getRhs())},
                                shapeOf(getOutput()));
 }
+
+/// Comparisons and logic: operands of one element type, an i1 result of
+/// their broadcast shape.
+#define SHARDC_COMPARE_RESULT(OpT)                                             \
+  LogicalResult OpT::inferReturnTypes(                                         \
+      MLIRContext *ctx, std::optional<Location> loc, ValueRange operands,      \
+      DictionaryAttr, OpaqueProperties, RegionRange,                           \
+      SmallVectorImpl<Type> &inferred) {                                       \
+    if (failed(inferBroadcastResult(loc, operands, 0, inferred)))              \
+      return failure();                                                        \
+    inferred.back() = RankedTensorType::get(                                   \
+        cast<RankedTensorType>(inferred.back()).getShape(),                    \
+        IntegerType::get(ctx, 1));                                             \
+    return success();                                                          \
+  }                                                                            \
+  LogicalResult OpT::refineReturnTypes(                                        \
+      MLIRContext *, std::optional<Location>, ValueRange, DictionaryAttr,      \
+      OpaqueProperties, RegionRange, SmallVectorImpl<Type> &) {                \
+    return success();                                                          \
+  }                                                                            \
+  LogicalResult OpT::verify() {                                                \
+    if (elemOf(getLhs()) != elemOf(getRhs()))                                  \
+      return emitOpError("operands must have one element type, got ")          \
+             << elemOf(getLhs()) << " and " << elemOf(getRhs());               \
+    return verifyBroadcastResult(                                              \
+        *this, {shapeOf(getLhs()), shapeOf(getRhs())}, shapeOf(getOutput()));  \
+  }
+SHARDC_COMPARE_RESULT(GreaterOp)
+SHARDC_COMPARE_RESULT(LessOp)
+SHARDC_COMPARE_RESULT(GreaterOrEqualOp)
+SHARDC_COMPARE_RESULT(LessOrEqualOp)
+SHARDC_COMPARE_RESULT(AndOp)
+SHARDC_COMPARE_RESULT(OrOp)
+SHARDC_COMPARE_RESULT(XorOp)
+#undef SHARDC_COMPARE_RESULT
 
 LogicalResult CastOp::verify() {
   if (shapeOf(getInput()) != shapeOf(getOutput()))
@@ -704,6 +741,12 @@ LogicalResult ReduceMeanOp::verify() {
   return verifyReduce(*this, getAxes(), getKeepdims() != 0);
 }
 LogicalResult ReduceSumOp::verify() {
+  return verifyReduce(*this, getAxes(), getKeepdims() != 0);
+}
+LogicalResult ReduceMaxOp::verify() {
+  return verifyReduce(*this, getAxes(), getKeepdims() != 0);
+}
+LogicalResult ReduceMinOp::verify() {
   return verifyReduce(*this, getAxes(), getKeepdims() != 0);
 }
 

@@ -219,6 +219,130 @@ def Shardc_EqualOp : Shardc_Op<"Equal", [Pure, Commutative]> {
   }];
 }
 
+// Comparisons and boolean logic: the operands broadcast numpy-style and the
+// result is i1 with their broadcast shape (inferred by builders, checked by
+// the verifier). None of them is differentiable: their results are masks,
+// which reach the loss only through shardc.Where's condition.
+class Shardc_CompareOp<string mnemonic, list<Trait> traits = [],
+                       Type operandTypes = Shardc_Tensor>
+    : Shardc_Op<mnemonic, !listconcat(traits, [Pure, Shardc_InfersBroadcast])> {
+  let arguments = (ins operandTypes:$lhs, operandTypes:$rhs);
+  let results = (outs Shardc_BoolTensor:$output);
+  let hasVerifier = 1;
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Shardc_GreaterOp : Shardc_CompareOp<"Greater"> {
+  let summary = "Elementwise lhs > rhs with numpy broadcasting";
+  let description = [{
+    True where the broadcast `lhs` is greater than `rhs`; the operands have
+    one element type (floats or integers; a NaN compares false). Imports ONNX
+    Greater (`x > 0.5`, and the masks of BCEWithLogits and KLDiv exports).
+
+    ```mlir
+    %m = shardc.Greater %x, %half : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xi1>
+    ```
+  }];
+}
+def Shardc_LessOp : Shardc_CompareOp<"Less"> {
+  let summary = "Elementwise lhs < rhs with numpy broadcasting";
+  let description = [{
+    True where the broadcast `lhs` is less than `rhs`; the operands have one
+    element type (floats or integers; a NaN compares false). Imports ONNX
+    Less.
+
+    ```mlir
+    %m = shardc.Less %x, %zero : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xi1>
+    ```
+  }];
+}
+def Shardc_GreaterOrEqualOp : Shardc_CompareOp<"GreaterOrEqual"> {
+  let summary = "Elementwise lhs >= rhs with numpy broadcasting";
+  let description = [{
+    True where the broadcast `lhs` is greater than or equal to `rhs`; the
+    operands have one element type (floats or integers; a NaN compares
+    false). Imports ONNX GreaterOrEqual.
+
+    ```mlir
+    %m = shardc.GreaterOrEqual %x, %y : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xi1>
+    ```
+  }];
+}
+def Shardc_LessOrEqualOp : Shardc_CompareOp<"LessOrEqual"> {
+  let summary = "Elementwise lhs <= rhs with numpy broadcasting";
+  let description = [{
+    True where the broadcast `lhs` is less than or equal to `rhs`; the
+    operands have one element type (floats or integers; a NaN compares
+    false). Imports ONNX LessOrEqual.
+
+    ```mlir
+    %m = shardc.LessOrEqual %x, %y : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xi1>
+    ```
+  }];
+}
+def Shardc_AndOp : Shardc_CompareOp<"And", [Commutative], Shardc_BoolTensor> {
+  let summary = "Elementwise logical and of i1 tensors, broadcasting";
+  let description = [{
+    The logical and of two broadcast i1 tensors. Imports ONNX And.
+
+    ```mlir
+    %m = shardc.And %a, %b : (tensor<4x8xi1>, tensor<8xi1>) -> tensor<4x8xi1>
+    ```
+  }];
+}
+def Shardc_OrOp : Shardc_CompareOp<"Or", [Commutative], Shardc_BoolTensor> {
+  let summary = "Elementwise logical or of i1 tensors, broadcasting";
+  let description = [{
+    The logical or of two broadcast i1 tensors. Imports ONNX Or.
+
+    ```mlir
+    %m = shardc.Or %a, %b : (tensor<4x8xi1>, tensor<8xi1>) -> tensor<4x8xi1>
+    ```
+  }];
+}
+def Shardc_XorOp : Shardc_CompareOp<"Xor", [Commutative], Shardc_BoolTensor> {
+  let summary = "Elementwise logical exclusive or of i1 tensors, broadcasting";
+  let description = [{
+    True where exactly one of the two broadcast i1 operands is. Imports ONNX
+    Xor.
+
+    ```mlir
+    %m = shardc.Xor %a, %b : (tensor<4x8xi1>, tensor<8xi1>) -> tensor<4x8xi1>
+    ```
+  }];
+}
+
+def Shardc_MaxOp : Shardc_BinaryOp<"Max", [Commutative, SameOperandsAndResultElementType]> {
+  let summary = "Elementwise maximum with numpy broadcasting";
+  let description = [{
+    Elementwise `max(lhs, rhs)` of broadcast operands of one element type
+    (floats or integers); a NaN operand gives NaN, as torch.maximum does.
+    ONNX Max (variadic) imports as a chain of these. Its gradient goes to the
+    larger operand, and is split evenly between the two on ties, as
+    torch.maximum's is.
+
+    ```mlir
+    %y = shardc.Max %a, %b : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+    ```
+  }];
+}
+def Shardc_MinOp : Shardc_BinaryOp<"Min", [Commutative, SameOperandsAndResultElementType]> {
+  let summary = "Elementwise minimum with numpy broadcasting";
+  let description = [{
+    Elementwise `min(lhs, rhs)` of broadcast operands of one element type
+    (floats or integers); a NaN operand gives NaN, as torch.minimum does.
+    ONNX Min (variadic) imports as a chain of these. Its gradient goes to the
+    smaller operand, and is split evenly between the two on ties, as
+    torch.minimum's is.
+
+    ```mlir
+    %y = shardc.Min %a, %b : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+    ```
+  }];
+}
+
 class Shardc_UnaryOp<string mnemonic, Type elementTypes = Shardc_Tensor>
     : Shardc_Op<mnemonic, [Pure, AllTypesMatch<["input", "output"]>]> {
   let arguments = (ins elementTypes:$input);
@@ -339,6 +463,74 @@ def Shardc_SoftplusOp : Shardc_UnaryOp<"Softplus", Shardc_FloatTensor> {
 
     ```mlir
     %y = shardc.Softplus %x : tensor<2x3xf32>
+    ```
+  }];
+}
+def Shardc_NotOp : Shardc_UnaryOp<"Not", Shardc_BoolTensor> {
+  let summary = "Elementwise logical not of an i1 tensor";
+  let description = [{
+    The logical negation of an i1 tensor. Imports ONNX Not.
+
+    ```mlir
+    %m = shardc.Not %a : tensor<4x8xi1>
+    ```
+  }];
+}
+def Shardc_SignOp : Shardc_UnaryOp<"Sign"> {
+  let summary = "Elementwise sign: -1, 0 or 1";
+  let description = [{
+    -1 for negative, 1 for positive and 0 for zero elements (floats or
+    signed integers; NaN stays NaN); the result has the input's type. Imports
+    ONNX Sign. Its gradient is zero, as PyTorch's is.
+
+    ```mlir
+    %y = shardc.Sign %x : tensor<2x3xf32>
+    ```
+  }];
+}
+def Shardc_FloorOp : Shardc_UnaryOp<"Floor", Shardc_FloatTensor> {
+  let summary = "Elementwise rounding down";
+  let description = [{
+    The largest integer not greater than each element of a float tensor; the
+    result has the input's type. Imports ONNX Floor. Its gradient is zero, as
+    PyTorch's is.
+
+    ```mlir
+    %y = shardc.Floor %x : tensor<2x3xf32>
+    ```
+  }];
+}
+def Shardc_CeilOp : Shardc_UnaryOp<"Ceil", Shardc_FloatTensor> {
+  let summary = "Elementwise rounding up";
+  let description = [{
+    The smallest integer not less than each element of a float tensor; the
+    result has the input's type. Imports ONNX Ceil. Its gradient is zero, as
+    PyTorch's is.
+
+    ```mlir
+    %y = shardc.Ceil %x : tensor<2x3xf32>
+    ```
+  }];
+}
+def Shardc_SinOp : Shardc_UnaryOp<"Sin", Shardc_FloatTensor> {
+  let summary = "Elementwise sine";
+  let description = [{
+    The elementwise sine (radians) of a float tensor; the result has the
+    input's type. Imports ONNX Sin. Its gradient is `grad * cos(x)`.
+
+    ```mlir
+    %y = shardc.Sin %x : tensor<2x3xf32>
+    ```
+  }];
+}
+def Shardc_CosOp : Shardc_UnaryOp<"Cos", Shardc_FloatTensor> {
+  let summary = "Elementwise cosine";
+  let description = [{
+    The elementwise cosine (radians) of a float tensor; the result has the
+    input's type. Imports ONNX Cos. Its gradient is `-grad * sin(x)`.
+
+    ```mlir
+    %y = shardc.Cos %x : tensor<2x3xf32>
     ```
   }];
 }
@@ -894,6 +1086,39 @@ def Shardc_ReduceSumOp : Shardc_ReduceOp<"ReduceSum"> {
     ```mlir
     %y = shardc.ReduceSum %x {axes = array<i64: 0, 2>, keepdims = true}
         : tensor<2x3x4xf32> -> tensor<1x3x1xf32>
+    ```
+  }];
+}
+
+def Shardc_ReduceMaxOp : Shardc_ReduceOp<"ReduceMax"> {
+  let summary = "Maximum over the given axes";
+  let description = [{
+    The largest element over the dimensions in `axes` (sorted, unique and in
+    range; empty `axes` reduce nothing); with `keepdims` every reduced
+    dimension stays with size 1, otherwise it is dropped. A NaN gives NaN, as
+    torch.amax does. Imports ONNX ReduceMax (axes as for ReduceSum). Its
+    gradient goes to the elements equal to the maximum, split evenly among
+    ties as torch.amax's is.
+
+    ```mlir
+    %y = shardc.ReduceMax %x {axes = array<i64: 1>, keepdims = false}
+        : tensor<4x8xf32> -> tensor<4xf32>
+    ```
+  }];
+}
+def Shardc_ReduceMinOp : Shardc_ReduceOp<"ReduceMin"> {
+  let summary = "Minimum over the given axes";
+  let description = [{
+    The smallest element over the dimensions in `axes` (sorted, unique and in
+    range; empty `axes` reduce nothing); with `keepdims` every reduced
+    dimension stays with size 1, otherwise it is dropped. A NaN gives NaN, as
+    torch.amin does. Imports ONNX ReduceMin. Its gradient goes to the
+    elements equal to the minimum, split evenly among ties as torch.amin's
+    is.
+
+    ```mlir
+    %y = shardc.ReduceMin %x {axes = array<i64: 1>, keepdims = true}
+        : tensor<4x8xf32> -> tensor<4x1xf32>
     ```
   }];
 }

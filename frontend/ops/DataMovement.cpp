@@ -1,7 +1,9 @@
 //===- DataMovement.cpp - Import of ONNX data-movement operators ----------===//
 //
 // Flatten, Reshape, Squeeze and Unsqueeze (all shardc.Reshape with the
-// static result type), Transpose, Gather, Concat, Split, Slice and Expand.
+// static result type), Transpose, Gather, Concat, Split, Slice and Expand;
+// Tile (Reshape, Expand, Reshape) and Pad (Concat with constant blocks, or a
+// Gather for edge and reflect) composed of them.
 // Their shape, axes, split and slice-bound operands are compile-time
 // constants consumed at import; the attributes carry what the kernels need:
 // non-negative axes, Transpose's default perm (reversed dims), and Slice's
@@ -416,6 +418,168 @@ static FailureOr<SmallVector<double>> constFloats(ImportContext &ctx, int i,
   return out;
 }
 
+/// Tile(x, repeats) with constant repeats: x reshaped to [1, d0, 1, d1, ...],
+/// expanded to [r0, d0, r1, d1, ...] and reshaped to [r0 * d0, ...]. The
+/// gradient (Expand's sum, then Reshape) is the sum of the tiles.
+static LogicalResult importTile(ImportContext &ctx) {
+  if (failed(ctx.requireOperands(2, 2)))
+    return failure();
+  auto type = ctx.outType(0);
+  if (failed(type))
+    return failure();
+  auto repeats = ctx.constInts(1, "repeats");
+  if (failed(repeats))
+    return failure();
+  Value x = ctx.operand(0);
+  auto xType = cast<RankedTensorType>(x.getType());
+  if (repeats->size() != static_cast<size_t>(xType.getRank()))
+    return ctx.nodeError() << "repeats has " << repeats->size()
+                           << " entries for an input of rank "
+                           << xType.getRank();
+  SmallVector<int64_t> ones, expanded;
+  for (auto [r, d] : llvm::zip(*repeats, xType.getShape())) {
+    if (r < 0)
+      return ctx.nodeError() << "repeats must not be negative, got " << r;
+    ones.append({1, d});
+    expanded.append({r, d});
+  }
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  if (llvm::all_of(*repeats, [](int64_t r) { return r == 1; }))
+    return ctx.finish(b.create<IdentityOp>(loc, xType, x));
+  Type elem = xType.getElementType();
+  Value v = b.create<ReshapeOp>(loc, RankedTensorType::get(ones, elem), x);
+  v = b.create<ExpandOp>(loc, RankedTensorType::get(expanded, elem), v);
+  return ctx.finish(b.create<ReshapeOp>(loc, *type, v));
+}
+
+/// Pad (pads from the attribute before opset 11, else a constant input;
+/// opset 18's axes input), per padded axis: in constant mode a Concat of
+/// constant blocks of the pad value around the data, so that the gradient
+/// (Concat's) is the slice of the data; in edge and reflect mode a Gather
+/// with constant indices (its gradient scatters back, summing the copies).
+/// Negative pads and wrap mode are refused.
+static LogicalResult importPad(ImportContext &ctx) {
+  if (failed(ctx.requireOperands(1, 4)))
+    return failure();
+  auto type = ctx.outType(0);
+  if (failed(type))
+    return failure();
+  std::string mode = ctx.stringAttr("mode", "constant");
+  if (mode != "constant" && mode != "reflect" && mode != "edge")
+    return ctx.nodeError() << "mode '" << mode
+                           << "' is not supported (constant, reflect, edge)";
+  Value x = ctx.operand(0);
+  auto xType = cast<RankedTensorType>(x.getType());
+  int64_t rank = xType.getRank();
+  SmallVector<int64_t> pads;
+  if (ctx.opset() < 11) {
+    pads = ctx.intsAttr("pads");
+  } else {
+    auto p = ctx.constInts(1, "pads");
+    if (failed(p))
+      return failure();
+    pads = *p;
+  }
+  SmallVector<int64_t> axes;
+  if (ctx.operand(3)) {
+    auto a = ctx.constInts(3, "axes");
+    if (failed(a))
+      return failure();
+    for (int64_t ax : *a) {
+      auto n = ctx.normAxis(ax, rank);
+      if (failed(n))
+        return failure();
+      axes.push_back(*n);
+    }
+  } else {
+    for (int64_t i = 0; i < rank; ++i)
+      axes.push_back(i);
+  }
+  if (pads.size() != 2 * axes.size())
+    return ctx.nodeError() << "pads has " << pads.size() << " entries for "
+                           << axes.size() << " axes";
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  Type elem = xType.getElementType();
+  Attribute fill = b.getZeroAttr(elem);
+  if (ctx.opset() < 11) {
+    if (!isa<FloatType>(elem))
+      return ctx.nodeError() << "needs a float input, got " << xType;
+    fill = b.getFloatAttr(elem, ctx.floatAttr("value", 0.0f));
+  } else if (Value c = ctx.operand(2)) {
+    DenseElementsAttr attr;
+    if (!matchPattern(c, m_Constant(&attr)) || attr.getNumElements() != 1 ||
+        attr.getElementType() != elem)
+      return ctx.nodeError() << "constant_value must be a compile-time scalar "
+                                "of the input's element type";
+    fill = *attr.value_begin<Attribute>();
+  }
+  Value v = x;
+  for (auto [k, axis] : llvm::enumerate(axes)) {
+    int64_t before = pads[k], after = pads[k + axes.size()];
+    if (before < 0 || after < 0)
+      return ctx.nodeError() << "negative pads (cropping) are not supported";
+    if (before == 0 && after == 0)
+      continue;
+    auto cur = cast<RankedTensorType>(v.getType());
+    if (mode != "constant") {
+      // One Gather along the axis with constant source indices: edge
+      // repeats the border element, reflect mirrors without repeating it.
+      int64_t n = cur.getDimSize(axis);
+      if (n == 0 || (mode == "reflect" && (n < 2 || before >= n || after >= n)))
+        return ctx.nodeError() << "cannot " << mode << "-pad an axis of size "
+                               << n << " by " << before << " and " << after;
+      SmallVector<int64_t> index;
+      for (int64_t i = -before; i < n + after; ++i) {
+        int64_t j = i;
+        if (mode == "edge")
+          j = std::clamp<int64_t>(i, 0, n - 1);
+        else if (i < 0)
+          j = -i;
+        else if (i >= n)
+          j = 2 * (n - 1) - i;
+        index.push_back(j);
+      }
+      auto indexType =
+          RankedTensorType::get({(int64_t)index.size()}, b.getI64Type());
+      Value idx =
+          b.create<ConstantOp>(loc, indexType,
+                               cast<ElementsAttr>(DenseElementsAttr::get(
+                                   indexType, ArrayRef<int64_t>(index))));
+      SmallVector<int64_t> shape(cur.getShape());
+      shape[axis] = index.size();
+      v = b.create<GatherOp>(loc, RankedTensorType::get(shape, elem), v, idx,
+                             axis);
+      continue;
+    }
+    auto block = [&](int64_t n) -> Value {
+      SmallVector<int64_t> shape(cur.getShape());
+      shape[axis] = n;
+      auto t = RankedTensorType::get(shape, elem);
+      return b.create<ConstantOp>(
+          loc, t, cast<ElementsAttr>(DenseElementsAttr::get(t, fill)));
+    };
+    SmallVector<Value> parts;
+    if (before)
+      parts.push_back(block(before));
+    parts.push_back(v);
+    if (after)
+      parts.push_back(block(after));
+    SmallVector<int64_t> shape(cur.getShape());
+    shape[axis] += before + after;
+    v = b.create<ConcatOp>(loc, RankedTensorType::get(shape, elem), parts,
+                           axis);
+  }
+  if (v == x)
+    v = b.create<IdentityOp>(loc, xType, x);
+  if (v.getType() != *type)
+    return ctx.nodeError() << "padded type " << v.getType()
+                           << " differs from the inferred " << *type;
+  ctx.define(0, v);
+  return success();
+}
+
 static LogicalResult importResize(ImportContext &ctx) {
   if (failed(ctx.requireOperands(1, 4)))
     return failure();
@@ -578,6 +742,8 @@ void registerDataMovementImporters(OpImporterTable &table) {
   table.add("Split", importSplit);
   table.add("Slice", importSlice);
   table.add("Expand", importExpand);
+  table.add("Tile", importTile);
+  table.add("Pad", importPad);
 }
 
 } // namespace shardc

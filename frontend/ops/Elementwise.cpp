@@ -1,11 +1,15 @@
 //===- Elementwise.cpp - Import of elementwise ONNX operators -------------===//
 //
-// Add, Sub, Mul, Div and Pow (numpy broadcasting: the result type comes from
-// shape inference), Where, the unary operators (which keep their operand's
-// type), Cast and CastLike (the result type is the target, or the second
-// operand's element type) and Dropout, which in inference
-// is a copy of its input with an all-true mask and in training a
-// shardc.Dropout. Tested by test/lit/import/elementwise.onnxtxt and
+// Add, Sub, Mul, Div, Pow, the comparisons and boolean logic (numpy
+// broadcasting: the result type comes from shape inference), Max and Min
+// (chains of the binary op), Where, the unary operators (which keep their
+// operand's type), Cast and CastLike (the result type is the target, or the
+// second operand's element type) and Dropout, which in
+// inference is a copy of its input with an all-true mask and in training a
+// shardc.Dropout. Clip and the activations LeakyRelu, PRelu, Elu, Selu,
+// Celu, HardSigmoid, HardSwish and Reciprocal are composed of ops with
+// gradient rules (Where on a comparison, Exp, Mul...). Tested by
+// test/lit/import/elementwise.onnxtxt, activations.onnxtxt and
 // dropout.onnxtxt.
 //
 //===----------------------------------------------------------------------===//
@@ -43,33 +47,261 @@ template <typename OpT> static LogicalResult importUnary(ImportContext &ctx) {
   return ctx.finish(ctx.builder().create<OpT>(ctx.loc(), in.getType(), in));
 }
 
-/// HardSwish(x) = x * relu6(x + 3) / 6 (opset 14), composed of ops that have
-/// gradient rules: relu6(y) = relu(y) - relu(y - 6), so the result is
-/// x * (relu(x + 3) - relu(x - 3)) / 6. Its gradient is PyTorch's except at
-/// x = -3 and x = 3 exactly.
-static LogicalResult importHardSwish(ImportContext &ctx) {
+/// A rank-0 constant `v` of float element type `elem`.
+static Value scalarConstant(OpBuilder &b, Location loc, Type elem, double v) {
+  auto t = RankedTensorType::get({}, elem);
+  return b.create<ConstantOp>(
+      loc, t,
+      cast<ElementsAttr>(DenseElementsAttr::get(t, b.getFloatAttr(elem, v))));
+}
+
+/// The float input of a unary activation, or failure after an error.
+static FailureOr<Value> floatInput(ImportContext &ctx) {
   if (failed(ctx.requireOperands(1, 1)))
     return failure();
   Value x = ctx.operand(0);
   auto type = cast<RankedTensorType>(x.getType());
   if (!isa<FloatType>(type.getElementType()))
     return ctx.nodeError() << "needs a float input, got " << type;
+  return x;
+}
+
+/// HardSwish(x) = x * relu6(x + 3) / 6 (opset 14), composed of ops that have
+/// gradient rules: relu6(y) = relu(y) - relu(y - 6), so the result is
+/// x * (relu(x + 3) - relu(x - 3)) / 6. Its gradient is PyTorch's except at
+/// x = -3 and x = 3 exactly.
+static LogicalResult importHardSwish(ImportContext &ctx) {
+  auto in = floatInput(ctx);
+  if (failed(in))
+    return failure();
+  Value x = *in;
+  auto type = cast<RankedTensorType>(x.getType());
   OpBuilder &b = ctx.builder();
   Location loc = ctx.loc();
-  auto scalar = [&](double v) -> Value {
-    auto t = RankedTensorType::get({}, type.getElementType());
-    return b.create<ConstantOp>(
-        loc, t,
-        cast<ElementsAttr>(DenseElementsAttr::get(
-            t, b.getFloatAttr(type.getElementType(), v))));
-  };
-  Value three = scalar(3.0);
+  Value three = scalarConstant(b, loc, type.getElementType(), 3.0);
   Value upper = b.create<ReluOp>(loc, type, b.create<AddOp>(loc, x, three));
   Value lower = b.create<ReluOp>(loc, type, b.create<SubOp>(loc, x, three));
   Value relu6 = b.create<SubOp>(loc, upper, lower);
-  Value y = b.create<DivOp>(loc, b.create<MulOp>(loc, x, relu6), scalar(6.0));
+  Value y = b.create<DivOp>(loc, b.create<MulOp>(loc, x, relu6),
+                            scalarConstant(b, loc, type.getElementType(), 6.0));
   ctx.define(0, y);
   return success();
+}
+
+/// Clip(x, min, max) = where(t > max, max, t) with t = where(x < min, min,
+/// x): the bounds are optional inputs (opset 11+) or float attributes
+/// (before), any value of x's element type, and min > max gives max, as in
+/// ONNX. The gradient reaches x where min <= x <= max (torch.clamp's rule;
+/// nn.ReLU6 and nn.Hardtanh export to Clip too, and their own backward
+/// leaves out the bounds themselves) and the bounds where they are chosen.
+static LogicalResult importClip(ImportContext &ctx) {
+  if (failed(ctx.requireOperands(1, 3)))
+    return failure();
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  Value x = ctx.operand(0);
+  auto type = cast<RankedTensorType>(x.getType());
+  Value lo = ctx.operand(1), hi = ctx.operand(2);
+  if (ctx.opset() < 11) {
+    if (!isa<FloatType>(type.getElementType()))
+      return ctx.nodeError() << "needs a float input, got " << type;
+    if (ctx.attr("min"))
+      lo = scalarConstant(b, loc, type.getElementType(),
+                          ctx.floatAttr("min", 0.0f));
+    if (ctx.attr("max"))
+      hi = scalarConstant(b, loc, type.getElementType(),
+                          ctx.floatAttr("max", 0.0f));
+  }
+  for (Value bound : {lo, hi})
+    if (bound &&
+        (cast<RankedTensorType>(bound.getType()).getElementType() !=
+             type.getElementType() ||
+         cast<RankedTensorType>(bound.getType()).getNumElements() != 1))
+      return ctx.nodeError() << "min and max must be scalars of the input's "
+                                "element type, got "
+                             << bound.getType();
+  auto scalarOf = [&](Value v) -> Value {
+    auto t = RankedTensorType::get({}, type.getElementType());
+    return v.getType() == t ? v : b.create<ReshapeOp>(loc, t, v).getResult();
+  };
+  Value y = x;
+  if (lo) {
+    lo = scalarOf(lo);
+    y = b.create<WhereOp>(loc, type, b.create<LessOp>(loc, y, lo), lo, y);
+  }
+  if (hi) {
+    hi = scalarOf(hi);
+    y = b.create<WhereOp>(loc, type, b.create<GreaterOp>(loc, y, hi), hi, y);
+  }
+  if (y == x)
+    y = b.create<IdentityOp>(loc, type, x);
+  ctx.define(0, y);
+  return success();
+}
+
+/// where(x > 0, x, negative) for the activations that differ below zero.
+static Value positiveOr(OpBuilder &b, Location loc, Value x, Value negative) {
+  auto type = cast<RankedTensorType>(x.getType());
+  Value zero = scalarConstant(b, loc, type.getElementType(), 0.0);
+  return b.create<WhereOp>(loc, type, b.create<GreaterOp>(loc, x, zero), x,
+                           negative);
+}
+
+/// alpha * (exp(x / beta) - 1) for x <= 0, its exp taken of min(x, 0) so
+/// that large positive x (where the branch is not selected) gives no inf,
+/// whose zero gradient would turn into NaN.
+static Value expBranch(OpBuilder &b, Location loc, Value x, double alpha,
+                       double beta) {
+  auto type = cast<RankedTensorType>(x.getType());
+  Type elem = type.getElementType();
+  Value zero = scalarConstant(b, loc, elem, 0.0);
+  Value neg =
+      b.create<WhereOp>(loc, type, b.create<GreaterOp>(loc, x, zero), zero, x);
+  if (beta != 1.0)
+    neg = b.create<DivOp>(loc, neg, scalarConstant(b, loc, elem, beta));
+  Value em1 = b.create<SubOp>(loc, b.create<ExpOp>(loc, type, neg),
+                              scalarConstant(b, loc, elem, 1.0));
+  if (alpha == 1.0)
+    return em1;
+  return b.create<MulOp>(loc, em1, scalarConstant(b, loc, elem, alpha));
+}
+
+/// LeakyRelu(x) = where(x > 0, x, alpha * x): PyTorch's gradient, alpha at 0.
+static LogicalResult importLeakyRelu(ImportContext &ctx) {
+  auto x = floatInput(ctx);
+  if (failed(x))
+    return failure();
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  Type elem = cast<RankedTensorType>(x->getType()).getElementType();
+  Value scaled = b.create<MulOp>(
+      loc, *x, scalarConstant(b, loc, elem, ctx.floatAttr("alpha", 0.01f)));
+  ctx.define(0, positiveOr(b, loc, *x, scaled));
+  return success();
+}
+
+/// PRelu(x, slope) = where(x > 0, x, slope * x), slope broadcasting to x;
+/// the slope (usually a parameter) gets its gradient through the Mul.
+static LogicalResult importPRelu(ImportContext &ctx) {
+  if (failed(ctx.requireOperands(2, 2)))
+    return failure();
+  Value x = ctx.operand(0), slope = ctx.operand(1);
+  auto type = cast<RankedTensorType>(x.getType());
+  if (!isa<FloatType>(type.getElementType()) ||
+      cast<RankedTensorType>(slope.getType()).getElementType() !=
+          type.getElementType())
+    return ctx.nodeError() << "needs float X and slope of one type, got "
+                           << x.getType() << " and " << slope.getType();
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  auto slopeType = cast<RankedTensorType>(slope.getType());
+  // Old exports (opset < 7, before conversion) give a per-channel slope as
+  // [C], meant for axis 1 of X: where it does not broadcast numpy-style, it
+  // becomes [C, 1, ..., 1].
+  if (slopeType.getRank() == 1 && type.getRank() > 2 &&
+      slopeType.getDimSize(0) == type.getDimSize(1) &&
+      slopeType.getDimSize(0) != type.getShape().back()) {
+    SmallVector<int64_t> shape(type.getRank() - 1, 1);
+    shape[0] = slopeType.getDimSize(0);
+    slope = b.create<ReshapeOp>(
+        loc, RankedTensorType::get(shape, type.getElementType()), slope);
+  }
+  std::optional<SmallVector<int64_t>> shape = broadcastShapes(
+      {type.getShape(), cast<RankedTensorType>(slope.getType()).getShape()});
+  if (!shape || ArrayRef<int64_t>(*shape) != type.getShape())
+    return ctx.nodeError() << "slope " << slope.getType()
+                           << " does not broadcast to X " << x.getType();
+  Value scaled = b.create<MulOp>(loc, x, slope);
+  ctx.define(0, positiveOr(b, loc, x, scaled));
+  return success();
+}
+
+/// Elu (alpha), Selu (alpha, gamma) and Celu (alpha) as where(x > 0, ...,
+/// alpha * (exp(x / beta) - 1)), scaled by gamma for Selu; their gradient at
+/// 0 is the exponential branch's, as PyTorch's is.
+static LogicalResult importElu(ImportContext &ctx) {
+  auto x = floatInput(ctx);
+  if (failed(x))
+    return failure();
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  StringRef op = ctx.node().op_type();
+  double alpha =
+      ctx.floatAttr("alpha", op == "Selu" ? 1.67326319217681884765625f : 1.0f);
+  double beta = op == "Celu" ? alpha : 1.0;
+  Value y = positiveOr(b, loc, *x, expBranch(b, loc, *x, alpha, beta));
+  if (op == "Selu") {
+    Type elem = cast<RankedTensorType>(x->getType()).getElementType();
+    y = b.create<MulOp>(
+        loc, y,
+        scalarConstant(b, loc, elem,
+                       ctx.floatAttr("gamma", 1.05070102214813232421875f)));
+  }
+  ctx.define(0, y);
+  return success();
+}
+
+/// HardSigmoid(x) = clip(alpha * x + beta, 0, 1), its gradient alpha
+/// strictly inside (PyTorch's rule): where(y <= 0, 0, where(y >= 1, 1, y)).
+static LogicalResult importHardSigmoid(ImportContext &ctx) {
+  auto x = floatInput(ctx);
+  if (failed(x))
+    return failure();
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  auto type = cast<RankedTensorType>(x->getType());
+  Type elem = type.getElementType();
+  Value zero = scalarConstant(b, loc, elem, 0.0);
+  Value one = scalarConstant(b, loc, elem, 1.0);
+  Value y = b.create<AddOp>(
+      loc,
+      b.create<MulOp>(
+          loc, *x, scalarConstant(b, loc, elem, ctx.floatAttr("alpha", 0.2f))),
+      scalarConstant(b, loc, elem, ctx.floatAttr("beta", 0.5f)));
+  y = b.create<WhereOp>(loc, type, b.create<GreaterOrEqualOp>(loc, y, one), one,
+                        y);
+  y = b.create<WhereOp>(loc, type, b.create<LessOrEqualOp>(loc, y, zero), zero,
+                        y);
+  ctx.define(0, y);
+  return success();
+}
+
+/// Reciprocal(x) = 1 / x.
+static LogicalResult importReciprocal(ImportContext &ctx) {
+  auto x = floatInput(ctx);
+  if (failed(x))
+    return failure();
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  Type elem = cast<RankedTensorType>(x->getType()).getElementType();
+  ctx.define(0, b.create<DivOp>(loc, scalarConstant(b, loc, elem, 1.0), *x));
+  return success();
+}
+
+/// Max and Min (variadic, broadcasting): a left-to-right chain of the
+/// binary op; one input is a copy.
+template <typename OpT>
+static LogicalResult importVariadic(ImportContext &ctx) {
+  int n = ctx.node().input_size();
+  if (n < 1)
+    return ctx.nodeError() << "needs at least one input";
+  if (failed(ctx.requireOperands(n, n)))
+    return failure();
+  auto type = ctx.outType(0);
+  if (failed(type))
+    return failure();
+  OpBuilder &b = ctx.builder();
+  Value acc = ctx.operand(0);
+  Type elem = cast<RankedTensorType>(acc.getType()).getElementType();
+  for (int i = 1; i < n; ++i)
+    if (cast<RankedTensorType>(ctx.operand(i).getType()).getElementType() !=
+        elem)
+      return ctx.nodeError() << "operands have different element types";
+  if (n == 1)
+    return ctx.finish(b.create<IdentityOp>(ctx.loc(), acc.getType(), acc));
+  for (int i = 1; i < n - 1; ++i)
+    acc = b.create<OpT>(ctx.loc(), acc, ctx.operand(i));
+  return ctx.finish(b.create<OpT>(ctx.loc(), *type, acc, ctx.operand(n - 1)));
 }
 
 static LogicalResult importWhere(ImportContext &ctx) {
@@ -193,6 +425,29 @@ void registerElementwiseImporters(OpImporterTable &table) {
   table.add("Softplus", importUnary<SoftplusOp>);
   table.add("HardSwish", importHardSwish);
   table.add("Equal", importBinary<EqualOp>);
+  table.add("Greater", importBinary<GreaterOp>);
+  table.add("Less", importBinary<LessOp>);
+  table.add("GreaterOrEqual", importBinary<GreaterOrEqualOp>);
+  table.add("LessOrEqual", importBinary<LessOrEqualOp>);
+  table.add("And", importBinary<AndOp>);
+  table.add("Or", importBinary<OrOp>);
+  table.add("Xor", importBinary<XorOp>);
+  table.add("Not", importUnary<NotOp>);
+  table.add("Max", importVariadic<MaxOp>);
+  table.add("Min", importVariadic<MinOp>);
+  table.add("Sign", importUnary<SignOp>);
+  table.add("Floor", importUnary<FloorOp>);
+  table.add("Ceil", importUnary<CeilOp>);
+  table.add("Sin", importUnary<SinOp>);
+  table.add("Cos", importUnary<CosOp>);
+  table.add("Clip", importClip);
+  table.add("LeakyRelu", importLeakyRelu);
+  table.add("PRelu", importPRelu);
+  table.add("Elu", importElu);
+  table.add("Selu", importElu);
+  table.add("Celu", importElu);
+  table.add("HardSigmoid", importHardSigmoid);
+  table.add("Reciprocal", importReciprocal);
   table.add("Neg", importUnary<NegOp>);
   table.add("Abs", importUnary<AbsOp>);
   table.add("Relu", importUnary<ReluOp>);

@@ -100,6 +100,66 @@ struct PowGradient
   }
 };
 
+/// torch.maximum/minimum's rule: the gradient goes to the selected operand,
+/// half of it to each on ties. `Lose` is the comparison under which the
+/// left operand is not selected (Less for Max, Greater for Min).
+template <typename OpTy, typename Lose>
+struct ExtremeGradient
+    : DifferentiableOpInterface::ExternalModel<ExtremeGradient<OpTy, Lose>,
+                                               OpTy> {
+  LogicalResult backprop(Operation *op, GradientEmitter &e) const {
+    auto m = cast<OpTy>(op);
+    Value a = m.getLhs(), b = m.getRhs();
+    Value dy = e.grad(m.getOutput());
+    auto boolType = RankedTensorType::get(tensorTy(dy).getShape(),
+                                          e.getBuilder().getI1Type());
+    Value zero = e.constant(tensorTy(dy).getElementType(), 0.0);
+    Value tie = e.create<EqualOp>(boolType, a, b);
+    Value half = e.scale(dy, 0.5);
+    auto part = [&](Value lost) {
+      Value g = e.create<WhereOp>(dy.getType(), lost, zero, dy);
+      return e.create<WhereOp>(dy.getType(), tie, half, g).getResult();
+    };
+    if (e.isActive(a))
+      e.accumulate(a, e.sumTo(part(e.create<Lose>(a, b)), tensorTy(a)));
+    if (e.isActive(b))
+      e.accumulate(b, e.sumTo(part(e.create<Lose>(b, a)), tensorTy(b)));
+    return success();
+  }
+};
+
+struct SinGradient
+    : DifferentiableOpInterface::ExternalModel<SinGradient, SinOp> {
+  LogicalResult backprop(Operation *op, GradientEmitter &e) const {
+    auto s = cast<SinOp>(op);
+    Value x = s.getInput();
+    e.accumulate(x,
+                 e.mul(e.grad(s.getOutput()), e.create<CosOp>(x.getType(), x)));
+    return success();
+  }
+};
+
+struct CosGradient
+    : DifferentiableOpInterface::ExternalModel<CosGradient, CosOp> {
+  LogicalResult backprop(Operation *op, GradientEmitter &e) const {
+    auto c = cast<CosOp>(op);
+    Value x = c.getInput();
+    e.accumulate(x, e.neg(e.mul(e.grad(c.getOutput()),
+                                e.create<SinOp>(x.getType(), x))));
+    return success();
+  }
+};
+
+/// Sign, Floor and Ceil are piecewise constant: their gradient is zero
+/// (PyTorch's too), so the rule adds nothing to the input's gradient.
+template <typename OpTy>
+struct ZeroGradient
+    : DifferentiableOpInterface::ExternalModel<ZeroGradient<OpTy>, OpTy> {
+  LogicalResult backprop(Operation *, GradientEmitter &) const {
+    return success();
+  }
+};
+
 struct WhereGradient
     : DifferentiableOpInterface::ExternalModel<WhereGradient, WhereOp> {
   LogicalResult backprop(Operation *op, GradientEmitter &e) const {
@@ -285,6 +345,13 @@ void registerElementwiseGradients(MLIRContext *ctx) {
   DivOp::attachInterface<DivGradient>(*ctx);
   PowOp::attachInterface<PowGradient>(*ctx);
   WhereOp::attachInterface<WhereGradient>(*ctx);
+  MaxOp::attachInterface<ExtremeGradient<MaxOp, LessOp>>(*ctx);
+  MinOp::attachInterface<ExtremeGradient<MinOp, GreaterOp>>(*ctx);
+  SinOp::attachInterface<SinGradient>(*ctx);
+  CosOp::attachInterface<CosGradient>(*ctx);
+  SignOp::attachInterface<ZeroGradient<SignOp>>(*ctx);
+  FloorOp::attachInterface<ZeroGradient<FloorOp>>(*ctx);
+  CeilOp::attachInterface<ZeroGradient<CeilOp>>(*ctx);
   SqrtOp::attachInterface<SqrtGradient>(*ctx);
   ExpOp::attachInterface<ExpGradient>(*ctx);
   LogOp::attachInterface<LogGradient>(*ctx);

@@ -1,4 +1,4 @@
-//===- Reduce.cpp - Gradient rules of ReduceSum, ReduceMean and ArgMax ----===//
+//===- Reduce.cpp - Gradient rules of the reductions and ArgMax -----------===//
 #include "ir/GradientEmitter.h"
 #include "ir/gradients/Gradients.h"
 
@@ -33,6 +33,34 @@ struct ReduceGradient
   }
 };
 
+/// ReduceMax and ReduceMin: the gradient goes to the elements equal to the
+/// result, split evenly among ties (torch.amax/amin's rule).
+template <typename OpTy>
+struct ExtremeReduceGradient
+    : DifferentiableOpInterface::ExternalModel<ExtremeReduceGradient<OpTy>,
+                                               OpTy> {
+  LogicalResult backprop(Operation *op, GradientEmitter &e) const {
+    auto red = cast<OpTy>(op);
+    Value dy = e.grad(red.getOutput());
+    Value in = red.getInput();
+    auto it = tensorTy(in);
+    SmallVector<int64_t> kept(it.getShape());
+    for (int64_t a : red.getAxes())
+      kept[a] = 1;
+    auto keptType = RankedTensorType::get(kept, it.getElementType());
+    Value y = e.reshape(red.getOutput(), keptType);
+    auto maskType =
+        RankedTensorType::get(it.getShape(), e.getBuilder().getI1Type());
+    Value mask = e.create<EqualOp>(maskType, in, y);
+    Value count = e.create<ReduceSumOp>(keptType, e.create<CastOp>(it, mask),
+                                        red.getAxes(), true);
+    Value share = e.div(e.reshape(dy, keptType), count);
+    Value zero = e.constant(it.getElementType(), 0.0);
+    e.accumulate(in, e.create<WhereOp>(it, mask, share, zero));
+    return success();
+  }
+};
+
 /// ArgMax is not differentiable: its i64 result never carries a gradient,
 /// so the rule has nothing to do. Having one states that on purpose, so that
 /// an accuracy output beside the loss never stops autodiff.
@@ -48,6 +76,8 @@ struct ArgMaxGradient
 void registerReductionGradients(MLIRContext *ctx) {
   ReduceSumOp::attachInterface<ReduceGradient<ReduceSumOp>>(*ctx);
   ReduceMeanOp::attachInterface<ReduceGradient<ReduceMeanOp>>(*ctx);
+  ReduceMaxOp::attachInterface<ExtremeReduceGradient<ReduceMaxOp>>(*ctx);
+  ReduceMinOp::attachInterface<ExtremeReduceGradient<ReduceMinOp>>(*ctx);
   ArgMaxOp::attachInterface<ArgMaxGradient>(*ctx);
 }
 

@@ -60,6 +60,19 @@ struct DivOp {
   }
 };
 
+/// max and min propagate NaN (as torch.maximum and torch.minimum do): a NaN
+/// `a` is kept, and a NaN `b` wins because every comparison with it fails.
+struct MaxOp {
+  template <typename T> T operator()(T a, T b) const {
+    return (a > b || a != a) ? a : b;
+  }
+};
+struct MinOp {
+  template <typename T> T operator()(T a, T b) const {
+    return (a < b || a != a) ? a : b;
+  }
+};
+
 /// Checks the operands of a broadcasting binary kernel: inputs A and B of
 /// one element type, output C of `resultType` (A's type when none), and
 /// computes the strides that broadcast A and B to C's shape.
@@ -235,6 +248,58 @@ struct ReluOp {
   }
 };
 
+struct SignOp {
+  template <typename T> T operator()(T x) const {
+    if constexpr (std::is_floating_point_v<T>)
+      if (std::isnan(x))
+        return x;
+    return x > T(0) ? T(1) : x < T(0) ? T(-1) : T(0);
+  }
+};
+struct FloorOp {
+  template <typename T> T operator()(T x) const { return std::floor(x); }
+};
+struct CeilOp {
+  template <typename T> T operator()(T x) const { return std::ceil(x); }
+};
+struct SinOp {
+  template <typename T> T operator()(T x) const { return std::sin(x); }
+};
+struct CosOp {
+  template <typename T> T operator()(T x) const { return std::cos(x); }
+};
+struct NotOp {
+  template <typename T> T operator()(T x) const { return !x; }
+};
+
+/// The comparisons and boolean logic: C(bool) = op(A, B), broadcasting.
+template <typename Types, typename Op>
+llvm::Error compareKernel(const KernelContext &ctx, Types types, Op op) {
+  llvm::SmallVector<int64_t, 6> sa, sb;
+  SHARDC_CPU_TRY(checkBroadcastOperands(ctx, DType::Bool, sa, sb));
+  const TensorView &a = ctx.inputs[0];
+  const TensorView &b = ctx.inputs[1];
+  const TensorView &c = ctx.outputs[0];
+  std::array<llvm::ArrayRef<int64_t>, 2> strides = {sa, sb};
+  return dispatchIn(types, ctx, a.dtype, "A", [&](auto tag) -> llvm::Error {
+    using T = typename decltype(tag)::type;
+    const T *pa = a.as<T>();
+    const T *pb = b.as<T>();
+    uint8_t *pc = c.as<uint8_t>();
+    forEachRow<2>(
+        c.shape, strides,
+        [&](int64_t o, const int64_t *in, int64_t n, const int64_t *s) {
+          for (int64_t i = 0; i < n; ++i)
+            pc[o + i] = op(pa[in[0] + i * s[0]], pb[in[1] + i * s[1]]);
+        });
+    return llvm::Error::success();
+  });
+}
+
+using CompareTypes = DTypeList<DType::F32, DType::F64, DType::I64, DType::I32,
+                               DType::I8, DType::U8, DType::Bool>;
+using BoolTypes = DTypeList<DType::Bool>;
+
 template <typename Types, typename Op>
 llvm::Error unaryKernel(const KernelContext &ctx, Types types, Op op) {
   SHARDC_CPU_TRY(requireInput(ctx, 0, "X"));
@@ -268,27 +333,44 @@ llvm::Error divKernel(const KernelContext &ctx) {
   return binaryKernel(ctx, DivOp{}, true);
 }
 
+llvm::Error maxKernel(const KernelContext &ctx) {
+  return binaryKernel(ctx, MaxOp{}, false);
+}
+llvm::Error minKernel(const KernelContext &ctx) {
+  return binaryKernel(ctx, MinOp{}, false);
+}
+
 llvm::Error equalKernel(const KernelContext &ctx) {
-  llvm::SmallVector<int64_t, 6> sa, sb;
-  SHARDC_CPU_TRY(checkBroadcastOperands(ctx, DType::Bool, sa, sb));
-  const TensorView &a = ctx.inputs[0];
-  const TensorView &b = ctx.inputs[1];
-  const TensorView &c = ctx.outputs[0];
-  std::array<llvm::ArrayRef<int64_t>, 2> strides = {sa, sb};
-  using Types = DTypeList<DType::F32, DType::F64, DType::I64, DType::I32,
-                          DType::I8, DType::U8, DType::Bool>;
-  return dispatchIn(Types{}, ctx, a.dtype, "A", [&](auto tag) -> llvm::Error {
-    using T = typename decltype(tag)::type;
-    const T *pa = a.as<T>();
-    const T *pb = b.as<T>();
-    uint8_t *pc = c.as<uint8_t>();
-    forEachRow<2>(
-        c.shape, strides,
-        [&](int64_t o, const int64_t *in, int64_t n, const int64_t *s) {
-          for (int64_t i = 0; i < n; ++i)
-            pc[o + i] = pa[in[0] + i * s[0]] == pb[in[1] + i * s[1]];
-        });
-    return llvm::Error::success();
+  return compareKernel(ctx, CompareTypes{},
+                       [](auto a, auto b) -> uint8_t { return a == b; });
+}
+llvm::Error greaterKernel(const KernelContext &ctx) {
+  return compareKernel(ctx, CompareTypes{},
+                       [](auto a, auto b) -> uint8_t { return a > b; });
+}
+llvm::Error lessKernel(const KernelContext &ctx) {
+  return compareKernel(ctx, CompareTypes{},
+                       [](auto a, auto b) -> uint8_t { return a < b; });
+}
+llvm::Error greaterOrEqualKernel(const KernelContext &ctx) {
+  return compareKernel(ctx, CompareTypes{},
+                       [](auto a, auto b) -> uint8_t { return a >= b; });
+}
+llvm::Error lessOrEqualKernel(const KernelContext &ctx) {
+  return compareKernel(ctx, CompareTypes{},
+                       [](auto a, auto b) -> uint8_t { return a <= b; });
+}
+llvm::Error andKernel(const KernelContext &ctx) {
+  return compareKernel(ctx, BoolTypes{},
+                       [](auto a, auto b) -> uint8_t { return a && b; });
+}
+llvm::Error orKernel(const KernelContext &ctx) {
+  return compareKernel(ctx, BoolTypes{},
+                       [](auto a, auto b) -> uint8_t { return a || b; });
+}
+llvm::Error xorKernel(const KernelContext &ctx) {
+  return compareKernel(ctx, BoolTypes{}, [](auto a, auto b) -> uint8_t {
+    return (a != 0) != (b != 0);
   });
 }
 
@@ -389,6 +471,24 @@ llvm::Error negKernel(const KernelContext &ctx) {
 }
 llvm::Error reluKernel(const KernelContext &ctx) {
   return unaryKernel(ctx, SignedTypes{}, ReluOp{});
+}
+llvm::Error signKernel(const KernelContext &ctx) {
+  return unaryKernel(ctx, SignedTypes{}, SignOp{});
+}
+llvm::Error floorKernel(const KernelContext &ctx) {
+  return unaryKernel(ctx, FloatTypes{}, FloorOp{});
+}
+llvm::Error ceilKernel(const KernelContext &ctx) {
+  return unaryKernel(ctx, FloatTypes{}, CeilOp{});
+}
+llvm::Error sinKernel(const KernelContext &ctx) {
+  return unaryKernel(ctx, FloatTypes{}, SinOp{});
+}
+llvm::Error cosKernel(const KernelContext &ctx) {
+  return unaryKernel(ctx, FloatTypes{}, CosOp{});
+}
+llvm::Error notKernel(const KernelContext &ctx) {
+  return unaryKernel(ctx, BoolTypes{}, NotOp{});
 }
 
 llvm::Error dropoutKernel(const KernelContext &ctx) {

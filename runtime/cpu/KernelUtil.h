@@ -291,6 +291,21 @@ llvm::Error tanhKernel(const KernelContext &ctx);
 llvm::Error sigmoidKernel(const KernelContext &ctx);
 llvm::Error softplusKernel(const KernelContext &ctx);
 llvm::Error equalKernel(const KernelContext &ctx);
+llvm::Error greaterKernel(const KernelContext &ctx);
+llvm::Error lessKernel(const KernelContext &ctx);
+llvm::Error greaterOrEqualKernel(const KernelContext &ctx);
+llvm::Error lessOrEqualKernel(const KernelContext &ctx);
+llvm::Error andKernel(const KernelContext &ctx);
+llvm::Error orKernel(const KernelContext &ctx);
+llvm::Error xorKernel(const KernelContext &ctx);
+llvm::Error notKernel(const KernelContext &ctx);
+llvm::Error maxKernel(const KernelContext &ctx);
+llvm::Error minKernel(const KernelContext &ctx);
+llvm::Error signKernel(const KernelContext &ctx);
+llvm::Error floorKernel(const KernelContext &ctx);
+llvm::Error ceilKernel(const KernelContext &ctx);
+llvm::Error sinKernel(const KernelContext &ctx);
+llvm::Error cosKernel(const KernelContext &ctx);
 llvm::Error negKernel(const KernelContext &ctx);
 llvm::Error absKernel(const KernelContext &ctx);
 llvm::Error reluKernel(const KernelContext &ctx);
@@ -333,6 +348,8 @@ llvm::Error batchNormalizationKernel(const KernelContext &ctx);
 // Reduce.cpp
 llvm::Error reduceMeanKernel(const KernelContext &ctx);
 llvm::Error reduceSumKernel(const KernelContext &ctx);
+llvm::Error reduceMaxKernel(const KernelContext &ctx);
+llvm::Error reduceMinKernel(const KernelContext &ctx);
 llvm::Error argMaxKernel(const KernelContext &ctx);
 
 // Loss.cpp

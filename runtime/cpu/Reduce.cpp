@@ -1,19 +1,62 @@
-//===- Reduce.cpp - ReduceSum, ReduceMean and ArgMax ----------------------===//
+//===- Reduce.cpp - ReduceSum, ReduceMean, ReduceMax/Min and ArgMax -------===//
 //
 // ReduceSum and ReduceMean walk the input contiguously and accumulate into
 // the output (in double for floating-point types, wrapping int64 for
-// integers). ArgMax scans each reduced line for its largest element.
+// integers); ReduceMax and ReduceMin keep the running extreme in the element
+// type, NaN winning. ArgMax scans each reduced line for its largest element.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/KernelUtil.h"
 
+#include <algorithm>
+#include <limits>
 #include <vector>
 
 namespace shardc::rt::cpu {
 
 namespace {
 
-llvm::Error reduceImpl(const KernelContext &ctx, bool mean) {
+enum class Reduction { Sum, Mean, Max, Min };
+
+/// Max or Min into `acc` of the values at `row` (stride `rs`), keeping NaN
+/// once one is seen.
+template <typename T>
+void extremeRow(const T *row, int64_t n, T *acc, int64_t rs, bool max) {
+  for (int64_t i = 0; i < n; ++i) {
+    T v = row[i];
+    T &a = acc[i * rs];
+    if (v != v || (max ? v > a : v < a))
+      if (a == a)
+        a = v;
+  }
+}
+
+/// ReduceMax and ReduceMin accumulate in the element type: the running
+/// extreme starts at the type's lowest (highest) value, -inf (inf) for
+/// floats.
+template <typename T>
+void reduceExtreme(const TensorView &x, const TensorView &y,
+                   llvm::ArrayRef<int64_t> accStrides, bool max) {
+  T init;
+  if constexpr (std::is_floating_point_v<T>)
+    init = max ? -std::numeric_limits<T>::infinity()
+               : std::numeric_limits<T>::infinity();
+  else
+    init =
+        max ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
+  T *py = y.as<T>();
+  std::fill(py, py + y.numel(), init);
+  const T *px = x.as<T>();
+  std::array<llvm::ArrayRef<int64_t>, 1> strides = {accStrides};
+  forEachRow<1>(
+      x.shape, strides,
+      [&](int64_t o, const int64_t *in, int64_t n, const int64_t *rs) {
+        extremeRow(px + o, n, py + in[0], rs[0], max);
+      });
+}
+
+llvm::Error reduceImpl(const KernelContext &ctx, Reduction kind) {
+  bool mean = kind == Reduction::Mean;
   SHARDC_CPU_TRY(requireInput(ctx, 0, "data"));
   SHARDC_CPU_TRY(requireOutput(ctx, 0, "reduced"));
   const TensorView &x = ctx.inputs[0];
@@ -58,6 +101,16 @@ llvm::Error reduceImpl(const KernelContext &ctx, bool mean) {
   int64_t outCount = y.numel();
   int64_t count = outCount ? x.numel() / outCount : 0;
 
+  if (kind == Reduction::Max || kind == Reduction::Min) {
+    using Types = DTypeList<DType::F32, DType::F64, DType::I64, DType::I32,
+                            DType::I8, DType::U8>;
+    return dispatchIn(
+        Types{}, ctx, x.dtype, "data", [&](auto tag) -> llvm::Error {
+          using T = typename decltype(tag)::type;
+          reduceExtreme<T>(x, y, accStrides, kind == Reduction::Max);
+          return llvm::Error::success();
+        });
+  }
   return dispatchIn(
       ArithTypes{}, ctx, x.dtype, "data", [&](auto tag) -> llvm::Error {
         using T = typename decltype(tag)::type;
@@ -99,11 +152,19 @@ llvm::Error reduceImpl(const KernelContext &ctx, bool mean) {
 } // namespace
 
 llvm::Error reduceMeanKernel(const KernelContext &ctx) {
-  return reduceImpl(ctx, /*mean=*/true);
+  return reduceImpl(ctx, Reduction::Mean);
 }
 
 llvm::Error reduceSumKernel(const KernelContext &ctx) {
-  return reduceImpl(ctx, /*mean=*/false);
+  return reduceImpl(ctx, Reduction::Sum);
+}
+
+llvm::Error reduceMaxKernel(const KernelContext &ctx) {
+  return reduceImpl(ctx, Reduction::Max);
+}
+
+llvm::Error reduceMinKernel(const KernelContext &ctx) {
+  return reduceImpl(ctx, Reduction::Min);
 }
 
 /// The index of the largest element along `axis`: the first of equal maxima,

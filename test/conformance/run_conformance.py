@@ -39,6 +39,9 @@ Slice Split Shape Constant ConstantOfShape Cast Identity Where Expand
 ReduceMean ReduceSum Dropout SoftmaxCrossEntropyLoss NegativeLogLikelihoodLoss
 Equal Softplus HardSwish Trilu Abs ArgMax Range InstanceNormalization Resize
 Upsample ConvTranspose LSTM GRU CastLike Mod
+Greater Less GreaterOrEqual LessOrEqual Not And Or Xor Clip LeakyRelu Elu Selu
+Celu PRelu HardSigmoid Reciprocal Max Min ReduceMax ReduceMin ReduceL2
+ReduceLogSumExp Sign Floor Ceil Sin Cos Tile Pad
 """.split())
 
 # (op type, input position) pairs whose value fixes a shape or a constant
@@ -46,13 +49,15 @@ Upsample ConvTranspose LSTM GRU CastLike Mod
 SHAPE_OPERANDS = {
     ("Reshape", 1), ("Expand", 1), ("Unsqueeze", 1), ("Squeeze", 1),
     ("Slice", 1), ("Slice", 2), ("Slice", 3), ("Slice", 4),
-    ("Split", 1), ("ReduceSum", 1), ("ReduceMean", 1),
+    ("Split", 1), ("ReduceSum", 1), ("ReduceMean", 1), ("ReduceMax", 1),
+    ("ReduceMin", 1), ("ReduceL2", 1), ("ReduceLogSumExp", 1),
     ("ConstantOfShape", 0), ("Dropout", 1), ("Dropout", 2), ("Trilu", 1),
     ("Range", 0), ("Range", 1), ("Range", 2),
     ("Resize", 1), ("Resize", 2), ("Resize", 3), ("Upsample", 1),
     ("LSTM", 4), ("GRU", 4),
     # Mod is computed at import, from constant operands only.
     ("Mod", 0), ("Mod", 1),
+    ("Tile", 1), ("Pad", 1), ("Pad", 2), ("Pad", 3),
 }
 
 RTOL, ATOL = 1e-4, 1e-5

@@ -925,3 +925,35 @@ func.func @dropout_mask_shape(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
   %0, %m = shardc.Dropout %x {batch_axis = 0 : i64, ratio = 0.5 : f32, site = 0 : i64} : tensor<2x4xf32>, tensor<4x2xi1>
   return %0 : tensor<2x4xf32>
 }
+
+// -----
+
+func.func @greater_element_types(%a: tensor<3xf32>, %b: tensor<3xi64>) -> tensor<3xi1> {
+  // expected-error @+1 {{'shardc.Greater' op operands must have one element type, got 'f32' and 'i64'}}
+  %0 = shardc.Greater %a, %b : (tensor<3xf32>, tensor<3xi64>) -> tensor<3xi1>
+  return %0 : tensor<3xi1>
+}
+
+// -----
+
+func.func @less_or_equal_shape(%a: tensor<2x3xf32>, %b: tensor<3xf32>) -> tensor<3xi1> {
+  // expected-error @+1 {{'shardc.LessOrEqual' op result shape [3] is not the broadcast shape [2, 3]}}
+  %0 = shardc.LessOrEqual %a, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<3xi1>
+  return %0 : tensor<3xi1>
+}
+
+// -----
+
+func.func @max_shapes(%a: tensor<2x3xf32>, %b: tensor<4xf32>) -> tensor<2x3xf32> {
+  // expected-error @+1 {{'shardc.Max' op operand shapes [2, 3] and [4] do not broadcast}}
+  %0 = shardc.Max %a, %b : (tensor<2x3xf32>, tensor<4xf32>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+func.func @reduce_max_shape(%a: tensor<2x3xf32>) -> tensor<2x1xf32> {
+  // expected-error @+1 {{'shardc.ReduceMax' op result must have shape [2]}}
+  %0 = shardc.ReduceMax %a {axes = array<i64: 1>, keepdims = false} : tensor<2x3xf32> -> tensor<2x1xf32>
+  return %0 : tensor<2x1xf32>
+}

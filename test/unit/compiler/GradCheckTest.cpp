@@ -257,6 +257,105 @@ const Case kCases[] = {
      "float[2,3] A = @RAND(6), float F = {5.0}",
      "S = Mul(A, F)\n  Y = HardSwish(S)",
      {2, 3}},
+    // Comparisons and logic only build masks: the gradient goes through
+    // Where to whichever operand each element selects.
+    {"compare_logic_where",
+     "float[2,3] A = {-0.8, -0.3, 0.1, 0.2, 0.5, 1.1}, float[3] B = {0.4, "
+     "-0.6, 0.3}",
+     "G = Greater(A, B)\n  L = Less(A, B)\n  GE = GreaterOrEqual(A, B)\n"
+     "  LE = LessOrEqual(A, B)\n  N = Not(L)\n  X = Xor(G, LE)\n"
+     "  C = And(GE, X)\n  D = Or(C, N)\n  P = Mul(A, B)\n"
+     "  Y = Where(D, A, P)",
+     {2, 3}},
+    // Clip with parameter bounds: x gets the gradient inside [min, max],
+    // each bound where it is chosen (no element near a bound, where the
+    // central difference would straddle the kink).
+    {"clip",
+     "float[2,4] A = {-0.9, -0.45, -0.2, 0.0, 0.3, 0.55, 0.7, 1.2}, float L "
+     "= {-0.5}, float H = {0.6}",
+     "Y = Clip(A, L, H)",
+     {2, 4}},
+    {"clip_max_only",
+     "float[2,4] A = {-0.9, -0.45, -0.2, 0.0, 0.3, 0.55, 0.7, 1.2}",
+     "H = Constant<value = float {0.6}>()\n  Y = Clip(A, , H)",
+     {2, 4}},
+    {"leakyrelu_elu",
+     "float[2,3] A = {-0.8, -0.3, 0.1, 0.2, -0.5, 1.1}",
+     "L = LeakyRelu<alpha=0.2>(A)\n  E = Elu<alpha=0.5>(A)\n  Y = Add(L, E)",
+     {2, 3}},
+    {"selu_celu",
+     "float[2,3] A = {-0.8, -0.3, 0.1, 0.2, -0.5, 1.1}",
+     "S = Selu(A)\n  C = Celu<alpha=2.0>(A)\n  Y = Mul(S, C)",
+     {2, 3}},
+    // PRelu's slope (one per channel) is a parameter and gets a gradient.
+    {"prelu",
+     "float[2,3,2] A = {-0.8, -0.3, 0.1, 0.2, -0.5, 1.1, 0.7, -0.9, 0.4, "
+     "-0.2, 0.6, -0.7}, float[3,1] S = {0.25, -0.5, 0.1}",
+     "Y = PRelu(A, S)",
+     {2, 3, 2}},
+    // 0.2 * x + 0.5 saturates below -2.5 and above 2.5.
+    {"hardsigmoid",
+     "float[2,3] A = {-3.0, -1.0, 0.2, 1.5, 2.4, 4.0}",
+     "Y = HardSigmoid(A)",
+     {2, 3}},
+    {"reciprocal", "float[2,3] A = @POS(6)", "Y = Reciprocal(A)", {2, 3}},
+    // Max and Min of three broadcast inputs (a chain of binary ops); the
+    // exact tie of A[0][0] and B[0] checks the split of torch.maximum
+    // (central differences give 1/2 there too).
+    {"max_min",
+     "float[2,3] A = {0.3, -0.3, 0.1, 0.9, -0.5, 0.2}, float[3] B = {0.3, "
+     "0.4, -0.6}, float[2,1] C = {-0.1, 0.5}",
+     "M = Max(A, B, C)\n  N = Min(A, B)\n  Y = Add(M, N)",
+     {2, 3}},
+    {"sin_cos",
+     "float[2,3] A = @RAND(6)",
+     "S = Sin(A)\n  C = Cos(A)\n  Y = Mul(S, C)",
+     {2, 3}},
+    // Floor, Ceil and Sign have zero gradient: only the outer Mul's
+    // operand A gets one (no element is within h of a step).
+    {"floor_ceil_sign",
+     "float[2,3] A = {-0.8, -0.3, 0.1, 0.2, -0.5, 1.1}, float F = {3.0}",
+     "S = Mul(A, F)\n  Fl = Floor(S)\n  Ce = Ceil(S)\n  Sg = Sign(A)\n"
+     "  T = Add(Fl, Ce)\n  U = Add(T, Sg)\n  Y = Mul(U, A)",
+     {2, 3}},
+    // ReduceMax/ReduceMin: two equal maxima in row 0 share its gradient
+    // (torch.amax's rule; central differences give 1/2 each as well).
+    {"reducemax_ties",
+     "float[3,4] A = {0.7, -0.2, 0.7, 0.1, -0.5, 0.3, 0.9, -0.8, 0.2, 0.6, "
+     "-0.1, 0.4}",
+     "Y = ReduceMax<axes=[1], keepdims=0>(A)",
+     {3}},
+    {"reducemin_keepdims",
+     "float[3,4] A = {0.7, -0.2, 0.7, 0.1, -0.5, 0.3, 0.9, -0.8, 0.2, 0.6, "
+     "-0.1, 0.4}",
+     "Y = ReduceMin<axes=[0], keepdims=1>(A)",
+     {1, 4}},
+    {"reducel2_logsumexp",
+     "float[3,4] A = @RAND(12)",
+     "N = ReduceL2<axes=[1], keepdims=1>(A)\n"
+     "  L = ReduceLogSumExp<axes=[1], keepdims=1>(A)\n  D = Div(A, N)\n"
+     "  Y = Add(D, L)",
+     {3, 4}},
+    // Tile's gradient sums the tiles; Pad's is the slice of the data (the
+    // pad value, here a parameter-free constant, gets none).
+    {"tile",
+     "float[2,3] A = @RAND(6)",
+     "r = Constant<value = int64[2] {2, 3}>()\n  Y = Tile(A, r)",
+     {4, 9}},
+    {"pad_constant",
+     "float[2,3] A = @RAND(6)",
+     "p = Constant<value = int64[4] {1, 0, 2, 1}>()\n"
+     "  v = Constant<value = float {0.5}>()\n  P = Pad(A, p, v)\n"
+     "  Y = Mul(P, P)",
+     {5, 4}},
+    // Reflect and edge padding gather copies of border elements: their
+    // gradient is the sum over the copies.
+    {"pad_reflect_edge",
+     "float[3,4] A = @RAND(12)",
+     "p = Constant<value = int64[4] {1, 2, 1, 1}>()\n"
+     "  R = Pad<mode=\"reflect\">(A, p)\n  E = Pad<mode=\"edge\">(A, p)\n"
+     "  Y = Mul(R, E)",
+     {5, 7}},
     {"softmax", "float[2,4] A = @RAND(8)", "Y = Softmax<axis=1>(A)", {2, 4}},
     {"logsoftmax",
      "float[2,4] A = @RAND(8)",

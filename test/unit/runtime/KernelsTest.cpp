@@ -10,6 +10,8 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/MemoryBuffer.h"
 
+#include <cmath>
+#include <limits>
 #include <set>
 #include <string>
 
@@ -408,6 +410,89 @@ TEST(EqualKernel, BroadcastsAndComparesBooleans) {
   EXPECT_KERNEL_ERROR(run("Equal", attrs({}), {&a, &i}, {&c}), "B");
 }
 
+TEST(CompareKernel, OrderingsBroadcastAndNaNIsFalse) {
+  float nan = std::numeric_limits<float>::quiet_NaN();
+  Buf a = f32({2, 3}, {1, 2, 3, 4, nan, 6});
+  Buf b = f32({3}, {2, 2, 2});
+  Buf c(DType::Bool, {2, 3});
+  ASSERT_KERNEL_OK(run("Greater", attrs({}), {&a, &b}, {&c}));
+  EXPECT_EQ(c.values<uint8_t>(), (std::vector<uint8_t>{0, 0, 1, 1, 0, 1}));
+  ASSERT_KERNEL_OK(run("Less", attrs({}), {&a, &b}, {&c}));
+  EXPECT_EQ(c.values<uint8_t>(), (std::vector<uint8_t>{1, 0, 0, 0, 0, 0}));
+  ASSERT_KERNEL_OK(run("GreaterOrEqual", attrs({}), {&a, &b}, {&c}));
+  EXPECT_EQ(c.values<uint8_t>(), (std::vector<uint8_t>{0, 1, 1, 1, 0, 1}));
+  ASSERT_KERNEL_OK(run("LessOrEqual", attrs({}), {&b, &a}, {&c}));
+  EXPECT_EQ(c.values<uint8_t>(), (std::vector<uint8_t>{0, 1, 1, 1, 0, 1}));
+
+  Buf i = i64({2}, {-3, 5});
+  Buf j = i64({}, {0});
+  Buf k(DType::Bool, {2});
+  ASSERT_KERNEL_OK(run("Greater", attrs({}), {&i, &j}, {&k}));
+  EXPECT_EQ(k.values<uint8_t>(), (std::vector<uint8_t>{0, 1}));
+  EXPECT_KERNEL_ERROR(run("Less", attrs({}), {&a, &i}, {&c}), "B");
+}
+
+TEST(LogicKernel, AndOrXorNot) {
+  Buf p = boolean({2, 2}, {1, 1, 0, 0});
+  Buf q = boolean({2}, {1, 0});
+  Buf r(DType::Bool, {2, 2});
+  ASSERT_KERNEL_OK(run("And", attrs({}), {&p, &q}, {&r}));
+  EXPECT_EQ(r.values<uint8_t>(), (std::vector<uint8_t>{1, 0, 0, 0}));
+  ASSERT_KERNEL_OK(run("Or", attrs({}), {&p, &q}, {&r}));
+  EXPECT_EQ(r.values<uint8_t>(), (std::vector<uint8_t>{1, 1, 1, 0}));
+  ASSERT_KERNEL_OK(run("Xor", attrs({}), {&p, &q}, {&r}));
+  EXPECT_EQ(r.values<uint8_t>(), (std::vector<uint8_t>{0, 1, 1, 0}));
+  ASSERT_KERNEL_OK(run("Not", attrs({}), {&p}, {&r}));
+  EXPECT_EQ(r.values<uint8_t>(), (std::vector<uint8_t>{0, 0, 1, 1}));
+
+  Buf f = f32({2}, {1, 0});
+  Buf g(DType::F32, {2});
+  EXPECT_KERNEL_ERROR(run("Not", attrs({}), {&f}, {&g}), "X");
+}
+
+TEST(ElementwiseKernel, MaxMinBroadcastAndPropagateNaN) {
+  float nan = std::numeric_limits<float>::quiet_NaN();
+  Buf a = f32({2, 2}, {1, 5, nan, -2});
+  Buf b = f32({2}, {3, nan});
+  Buf c(DType::F32, {2, 2});
+  ASSERT_KERNEL_OK(run("Max", attrs({}), {&a, &b}, {&c}));
+  std::vector<float> v = c.values<float>();
+  EXPECT_EQ(v[0], 3.0f);
+  EXPECT_TRUE(std::isnan(v[1]));
+  EXPECT_TRUE(std::isnan(v[2]));
+  EXPECT_TRUE(std::isnan(v[3]));
+  ASSERT_KERNEL_OK(run("Min", attrs({}), {&a, &b}, {&c}));
+  v = c.values<float>();
+  EXPECT_EQ(v[0], 1.0f);
+  EXPECT_TRUE(std::isnan(v[1]));
+
+  Buf i = i64({3}, {4, -7, 0});
+  Buf j = i64({3}, {2, 9, 0});
+  Buf k(DType::I64, {3});
+  ASSERT_KERNEL_OK(run("Min", attrs({}), {&i, &j}, {&k}));
+  EXPECT_EQ(k.values<int64_t>(), (std::vector<int64_t>{2, -7, 0}));
+}
+
+TEST(ElementwiseKernel, SignFloorCeilSinCos) {
+  Buf x = f32({5}, {-2.5f, -0.0f, 0.0f, 0.4f, 3.0f});
+  Buf y(DType::F32, {5});
+  ASSERT_KERNEL_OK(run("Sign", attrs({}), {&x}, {&y}));
+  EXPECT_EQ(y.values<float>(), (std::vector<float>{-1, 0, 0, 1, 1}));
+  ASSERT_KERNEL_OK(run("Floor", attrs({}), {&x}, {&y}));
+  EXPECT_EQ(y.values<float>(), (std::vector<float>{-3, -0.0f, 0, 0, 3}));
+  ASSERT_KERNEL_OK(run("Ceil", attrs({}), {&x}, {&y}));
+  EXPECT_EQ(y.values<float>(), (std::vector<float>{-2, -0.0f, 0, 1, 3}));
+  ASSERT_KERNEL_OK(run("Sin", attrs({}), {&x}, {&y}));
+  EXPECT_FLOAT_EQ(y.values<float>()[0], std::sin(-2.5f));
+  ASSERT_KERNEL_OK(run("Cos", attrs({}), {&x}, {&y}));
+  EXPECT_FLOAT_EQ(y.values<float>()[4], std::cos(3.0f));
+
+  Buf i = i32({3}, {-4, 0, 9});
+  Buf j(DType::I32, {3});
+  ASSERT_KERNEL_OK(run("Sign", attrs({}), {&i}, {&j}));
+  EXPECT_EQ(j.values<int32_t>(), (std::vector<int32_t>{-1, 0, 1}));
+}
+
 TEST(CastKernel, FloatToIntegerTruncatesAndToBoolIsNonZero) {
   Buf x = f32({5}, {1.7f, -1.7f, 2.5f, -0.2f, 0.0f});
   Buf yi(DType::I64, {5});
@@ -763,6 +848,32 @@ TEST(RangeKernel, FloatAndIntegerSequences) {
   Buf zero = i32({}, {0});
   EXPECT_KERNEL_ERROR(run("Range", attrs(), {&a, &b, &zero}, {&yi}),
                       "delta is zero");
+}
+
+TEST(ReduceKernel, MaxAndMinOverAxesWithNaN) {
+  float nan = std::numeric_limits<float>::quiet_NaN();
+  Buf x = f32({2, 3}, {1, 7, -2, 4, nan, 0});
+  Buf mx(DType::F32, {2});
+  ASSERT_KERNEL_OK(run("ReduceMax",
+                       attrs({{"axes", ints({1})}, {"keepdims", intv(0)}}),
+                       {&x}, {&mx}));
+  EXPECT_EQ(mx.values<float>()[0], 7.0f);
+  EXPECT_TRUE(std::isnan(mx.values<float>()[1]));
+  Buf mn(DType::F32, {1, 3});
+  ASSERT_KERNEL_OK(run("ReduceMin",
+                       attrs({{"axes", ints({0})}, {"keepdims", intv(1)}}),
+                       {&x}, {&mn}));
+  std::vector<float> v = mn.values<float>();
+  EXPECT_EQ(v[0], 1.0f);
+  EXPECT_TRUE(std::isnan(v[1]));
+  EXPECT_EQ(v[2], -2.0f);
+
+  Buf i = i64({2, 2}, {5, -9, 3, 8});
+  Buf all(DType::I64, {});
+  ASSERT_KERNEL_OK(run("ReduceMin",
+                       attrs({{"axes", ints({0, 1})}, {"keepdims", intv(0)}}),
+                       {&i}, {&all}));
+  EXPECT_EQ(all.values<int64_t>(), (std::vector<int64_t>{-9}));
 }
 
 TEST(ReduceKernel, IntegerSumAndNoOp) {
