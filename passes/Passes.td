@@ -128,7 +128,10 @@ def WrapUnits : Pass<"shardc-wrap-units", "mlir::ModuleOp"> {
     "blocks.3", else the module, e.g. "fc1"), like wrapping every transformer
     block; with `min-num-params` consecutive parameters are merged until a
     unit holds at least that many elements (size_based_auto_wrap_policy).
-    A tied parameter belongs to one unit.
+    A tied parameter belongs to one unit. Frozen parameters
+    (`shardc.role = #shardc.param_role<frozen>`) are grouped the same way
+    into units of their own, numbered after the trained ones, so that
+    ZeRO-3 shards them too; no unit mixes element types.
 
     Before: `%w: tensor<4x4xf32> {shardc.param = "fc1.weight"}`
     After:  `%w: tensor<4x4xf32> {shardc.param = "fc1.weight", shardc.unit = 0 : i64}`
@@ -239,7 +242,9 @@ def ShardParameters : Pass<"shardc-shard-parameters", "mlir::ModuleOp"> {
     updated in place; before each use window (forward, and again in backward
     with reshard-after-forward) the unit is gathered with `mesh.all_gather`
     and its parameters are views of the gathered buffer. A tied parameter is
-    gathered once per window.
+    gathered once per window. A unit of frozen parameters becomes a
+    `shardc.param_shard = "frozenK"` argument with the frozen role, gathered
+    the same way and never updated.
 
     Before: `%ps = mesh.all_slice %p_flat_padded` feeding the update, and the
     parameters `%w`, `%b` used by forward and backward ops.

@@ -210,7 +210,10 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
       buffers[arg] = *id;
       fu->set_buffer(*id);
       p.mutable_buffers(*id)->set_category(plan::PARAMS);
-      p.mutable_buffers(*id)->set_role(plan::TRAINED);
+      auto role = func.getArgAttrOfType<ParamRoleAttr>(arg.getArgNumber(),
+                                                       kRoleAttrName);
+      p.mutable_buffers(*id)->set_role(
+          planRole(role ? role.getValue() : ParamRole::Trained));
       continue;
     }
     if (auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),

@@ -9,7 +9,8 @@
 // buffer, dead after the window's last use: one window for forward and one
 // for backward with reshard-after-forward (the default), one window for the
 // whole step without it. A parameter used several times (tied weights) is
-// gathered once per window.
+// gathered once per window. Frozen parameters (wrap-units gives them units
+// of their own) are sharded and gathered the same way; nothing updates them.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -18,6 +19,8 @@
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
 
 #include "llvm/ADT/SetVector.h"
+
+#include <map>
 
 using namespace mlir;
 
@@ -44,8 +47,6 @@ struct ShardParametersPass : impl::ShardParametersBase<ShardParametersPass> {
       if (op->hasAttr(kUnitNameAttrName))
         updates.push_back(op);
     });
-    if (updates.empty())
-      return;
     llvm::StringMap<BlockArgument> params;
     for (BlockArgument arg : func.getArguments())
       if (auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
@@ -100,7 +101,62 @@ struct ShardParametersPass : impl::ShardParametersBase<ShardParametersPass> {
       gatherForUseWindows(b, shard, unitParams, *ws);
       deadArgs.append(unitParams.begin(), unitParams.end());
     }
+    // Frozen units: sharded and gathered like the others, never updated.
+    std::map<int64_t, SmallVector<BlockArgument>> frozenUnits; // by unit
+    for (BlockArgument arg : func.getArguments()) {
+      auto role = func.getArgAttrOfType<ParamRoleAttr>(arg.getArgNumber(),
+                                                       kRoleAttrName);
+      auto unit =
+          func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), kUnitAttrName);
+      if (role && role.getValue() == ParamRole::Frozen && unit)
+        frozenUnits[unit.getInt()].push_back(arg);
+    }
+    for (auto [index, entry] : llvm::enumerate(frozenUnits)) {
+      SmallVector<BlockArgument> &unitParams = entry.second;
+      if (llvm::any_of(unitParams, [&](BlockArgument p) {
+            return llvm::any_of(results.updates,
+                                [&](auto &u) { return u.second == p; });
+          })) {
+        func.emitError("shard-parameters: frozen parameter of unit ")
+            << entry.first << " is updated by the step";
+        return signalPassFailure();
+      }
+      shardFrozenUnit(func, b, "frozen" + std::to_string(index), unitParams,
+                      *ws);
+      deadArgs.append(unitParams.begin(), unitParams.end());
+    }
+    if (updates.empty() && frozenUnits.empty())
+      return;
     finishRewrite(func, results, {}, deadArgs);
+  }
+
+  /// A unit of frozen parameters becomes one shard argument, gathered before
+  /// each use window like a trained unit.
+  void shardFrozenUnit(func::FuncOp func, OpBuilder &b, StringRef name,
+                       ArrayRef<BlockArgument> unitParams, int64_t n) {
+    Type elem =
+        cast<RankedTensorType>(unitParams.front().getType()).getElementType();
+    int64_t total = 0;
+    SmallVector<Attribute> names, types;
+    for (BlockArgument p : unitParams) {
+      auto t = cast<RankedTensorType>(p.getType());
+      total += t.getNumElements();
+      names.push_back(b.getStringAttr(paramName(func, p)));
+      types.push_back(TypeAttr::get(t));
+    }
+    int64_t shard = std::max<int64_t>((total + n - 1) / n, 1);
+    unsigned idx = func.getNumArguments();
+    func.insertArgument(
+        idx, RankedTensorType::get({shard}, elem),
+        b.getDictionaryAttr(
+            {b.getNamedAttr(kParamShardAttrName, b.getStringAttr(name)),
+             b.getNamedAttr(kFlatParamsAttrName, b.getArrayAttr(names)),
+             b.getNamedAttr(kFlatTypesAttrName, b.getArrayAttr(types)),
+             b.getNamedAttr(
+                 kRoleAttrName,
+                 ParamRoleAttr::get(func.getContext(), ParamRole::Frozen))}),
+        unitParams.front().getLoc());
+    gatherForUseWindows(b, func.getArgument(idx), unitParams, n);
   }
 
   /// Erases the rebuild of the full parameters (now without uses): the

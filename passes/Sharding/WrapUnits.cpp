@@ -8,13 +8,17 @@
 // every transformer block in FSDP would; with min-num-params,
 // consecutive parameters are merged until a unit holds at least that many
 // elements (size_based_auto_wrap_policy). A parameter used in several places
-// (tied weights) belongs to exactly one unit.
+// (tied weights) belongs to exactly one unit. Frozen parameters (--freeze)
+// are grouped the same way into units of their own, numbered after the
+// trained ones; no unit mixes element types.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
 #include "passes/Sharding/Sharding.h"
 
 #include "mlir/IR/Builders.h"
+
+#include <map>
 
 using namespace mlir;
 
@@ -53,7 +57,18 @@ struct WrapUnitsPass : impl::WrapUnitsBase<WrapUnitsPass> {
       func.emitError("wrap-units: min-num-params must be >= 0");
       return signalPassFailure();
     }
-    SmallVector<ParamUpdate> updates = collectParamUpdates(func);
+    // Trained parameters (an optimizer update consumes them) first, then
+    // frozen ones in units of their own: a frozen unit is sharded and
+    // gathered at ZeRO-3 like any other but has no update, so the two never
+    // share a flat buffer.
+    SmallVector<BlockArgument> trained, frozen;
+    for (const ParamUpdate &u : collectParamUpdates(func))
+      trained.push_back(u.param);
+    for (BlockArgument arg : func.getArguments())
+      if (auto role = func.getArgAttrOfType<ParamRoleAttr>(arg.getArgNumber(),
+                                                           kRoleAttrName))
+        if (role.getValue() == ParamRole::Frozen)
+          frozen.push_back(arg);
 
     // Order by first use in the body.
     DenseMap<Operation *, unsigned> position;
@@ -65,38 +80,48 @@ struct WrapUnitsPass : impl::WrapUnitsBase<WrapUnitsPass> {
         best = std::min(best, position.lookup(user));
       return best;
     };
-    llvm::stable_sort(updates, [&](const ParamUpdate &a, const ParamUpdate &b) {
-      return firstUse(a.param) < firstUse(b.param);
-    });
+    int64_t next = assign(func, trained, 0, firstUse);
+    assign(func, frozen, next, firstUse);
+  }
 
+  /// Gives `params` (ordered by first use) units numbered from `first`;
+  /// returns the next free unit number. A unit holds one element type.
+  template <typename FirstUse>
+  int64_t assign(func::FuncOp func, SmallVector<BlockArgument> &params,
+                 int64_t first, FirstUse firstUse) {
+    llvm::stable_sort(params, [&](BlockArgument a, BlockArgument b) {
+      return firstUse(a) < firstUse(b);
+    });
     OpBuilder b(func.getContext());
-    int64_t unit = -1, unitElems = 0;
-    std::string unitModule;
-    llvm::StringMap<int64_t> layerUnits; // default policy: one unit per layer
-    for (const ParamUpdate &u : updates) {
+    int64_t unit = first - 1, unitElems = 0;
+    Type unitElem;
+    // Default policy: one unit per layer (and element type).
+    std::map<std::pair<std::string, const void *>, int64_t> layerUnits;
+    for (BlockArgument p : params) {
+      auto type = cast<RankedTensorType>(p.getType());
+      std::string module = layerOf(paramName(func, p));
       if (minNumParams == 0) {
-        std::string layer = layerOf(paramName(func, u.param));
-        auto [it, inserted] = layerUnits.try_emplace(layer, layerUnits.size());
-        func.setArgAttr(u.param.getArgNumber(), kUnitAttrName,
+        auto key =
+            std::make_pair(module, type.getElementType().getAsOpaquePointer());
+        auto [it, inserted] =
+            layerUnits.try_emplace(key, first + (int64_t)layerUnits.size());
+        func.setArgAttr(p.getArgNumber(), kUnitAttrName,
                         b.getI64IntegerAttr(it->second));
         continue;
       }
-      std::string module = layerOf(paramName(func, u.param));
-      int64_t n = cast<RankedTensorType>(u.param.getType()).getNumElements();
-      bool startNew;
-      if (minNumParams > 0)
-        startNew = unit < 0 || unitElems >= minNumParams;
-      else
-        startNew = unit < 0 || module != unitModule;
-      if (startNew) {
+      if (unit < first || type.getElementType() != unitElem ||
+          unitElems >= minNumParams) {
         ++unit;
         unitElems = 0;
-        unitModule = module;
+        unitElem = type.getElementType();
       }
-      unitElems += n;
-      func.setArgAttr(u.param.getArgNumber(), kUnitAttrName,
+      unitElems += type.getNumElements();
+      func.setArgAttr(p.getArgNumber(), kUnitAttrName,
                       b.getI64IntegerAttr(unit));
     }
+    if (minNumParams == 0)
+      return first + (int64_t)layerUnits.size();
+    return unit + 1;
   }
 };
 

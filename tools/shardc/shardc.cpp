@@ -179,14 +179,15 @@ static const char *roleName(shardc::plan::ParamRole role) {
   }
 }
 
-/// Bytes per rank of the parameters a step does not train (replicated on
-/// every rank at every ZeRO stage).
+/// Bytes per rank of the parameters a step does not train (frozen ones are
+/// sharded at ZeRO-3 like the trained ones; the others are whole on every
+/// rank).
 static uint64_t untrainedParamBytes(const shardc::plan::Plan &plan) {
   uint64_t bytes = 0;
   for (const auto &b : plan.buffers())
     if (b.kind() == shardc::plan::PARAMETER &&
         b.role() != shardc::plan::TRAINED)
-      bytes += b.data_bytes();
+      bytes += b.data_bytes() / std::max<int64_t>(b.shard_count(), 1);
   return bytes;
 }
 
@@ -211,8 +212,9 @@ static void printParameterRoles(const shardc::plan::Plan &plan,
   llvm::DenseSet<int32_t> flatBuffers;
   for (const auto &unit : plan.units()) {
     flatBuffers.insert(unit.buffer());
+    std::string role = roleName(plan.buffers(unit.buffer()).role());
     for (const auto &p : unit.params()) {
-      Row r{"trained", p.name(), "", 0};
+      Row r{role, p.name(), "", 0};
       r.shape = shapeText(p.shape(), r.elements);
       rows.push_back(r);
     }
