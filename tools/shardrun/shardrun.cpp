@@ -24,6 +24,7 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -31,6 +32,7 @@
 #include "llvm/Support/Program.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
+#include "llvm/Support/xxhash.h"
 
 #include <climits>
 #include <cmath>
@@ -122,6 +124,11 @@ static cl::opt<bool> showMemory(
     cl::desc("Print each rank's peak bytes of parameters, gradients, "
              "optimizer state, activations and communication buffers, "
              "measured and predicted"),
+    cl::cat(distCategory));
+static cl::opt<bool> noMemoryCheck(
+    "no-memory-check",
+    cl::desc("Start even when a host has less memory available than its "
+             "ranks' predicted peak plus the data set"),
     cl::cat(distCategory));
 static cl::opt<std::string> tracePath(
     "trace",
@@ -442,10 +449,157 @@ static Error writeTrace(rt::Communicator &comm, const rt::Executor &exec,
   return Error::success();
 }
 
+/// Outputs never overwrite inputs: no output file lands in the plan
+/// directory or the data directory, on an --input file or on another
+/// output, and --output-dir is neither the plan nor the data directory.
+static Error checkOutputPaths() {
+  auto sameFile = [](StringRef a, StringRef b) {
+    bool same = false;
+    return !llvm::sys::fs::equivalent(a, b, same) && same;
+  };
+  // The directory an output file would be created in.
+  auto parentOf = [](StringRef file) {
+    StringRef parent = llvm::sys::path::parent_path(file);
+    return parent.empty() ? std::string(".") : parent.str();
+  };
+  struct Output {
+    const char *flag;
+    std::string path;
+  };
+  std::vector<Output> files;
+  if (!logPath.empty())
+    files.push_back({"--log", logPath});
+  if (!exportPath.empty())
+    files.push_back({"--export", exportPath});
+  if (!tracePath.empty())
+    files.push_back({"--trace", tracePath});
+  for (const Output &out : files) {
+    if (sameFile(out.path, planDir) || sameFile(parentOf(out.path), planDir))
+      return makeError(Twine(out.flag) + " " + out.path +
+                       " would write into the plan directory " + planDir +
+                       "; write it elsewhere");
+    if (!dataDir.empty() &&
+        (sameFile(out.path, dataDir) || sameFile(parentOf(out.path), dataDir)))
+      return makeError(Twine(out.flag) + " " + out.path +
+                       " would write into the data directory " + dataDir +
+                       "; write it elsewhere");
+    for (const std::string &spec : inputSpecs) {
+      StringRef file = StringRef(spec).split('=').second;
+      if (!file.empty() && sameFile(out.path, file))
+        return makeError(Twine(out.flag) + " " + out.path +
+                         " would overwrite the input " + file);
+    }
+    for (const Output &other : files)
+      if (&other != &out &&
+          (other.path == out.path || sameFile(other.path, out.path)))
+        return makeError(Twine(out.flag) + " and " + other.flag +
+                         " name the same file " + out.path);
+  }
+  if (!outputDir.empty()) {
+    if (sameFile(outputDir, planDir))
+      return makeError("--output-dir " + outputDir +
+                       " is the plan directory; write outputs elsewhere");
+    if (!dataDir.empty() && sameFile(outputDir, dataDir))
+      return makeError("--output-dir " + outputDir +
+                       " is the data directory; write outputs elsewhere");
+    for (const std::string &spec : inputSpecs) {
+      StringRef file = StringRef(spec).split('=').second;
+      if (!file.empty() && sameFile(parentOf(file), outputDir))
+        return makeError("--output-dir " + outputDir + " holds the input " +
+                         file +
+                         ", which an output of the same name would "
+                         "overwrite; write outputs elsewhere");
+    }
+  }
+  return Error::success();
+}
+
+/// This machine's available memory (MemAvailable in /proc/meminfo), or 0
+/// when it cannot be read.
+static uint64_t availableMemoryBytes() {
+  auto buf = llvm::MemoryBuffer::getFileAsStream("/proc/meminfo");
+  if (!buf)
+    return 0;
+  llvm::SmallVector<StringRef> lines;
+  (*buf)->getBuffer().split(lines, '\n');
+  for (StringRef line : lines) {
+    if (!line.consume_front("MemAvailable:"))
+      continue;
+    line = line.trim();
+    uint64_t kib = 0;
+    if (!line.consume_back("kB") || line.trim().getAsInteger(10, kib))
+      return 0;
+    return kib * 1024;
+  }
+  return 0;
+}
+
+/// Before the step allocates anything: the ranks on each host need their
+/// predicted peak plus their copy of the data set, and the host must have
+/// that much available. Every rank learns every host's numbers, so all stop
+/// together with the same error naming the host's first rank.
+static Error checkMemoryAvailable(rt::Communicator &comm, const plan::Plan &p) {
+  if (noMemoryCheck || !p.has_predicted_memory())
+    return Error::success();
+  uint64_t need = p.predicted_memory().total();
+  if (!dataDir.empty())
+    for (const plan::Buffer &b : p.buffers())
+      if (b.kind() == plan::INPUT) {
+        llvm::SmallString<256> path(dataDir);
+        llvm::sys::path::append(path, b.name() + ".npy");
+        uint64_t size = 0;
+        if (!llvm::sys::fs::file_size(path, size))
+          need += size;
+      }
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  int64_t mine[3] = {static_cast<int64_t>(llvm::xxh3_64bits(StringRef(host))),
+                     static_cast<int64_t>(need),
+                     static_cast<int64_t>(availableMemoryBytes())};
+  int n = comm.worldSize();
+  std::vector<int64_t> all(mine, mine + 3);
+  if (n > 1) {
+    all.resize(3 * n);
+    if (Error err = comm.allGather(mine, all.data(), 3, rt::DType::I64))
+      return err;
+  }
+  for (int r = 0; r < n; ++r) {
+    uint64_t available = static_cast<uint64_t>(all[3 * r + 2]);
+    if (available == 0)
+      continue;
+    uint64_t hostNeed = 0;
+    int local = 0, first = r;
+    for (int q = 0; q < n; ++q)
+      if (all[3 * q] == all[3 * r]) {
+        hostNeed += static_cast<uint64_t>(all[3 * q + 1]);
+        first = std::min(first, q);
+        ++local;
+      }
+    if (hostNeed <= available)
+      continue;
+    auto gib = [](uint64_t b) {
+      return llvm::formatv("{0:f2} GiB", double(b) / double(1ull << 30)).str();
+    };
+    return makeError(
+        "not enough memory on the host of rank " + Twine(first) + ": its " +
+        Twine(local) + " rank(s) need " + gib(hostNeed) +
+        " (the plan's predicted peak per rank plus the data set) and " +
+        gib(available) +
+        " is available. Run fewer ranks per host, recompile with a smaller "
+        "batch or a higher --zero-stage, or pass --no-memory-check to try "
+        "anyway");
+  }
+  return Error::success();
+}
+
 static Error runMain(rt::Communicator &comm) {
+  if (Error err = checkOutputPaths())
+    return err;
   Expected<std::unique_ptr<plan::LoadedPlan>> loaded = loadAndAgree(comm);
   if (!loaded)
     return loaded.takeError();
+  if (Error err = checkMemoryAvailable(comm, (*loaded)->plan))
+    return err;
   std::unique_ptr<rt::KernelBackend> backend = rt::createCpuBackend();
   Expected<std::unique_ptr<rt::Executor>> execOr =
       rt::Executor::create(**loaded, *backend, &comm);
