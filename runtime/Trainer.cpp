@@ -4,15 +4,16 @@
 #include "onnx/onnx_pb.h"
 
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <sys/resource.h>
@@ -286,11 +287,23 @@ Error exportModel(const Executor &exec, const plan::Plan &plan,
     return makeError("--export: the plan in " + planDir +
                      " carries no source model");
   // ZeRO-3 flat parameters: gather every rank's shard (all ranks take part).
+  // The loader validated the units; the checks here depend on the plan
+  // alone, so every rank fails alike before any collective.
+  int world = comm ? comm->worldSize() : 1;
   llvm::StringMap<std::pair<std::vector<uint8_t>, std::vector<int64_t>>>
       unsharded;
+  llvm::StringMap<DType> flatTypes;
   for (const plan::FlatUnit &unit : plan.units()) {
+    std::string what = "--export: unit '" + unit.name() + "'";
+    if (unit.buffer() < 0 || unit.buffer() >= plan.buffers_size())
+      return makeError(what + ": buffer index " + Twine(unit.buffer()) +
+                       " is out of range");
     TensorView shard = exec.buffer(unit.buffer());
-    int world = comm ? comm->worldSize() : 1;
+    if (!shard.data ||
+        shard.numel() * static_cast<int64_t>(world) != unit.padded_elements())
+      return makeError(what + ": " + Twine(world) + " shards of " +
+                       Twine(shard.numel()) + " elements are not its " +
+                       Twine(unit.padded_elements()) + " padded elements");
     std::vector<uint8_t> full(shard.bytes() * world);
     if (comm) {
       if (Error err = comm->allGather(shard.data, full.data(), shard.numel(),
@@ -300,25 +313,41 @@ Error exportModel(const Executor &exec, const plan::Plan &plan,
       std::memcpy(full.data(), shard.data, shard.bytes());
     }
     size_t elem = dtypeSize(shard.dtype);
+    int64_t fullElems = unit.padded_elements();
     for (const plan::FlatParam &p : unit.params()) {
       std::vector<int64_t> shape(p.shape().begin(), p.shape().end());
-      size_t bytes = numElements(shape) * elem;
-      std::vector<uint8_t> data(full.begin() + p.offset() * elem,
-                                full.begin() + p.offset() * elem + bytes);
+      int64_t n = 1;
+      bool ok = p.offset() >= 0;
+      for (int64_t d : shape)
+        ok = ok && d >= 0 && !llvm::MulOverflow(n, d, n);
+      ok = ok && n <= fullElems && p.offset() <= fullElems - n;
+      if (!ok)
+        return makeError(what + ": parameter '" + p.name() + "' (offset " +
+                         Twine(p.offset()) + ", shape " + shapeToString(shape) +
+                         ") lies outside the unit's " + Twine(fullElems) +
+                         " elements");
+      size_t begin = static_cast<size_t>(p.offset()) * elem;
+      size_t bytes = static_cast<size_t>(n) * elem;
+      std::vector<uint8_t> data(full.begin() + begin,
+                                full.begin() + begin + bytes);
       unsharded[p.name()] = {std::move(data), std::move(shape)};
+      flatTypes[p.name()] = shard.dtype;
     }
   }
   if (comm && comm->rank() != 0)
     return Error::success();
+  // The source model, checked against the plan's manifest (a plain file of
+  // the plan directory, its recorded size and SHA-256).
+  Expected<std::vector<uint8_t>> source =
+      plan::readVerifiedPlanFile(planDir, plan.training().source_model());
+  if (!source)
+    return makeError("--export: cannot read the source model: " +
+                     toString(source.takeError()));
   llvm::SmallString<256> src(planDir);
   llvm::sys::path::append(src, plan.training().source_model());
-  auto buf = llvm::MemoryBuffer::getFile(src, false, false);
-  if (!buf)
-    return makeError("--export: cannot read " + src + ": " +
-                     buf.getError().message());
   onnx::ModelProto model;
-  if (!model.ParseFromArray((*buf)->getBufferStart(),
-                            static_cast<int>((*buf)->getBufferSize())))
+  if (source->size() > INT_MAX ||
+      !model.ParseFromArray(source->data(), static_cast<int>(source->size())))
     return makeError("--export: " + src + " is not a valid ONNX model");
   llvm::StringMap<size_t> params;
   for (int i = 0; i < plan.buffers_size(); ++i)
@@ -328,7 +357,20 @@ Error exportModel(const Executor &exec, const plan::Plan &plan,
        *model.mutable_graph()->mutable_initializer()) {
     auto flat = unsharded.find(init.name());
     if (flat != unsharded.end()) {
+      const std::vector<int64_t> &shape = flat->second.second;
+      bool same = init.dims_size() == static_cast<int>(shape.size());
+      for (int d = 0; same && d < init.dims_size(); ++d)
+        same = init.dims(d) == shape[d];
+      if (!same || init.data_type() !=
+                       static_cast<int32_t>(flatTypes.lookup(init.name())))
+        return makeError("--export: initializer '" + init.name() +
+                         "' of the source model does not match the plan's "
+                         "sharded parameter of shape " +
+                         shapeToString(shape));
       init.clear_float_data();
+      init.clear_double_data();
+      init.clear_int32_data();
+      init.clear_int64_data();
       init.clear_external_data();
       init.set_data_location(onnx::TensorProto::DEFAULT);
       init.set_raw_data(flat->second.first.data(), flat->second.first.size());
