@@ -9,8 +9,8 @@
 #include "plan/PlanIO.h"
 
 #include "llvm/ADT/STLExtras.h"
-#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/Twine.h"
@@ -205,8 +205,7 @@ Expected<std::unique_ptr<PlanFile>> openPlanFile(StringRef dir,
   file->fd = fd;
   struct stat st;
   if (::fstat(fd, &st) != 0)
-    return makeError("cannot stat " + file->path + ": " +
-                     std::strerror(errno));
+    return makeError("cannot stat " + file->path + ": " + std::strerror(errno));
   if (!S_ISREG(st.st_mode))
     return makeError(file->path + " is " + describeFileType(st.st_mode) +
                      ", not a regular file; every file of a plan must be a "
@@ -270,9 +269,10 @@ Expected<std::string> hashFile(const PlanFile &file, uint64_t size) {
   llvm::SHA256 hasher;
   std::vector<uint8_t> chunk(std::min<uint64_t>(size, uint64_t(4) << 20));
   for (uint64_t done = 0; done < size;) {
-    size_t n = static_cast<size_t>(std::min<uint64_t>(chunk.size(), size - done));
-    if (Error err = readSlice(file, done, llvm::MutableArrayRef<uint8_t>(
-                                              chunk.data(), n)))
+    size_t n =
+        static_cast<size_t>(std::min<uint64_t>(chunk.size(), size - done));
+    if (Error err = readSlice(file, done,
+                              llvm::MutableArrayRef<uint8_t>(chunk.data(), n)))
       return std::move(err);
     hasher.update(llvm::ArrayRef<uint8_t>(chunk.data(), n));
     done += n;
@@ -438,8 +438,8 @@ Expected<Manifest> parseManifest(StringRef text) {
   return std::move(m);
 }
 
-Expected<std::vector<uint8_t>>
-readPlanFile(StringRef dir, StringRef name, uint64_t maxBytes) {
+Expected<std::vector<uint8_t>> readPlanFile(StringRef dir, StringRef name,
+                                            uint64_t maxBytes) {
   Expected<std::unique_ptr<PlanFile>> file = openPlanFile(dir, name);
   if (!file)
     return file.takeError();
@@ -472,7 +472,8 @@ static Error missingManifest(StringRef dir, StringRef manifestPath) {
     if (parsed && p.version() != kPlanVersion)
       return makeError("the plan in " + dir + " has version " +
                        Twine(p.version()) + ", but this build reads version " +
-                       Twine(kPlanVersion) + "; recompile the model with shardc");
+                       Twine(kPlanVersion) +
+                       "; recompile the model with shardc");
   } else {
     llvm::consumeError(old.takeError());
   }
@@ -489,15 +490,15 @@ Expected<Manifest> readManifest(StringRef dir) {
     llvm::sys::path::append(path, kManifestFile);
     Error err = raw.takeError();
     bool missing = false;
-    err = llvm::handleErrors(std::move(err), [&](const llvm::StringError &e)
-                                                 -> Error {
-      if (e.convertToErrorCode() ==
-          std::error_code(ENOENT, std::generic_category())) {
-        missing = true;
-        return Error::success();
-      }
-      return makeError(e.getMessage());
-    });
+    err = llvm::handleErrors(
+        std::move(err), [&](const llvm::StringError &e) -> Error {
+          if (e.convertToErrorCode() ==
+              std::error_code(ENOENT, std::generic_category())) {
+            missing = true;
+            return Error::success();
+          }
+          return makeError(e.getMessage());
+        });
     if (missing)
       return missingManifest(dir, path);
     return std::move(err);
@@ -511,8 +512,8 @@ Expected<Manifest> readManifest(StringRef dir) {
 }
 
 /// Reads file `name` of `dir` whole and checks it against `entry`.
-static Expected<std::vector<uint8_t>>
-readAgainst(StringRef dir, const ManifestEntry &entry) {
+static Expected<std::vector<uint8_t>> readAgainst(StringRef dir,
+                                                  const ManifestEntry &entry) {
   Expected<std::unique_ptr<PlanFile>> file = openPlanFile(dir, entry.name);
   if (!file)
     return file.takeError();
@@ -755,10 +756,12 @@ struct HyperAttr {
   const char *name;
   HyperKind kind;
 };
-const HyperAttr kAdamAttrs[] = {
-    {"lr", HyperKind::NonNegative},     {"beta1", HyperKind::Beta},
-    {"beta2", HyperKind::Beta},         {"eps", HyperKind::NonNegative},
-    {"weight_decay", HyperKind::NonNegative}, {"decoupled", HyperKind::Flag}};
+const HyperAttr kAdamAttrs[] = {{"lr", HyperKind::NonNegative},
+                                {"beta1", HyperKind::Beta},
+                                {"beta2", HyperKind::Beta},
+                                {"eps", HyperKind::NonNegative},
+                                {"weight_decay", HyperKind::NonNegative},
+                                {"decoupled", HyperKind::Flag}};
 const HyperAttr kSgdAttrs[] = {{"lr", HyperKind::NonNegative},
                                {"momentum", HyperKind::NonNegative},
                                {"dampening", HyperKind::Finite},
@@ -792,7 +795,8 @@ Error validateOptimizerOp(const Plan &plan, int index) {
                        op.type() + " takes " + names + ")");
     std::string a = what + ": attribute '" + attr.name() + "'";
     if (h->kind == HyperKind::Flag) {
-      if (attr.value_case() != Attribute::kI || (attr.i() != 0 && attr.i() != 1))
+      if (attr.value_case() != Attribute::kI ||
+          (attr.i() != 0 && attr.i() != 1))
         return makeError(a + " must be an int 0 or 1");
       continue;
     }
@@ -806,10 +810,9 @@ Error validateOptimizerOp(const Plan &plan, int index) {
       ok = ok && v >= 0 && v < 1;
     if (!ok)
       return makeError(a + " is " + formatNumber(v) + "; it must be " +
-                       (h->kind == HyperKind::Beta ? "in [0, 1)"
-                        : h->kind == HyperKind::Finite
-                            ? "finite"
-                            : "finite and >= 0"));
+                       (h->kind == HyperKind::Beta     ? "in [0, 1)"
+                        : h->kind == HyperKind::Finite ? "finite"
+                                                       : "finite and >= 0"));
   }
   for (const HyperAttr &h : schema)
     if (llvm::none_of(op.attributes(),
@@ -1058,8 +1061,9 @@ Error validatePlan(const Plan &plan, llvm::ArrayRef<StringRef> knownOpTypes) {
       // the plan's.
       if (attr.name() == "world_size" &&
           (attr.value_case() != Attribute::kI || attr.i() != worldSize))
-        return makeError(what + ": attribute 'world_size' must be the plan's "
-                                "world size " +
+        return makeError(what +
+                         ": attribute 'world_size' must be the plan's "
+                         "world size " +
                          Twine(worldSize));
     }
     if (!optimizerAttrs(op.type()).empty())
@@ -1148,8 +1152,8 @@ Error loadData(LoadedPlan &loaded, int rank) {
       Expected<std::unique_ptr<PlanFile>> file =
           openPlanFile(loaded.dir, b.data_file());
       if (!file)
-        return makeError(what + ": cannot open data file: " +
-                         toString(file.takeError()));
+        return makeError(
+            what + ": cannot open data file: " + toString(file.takeError()));
       // The whole file against the manifest, before any buffer is used.
       if (Error err = checkSize(**file, *entry))
         return makeError(what + ": " + toString(std::move(err)));
@@ -1423,11 +1427,10 @@ std::string describeHyperParameters(const Plan &plan) {
         for (const Attribute &attr : op.attributes()) {
           if (attr.name() != h.name)
             continue;
-          std::string v = attr.value_case() == Attribute::kF
-                              ? formatNumber(attr.f())
-                          : attr.value_case() == Attribute::kI
-                              ? std::to_string(attr.i())
-                              : std::string("?");
+          std::string v =
+              attr.value_case() == Attribute::kF   ? formatNumber(attr.f())
+              : attr.value_case() == Attribute::kI ? std::to_string(attr.i())
+                                                   : std::string("?");
           if (!llvm::is_contained(values, v))
             values.push_back(v);
         }

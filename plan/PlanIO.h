@@ -93,9 +93,8 @@ llvm::Expected<Manifest> parseManifest(llvm::StringRef text);
 /// Reads file `name` of the plan directory `dir`. Only a regular file is
 /// read (a FIFO, device, directory or symbolic link is an error, and
 /// opening one never blocks), and only when it holds at most `maxBytes`.
-llvm::Expected<std::vector<uint8_t>> readPlanFile(llvm::StringRef dir,
-                                                  llvm::StringRef name,
-                                                  uint64_t maxBytes);
+llvm::Expected<std::vector<uint8_t>>
+readPlanFile(llvm::StringRef dir, llvm::StringRef name, uint64_t maxBytes);
 
 /// Reads and checks the manifest of `dir`. A directory without one (a plan
 /// written before version 2) is an error that says to recompile.

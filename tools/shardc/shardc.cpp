@@ -404,8 +404,7 @@ int main(int argc, char **argv) {
     llvm::Expected<std::vector<uint8_t>> source =
         serializeSourceModel(inputPath, modelDir);
     if (!source) {
-      llvm::errs() << "shardc: warning: "
-                   << llvm::toString(source.takeError())
+      llvm::errs() << "shardc: warning: " << llvm::toString(source.takeError())
                    << "; shardrun --export will not be available\n";
     } else {
       if (llvm::Error err =

@@ -299,8 +299,7 @@ static Expected<std::vector<std::string>> gatherStrings(rt::Communicator &comm,
           comm.allGather(mine.data(), all.data(), maxLen, rt::DType::U8))
     return std::move(err);
   for (int r = 0; r < comm.worldSize(); ++r)
-    out[r].assign(&all[r * maxLen],
-                  std::clamp<int64_t>(lens[r], 0, maxLen));
+    out[r].assign(&all[r * maxLen], std::clamp<int64_t>(lens[r], 0, maxLen));
   return out;
 }
 
@@ -374,8 +373,8 @@ loadAndAgree(rt::Communicator &comm) {
     for (int p = plan::PlanDigest::Whole + 1; p < kParts; ++p)
       if (part(r, p) != part(0, p))
         differing.push_back(p);
-    if (differing.empty() && part(r, plan::PlanDigest::Whole) ==
-                                 part(0, plan::PlanDigest::Whole))
+    if (differing.empty() &&
+        part(r, plan::PlanDigest::Whole) == part(0, plan::PlanDigest::Whole))
       continue;
     if (differing.empty())
       differing.push_back(plan::PlanDigest::Whole);
@@ -385,8 +384,8 @@ loadAndAgree(rt::Communicator &comm) {
               plan::planPartName(static_cast<plan::PlanDigest::Part>(p)).str();
     // The hyper-parameters themselves, from both ranks.
     if (llvm::is_contained(differing, plan::PlanDigest::HyperParameters)) {
-      Expected<std::vector<std::string>> hyper = gatherStrings(
-          comm, plan::describeHyperParameters((*loaded)->plan));
+      Expected<std::vector<std::string>> hyper =
+          gatherStrings(comm, plan::describeHyperParameters((*loaded)->plan));
       if (!hyper)
         return hyper.takeError();
       what += " (rank 0: " + (*hyper)[0] + "; rank " + std::to_string(r) +
