@@ -1359,19 +1359,25 @@ PlanDigest digestPlan(const LoadedPlan &loaded,
   }
   d.parts[PlanDigest::Collectives] = hash64(coll);
 
-  // Hyper-parameters: the training settings and the optimizer ops'
-  // attributes; the schedule is everything else that computes.
+  // Hyper-parameters: the training settings and the distinct values of
+  // the optimizer ops' attributes (whatever the ops are called and however
+  // many there are, which is the schedule's business); the schedule is
+  // everything else that computes.
   Plan schedule = plan;
   std::string hyper = plan.training().SerializeAsString();
   schedule.clear_training();
+  std::vector<std::string> values;
   for (Op &op : *schedule.mutable_ops()) {
     if (optimizerAttrs(op.type()).empty())
       continue;
-    hyper += "\n" + op.name() + "\n";
     for (const Attribute &attr : op.attributes())
-      hyper += attr.SerializeAsString();
+      values.push_back(op.type() + " " + attr.SerializeAsString());
     op.clear_attributes();
   }
+  llvm::sort(values);
+  values.erase(std::unique(values.begin(), values.end()), values.end());
+  for (const std::string &v : values)
+    hyper += "\n" + v;
   d.parts[PlanDigest::HyperParameters] = hash64(hyper);
   for (Buffer &b : *schedule.mutable_buffers())
     b.clear_checksum(); // data, compared below

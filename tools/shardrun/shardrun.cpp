@@ -353,7 +353,7 @@ loadAndAgree(rt::Communicator &comm) {
   if (Error err = comm.allGather(info, all.data(), kInfo, rt::DType::I64))
     return std::move(err);
   if (!mine.empty())
-    return makeError("rank " + Twine(comm.rank()) + ": " + mine);
+    return makeError(mine); // the caller names the rank
   for (int r = 0; r < comm.worldSize(); ++r)
     if (all[kInfo * r] == 0)
       return makeError("rank " + Twine(r) +
