@@ -823,7 +823,9 @@ Error validateOptimizerOp(const Plan &plan, int index) {
 }
 
 /// ZeRO-3 units: each names a sharded PARAMETER buffer, its padded size is
-/// what the shards hold, and its parameters lie inside it without overlap.
+/// what the shards hold, and its parameters lie inside it one after another
+/// from element 0 (no gap, no overlap), padded by less than one element per
+/// shard.
 Error validateUnits(const Plan &plan) {
   llvm::StringSet<> paramNames;
   std::vector<bool> usedBuffer(plan.buffers_size(), false);
@@ -853,7 +855,7 @@ Error validateUnits(const Plan &plan) {
                        Twine(unit.padded_elements()) + ", but " + buf +
                        " holds " + Twine(shards) + " shard(s) of " +
                        Twine(shardElems) + " elements");
-    std::vector<std::pair<int64_t, int64_t>> ranges;
+    int64_t next = 0; // the parameters tile the unit in order from 0
     for (int k = 0; k < unit.params_size(); ++k) {
       const FlatParam &fp = unit.params(k);
       std::string pw =
@@ -874,13 +876,19 @@ Error validateUnits(const Plan &plan) {
         return makeError(pw + ": elements [" + Twine(fp.offset()) + ", +" +
                          Twine(n) + ") lie outside the unit's " +
                          Twine(unit.padded_elements()) + " elements");
-      ranges.push_back({fp.offset(), end});
+      if (fp.offset() != next)
+        return makeError(pw + ": starts at element " + Twine(fp.offset()) +
+                         ", but the unit's parameters lie one after another "
+                         "from element 0 (the previous one ends at " +
+                         Twine(next) + ")");
+      next = end;
     }
-    llvm::sort(ranges);
-    for (size_t k = 1; k < ranges.size(); ++k)
-      if (ranges[k].first < ranges[k - 1].second)
-        return makeError(what + ": parameters overlap at element " +
-                         Twine(ranges[k].first));
+    // Padding fills the last shard only: less than one element per shard.
+    if (unit.padded_elements() - next >= shards)
+      return makeError(what + ": its parameters end at element " + Twine(next) +
+                       ", but it has " + Twine(unit.padded_elements()) +
+                       " elements in " + Twine(shards) +
+                       " shard(s): more padding than the last shard needs");
   }
   return Error::success();
 }

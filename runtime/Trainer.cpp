@@ -125,6 +125,85 @@ static std::string jsonEscape(StringRef text) {
   return out;
 }
 
+/// The plan's source model: a file of the plan directory that the manifest
+/// lists, checked against its size and SHA-256.
+static Expected<onnx::ModelProto> readSourceModel(const plan::Plan &plan,
+                                                  StringRef planDir) {
+  if (!plan.has_training() || plan.training().source_model().empty())
+    return makeError("--export: the plan in " + planDir +
+                     " carries no source model");
+  Expected<std::vector<uint8_t>> source =
+      plan::readVerifiedPlanFile(planDir, plan.training().source_model());
+  if (!source)
+    return makeError("--export: cannot read the source model: " +
+                     toString(source.takeError()));
+  llvm::SmallString<256> src(planDir);
+  llvm::sys::path::append(src, plan.training().source_model());
+  onnx::ModelProto model;
+  if (source->size() > INT_MAX ||
+      !model.ParseFromArray(source->data(), static_cast<int>(source->size())))
+    return makeError("--export: " + src + " is not a valid ONNX model");
+  return std::move(model);
+}
+
+/// Every parameter that --export writes back (each ZeRO-3 unit's
+/// parameters, every other PARAMETER buffer) is an initializer of the
+/// source model with the same element type and shape: otherwise the export
+/// would leave a trained parameter out or write bytes of another shape.
+static Error checkParametersMatch(const plan::Plan &plan,
+                                  const onnx::ModelProto &model,
+                                  StringRef planDir) {
+  llvm::StringMap<const onnx::TensorProto *> inits;
+  for (const onnx::TensorProto &init : model.graph().initializer())
+    inits[init.name()] = &init;
+  auto check = [&](const std::string &name, int dtype,
+                   llvm::ArrayRef<int64_t> shape) -> Error {
+    const onnx::TensorProto *init = inits.lookup(name);
+    std::string where = "--export: parameter '" + name + "' of the plan in " +
+                        planDir.str() + " ";
+    if (!init)
+      return makeError(where + "is not an initializer of its source model " +
+                       plan.training().source_model() +
+                       " (the plan and the model do not belong together; "
+                       "recompile the model with shardc)");
+    bool same = init->data_type() == dtype &&
+                init->dims_size() == static_cast<int>(shape.size());
+    for (int d = 0; same && d < init->dims_size(); ++d)
+      same = init->dims(d) == shape[d];
+    if (!same)
+      return makeError(
+          where + "(" +
+          dtypeName(dtypeFromCode(dtype).value_or(DType::Undefined)) + " " +
+          shapeToString(shape) +
+          ") does not match the source model's initializer; "
+          "recompile the model with shardc");
+    return Error::success();
+  };
+  std::vector<bool> unitBuffer(plan.buffers_size(), false);
+  for (const plan::FlatUnit &unit : plan.units()) {
+    if (unit.buffer() < 0 || unit.buffer() >= plan.buffers_size())
+      return makeError("--export: unit '" + unit.name() +
+                       "' has no buffer of the plan");
+    unitBuffer[unit.buffer()] = true;
+    int dtype = plan.buffers(unit.buffer()).dtype();
+    for (const plan::FlatParam &p : unit.params())
+      if (Error err =
+              check(p.name(), dtype,
+                    std::vector<int64_t>(p.shape().begin(), p.shape().end())))
+        return err;
+  }
+  for (int i = 0; i < plan.buffers_size(); ++i) {
+    const plan::Buffer &b = plan.buffers(i);
+    if (b.kind() != plan::PARAMETER || unitBuffer[i])
+      continue;
+    if (Error err =
+            check(b.name(), b.dtype(),
+                  std::vector<int64_t>(b.shape().begin(), b.shape().end())))
+      return err;
+  }
+  return Error::success();
+}
+
 Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
             const TrainOptions &options) {
   if (!plan.has_training())
@@ -145,6 +224,15 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
                        ": every step would use the bound value, not the "
                        "data. Compile without --bind " +
                        name + " to train on the data");
+  }
+  // A plan that cannot be exported fails now, not after the last step
+  // (every rank reads the same plan, so all fail alike).
+  if (!options.exportPath.empty()) {
+    Expected<onnx::ModelProto> model = readSourceModel(plan, planDir);
+    if (!model)
+      return model.takeError();
+    if (Error err = checkParametersMatch(plan, *model, planDir))
+      return err;
   }
   Expected<Dataset> data = Dataset::load(options.dataDir, exec);
   if (!data)
@@ -336,19 +424,12 @@ Error exportModel(const Executor &exec, const plan::Plan &plan,
   }
   if (comm && comm->rank() != 0)
     return Error::success();
-  // The source model, checked against the plan's manifest (a plain file of
-  // the plan directory, its recorded size and SHA-256).
-  Expected<std::vector<uint8_t>> source =
-      plan::readVerifiedPlanFile(planDir, plan.training().source_model());
-  if (!source)
-    return makeError("--export: cannot read the source model: " +
-                     toString(source.takeError()));
-  llvm::SmallString<256> src(planDir);
-  llvm::sys::path::append(src, plan.training().source_model());
-  onnx::ModelProto model;
-  if (source->size() > INT_MAX ||
-      !model.ParseFromArray(source->data(), static_cast<int>(source->size())))
-    return makeError("--export: " + src + " is not a valid ONNX model");
+  Expected<onnx::ModelProto> modelOr = readSourceModel(plan, planDir);
+  if (!modelOr)
+    return modelOr.takeError();
+  onnx::ModelProto &model = *modelOr;
+  if (Error err = checkParametersMatch(plan, model, planDir))
+    return err;
   llvm::StringMap<size_t> params;
   for (int i = 0; i < plan.buffers_size(); ++i)
     if (plan.buffers(i).kind() == plan::PARAMETER)

@@ -36,6 +36,7 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -277,7 +278,7 @@ static std::string describeInputs(const rt::Executor &exec) {
   return s;
 }
 
-static int planWorldSize(StringRef dir);
+static std::optional<int> readPlanWorldSize(StringRef dir);
 
 /// Gathers one string from every rank (each capped at 1 KiB).
 static Expected<std::vector<std::string>> gatherStrings(rt::Communicator &comm,
@@ -317,14 +318,15 @@ loadAndAgree(rt::Communicator &comm) {
   for (StringRef type : rt::Executor::collectiveOpTypes())
     knownOpTypes.push_back(type);
   if (comm.worldSize() > 1) {
-    // First agree on the world size, before any rank reads its shard.
-    int64_t planWorld = planWorldSize(planDir);
+    // First agree on the world size, before any rank reads its shard. A
+    // rank that cannot read it (0) goes on to loading, which says why.
+    int64_t planWorld = readPlanWorldSize(planDir).value_or(0);
     std::vector<int64_t> worlds(comm.worldSize());
     if (Error err =
             comm.allGather(&planWorld, worlds.data(), 1, rt::DType::I64))
       return std::move(err);
     for (int r = 0; r < comm.worldSize(); ++r)
-      if (worlds[r] != comm.worldSize())
+      if (worlds[r] != 0 && worlds[r] != comm.worldSize())
         return makeError("the plan in " + planDir + " (on rank " + Twine(r) +
                          ") was compiled for " + Twine(worlds[r]) +
                          " rank(s), but " + Twine(comm.worldSize()) +
@@ -378,18 +380,22 @@ loadAndAgree(rt::Communicator &comm) {
       continue;
     if (differing.empty())
       differing.push_back(plan::PlanDigest::Whole);
+    // The hyper-parameters themselves, from both ranks.
+    std::string hyper;
+    if (llvm::is_contained(differing, plan::PlanDigest::HyperParameters)) {
+      Expected<std::vector<std::string>> all =
+          gatherStrings(comm, plan::describeHyperParameters((*loaded)->plan));
+      if (!all)
+        return all.takeError();
+      hyper = " (rank 0: " + (*all)[0] + "; rank " + std::to_string(r) + ": " +
+              (*all)[r] + ")";
+    }
     std::string what;
-    for (int p : differing)
+    for (int p : differing) {
       what += (what.empty() ? "" : ", ") +
               plan::planPartName(static_cast<plan::PlanDigest::Part>(p)).str();
-    // The hyper-parameters themselves, from both ranks.
-    if (llvm::is_contained(differing, plan::PlanDigest::HyperParameters)) {
-      Expected<std::vector<std::string>> hyper =
-          gatherStrings(comm, plan::describeHyperParameters((*loaded)->plan));
-      if (!hyper)
-        return hyper.takeError();
-      what += " (rank 0: " + (*hyper)[0] + "; rank " + std::to_string(r) +
-              ": " + (*hyper)[r] + ")";
+      if (p == plan::PlanDigest::HyperParameters)
+        what += hyper;
     }
     return makeError("ranks 0 and " + Twine(r) +
                      " run different plans: " + what +
@@ -633,29 +639,35 @@ static Error runMain(rt::Communicator &comm) {
   return Error::success();
 }
 
-/// The world size a plan was compiled for (1 when it cannot be read or does
-/// not match its manifest: then loading it reports the problem). Reads only
-/// a regular plan.pb of the size the manifest lists, so a FIFO or a device
-/// in its place cannot block or exhaust memory.
-static int planWorldSize(StringRef dir) {
+/// The world size a plan was compiled for, or nothing when plan.pb cannot
+/// be read or does not match its manifest (then loading it reports the
+/// problem). Reads only a regular plan.pb of the size the manifest lists,
+/// so a FIFO or a device in its place cannot block or exhaust memory.
+static std::optional<int> readPlanWorldSize(StringRef dir) {
   Expected<std::vector<uint8_t>> raw =
       plan::readVerifiedPlanFile(dir, plan::kPlanFile);
-  if (!raw || raw->size() > INT_MAX) {
-    if (!raw)
-      llvm::consumeError(raw.takeError());
-    return 1;
+  if (!raw) {
+    llvm::consumeError(raw.takeError());
+    return std::nullopt;
   }
+  if (raw->size() > INT_MAX)
+    return std::nullopt;
   plan::Plan p;
   {
 #if GOOGLE_PROTOBUF_VERSION < 4022000
     google::protobuf::LogSilencer silence;
 #endif
     if (!p.ParseFromArray(raw->data(), static_cast<int>(raw->size())))
-      return 1;
+      return std::nullopt;
   }
   return p.world_size() > 1 && p.world_size() <= INT_MAX
              ? static_cast<int>(p.world_size())
              : 1;
+}
+
+/// The world size a plan was compiled for (1 when it cannot be read).
+static int planWorldSize(StringRef dir) {
+  return readPlanWorldSize(dir).value_or(1);
 }
 
 /// Re-runs this command as `ranks` local MPI processes and returns their

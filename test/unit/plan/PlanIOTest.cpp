@@ -1158,10 +1158,25 @@ TEST(PlanIOTest, RejectsUnitParameterOutOfRange) {
       {"parameter 1 'b'", "invalid shape"});
   expectShardedRejected(
       [](Plan &p) { p.mutable_units(0)->mutable_params(1)->set_offset(2); },
-      {"unit 0 'unit0'", "parameters overlap at element 2"});
+      {"unit 0 'unit0'", "parameter 1 'b'", "starts at element 2",
+       "the previous one ends at 3"});
   expectShardedRejected(
       [](Plan &p) { p.mutable_units(0)->mutable_params(1)->set_name("a"); },
       {"parameter 1 'a'", "same name"});
+}
+
+TEST(PlanIOTest, RejectsUnitWithMissingParameter) {
+  // The first parameter gone: a gap before the second.
+  expectShardedRejected(
+      [](Plan &p) {
+        p.mutable_units(0)->mutable_params()->DeleteSubrange(0, 1);
+      },
+      {"parameter 0 'b'", "starts at element 3", "previous one ends at 0"});
+  // The last one gone: more padding than one element per shard.
+  expectShardedRejected(
+      [](Plan &p) { p.mutable_units(0)->mutable_params()->RemoveLast(); },
+      {"unit 0 'unit0'", "its parameters end at element 3",
+       "8 elements in 2 shard(s)"});
 }
 
 TEST(PlanIOTest, RejectsUnitBufferMismatch) {
