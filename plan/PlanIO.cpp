@@ -1119,6 +1119,48 @@ Error validatePlan(const Plan &plan, llvm::ArrayRef<StringRef> knownOpTypes) {
       return makeError("training: source_model '" + t.source_model() +
                        "' is not a plain file name inside the plan directory");
   }
+  // A training step updates what it trains: every TRAINED parameter and
+  // every STATE buffer is written by some op (a dropped optimizer update
+  // would leave it as loaded), and the optimizer ops are the optimizer's.
+  if (plan.has_training()) {
+    std::vector<bool> written(numBuffers, false);
+    for (const Op &op : plan.ops())
+      for (int32_t index : op.outputs())
+        if (inRange(index))
+          written[index] = true;
+    for (int i = 0; i < numBuffers; ++i) {
+      const Buffer &b = plan.buffers(i);
+      if ((b.kind() == STATE ||
+           (b.kind() == PARAMETER && b.role() == TRAINED)) &&
+          !written[i])
+        return makeError(
+            describeBuffer(plan, i) + ": a " +
+            (b.kind() == STATE ? "STATE buffer" : "trained parameter") +
+            " that no op updates");
+    }
+    StringRef optimizer = plan.training().optimizer();
+    for (int j = 0; j < plan.ops_size(); ++j) {
+      const Op &op = plan.ops(j);
+      bool adam = op.type() == "AdamUpdate", sgd = op.type() == "SGDUpdate";
+      if (!adam && !sgd)
+        continue;
+      int64_t decoupled = -1;
+      for (const Attribute &attr : op.attributes())
+        if (attr.name() == "decoupled")
+          decoupled = attr.i();
+      bool ok = (optimizer == "sgd" && sgd) ||
+                (optimizer == "adam" && adam && decoupled == 0) ||
+                (optimizer == "adamw" && adam && decoupled == 1);
+      if (!ok)
+        return makeError(describeOp(plan, j) +
+                         ": does not implement the "
+                         "training's optimizer '" +
+                         optimizer + "'" +
+                         (adam
+                              ? " (decoupled=" + std::to_string(decoupled) + ")"
+                              : std::string()));
+    }
+  }
   // Export finds trained values by parameter name.
   llvm::StringSet<> paramNames;
   for (int i = 0; i < numBuffers; ++i) {

@@ -937,7 +937,7 @@ void makeTraining(Plan &p) {
   p.add_outputs(index);
   p.mutable_training()->set_loss_output(2);
   p.mutable_training()->set_micro_batch(2);
-  p.mutable_training()->set_optimizer("adam");
+  p.mutable_training()->set_optimizer("adamw");
 }
 
 /// Appends an AdamUpdate of parameter w (buffer 1) with the given
@@ -1108,6 +1108,50 @@ TEST(PlanIOTest, RejectsHyperParameterOutOfRange) {
         findAttr(addAdam(p), "lr")->set_i(1);
       },
       {"attribute 'lr' must be a float"});
+}
+
+TEST(PlanIOTest, RejectsTrainedParameterWithoutUpdate) {
+  // With its AdamUpdate, w is trained; without, it would stay as loaded.
+  TempDir dir;
+  writeMutated(dir, [](Plan &p) {
+    makeTraining(p);
+    addAdam(p);
+    p.mutable_buffers(1)->set_role(TRAINED);
+  });
+  EXPECT_EQ(loadError(dir), "");
+  expectRejected(
+      [](Plan &p) {
+        makeTraining(p);
+        p.mutable_buffers(1)->set_role(TRAINED);
+      },
+      {"buffer 1 'w': a trained parameter that no op updates"});
+  expectRejected(
+      [](Plan &p) {
+        makeTraining(p);
+        Buffer *b = p.add_buffers();
+        b->set_name("w.exp_avg");
+        b->set_dtype(FLOAT32);
+        b->set_kind(STATE);
+      },
+      {"'w.exp_avg': a STATE buffer that no op updates"});
+}
+
+TEST(PlanIOTest, RejectsOptimizerOpsOfAnotherOptimizer) {
+  expectRejected(
+      [](Plan &p) {
+        makeTraining(p);
+        addAdam(p);
+        p.mutable_training()->set_optimizer("adam");
+      },
+      {"AdamUpdate 'adam:w'",
+       "does not implement the training's optimizer 'adam' (decoupled=1)"});
+  expectRejected(
+      [](Plan &p) {
+        makeTraining(p);
+        addAdam(p);
+        p.mutable_training()->set_optimizer("sgd");
+      },
+      {"AdamUpdate 'adam:w'", "optimizer 'sgd'"});
 }
 
 TEST(PlanIOTest, RejectsDuplicateParameterNames) {
@@ -1291,7 +1335,7 @@ TEST(PlanDigestTest, NamesWhatDiffers) {
                 })),
       (std::vector<P::Part>{P::Whole, P::HyperParameters}));
   EXPECT_EQ(differing(base, digest([](Plan &p) {
-                        p.mutable_training()->set_optimizer("adamw");
+                        p.mutable_training()->set_micro_batch(4);
                       })),
             (std::vector<P::Part>{P::Whole, P::HyperParameters}));
   EXPECT_EQ(differing(base, digest([](Plan &p) {
