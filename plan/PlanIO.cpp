@@ -1,14 +1,16 @@
 //===- PlanIO.cpp - Writing and loading plan directories ------------------===//
 //
-// The loader trusts nothing in a plan directory: every index, shape, byte
-// count, file name and checksum is checked before a caller sees the plan, so
-// the executor and the kernels can rely on the plan being consistent.
+// The loader trusts nothing in a plan directory: the manifest and every file
+// against it, then every index, shape, byte count, offset, file name and
+// checksum is checked before a caller sees the plan, so the executor and the
+// kernels can rely on the plan being consistent.
 //
 //===----------------------------------------------------------------------===//
 #include "plan/PlanIO.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/Twine.h"
@@ -17,6 +19,7 @@
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/SHA256.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include "google/protobuf/stubs/common.h"
@@ -24,8 +27,15 @@
 #include "google/protobuf/stubs/logging.h"
 #endif
 
+#include <algorithm>
+#include <cerrno>
 #include <climits>
+#include <cmath>
+#include <cstring>
+#include <fcntl.h>
 #include <limits>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace shardc::plan {
 
@@ -60,6 +70,13 @@ std::string hex64(uint64_t v) {
   std::string s;
   llvm::raw_string_ostream os(s);
   os << llvm::format_hex(v, 18);
+  return os.str();
+}
+
+std::string formatNumber(double v) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << llvm::format("%.7g", v);
   return os.str();
 }
 
@@ -107,16 +124,6 @@ Expected<uint64_t> denseBytes(rt::DType dtype, llvm::ArrayRef<int64_t> shape) {
   return static_cast<uint64_t>(bytes);
 }
 
-/// A data file name must stay inside the plan directory.
-bool isPlainFileName(StringRef name) {
-  if (name.empty() || name == "." || name == "..")
-    return false;
-  if (name.contains('/') || name.contains('\\') || name.contains('\0') ||
-      name.contains(".."))
-    return false;
-  return true;
-}
-
 /// Writes `bytes` to a new temporary file next to `finalPath` and returns the
 /// temporary's path.
 Expected<std::string> writeTemporary(StringRef finalPath,
@@ -139,27 +146,432 @@ Expected<std::string> writeTemporary(StringRef finalPath,
   return std::string(tmpPath);
 }
 
-/// Reads `bytes` bytes at `offset` of an open file.
-Error readSlice(llvm::sys::fs::file_t file, uint64_t offset,
-                std::vector<uint8_t> &out) {
+/// An open regular file of a plan directory; closed on destruction.
+struct PlanFile {
+  PlanFile() = default;
+  PlanFile(const PlanFile &) = delete;
+  PlanFile &operator=(const PlanFile &) = delete;
+  ~PlanFile() {
+    if (fd >= 0)
+      ::close(fd);
+  }
+  int fd = -1;
+  uint64_t size = 0;
+  std::string path;
+};
+
+StringRef describeFileType(mode_t mode) {
+  if (S_ISFIFO(mode))
+    return "a FIFO";
+  if (S_ISCHR(mode))
+    return "a character device";
+  if (S_ISBLK(mode))
+    return "a block device";
+  if (S_ISDIR(mode))
+    return "a directory";
+  if (S_ISSOCK(mode))
+    return "a socket";
+  return "not a regular file";
+}
+
+/// Opens file `name` of plan directory `dir`: a plain name, no symbolic link,
+/// nothing but a regular file. O_NONBLOCK keeps a FIFO from blocking the
+/// open; the type is checked on the open descriptor, so the file checked is
+/// the file read. An error for a missing file carries ENOENT.
+Expected<std::unique_ptr<PlanFile>> openPlanFile(StringRef dir,
+                                                 StringRef name) {
+  if (!isPlainFileName(name))
+    return makeError("'" + name +
+                     "' is not a plain file name inside the plan directory");
+  auto file = std::make_unique<PlanFile>();
+  llvm::SmallString<256> path(dir);
+  llvm::sys::path::append(path, name);
+  file->path = std::string(path);
+  int fd;
+  do {
+    fd = ::open(file->path.c_str(),
+                O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) {
+    int e = errno;
+    if (e == ELOOP)
+      return makeError(file->path +
+                       " is a symbolic link; every file of a plan must be a "
+                       "regular file inside the plan directory");
+    return llvm::createStringError(std::error_code(e, std::generic_category()),
+                                   "cannot open " + file->path + ": " +
+                                       std::strerror(e));
+  }
+  file->fd = fd;
+  struct stat st;
+  if (::fstat(fd, &st) != 0)
+    return makeError("cannot stat " + file->path + ": " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    return makeError(file->path + " is " + describeFileType(st.st_mode) +
+                     ", not a regular file; every file of a plan must be a "
+                     "regular file inside the plan directory");
+  // A regular file never blocks; reads below are ordinary ones.
+  int flags = ::fcntl(fd, F_GETFL);
+  if (flags >= 0)
+    ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  file->size = static_cast<uint64_t>(st.st_size);
+  return std::move(file);
+}
+
+/// Reads `out.size()` bytes at `offset` of an open file.
+Error readSlice(const PlanFile &file, uint64_t offset,
+                llvm::MutableArrayRef<uint8_t> out) {
   size_t done = 0;
   while (done < out.size()) {
-    llvm::MutableArrayRef<char> chunk(
-        reinterpret_cast<char *>(out.data()) + done,
-        std::min<size_t>(out.size() - done, size_t(1) << 30));
-    Expected<size_t> got =
-        llvm::sys::fs::readNativeFileSlice(file, chunk, offset + done);
-    if (!got)
-      return got.takeError();
-    if (*got == 0)
-      return makeError("unexpected end of file after " + Twine(offset + done) +
-                       " bytes");
-    done += *got;
+    size_t want = std::min<size_t>(out.size() - done, size_t(1) << 30);
+    ssize_t got = ::pread(file.fd, out.data() + done, want,
+                          static_cast<off_t>(offset + done));
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got < 0)
+      return makeError("cannot read " + file.path + ": " +
+                       std::strerror(errno));
+    if (got == 0)
+      return makeError("unexpected end of " + file.path + " after " +
+                       Twine(offset + done) +
+                       " bytes (the file shrank while being read)");
+    done += static_cast<size_t>(got);
   }
   return Error::success();
 }
 
+/// Fails when the file holds bytes past `size` (it grew since it was
+/// opened): nothing past what was checked is ever used.
+Error checkNoMoreData(const PlanFile &file, uint64_t size) {
+  uint8_t extra;
+  ssize_t got;
+  do {
+    got = ::pread(file.fd, &extra, 1, static_cast<off_t>(size));
+  } while (got < 0 && errno == EINTR);
+  if (got > 0)
+    return makeError(file.path + " grew while being read");
+  return Error::success();
+}
+
+std::string toHex(const std::array<uint8_t, 32> &digest) {
+  static const char *digits = "0123456789abcdef";
+  std::string s;
+  s.reserve(64);
+  for (uint8_t b : digest) {
+    s += digits[b >> 4];
+    s += digits[b & 15];
+  }
+  return s;
+}
+
+/// SHA-256 of an open file's first `size` bytes, read in chunks.
+Expected<std::string> hashFile(const PlanFile &file, uint64_t size) {
+  llvm::SHA256 hasher;
+  std::vector<uint8_t> chunk(std::min<uint64_t>(size, uint64_t(4) << 20));
+  for (uint64_t done = 0; done < size;) {
+    size_t n =
+        static_cast<size_t>(std::min<uint64_t>(chunk.size(), size - done));
+    if (Error err = readSlice(file, done,
+                              llvm::MutableArrayRef<uint8_t>(chunk.data(), n)))
+      return std::move(err);
+    hasher.update(llvm::ArrayRef<uint8_t>(chunk.data(), n));
+    done += n;
+  }
+  if (Error err = checkNoMoreData(file, size))
+    return std::move(err);
+  return toHex(hasher.final());
+}
+
+/// "the file is corrupt or does not belong to this plan; recompile ...".
+const char *kMismatchAdvice =
+    "the file is damaged or does not belong to this plan; recompile the "
+    "model with shardc";
+
+/// Checks an open file's size against its manifest entry.
+Error checkSize(const PlanFile &file, const ManifestEntry &entry) {
+  if (file.size != entry.size)
+    return makeError(file.path + " is " + Twine(file.size) +
+                     " bytes, but the manifest lists " + Twine(entry.size) +
+                     ": " + kMismatchAdvice);
+  return Error::success();
+}
+
+Error hashMismatch(const PlanFile &file, const ManifestEntry &entry,
+                   StringRef actual) {
+  return makeError(file.path + " does not match its SHA-256 in the manifest (" +
+                   entry.sha256.substr(0, 16) + "..., the file has " +
+                   actual.substr(0, 16) + "...): " + kMismatchAdvice);
+}
+
+bool isLowerHex64(StringRef s) {
+  return s.size() == 64 && llvm::all_of(s, [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+/// A printable, bounded excerpt of untrusted text for messages.
+std::string excerpt(StringRef text) {
+  std::string s;
+  for (char c : text.take_front(40))
+    s += (c >= 0x20 && c < 0x7f) ? c : '?';
+  if (text.size() > 40)
+    s += "...";
+  return s;
+}
+
 } // namespace
+
+bool isPlainFileName(StringRef name) {
+  if (name.empty() || name == "." || name == ".." || name.size() > 255)
+    return false;
+  if (name.contains("..") || name.starts_with("."))
+    return false;
+  // Printable ASCII without separators or spaces: the manifest is a list of
+  // space-separated fields.
+  return llvm::all_of(name, [](char c) {
+    return c > 0x20 && c < 0x7f && c != '/' && c != '\\';
+  });
+}
+
+std::string sha256Hex(llvm::ArrayRef<uint8_t> data) {
+  return toHex(llvm::SHA256::hash(data));
+}
+
+//===----------------------------------------------------------------------===//
+// Manifest
+//===----------------------------------------------------------------------===//
+
+const ManifestEntry *Manifest::find(StringRef name) const {
+  for (const ManifestEntry &e : files)
+    if (e.name == name)
+      return &e;
+  return nullptr;
+}
+
+std::string formatManifest(llvm::ArrayRef<ManifestEntry> files) {
+  std::string text = "shard-plan " + std::to_string(kPlanVersion) + "\n";
+  for (const ManifestEntry &e : files)
+    text += e.name + " " + std::to_string(e.size) + " " + e.sha256 + "\n";
+  text += "sha256 " +
+          sha256Hex(llvm::ArrayRef<uint8_t>(
+              reinterpret_cast<const uint8_t *>(text.data()), text.size())) +
+          "\n";
+  return text;
+}
+
+Expected<Manifest> parseManifest(StringRef text) {
+  Manifest m;
+  if (text.empty())
+    return makeError("the manifest is empty");
+  if (!text.ends_with("\n"))
+    return makeError("the manifest does not end with a line break (it is "
+                     "truncated or damaged)");
+  StringRef body = text.drop_back();
+  llvm::SmallVector<StringRef, 16> lines;
+  body.split(lines, '\n');
+  StringRef header = lines.front();
+  StringRef versionText = header;
+  if (!versionText.consume_front("shard-plan "))
+    return makeError("not a plan manifest (its first line is '" +
+                     excerpt(header) + "', not 'shard-plan " +
+                     Twine(kPlanVersion) + "')");
+  uint32_t version = 0;
+  if (versionText.empty() || versionText.size() > 9 ||
+      !llvm::all_of(versionText, [](char c) { return c >= '0' && c <= '9'; }) ||
+      versionText.getAsInteger(10, version))
+    return makeError("the manifest's first line '" + excerpt(header) +
+                     "' has no valid plan version");
+  if (version != kPlanVersion)
+    return makeError("the plan has version " + Twine(version) +
+                     ", but this build reads version " + Twine(kPlanVersion) +
+                     "; recompile the model with shardc");
+  m.version = version;
+  if (lines.size() < 3)
+    return makeError("the manifest lists no files");
+  StringRef last = lines.back();
+  StringRef digest = last;
+  if (!digest.consume_front("sha256 ") || !isLowerHex64(digest))
+    return makeError("the manifest's last line '" + excerpt(last) +
+                     "' is not 'sha256 <64 hex digits>' (the manifest is "
+                     "truncated or damaged)");
+  size_t signedBytes = text.size() - last.size() - 1;
+  std::string actual = sha256Hex(llvm::ArrayRef<uint8_t>(
+      reinterpret_cast<const uint8_t *>(text.data()), signedBytes));
+  if (actual != digest)
+    return makeError("the manifest does not match its own SHA-256 (it is "
+                     "damaged); recompile the model with shardc");
+  m.digest = digest.str();
+  if (lines.size() - 2 > kMaxManifestFiles)
+    return makeError("the manifest lists " + Twine(lines.size() - 2) +
+                     " files, more than " + Twine(kMaxManifestFiles));
+  for (size_t k = 1; k + 1 < lines.size(); ++k) {
+    StringRef line = lines[k];
+    llvm::SmallVector<StringRef, 3> fields;
+    line.split(fields, ' ');
+    auto bad = [&](const Twine &why) {
+      return makeError("manifest line " + Twine(k + 1) + " '" + excerpt(line) +
+                       "': " + why);
+    };
+    if (fields.size() != 3)
+      return bad("expected '<file> <bytes> <sha256>'");
+    ManifestEntry e;
+    e.name = fields[0].str();
+    if (!isPlainFileName(fields[0]) || fields[0] == kManifestFile)
+      return bad("'" + excerpt(fields[0]) +
+                 "' is not a plain file name inside the plan directory");
+    StringRef size = fields[1];
+    if (size.empty() || size.size() > 19 ||
+        (size.size() > 1 && size.front() == '0') ||
+        !llvm::all_of(size, [](char c) { return c >= '0' && c <= '9'; }) ||
+        size.getAsInteger(10, e.size) ||
+        e.size > uint64_t(std::numeric_limits<int64_t>::max()))
+      return bad("invalid byte count");
+    if (!isLowerHex64(fields[2]))
+      return bad("invalid SHA-256");
+    e.sha256 = fields[2].str();
+    if (m.find(e.name))
+      return bad("file listed more than once");
+    m.files.push_back(std::move(e));
+  }
+  if (!m.find(kPlanFile))
+    return makeError("the manifest does not list " + Twine(kPlanFile));
+  return std::move(m);
+}
+
+Expected<std::vector<uint8_t>> readPlanFile(StringRef dir, StringRef name,
+                                            uint64_t maxBytes) {
+  Expected<std::unique_ptr<PlanFile>> file = openPlanFile(dir, name);
+  if (!file)
+    return file.takeError();
+  const PlanFile &f = **file;
+  if (f.size > maxBytes)
+    return makeError(f.path + " is " + Twine(f.size) + " bytes, more than " +
+                     Twine(maxBytes) + " (it is not the plan's, or damaged)");
+  std::vector<uint8_t> bytes(static_cast<size_t>(f.size));
+  if (Error err = readSlice(f, 0, bytes))
+    return std::move(err);
+  if (Error err = checkNoMoreData(f, f.size))
+    return std::move(err);
+  return std::move(bytes);
+}
+
+/// The error for a directory without a manifest: an older plan (its plan.pb
+/// says which version) or not a complete plan.
+static Error missingManifest(StringRef dir, StringRef manifestPath) {
+  Expected<std::vector<uint8_t>> old =
+      readPlanFile(dir, kPlanFile, uint64_t(64) << 20);
+  if (old) {
+    Plan p;
+    bool parsed;
+    {
+#if GOOGLE_PROTOBUF_VERSION < 4022000
+      google::protobuf::LogSilencer silence;
+#endif
+      parsed = p.ParseFromArray(old->data(), static_cast<int>(old->size()));
+    }
+    if (parsed && p.version() != kPlanVersion)
+      return makeError("the plan in " + dir + " has version " +
+                       Twine(p.version()) + ", but this build reads version " +
+                       Twine(kPlanVersion) +
+                       "; recompile the model with shardc");
+  } else {
+    llvm::consumeError(old.takeError());
+  }
+  return makeError(dir + " is not a complete plan directory: " + manifestPath +
+                   " is missing (every plan of version " + Twine(kPlanVersion) +
+                   " has one); recompile the model with shardc");
+}
+
+Expected<Manifest> readManifest(StringRef dir) {
+  Expected<std::vector<uint8_t>> raw =
+      readPlanFile(dir, kManifestFile, kMaxManifestBytes);
+  if (!raw) {
+    llvm::SmallString<256> path(dir);
+    llvm::sys::path::append(path, kManifestFile);
+    Error err = raw.takeError();
+    bool missing = false;
+    err = llvm::handleErrors(
+        std::move(err), [&](const llvm::StringError &e) -> Error {
+          if (e.convertToErrorCode() ==
+              std::error_code(ENOENT, std::generic_category())) {
+            missing = true;
+            return Error::success();
+          }
+          return makeError(e.getMessage());
+        });
+    if (missing)
+      return missingManifest(dir, path);
+    return std::move(err);
+  }
+  Expected<Manifest> m = parseManifest(
+      StringRef(reinterpret_cast<const char *>(raw->data()), raw->size()));
+  if (!m)
+    return makeError("the manifest of the plan in " + dir +
+                     " is invalid: " + toString(m.takeError()));
+  return m;
+}
+
+/// Reads file `name` of `dir` whole and checks it against `entry`.
+static Expected<std::vector<uint8_t>> readAgainst(StringRef dir,
+                                                  const ManifestEntry &entry) {
+  Expected<std::unique_ptr<PlanFile>> file = openPlanFile(dir, entry.name);
+  if (!file)
+    return file.takeError();
+  const PlanFile &f = **file;
+  if (Error err = checkSize(f, entry))
+    return std::move(err);
+  std::vector<uint8_t> bytes(static_cast<size_t>(f.size));
+  if (Error err = readSlice(f, 0, bytes))
+    return std::move(err);
+  if (Error err = checkNoMoreData(f, f.size))
+    return std::move(err);
+  std::string actual = sha256Hex(bytes);
+  if (actual != entry.sha256)
+    return hashMismatch(f, entry, actual);
+  return std::move(bytes);
+}
+
+Expected<std::vector<uint8_t>> readVerifiedPlanFile(StringRef dir,
+                                                    StringRef name) {
+  Expected<Manifest> m = readManifest(dir);
+  if (!m)
+    return m.takeError();
+  const ManifestEntry *entry = m->find(name);
+  if (!entry)
+    return makeError("the manifest of the plan in " + dir + " does not list " +
+                     name);
+  return readAgainst(dir, *entry);
+}
+
+Error resealPlan(StringRef dir) {
+  Expected<std::vector<uint8_t>> raw =
+      readPlanFile(dir, kManifestFile, kMaxManifestBytes);
+  if (!raw)
+    return raw.takeError();
+  Expected<Manifest> m = parseManifest(
+      StringRef(reinterpret_cast<const char *>(raw->data()), raw->size()));
+  if (!m)
+    return m.takeError();
+  for (ManifestEntry &e : m->files) {
+    Expected<std::unique_ptr<PlanFile>> file = openPlanFile(dir, e.name);
+    if (!file)
+      return file.takeError();
+    Expected<std::string> sum = hashFile(**file, (*file)->size);
+    if (!sum)
+      return sum.takeError();
+    e.size = (*file)->size;
+    e.sha256 = *sum;
+  }
+  std::string text = formatManifest(m->files);
+  llvm::SmallString<256> path(dir);
+  llvm::sys::path::append(path, kManifestFile);
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  if (ec)
+    return makeError("cannot write " + path + ": " + ec.message());
+  os << text;
+  return Error::success();
+}
 
 uint64_t fnv1a64(llvm::ArrayRef<uint8_t> data, uint64_t seed) {
   uint64_t h = seed;
@@ -231,10 +643,32 @@ Expected<int32_t> PlanWriter::addDataBuffer(StringRef name, rt::DType dtype,
   return index;
 }
 
+Error PlanWriter::addFile(StringRef name, std::vector<uint8_t> bytes) {
+  if (!isPlainFileName(name) || name == kPlanFile || name == kParamsFile ||
+      name == kConstantsFile || name == kManifestFile)
+    return makeError("cannot add file '" + name +
+                     "' to a plan: not a plain file name, or one the plan "
+                     "uses itself");
+  for (const auto &f : extraFiles)
+    if (f.first == name)
+      return makeError("file '" + name + "' is added to the plan twice");
+  extraFiles.emplace_back(name.str(), std::move(bytes));
+  return Error::success();
+}
+
 Error PlanWriter::write(StringRef dir) {
   if (Error err = validatePlan(planMsg))
     return makeError("refusing to write an invalid plan to " + dir + ": " +
                      toString(std::move(err)));
+  if (planMsg.has_training() && !planMsg.training().source_model().empty()) {
+    StringRef model = planMsg.training().source_model();
+    if (llvm::none_of(extraFiles,
+                      [&](const auto &f) { return f.first == model; }))
+      return makeError("refusing to write the plan to " + dir +
+                       ": its source model '" + model +
+                       "' is not one of the plan's files (add it with "
+                       "PlanWriter::addFile)");
+  }
   if (std::error_code ec = llvm::sys::fs::create_directories(dir))
     return makeError("cannot create plan directory " + dir + ": " +
                      ec.message());
@@ -244,12 +678,14 @@ Error PlanWriter::write(StringRef dir) {
     return makeError("cannot serialize the plan for " + dir +
                      " (is it larger than 2 GiB?)");
 
-  // Everything goes to temporaries first; plan.pb is renamed last, so a plan
-  // directory never holds a new plan.pb with old data files.
+  // Everything goes to temporaries first; the manifest is renamed last, so
+  // a plan directory caught half-replaced fails its manifest check instead
+  // of mixing old and new files.
   struct Pending {
     std::string tmp, dest;
   };
-  llvm::SmallVector<Pending, 3> pending;
+  llvm::SmallVector<Pending, 5> pending;
+  std::vector<ManifestEntry> entries;
   auto cleanup = [&] {
     for (const Pending &p : pending)
       llvm::sys::fs::remove(p.tmp);
@@ -261,21 +697,33 @@ Error PlanWriter::write(StringRef dir) {
     if (!tmp)
       return tmp.takeError();
     pending.push_back({*tmp, std::string(dest)});
+    entries.push_back({fileName.str(), bytes.size(), sha256Hex(bytes)});
     return Error::success();
   };
+  auto asBytes = [](StringRef s) {
+    return llvm::ArrayRef<uint8_t>(reinterpret_cast<const uint8_t *>(s.data()),
+                                   s.size());
+  };
 
-  if (Error err = stage(kParamsFile, params)) {
-    cleanup();
-    return err;
+  Error err = stage(kPlanFile, asBytes(planBytes));
+  if (!err)
+    err = stage(kParamsFile, params);
+  if (!err)
+    err = stage(kConstantsFile, constants);
+  for (const auto &f : extraFiles)
+    if (!err)
+      err = stage(f.first, f.second);
+  if (!err) {
+    std::string manifest = formatManifest(entries);
+    llvm::SmallString<256> dest(dir);
+    llvm::sys::path::append(dest, kManifestFile);
+    Expected<std::string> tmp = writeTemporary(dest, asBytes(manifest));
+    if (tmp)
+      pending.push_back({*tmp, std::string(dest)});
+    else
+      err = tmp.takeError();
   }
-  if (Error err = stage(kConstantsFile, constants)) {
-    cleanup();
-    return err;
-  }
-  if (Error err = stage(kPlanFile,
-                        llvm::ArrayRef<uint8_t>(
-                            reinterpret_cast<const uint8_t *>(planBytes.data()),
-                            planBytes.size()))) {
+  if (err) {
     cleanup();
     return err;
   }
@@ -295,11 +743,169 @@ Error PlanWriter::write(StringRef dir) {
 // Validation
 //===----------------------------------------------------------------------===//
 
+namespace {
+
+/// How an optimizer op's attribute is checked.
+enum class HyperKind {
+  NonNegative, ///< a finite float >= 0
+  Beta,        ///< a float in [0, 1)
+  Finite,      ///< a finite float
+  Flag,        ///< an int, 0 or 1
+};
+struct HyperAttr {
+  const char *name;
+  HyperKind kind;
+};
+const HyperAttr kAdamAttrs[] = {{"lr", HyperKind::NonNegative},
+                                {"beta1", HyperKind::Beta},
+                                {"beta2", HyperKind::Beta},
+                                {"eps", HyperKind::NonNegative},
+                                {"weight_decay", HyperKind::NonNegative},
+                                {"decoupled", HyperKind::Flag}};
+const HyperAttr kSgdAttrs[] = {{"lr", HyperKind::NonNegative},
+                               {"momentum", HyperKind::NonNegative},
+                               {"dampening", HyperKind::Finite},
+                               {"weight_decay", HyperKind::NonNegative},
+                               {"nesterov", HyperKind::Flag}};
+
+/// The attributes an optimizer op type takes (empty: not an optimizer op).
+llvm::ArrayRef<HyperAttr> optimizerAttrs(StringRef type) {
+  if (type == "AdamUpdate")
+    return kAdamAttrs;
+  if (type == "SGDUpdate")
+    return kSgdAttrs;
+  return {};
+}
+
+/// An optimizer op carries exactly its hyper-parameters, each of the right
+/// kind and range: a renamed or dropped one would silently fall back to a
+/// kernel default.
+Error validateOptimizerOp(const Plan &plan, int index) {
+  const Op &op = plan.ops(index);
+  llvm::ArrayRef<HyperAttr> schema = optimizerAttrs(op.type());
+  std::string what = describeOp(plan, index);
+  std::string names;
+  for (const HyperAttr &h : schema)
+    names += (names.empty() ? "" : ", ") + std::string(h.name);
+  for (const Attribute &attr : op.attributes()) {
+    const HyperAttr *h = llvm::find_if(
+        schema, [&](const HyperAttr &x) { return attr.name() == x.name; });
+    if (h == schema.end())
+      return makeError(what + ": unknown attribute '" + attr.name() + "' (" +
+                       op.type() + " takes " + names + ")");
+    std::string a = what + ": attribute '" + attr.name() + "'";
+    if (h->kind == HyperKind::Flag) {
+      if (attr.value_case() != Attribute::kI ||
+          (attr.i() != 0 && attr.i() != 1))
+        return makeError(a + " must be an int 0 or 1");
+      continue;
+    }
+    if (attr.value_case() != Attribute::kF)
+      return makeError(a + " must be a float");
+    double v = attr.f();
+    bool ok = std::isfinite(v);
+    if (h->kind == HyperKind::NonNegative)
+      ok = ok && v >= 0;
+    if (h->kind == HyperKind::Beta)
+      ok = ok && v >= 0 && v < 1;
+    if (!ok)
+      return makeError(a + " is " + formatNumber(v) + "; it must be " +
+                       (h->kind == HyperKind::Beta     ? "in [0, 1)"
+                        : h->kind == HyperKind::Finite ? "finite"
+                                                       : "finite and >= 0"));
+  }
+  for (const HyperAttr &h : schema)
+    if (llvm::none_of(op.attributes(),
+                      [&](const Attribute &x) { return x.name() == h.name; }))
+      return makeError(what + ": attribute '" + h.name + "' is missing (" +
+                       op.type() + " takes " + names + ")");
+  return Error::success();
+}
+
+/// ZeRO-3 units: each names a sharded PARAMETER buffer, its padded size is
+/// what the shards hold, and its parameters lie inside it one after another
+/// from element 0 (no gap, no overlap), padded by less than one element per
+/// shard.
+Error validateUnits(const Plan &plan) {
+  llvm::StringSet<> paramNames;
+  std::vector<bool> usedBuffer(plan.buffers_size(), false);
+  for (int u = 0; u < plan.units_size(); ++u) {
+    const FlatUnit &unit = plan.units(u);
+    std::string what = "unit " + std::to_string(u) + " '" + unit.name() + "'";
+    if (unit.buffer() < 0 || unit.buffer() >= plan.buffers_size())
+      return makeError(what + ": buffer index " + Twine(unit.buffer()) +
+                       " is out of range (the plan has " +
+                       Twine(plan.buffers_size()) + " buffers)");
+    const Buffer &b = plan.buffers(unit.buffer());
+    std::string buf = describeBuffer(plan, unit.buffer());
+    if (b.kind() != PARAMETER)
+      return makeError(what + ": " + buf + " is a " + kindName(b.kind()) +
+                       " buffer, not a PARAMETER");
+    if (usedBuffer[unit.buffer()])
+      return makeError(what + ": " + buf + " belongs to another unit too");
+    usedBuffer[unit.buffer()] = true;
+    int64_t shardElems = 1;
+    for (int64_t d : b.shape())
+      shardElems *= d; // validated: no overflow
+    int64_t shards = std::max<int64_t>(b.shard_count(), 1);
+    int64_t padded;
+    if (llvm::MulOverflow(shardElems, shards, padded) ||
+        padded != unit.padded_elements())
+      return makeError(what + ": padded_elements is " +
+                       Twine(unit.padded_elements()) + ", but " + buf +
+                       " holds " + Twine(shards) + " shard(s) of " +
+                       Twine(shardElems) + " elements");
+    int64_t next = 0; // the parameters tile the unit in order from 0
+    for (int k = 0; k < unit.params_size(); ++k) {
+      const FlatParam &fp = unit.params(k);
+      std::string pw =
+          what + ": parameter " + std::to_string(k) + " '" + fp.name() + "'";
+      if (fp.name().empty())
+        return makeError(pw + ": has no name");
+      if (!paramNames.insert(fp.name()).second)
+        return makeError(pw + ": another unit parameter has the same name");
+      int64_t n = 1;
+      for (int64_t d : fp.shape())
+        if (d < 0 || llvm::MulOverflow(n, d, n))
+          return makeError(pw + ": invalid shape " +
+                           rt::shapeToString(llvm::SmallVector<int64_t, 6>(
+                               fp.shape().begin(), fp.shape().end())));
+      int64_t end;
+      if (fp.offset() < 0 || llvm::AddOverflow(fp.offset(), n, end) ||
+          end > unit.padded_elements())
+        return makeError(pw + ": elements [" + Twine(fp.offset()) + ", +" +
+                         Twine(n) + ") lie outside the unit's " +
+                         Twine(unit.padded_elements()) + " elements");
+      if (fp.offset() != next)
+        return makeError(pw + ": starts at element " + Twine(fp.offset()) +
+                         ", but the unit's parameters lie one after another "
+                         "from element 0 (the previous one ends at " +
+                         Twine(next) + ")");
+      next = end;
+    }
+    // Padding fills the last shard only: less than one element per shard.
+    if (unit.padded_elements() - next >= shards)
+      return makeError(what + ": its parameters end at element " + Twine(next) +
+                       ", but it has " + Twine(unit.padded_elements()) +
+                       " elements in " + Twine(shards) +
+                       " shard(s): more padding than the last shard needs");
+  }
+  return Error::success();
+}
+
+} // namespace
+
 Error validatePlan(const Plan &plan, llvm::ArrayRef<StringRef> knownOpTypes) {
   const int numBuffers = plan.buffers_size();
   auto inRange = [&](int64_t index) {
     return index >= 0 && index < numBuffers;
   };
+  if (plan.world_size() < 0 || plan.world_size() > INT_MAX)
+    return makeError("world_size " + Twine(plan.world_size()) + " is invalid");
+  if (plan.zero_stage() < 0 || plan.zero_stage() > 3)
+    return makeError("zero_stage " + Twine(plan.zero_stage()) +
+                     " is invalid (0 to 3)");
+  const int64_t worldSize = std::max<int64_t>(plan.world_size(), 1);
 
   // Buffers.
   for (int i = 0; i < numBuffers; ++i) {
@@ -325,6 +931,10 @@ Error validatePlan(const Plan &plan, llvm::ArrayRef<StringRef> knownOpTypes) {
     if (b.shard_count() < 0 || (b.shard_count() > 1 && b.kind() != PARAMETER))
       return makeError(what + ": shard_count " + Twine(b.shard_count()) +
                        " is invalid (only PARAMETER buffers are sharded)");
+    if (b.shard_count() > 1 && b.shard_count() != worldSize)
+      return makeError(what + ": shard_count " + Twine(b.shard_count()) +
+                       " differs from the plan's world size " +
+                       Twine(worldSize) + " (one shard per rank)");
     uint64_t shards = b.shard_count() > 1 ? b.shard_count() : 1;
     if (*bytes != 0 && shards > std::numeric_limits<uint64_t>::max() / *bytes)
       return makeError(what + ": shard_count overflows");
@@ -333,7 +943,8 @@ Error validatePlan(const Plan &plan, llvm::ArrayRef<StringRef> knownOpTypes) {
                        " but " + Twine(shards) + " x " + rt::dtypeName(dtype) +
                        " " + rt::shapeToString(shape) + " needs " +
                        Twine(*bytes * shards));
-    if (!isPlainFileName(b.data_file()))
+    if (!isPlainFileName(b.data_file()) || b.data_file() == kPlanFile ||
+        b.data_file() == kManifestFile)
       return makeError(what + ": data_file '" + b.data_file() +
                        "' is not a plain file name inside the plan directory");
     if (b.data_offset() > std::numeric_limits<uint64_t>::max() - b.data_bytes())
@@ -454,8 +1065,21 @@ Error validatePlan(const Plan &plan, llvm::ArrayRef<StringRef> knownOpTypes) {
       if (attr.value_case() == Attribute::VALUE_NOT_SET)
         return makeError(what + ": attribute '" + attr.name() +
                          "' has no value");
+      // Collectives and shard slices split by the world size: it must be
+      // the plan's.
+      if (attr.name() == "world_size" &&
+          (attr.value_case() != Attribute::kI || attr.i() != worldSize))
+        return makeError(what +
+                         ": attribute 'world_size' must be the plan's "
+                         "world size " +
+                         Twine(worldSize));
     }
+    if (!optimizerAttrs(op.type()).empty())
+      if (Error err = validateOptimizerOp(plan, j))
+        return err;
   }
+  if (Error err = validateUnits(plan))
+    return err;
 
   // Graph outputs.
   if (plan.outputs_size() == 0)
@@ -485,6 +1109,66 @@ Error validatePlan(const Plan &plan, llvm::ArrayRef<StringRef> knownOpTypes) {
                        ") must be a float32 scalar");
     if (t.micro_batch() <= 0)
       return makeError("training: micro_batch must be positive");
+    if (!t.optimizer().empty() && t.optimizer() != "sgd" &&
+        t.optimizer() != "adam" && t.optimizer() != "adamw")
+      return makeError("training: unknown optimizer '" + t.optimizer() +
+                       "' (sgd, adam or adamw)");
+    if (!t.source_model().empty() &&
+        (!isPlainFileName(t.source_model()) || t.source_model() == kPlanFile ||
+         t.source_model() == kManifestFile))
+      return makeError("training: source_model '" + t.source_model() +
+                       "' is not a plain file name inside the plan directory");
+  }
+  // A training step updates what it trains: every TRAINED parameter and
+  // every STATE buffer is written by some op (a dropped optimizer update
+  // would leave it as loaded), and the optimizer ops are the optimizer's.
+  if (plan.has_training()) {
+    std::vector<bool> written(numBuffers, false);
+    for (const Op &op : plan.ops())
+      for (int32_t index : op.outputs())
+        if (inRange(index))
+          written[index] = true;
+    for (int i = 0; i < numBuffers; ++i) {
+      const Buffer &b = plan.buffers(i);
+      if ((b.kind() == STATE ||
+           (b.kind() == PARAMETER && b.role() == TRAINED)) &&
+          !written[i])
+        return makeError(
+            describeBuffer(plan, i) + ": a " +
+            (b.kind() == STATE ? "STATE buffer" : "trained parameter") +
+            " that no op updates");
+    }
+    StringRef optimizer = plan.training().optimizer();
+    for (int j = 0; j < plan.ops_size(); ++j) {
+      const Op &op = plan.ops(j);
+      bool adam = op.type() == "AdamUpdate", sgd = op.type() == "SGDUpdate";
+      if (!adam && !sgd)
+        continue;
+      int64_t decoupled = -1;
+      for (const Attribute &attr : op.attributes())
+        if (attr.name() == "decoupled")
+          decoupled = attr.i();
+      bool ok = (optimizer == "sgd" && sgd) ||
+                (optimizer == "adam" && adam && decoupled == 0) ||
+                (optimizer == "adamw" && adam && decoupled == 1);
+      if (!ok)
+        return makeError(describeOp(plan, j) +
+                         ": does not implement the "
+                         "training's optimizer '" +
+                         optimizer + "'" +
+                         (adam
+                              ? " (decoupled=" + std::to_string(decoupled) + ")"
+                              : std::string()));
+    }
+  }
+  // Export finds trained values by parameter name.
+  llvm::StringSet<> paramNames;
+  for (int i = 0; i < numBuffers; ++i) {
+    const Buffer &b = plan.buffers(i);
+    if (b.kind() == PARAMETER && !b.name().empty() &&
+        !paramNames.insert(b.name()).second)
+      return makeError(describeBuffer(plan, i) +
+                       ": another PARAMETER buffer has the same name");
   }
   return Error::success();
 }
@@ -495,22 +1179,12 @@ Error validatePlan(const Plan &plan, llvm::ArrayRef<StringRef> knownOpTypes) {
 
 namespace {
 
-/// An open data file of a plan directory, with its size.
-struct DataFile {
-  llvm::sys::fs::file_t handle = llvm::sys::fs::kInvalidFile;
-  uint64_t size = 0;
-};
-
 /// Reads the data of every PARAMETER and CONSTANT buffer of a structurally
-/// valid plan, checking bounds and checksums.
+/// valid plan whose files were checked against the manifest, checking
+/// bounds and checksums.
 Error loadData(LoadedPlan &loaded, int rank) {
   const Plan &plan = loaded.plan;
-  llvm::StringMap<DataFile> files;
-  auto closeAll = [&] {
-    for (auto &entry : files)
-      if (entry.second.handle != llvm::sys::fs::kInvalidFile)
-        llvm::sys::fs::closeFile(entry.second.handle);
-  };
+  llvm::StringMap<std::unique_ptr<PlanFile>> files;
 
   loaded.bytes.assign(plan.buffers_size(), {});
   for (int i = 0; i < plan.buffers_size(); ++i) {
@@ -521,36 +1195,30 @@ Error loadData(LoadedPlan &loaded, int rank) {
 
     auto it = files.find(b.data_file());
     if (it == files.end()) {
-      llvm::SmallString<256> path(loaded.dir);
-      llvm::sys::path::append(path, b.data_file());
-      DataFile df;
-      llvm::sys::fs::file_status status;
-      if (std::error_code ec = llvm::sys::fs::status(path, status)) {
-        closeAll();
-        return makeError(what + ": cannot open data file " + path + ": " +
-                         ec.message());
-      }
-      if (status.type() != llvm::sys::fs::file_type::regular_file) {
-        closeAll();
-        return makeError(what + ": data file " + path +
-                         " is not a regular file");
-      }
-      df.size = status.getSize();
-      Expected<llvm::sys::fs::file_t> handle =
-          llvm::sys::fs::openNativeFileForRead(path);
-      if (!handle) {
-        closeAll();
-        return makeError(what + ": cannot open data file " + path + ": " +
-                         toString(handle.takeError()));
-      }
-      df.handle = *handle;
-      it = files.insert({b.data_file(), df}).first;
+      const ManifestEntry *entry = loaded.manifest.find(b.data_file());
+      if (!entry)
+        return makeError(what + ": data file " + b.data_file() +
+                         " is not listed in the manifest");
+      Expected<std::unique_ptr<PlanFile>> file =
+          openPlanFile(loaded.dir, b.data_file());
+      if (!file)
+        return makeError(
+            what + ": cannot open data file: " + toString(file.takeError()));
+      // The whole file against the manifest, before any buffer is used.
+      if (Error err = checkSize(**file, *entry))
+        return makeError(what + ": " + toString(std::move(err)));
+      Expected<std::string> sum = hashFile(**file, (*file)->size);
+      if (!sum)
+        return makeError(what + ": " + toString(sum.takeError()));
+      if (*sum != entry->sha256)
+        return makeError(what + ": " +
+                         toString(hashMismatch(**file, *entry, *sum)));
+      it = files.insert({b.data_file(), std::move(*file)}).first;
     }
-    const DataFile &df = it->second;
+    const PlanFile &df = *it->second;
 
     // validatePlan ruled out overflow of offset + bytes.
-    if (b.data_offset() + b.data_bytes() > df.size) {
-      closeAll();
+    if (b.data_offset() + b.data_bytes() > df.size)
       return makeError(what + ": bytes [" + Twine(b.data_offset()) + ", " +
                        Twine(b.data_offset() + b.data_bytes()) +
                        ") lie past "
@@ -558,36 +1226,28 @@ Error loadData(LoadedPlan &loaded, int rank) {
                        b.data_file() + " (" + Twine(df.size) +
                        " bytes); the file is truncated or does not belong to "
                        "this plan");
-    }
+    if (b.shard_count() > 1 && (rank < 0 || rank >= b.shard_count()))
+      return makeError(what + ": has " + Twine(b.shard_count()) +
+                       " shards, none for rank " + Twine(rank));
     std::vector<uint8_t> &bytes = loaded.bytes[i];
     bytes.resize(b.data_bytes());
-    if (Error err = readSlice(df.handle, b.data_offset(), bytes)) {
-      closeAll();
+    if (Error err = readSlice(df, b.data_offset(), bytes))
       return makeError(what + ": cannot read " + b.data_file() + ": " +
                        toString(std::move(err)));
-    }
     uint64_t sum = fnv1a64(bytes);
-    if (sum != b.checksum()) {
-      closeAll();
+    if (sum != b.checksum())
       return makeError(what + ": checksum mismatch in " + b.data_file() +
                        " at offset " + Twine(b.data_offset()) + " (plan says " +
                        hex64(b.checksum()) + ", data has " + hex64(sum) +
                        "); the file is corrupt or does not belong to this "
                        "plan");
-    }
     if (b.shard_count() > 1) {
-      if (rank < 0 || rank >= b.shard_count()) {
-        closeAll();
-        return makeError(what + ": has " + Twine(b.shard_count()) +
-                         " shards, none for rank " + Twine(rank));
-      }
       size_t shardBytes = bytes.size() / b.shard_count();
       std::vector<uint8_t> mine(bytes.begin() + rank * shardBytes,
                                 bytes.begin() + (rank + 1) * shardBytes);
       bytes = std::move(mine);
     }
   }
-  closeAll();
   return Error::success();
 }
 
@@ -600,26 +1260,26 @@ loadPlan(StringRef dir, llvm::ArrayRef<StringRef> knownOpTypes, int rank) {
       return makeError("plan directory " + dir + " does not exist");
     return makeError(dir + " is not a plan directory (not a directory)");
   }
-  llvm::SmallString<256> planPath(dir);
-  llvm::sys::path::append(planPath, kPlanFile);
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
-      llvm::MemoryBuffer::getFile(planPath, /*IsText=*/false,
-                                  /*RequiresNullTerminator=*/false);
-  if (!file)
-    return makeError("cannot read " + Twine(kPlanFile) + " in " + dir + ": " +
-                     file.getError().message());
-
   auto loaded = std::make_unique<LoadedPlan>();
   loaded->dir = dir.str();
-  StringRef raw = (*file)->getBuffer();
+  Expected<Manifest> manifest = readManifest(dir);
+  if (!manifest)
+    return manifest.takeError();
+  loaded->manifest = std::move(*manifest);
   auto invalid = [&](const Twine &why) {
     return makeError(Twine(kPlanFile) + " in " + dir +
                      " is not a valid plan: " + why);
   };
-  if (raw.empty())
+
+  const ManifestEntry *planEntry = loaded->manifest.find(kPlanFile);
+  if (planEntry->size > static_cast<uint64_t>(INT_MAX))
+    return invalid("the manifest lists it as larger than 2 GiB");
+  Expected<std::vector<uint8_t>> raw = readAgainst(dir, *planEntry);
+  if (!raw)
+    return makeError("invalid plan in " + dir + ": " +
+                     toString(raw.takeError()));
+  if (raw->empty())
     return invalid("the file is empty");
-  if (raw.size() > static_cast<size_t>(INT_MAX))
-    return invalid("the file is larger than 2 GiB");
   bool parsed;
   {
 #if GOOGLE_PROTOBUF_VERSION < 4022000
@@ -628,7 +1288,7 @@ loadPlan(StringRef dir, llvm::ArrayRef<StringRef> knownOpTypes, int rank) {
     google::protobuf::LogSilencer silence;
 #endif
     parsed =
-        loaded->plan.ParseFromArray(raw.data(), static_cast<int>(raw.size()));
+        loaded->plan.ParseFromArray(raw->data(), static_cast<int>(raw->size()));
   }
   if (!parsed)
     return invalid("protobuf parsing failed (the file is truncated or not a "
@@ -643,10 +1303,204 @@ loadPlan(StringRef dir, llvm::ArrayRef<StringRef> knownOpTypes, int rank) {
   if (Error err = validatePlan(loaded->plan, knownOpTypes))
     return makeError("invalid plan in " + dir + ": " +
                      toString(std::move(err)));
+
+  // Every other file the manifest lists (the source model), so a damaged
+  // one stops the run before the first step rather than at --export.
+  for (const ManifestEntry &e : loaded->manifest.files) {
+    if (e.name == kPlanFile)
+      continue;
+    bool dataFile = llvm::any_of(loaded->plan.buffers(), [&](const Buffer &b) {
+      return hasData(b) && b.data_file() == e.name;
+    });
+    if (dataFile)
+      continue; // checked by loadData as it reads
+    Expected<std::unique_ptr<PlanFile>> file = openPlanFile(dir, e.name);
+    if (!file)
+      return makeError("invalid plan in " + dir + ": " +
+                       toString(file.takeError()));
+    if (Error err = checkSize(**file, e))
+      return makeError("invalid plan in " + dir + ": " +
+                       toString(std::move(err)));
+    Expected<std::string> sum = hashFile(**file, (*file)->size);
+    if (!sum)
+      return makeError("invalid plan in " + dir + ": " +
+                       toString(sum.takeError()));
+    if (*sum != e.sha256)
+      return makeError("invalid plan in " + dir + ": " +
+                       toString(hashMismatch(**file, e, *sum)));
+  }
+  if (loaded->plan.has_training() &&
+      !loaded->plan.training().source_model().empty() &&
+      !loaded->manifest.find(loaded->plan.training().source_model()))
+    return makeError("invalid plan in " + dir + ": the source model '" +
+                     loaded->plan.training().source_model() +
+                     "' is not listed in the manifest");
+
   if (Error err = loadData(*loaded, rank))
     return makeError("invalid plan in " + dir + ": " +
                      toString(std::move(err)));
   return std::move(loaded);
+}
+
+//===----------------------------------------------------------------------===//
+// Digests for the cross-rank check
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+uint64_t hash64(StringRef bytes) {
+  std::array<uint8_t, 32> d = llvm::SHA256::hash(llvm::ArrayRef<uint8_t>(
+      reinterpret_cast<const uint8_t *>(bytes.data()), bytes.size()));
+  uint64_t v = 0;
+  for (int k = 0; k < 8; ++k)
+    v = (v << 8) | d[k];
+  return v;
+}
+
+} // namespace
+
+StringRef planPartName(PlanDigest::Part part) {
+  switch (part) {
+  case PlanDigest::Whole:
+    return "the plan files";
+  case PlanDigest::Collectives:
+    return "the collectives (schedule of communication)";
+  case PlanDigest::Schedule:
+    return "the schedule (ops, buffers, model attributes)";
+  case PlanDigest::HyperParameters:
+    return "hyper-parameters";
+  case PlanDigest::ParameterData:
+    return "parameter data";
+  case PlanDigest::Constants:
+    return "constant data";
+  case PlanDigest::OtherFiles:
+    return "the source model";
+  case PlanDigest::Metadata:
+    return "plan metadata (producer, model name, memory prediction)";
+  case PlanDigest::NumParts:
+    break;
+  }
+  return "unknown part";
+}
+
+PlanDigest digestPlan(const LoadedPlan &loaded,
+                      llvm::ArrayRef<StringRef> collectiveOpTypes) {
+  const Plan &plan = loaded.plan;
+  PlanDigest d;
+  d.parts[PlanDigest::Whole] = hash64(loaded.manifest.digest);
+
+  // The collectives: type and each operand's element type and count.
+  std::string coll = "world " + std::to_string(plan.world_size()) + "\n";
+  for (const Op &op : plan.ops()) {
+    if (!llvm::is_contained(collectiveOpTypes, op.type()))
+      continue;
+    coll += op.type();
+    for (auto list : {&op.inputs(), &op.outputs()})
+      for (int32_t index : *list) {
+        if (index < 0 || index >= plan.buffers_size())
+          continue;
+        const Buffer &b = plan.buffers(index);
+        int64_t n = 1;
+        for (int64_t dim : b.shape())
+          n *= dim;
+        coll += " " + std::to_string(b.dtype()) + "x" + std::to_string(n);
+      }
+    coll += "\n";
+  }
+  d.parts[PlanDigest::Collectives] = hash64(coll);
+
+  // Hyper-parameters: the training settings and the distinct values of
+  // the optimizer ops' attributes (whatever the ops are called and however
+  // many there are, which is the schedule's business); the schedule is
+  // everything else that computes.
+  Plan schedule = plan;
+  std::string hyper = plan.training().SerializeAsString();
+  schedule.clear_training();
+  std::vector<std::string> values;
+  for (Op &op : *schedule.mutable_ops()) {
+    if (optimizerAttrs(op.type()).empty())
+      continue;
+    for (const Attribute &attr : op.attributes())
+      values.push_back(op.type() + " " + attr.SerializeAsString());
+    op.clear_attributes();
+  }
+  llvm::sort(values);
+  values.erase(std::unique(values.begin(), values.end()), values.end());
+  for (const std::string &v : values)
+    hyper += "\n" + v;
+  d.parts[PlanDigest::HyperParameters] = hash64(hyper);
+  for (Buffer &b : *schedule.mutable_buffers())
+    b.clear_checksum(); // data, compared below
+  Plan meta;
+  meta.set_producer(schedule.producer());
+  meta.set_model_name(schedule.model_name());
+  *meta.mutable_predicted_memory() = schedule.predicted_memory();
+  schedule.clear_producer();
+  schedule.clear_model_name();
+  schedule.clear_predicted_memory();
+  d.parts[PlanDigest::Schedule] = hash64(schedule.SerializeAsString());
+  d.parts[PlanDigest::Metadata] = hash64(meta.SerializeAsString());
+
+  // Data: the manifest's hashes of the files the buffers read, and every
+  // other file.
+  std::string params, constants, others;
+  for (const ManifestEntry &e : loaded.manifest.files) {
+    bool isParams = false, isConstants = false;
+    for (const Buffer &b : plan.buffers()) {
+      if (b.data_file() != e.name)
+        continue;
+      isParams |= b.kind() == PARAMETER;
+      isConstants |= b.kind() == CONSTANT;
+    }
+    std::string line = e.name + " " + e.sha256 + "\n";
+    if (isParams)
+      params += line;
+    if (isConstants)
+      constants += line;
+    if (!isParams && !isConstants && e.name != kPlanFile)
+      others += line;
+  }
+  d.parts[PlanDigest::ParameterData] = hash64(params);
+  d.parts[PlanDigest::Constants] = hash64(constants);
+  d.parts[PlanDigest::OtherFiles] = hash64(others);
+  return d;
+}
+
+std::string describeHyperParameters(const Plan &plan) {
+  std::string s;
+  if (plan.has_training()) {
+    const Training &t = plan.training();
+    s = "optimizer " + (t.optimizer().empty() ? "none" : t.optimizer()) +
+        ", micro_batch " + std::to_string(t.micro_batch());
+  }
+  for (StringRef type : {"AdamUpdate", "SGDUpdate"}) {
+    std::string part;
+    for (const HyperAttr &h : optimizerAttrs(type)) {
+      std::vector<std::string> values;
+      for (const Op &op : plan.ops()) {
+        if (op.type() != type)
+          continue;
+        for (const Attribute &attr : op.attributes()) {
+          if (attr.name() != h.name)
+            continue;
+          std::string v =
+              attr.value_case() == Attribute::kF   ? formatNumber(attr.f())
+              : attr.value_case() == Attribute::kI ? std::to_string(attr.i())
+                                                   : std::string("?");
+          if (!llvm::is_contained(values, v))
+            values.push_back(v);
+        }
+      }
+      if (values.empty())
+        continue;
+      part += " " + std::string(h.name) + "=" + llvm::join(values, "|");
+    }
+    if (!part.empty())
+      s += (s.empty() ? "" : ", ") + type.str() + part;
+  }
+  if (s.size() > 400)
+    s = s.substr(0, 400) + "...";
+  return s.empty() ? "none" : s;
 }
 
 } // namespace shardc::plan

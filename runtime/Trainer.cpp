@@ -7,12 +7,13 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
-#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <sys/resource.h>
@@ -174,6 +175,85 @@ static std::string jsonEscape(StringRef text) {
   return out;
 }
 
+/// The plan's source model: a file of the plan directory that the manifest
+/// lists, checked against its size and SHA-256.
+static Expected<onnx::ModelProto> readSourceModel(const plan::Plan &plan,
+                                                  StringRef planDir) {
+  if (!plan.has_training() || plan.training().source_model().empty())
+    return makeError("--export: the plan in " + planDir +
+                     " carries no source model");
+  Expected<std::vector<uint8_t>> source =
+      plan::readVerifiedPlanFile(planDir, plan.training().source_model());
+  if (!source)
+    return makeError("--export: cannot read the source model: " +
+                     toString(source.takeError()));
+  llvm::SmallString<256> src(planDir);
+  llvm::sys::path::append(src, plan.training().source_model());
+  onnx::ModelProto model;
+  if (source->size() > INT_MAX ||
+      !model.ParseFromArray(source->data(), static_cast<int>(source->size())))
+    return makeError("--export: " + src + " is not a valid ONNX model");
+  return std::move(model);
+}
+
+/// Every parameter that --export writes back (each ZeRO-3 unit's
+/// parameters, every other PARAMETER buffer) is an initializer of the
+/// source model with the same element type and shape: otherwise the export
+/// would leave a trained parameter out or write bytes of another shape.
+static Error checkParametersMatch(const plan::Plan &plan,
+                                  const onnx::ModelProto &model,
+                                  StringRef planDir) {
+  llvm::StringMap<const onnx::TensorProto *> inits;
+  for (const onnx::TensorProto &init : model.graph().initializer())
+    inits[init.name()] = &init;
+  auto check = [&](const std::string &name, int dtype,
+                   llvm::ArrayRef<int64_t> shape) -> Error {
+    const onnx::TensorProto *init = inits.lookup(name);
+    std::string where = "--export: parameter '" + name + "' of the plan in " +
+                        planDir.str() + " ";
+    if (!init)
+      return makeError(where + "is not an initializer of its source model " +
+                       plan.training().source_model() +
+                       " (the plan and the model do not belong together; "
+                       "recompile the model with shardc)");
+    bool same = init->data_type() == dtype &&
+                init->dims_size() == static_cast<int>(shape.size());
+    for (int d = 0; same && d < init->dims_size(); ++d)
+      same = init->dims(d) == shape[d];
+    if (!same)
+      return makeError(
+          where + "(" +
+          dtypeName(dtypeFromCode(dtype).value_or(DType::Undefined)) + " " +
+          shapeToString(shape) +
+          ") does not match the source model's initializer; "
+          "recompile the model with shardc");
+    return Error::success();
+  };
+  std::vector<bool> unitBuffer(plan.buffers_size(), false);
+  for (const plan::FlatUnit &unit : plan.units()) {
+    if (unit.buffer() < 0 || unit.buffer() >= plan.buffers_size())
+      return makeError("--export: unit '" + unit.name() +
+                       "' has no buffer of the plan");
+    unitBuffer[unit.buffer()] = true;
+    int dtype = plan.buffers(unit.buffer()).dtype();
+    for (const plan::FlatParam &p : unit.params())
+      if (Error err =
+              check(p.name(), dtype,
+                    std::vector<int64_t>(p.shape().begin(), p.shape().end())))
+        return err;
+  }
+  for (int i = 0; i < plan.buffers_size(); ++i) {
+    const plan::Buffer &b = plan.buffers(i);
+    if (b.kind() != plan::PARAMETER || unitBuffer[i])
+      continue;
+    if (Error err =
+            check(b.name(), b.dtype(),
+                  std::vector<int64_t>(b.shape().begin(), b.shape().end())))
+      return err;
+  }
+  return Error::success();
+}
+
 Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
             const TrainOptions &options) {
   if (!plan.has_training())
@@ -194,6 +274,15 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
                        ": every step would use the bound value, not the "
                        "data. Compile without --bind " +
                        name + " to train on the data");
+  }
+  // A plan that cannot be exported fails now, not after the last step
+  // (every rank reads the same plan, so all fail alike).
+  if (!options.exportPath.empty()) {
+    Expected<onnx::ModelProto> model = readSourceModel(plan, planDir);
+    if (!model)
+      return model.takeError();
+    if (Error err = checkParametersMatch(plan, *model, planDir))
+      return err;
   }
   Expected<Dataset> data = Dataset::load(options.dataDir, exec);
   if (!data)
@@ -386,11 +475,23 @@ Error exportModel(const Executor &exec, const plan::Plan &plan,
     return makeError("--export: the plan in " + planDir +
                      " carries no source model");
   // ZeRO-3 flat parameters: gather every rank's shard (all ranks take part).
+  // The loader validated the units; the checks here depend on the plan
+  // alone, so every rank fails alike before any collective.
+  int world = comm ? comm->worldSize() : 1;
   llvm::StringMap<std::pair<std::vector<uint8_t>, std::vector<int64_t>>>
       unsharded;
+  llvm::StringMap<DType> flatTypes;
   for (const plan::FlatUnit &unit : plan.units()) {
+    std::string what = "--export: unit '" + unit.name() + "'";
+    if (unit.buffer() < 0 || unit.buffer() >= plan.buffers_size())
+      return makeError(what + ": buffer index " + Twine(unit.buffer()) +
+                       " is out of range");
     TensorView shard = exec.buffer(unit.buffer());
-    int world = comm ? comm->worldSize() : 1;
+    if (!shard.data ||
+        shard.numel() * static_cast<int64_t>(world) != unit.padded_elements())
+      return makeError(what + ": " + Twine(world) + " shards of " +
+                       Twine(shard.numel()) + " elements are not its " +
+                       Twine(unit.padded_elements()) + " padded elements");
     std::vector<uint8_t> full(shard.bytes() * world);
     if (comm) {
       if (Error err = comm->allGather(shard.data, full.data(), shard.numel(),
@@ -400,26 +501,35 @@ Error exportModel(const Executor &exec, const plan::Plan &plan,
       std::memcpy(full.data(), shard.data, shard.bytes());
     }
     size_t elem = dtypeSize(shard.dtype);
+    int64_t fullElems = unit.padded_elements();
     for (const plan::FlatParam &p : unit.params()) {
       std::vector<int64_t> shape(p.shape().begin(), p.shape().end());
-      size_t bytes = numElements(shape) * elem;
-      std::vector<uint8_t> data(full.begin() + p.offset() * elem,
-                                full.begin() + p.offset() * elem + bytes);
+      int64_t n = 1;
+      bool ok = p.offset() >= 0;
+      for (int64_t d : shape)
+        ok = ok && d >= 0 && !llvm::MulOverflow(n, d, n);
+      ok = ok && n <= fullElems && p.offset() <= fullElems - n;
+      if (!ok)
+        return makeError(what + ": parameter '" + p.name() + "' (offset " +
+                         Twine(p.offset()) + ", shape " + shapeToString(shape) +
+                         ") lies outside the unit's " + Twine(fullElems) +
+                         " elements");
+      size_t begin = static_cast<size_t>(p.offset()) * elem;
+      size_t bytes = static_cast<size_t>(n) * elem;
+      std::vector<uint8_t> data(full.begin() + begin,
+                                full.begin() + begin + bytes);
       unsharded[p.name()] = {std::move(data), std::move(shape)};
+      flatTypes[p.name()] = shard.dtype;
     }
   }
   if (comm && comm->rank() != 0)
     return Error::success();
-  llvm::SmallString<256> src(planDir);
-  llvm::sys::path::append(src, plan.training().source_model());
-  auto buf = llvm::MemoryBuffer::getFile(src, false, false);
-  if (!buf)
-    return makeError("--export: cannot read " + src + ": " +
-                     buf.getError().message());
-  onnx::ModelProto model;
-  if (!model.ParseFromArray((*buf)->getBufferStart(),
-                            static_cast<int>((*buf)->getBufferSize())))
-    return makeError("--export: " + src + " is not a valid ONNX model");
+  Expected<onnx::ModelProto> modelOr = readSourceModel(plan, planDir);
+  if (!modelOr)
+    return modelOr.takeError();
+  onnx::ModelProto &model = *modelOr;
+  if (Error err = checkParametersMatch(plan, model, planDir))
+    return err;
   llvm::StringMap<size_t> params;
   for (int i = 0; i < plan.buffers_size(); ++i)
     if (plan.buffers(i).kind() == plan::PARAMETER)
@@ -428,7 +538,20 @@ Error exportModel(const Executor &exec, const plan::Plan &plan,
        *model.mutable_graph()->mutable_initializer()) {
     auto flat = unsharded.find(init.name());
     if (flat != unsharded.end()) {
+      const std::vector<int64_t> &shape = flat->second.second;
+      bool same = init.dims_size() == static_cast<int>(shape.size());
+      for (int d = 0; same && d < init.dims_size(); ++d)
+        same = init.dims(d) == shape[d];
+      if (!same || init.data_type() !=
+                       static_cast<int32_t>(flatTypes.lookup(init.name())))
+        return makeError("--export: initializer '" + init.name() +
+                         "' of the source model does not match the plan's "
+                         "sharded parameter of shape " +
+                         shapeToString(shape));
       init.clear_float_data();
+      init.clear_double_data();
+      init.clear_int32_data();
+      init.clear_int64_data();
       init.clear_external_data();
       init.set_data_location(onnx::TensorProto::DEFAULT);
       init.set_raw_data(flat->second.first.data(), flat->second.first.size());

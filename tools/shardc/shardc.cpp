@@ -141,14 +141,14 @@ static void printDiagnostic(Diagnostic &diag) {
 
 static constexpr const char *kSourceModelFile = "model.onnx";
 
-/// Writes the model as the user gave it (original opset, graph and names) to
-/// PLAN/model.onnx, with external initializer data pulled inline.
-static llvm::Error saveSourceModel(llvm::StringRef path,
-                                   llvm::StringRef modelDir,
-                                   llvm::StringRef planDir) {
+/// The model as the user gave it (original opset, graph and names), with
+/// external initializer data pulled inline: PLAN/model.onnx, a file of the
+/// plan (listed in its manifest).
+static llvm::Expected<std::vector<uint8_t>>
+serializeSourceModel(llvm::StringRef path, llvm::StringRef modelDir) {
   onnx::ModelProto model;
   if (llvm::Error err = shardc::onnxbridge::readModel(path, model))
-    return err;
+    return std::move(err);
   for (onnx::TensorProto &init :
        *model.mutable_graph()->mutable_initializer()) {
     if (init.data_location() != onnx::TensorProto::EXTERNAL)
@@ -163,16 +163,9 @@ static llvm::Error saveSourceModel(llvm::StringRef path,
   if (model.ByteSizeLong() >= (size_t(1) << 31))
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "the model is over 2 GiB");
-  llvm::SmallString<256> out(planDir);
-  llvm::sys::path::append(out, kSourceModelFile);
   std::string bytes;
   model.SerializeToString(&bytes);
-  std::error_code ec;
-  llvm::raw_fd_ostream os(out, ec);
-  if (ec)
-    return llvm::createStringError(ec, "cannot write " + out);
-  os << bytes;
-  return llvm::Error::success();
+  return std::vector<uint8_t>(bytes.begin(), bytes.end());
 }
 
 static const char *roleName(shardc::plan::ParamRole role) {
@@ -497,20 +490,22 @@ int main(int argc, char **argv) {
   if (training)
     for (const auto &bind : options.binds)
       writer.plan().mutable_training()->add_bound_inputs(bind.first);
-  if (llvm::Error err = writer.write(planDir))
-    return fail(llvm::toString(std::move(err)));
   if (training) {
     // The source model rides along so shardrun --export can write it back
     // with trained initializers.
-    if (llvm::Error err = saveSourceModel(inputPath, modelDir, planDir)) {
-      writer.plan().mutable_training()->clear_source_model();
-      llvm::errs() << "shardc: warning: " << llvm::toString(std::move(err))
+    llvm::Expected<std::vector<uint8_t>> source =
+        serializeSourceModel(inputPath, modelDir);
+    if (!source) {
+      llvm::errs() << "shardc: warning: " << llvm::toString(source.takeError())
                    << "; shardrun --export will not be available\n";
     } else {
+      if (llvm::Error err =
+              writer.addFile(kSourceModelFile, std::move(*source)))
+        return fail(llvm::toString(std::move(err)));
       writer.plan().mutable_training()->set_source_model(kSourceModelFile);
     }
-    if (llvm::Error err = writer.write(planDir))
-      return fail(llvm::toString(std::move(err)));
   }
+  if (llvm::Error err = writer.write(planDir))
+    return fail(llvm::toString(std::move(err)));
   return 0;
 }

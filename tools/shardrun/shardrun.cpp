@@ -34,9 +34,11 @@
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Support/xxhash.h"
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -283,12 +285,38 @@ static std::string describeInputs(const rt::Executor &exec) {
   return s;
 }
 
-static int planWorldSize(StringRef dir);
+static std::optional<int> readPlanWorldSize(StringRef dir);
+
+/// Gathers one string from every rank (each capped at 1 KiB).
+static Expected<std::vector<std::string>> gatherStrings(rt::Communicator &comm,
+                                                        std::string mine) {
+  mine.resize(std::min<size_t>(mine.size(), 1024));
+  int64_t len = mine.size();
+  std::vector<int64_t> lens(comm.worldSize());
+  if (Error err = comm.allGather(&len, lens.data(), 1, rt::DType::I64))
+    return std::move(err);
+  int64_t maxLen = 0;
+  for (int64_t l : lens)
+    maxLen = std::max(maxLen, std::clamp<int64_t>(l, 0, 1024));
+  std::vector<std::string> out(comm.worldSize());
+  if (maxLen == 0)
+    return out;
+  mine.resize(maxLen, '\0');
+  std::vector<char> all(maxLen * comm.worldSize());
+  if (Error err =
+          comm.allGather(mine.data(), all.data(), maxLen, rt::DType::U8))
+    return std::move(err);
+  for (int r = 0; r < comm.worldSize(); ++r)
+    out[r].assign(&all[r * maxLen], std::clamp<int64_t>(lens[r], 0, maxLen));
+  return out;
+}
 
 /// Every rank loads the plan, then all ranks compare what they loaded
-/// (success, collective fingerprint, world size) before anything else: a
-/// rank that failed or runs a different plan stops every rank with an error,
-/// never a hang.
+/// (success, world size, and a digest of every part of the plan) before
+/// anything else: a rank that failed or runs a plan that would compute
+/// differently stops every rank with an error naming both ranks and what
+/// differs, never a hang or a silently different run. Every rank decides
+/// from the same gathered values, so all take the same collectives.
 static Expected<std::unique_ptr<plan::LoadedPlan>>
 loadAndAgree(rt::Communicator &comm) {
   std::vector<StringRef> knownOpTypes;
@@ -297,14 +325,15 @@ loadAndAgree(rt::Communicator &comm) {
   for (StringRef type : rt::Executor::collectiveOpTypes())
     knownOpTypes.push_back(type);
   if (comm.worldSize() > 1) {
-    // First agree on the world size, before any rank reads its shard.
-    int64_t planWorld = planWorldSize(planDir);
+    // First agree on the world size, before any rank reads its shard. A
+    // rank that cannot read it (0) goes on to loading, which says why.
+    int64_t planWorld = readPlanWorldSize(planDir).value_or(0);
     std::vector<int64_t> worlds(comm.worldSize());
     if (Error err =
             comm.allGather(&planWorld, worlds.data(), 1, rt::DType::I64))
       return std::move(err);
     for (int r = 0; r < comm.worldSize(); ++r)
-      if (worlds[r] != comm.worldSize())
+      if (worlds[r] != 0 && worlds[r] != comm.worldSize())
         return makeError("the plan in " + planDir + " (on rank " + Twine(r) +
                          ") was compiled for " + Twine(worlds[r]) +
                          " rank(s), but " + Twine(comm.worldSize()) +
@@ -316,37 +345,70 @@ loadAndAgree(rt::Communicator &comm) {
       plan::loadPlan(planDir, knownOpTypes, comm.rank());
   if (comm.worldSize() == 1)
     return loaded;
+  constexpr int kParts = plan::PlanDigest::NumParts;
+  constexpr int kInfo = 2 + kParts;
   std::string mine;
-  int64_t info[3] = {0, 0, 0};
+  int64_t info[kInfo] = {};
   if (loaded) {
     info[0] = 1;
-    uint64_t fp = (*loaded)->plan.fingerprint();
-    std::memcpy(&info[1], &fp, sizeof fp);
-    info[2] = std::max<int64_t>(1, (*loaded)->plan.world_size());
+    info[1] = std::max<int64_t>(1, (*loaded)->plan.world_size());
+    plan::PlanDigest digest =
+        plan::digestPlan(**loaded, rt::Executor::collectiveOpTypes());
+    std::memcpy(&info[2], digest.parts.data(), sizeof(int64_t) * kParts);
   } else {
     mine = toString(loaded.takeError());
   }
-  std::vector<int64_t> all(3 * comm.worldSize());
-  if (Error err = comm.allGather(info, all.data(), 3, rt::DType::I64))
+  std::vector<int64_t> all(kInfo * comm.worldSize());
+  if (Error err = comm.allGather(info, all.data(), kInfo, rt::DType::I64))
     return std::move(err);
   if (!mine.empty())
-    return makeError("rank " + Twine(comm.rank()) + ": " + mine);
+    return makeError(mine); // the caller names the rank
   for (int r = 0; r < comm.worldSize(); ++r)
-    if (all[3 * r] == 0)
+    if (all[kInfo * r] == 0)
       return makeError("rank " + Twine(r) +
                        " could not load the plan (see its error)");
-  for (int r = 0; r < comm.worldSize(); ++r) {
-    if (all[3 * r + 1] != all[1])
-      return makeError("rank " + Twine(r) + " runs a plan whose collectives " +
-                       "differ from rank 0's (fingerprint mismatch): every " +
-                       "rank must run the same plan");
-    if (all[3 * r + 2] != comm.worldSize())
+  for (int r = 0; r < comm.worldSize(); ++r)
+    if (all[kInfo * r + 1] != comm.worldSize())
       return makeError("the plan in " + planDir + " was compiled for " +
-                       Twine(all[3 * r + 2]) + " rank(s), but " +
+                       Twine(all[kInfo * r + 1]) + " rank(s), but " +
                        Twine(comm.worldSize()) +
                        " are running; recompile with shardc --world-size " +
                        Twine(comm.worldSize()) + " or start " +
-                       Twine(all[3 * r + 2]) + " ranks");
+                       Twine(all[kInfo * r + 1]) + " ranks");
+  // Every rank against rank 0: the first that differs is named.
+  auto part = [&](int r, int p) { return all[kInfo * r + 2 + p]; };
+  for (int r = 1; r < comm.worldSize(); ++r) {
+    std::vector<int> differing;
+    for (int p = plan::PlanDigest::Whole + 1; p < kParts; ++p)
+      if (part(r, p) != part(0, p))
+        differing.push_back(p);
+    if (differing.empty() &&
+        part(r, plan::PlanDigest::Whole) == part(0, plan::PlanDigest::Whole))
+      continue;
+    if (differing.empty())
+      differing.push_back(plan::PlanDigest::Whole);
+    // The hyper-parameters themselves, from both ranks.
+    std::string hyper;
+    if (llvm::is_contained(differing, plan::PlanDigest::HyperParameters)) {
+      Expected<std::vector<std::string>> all =
+          gatherStrings(comm, plan::describeHyperParameters((*loaded)->plan));
+      if (!all)
+        return all.takeError();
+      hyper = " (rank 0: " + (*all)[0] + "; rank " + std::to_string(r) + ": " +
+              (*all)[r] + ")";
+    }
+    std::string what;
+    for (int p : differing) {
+      what += (what.empty() ? "" : ", ") +
+              plan::planPartName(static_cast<plan::PlanDigest::Part>(p)).str();
+      if (p == plan::PlanDigest::HyperParameters)
+        what += hyper;
+    }
+    return makeError("ranks 0 and " + Twine(r) +
+                     " run different plans: " + what +
+                     " differ; every rank must run the same plan (compile "
+                     "once and give every rank a copy of that plan "
+                     "directory)");
   }
   return loaded;
 }
@@ -731,24 +793,35 @@ static Error runMain(rt::Communicator &comm) {
   return Error::success();
 }
 
-/// The world size a plan was compiled for (1 when it cannot be read: then
-/// loading it reports the problem).
-static int planWorldSize(StringRef dir) {
-  llvm::SmallString<256> path(dir);
-  llvm::sys::path::append(path, plan::kPlanFile);
-  auto buf = llvm::MemoryBuffer::getFile(path, false, false);
-  if (!buf || (*buf)->getBufferSize() > INT_MAX)
-    return 1;
+/// The world size a plan was compiled for, or nothing when plan.pb cannot
+/// be read or does not match its manifest (then loading it reports the
+/// problem). Reads only a regular plan.pb of the size the manifest lists,
+/// so a FIFO or a device in its place cannot block or exhaust memory.
+static std::optional<int> readPlanWorldSize(StringRef dir) {
+  Expected<std::vector<uint8_t>> raw =
+      plan::readVerifiedPlanFile(dir, plan::kPlanFile);
+  if (!raw) {
+    llvm::consumeError(raw.takeError());
+    return std::nullopt;
+  }
+  if (raw->size() > INT_MAX)
+    return std::nullopt;
   plan::Plan p;
   {
 #if GOOGLE_PROTOBUF_VERSION < 4022000
     google::protobuf::LogSilencer silence;
 #endif
-    if (!p.ParseFromArray((*buf)->getBufferStart(),
-                          static_cast<int>((*buf)->getBufferSize())))
-      return 1;
+    if (!p.ParseFromArray(raw->data(), static_cast<int>(raw->size())))
+      return std::nullopt;
   }
-  return p.world_size() > 1 ? static_cast<int>(p.world_size()) : 1;
+  return p.world_size() > 1 && p.world_size() <= INT_MAX
+             ? static_cast<int>(p.world_size())
+             : 1;
+}
+
+/// The world size a plan was compiled for (1 when it cannot be read).
+static int planWorldSize(StringRef dir) {
+  return readPlanWorldSize(dir).value_or(1);
 }
 
 /// Re-runs this command as `ranks` local MPI processes and returns their

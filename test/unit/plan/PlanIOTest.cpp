@@ -9,9 +9,12 @@
 
 #include "gtest/gtest.h"
 
+#include <cmath>
 #include <cstring>
 #include <fcntl.h>
 #include <functional>
+#include <limits>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace shardc;
@@ -122,7 +125,8 @@ void buildValidPlan(PlanWriter &w) {
 }
 
 /// Writes the valid plan to `dir`, then rewrites plan.pb after `mutate`
-/// (bypassing the writer's own validation).
+/// (bypassing the writer's own validation) and reseals the manifest: a
+/// self-consistent hostile plan, which the reader's checks must stop.
 void writeMutated(const TempDir &dir,
                   const std::function<void(Plan &)> &mutate) {
   PlanWriter w;
@@ -135,6 +139,20 @@ void writeMutated(const TempDir &dir,
   std::string out;
   ASSERT_TRUE(p.SerializeToString(&out));
   writeFile(dir.file(kPlanFile), out);
+  ASSERT_EQ(errorText(resealPlan(dir.str())), "");
+}
+
+/// Writes the valid plan, replaces file `name` with `contents` and, when
+/// `reseal`, rewrites the manifest to match.
+void writeWithFile(const TempDir &dir, llvm::StringRef name,
+                   llvm::StringRef contents, bool reseal) {
+  PlanWriter w;
+  buildValidPlan(w);
+  ASSERT_EQ(errorText(w.write(dir.str())), "");
+  writeFile(dir.file(name), contents);
+  if (reseal) {
+    ASSERT_EQ(errorText(resealPlan(dir.str())), "");
+  }
 }
 
 /// Loads `dir` and returns the error message, or "" if it loaded.
@@ -255,7 +273,7 @@ TEST(PlanIOTest, RewriteReplacesExistingPlan) {
   for (llvm::sys::fs::directory_iterator it(dir.str(), ec), end;
        !ec && it != end; it.increment(ec))
     ++files;
-  EXPECT_EQ(files, 3);
+  EXPECT_EQ(files, 4);
 }
 
 TEST(PlanIOTest, WriterCreatesNestedDirectory) {
@@ -311,7 +329,17 @@ TEST(PlanIOTest, RejectsMissingDirectory) {
 TEST(PlanIOTest, RejectsMissingPlanFile) {
   TempDir dir;
   std::string msg = loadError(dir);
-  EXPECT_NE(msg.find("cannot read plan.pb in " + dir.str()), std::string::npos)
+  EXPECT_NE(msg.find(dir.str() + " is not a complete plan directory"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("manifest is missing"), std::string::npos) << msg;
+  // A manifest but no plan.pb.
+  PlanWriter w;
+  buildValidPlan(w);
+  ASSERT_EQ(errorText(w.write(dir.str())), "");
+  ASSERT_FALSE(llvm::sys::fs::remove(dir.file(kPlanFile)));
+  msg = loadError(dir);
+  EXPECT_NE(msg.find("cannot open " + dir.file(kPlanFile)), std::string::npos)
       << msg;
 }
 
@@ -321,22 +349,36 @@ TEST(PlanIOTest, RejectsTruncatedPlanFile) {
   buildValidPlan(w);
   ASSERT_EQ(errorText(w.write(dir.str())), "");
   std::string raw = readFile(dir.file(kPlanFile));
-  // Cut inside the packed list of graph outputs: protobuf itself fails.
+  // Shorter than the manifest says.
   writeFile(dir.file(kPlanFile), llvm::StringRef(raw).drop_back(1));
   std::string msg = loadError(dir);
+  EXPECT_NE(
+      msg.find(dir.file(kPlanFile) + " is " + std::to_string(raw.size() - 1) +
+               " bytes, but the manifest lists " + std::to_string(raw.size())),
+      std::string::npos)
+      << msg;
+  // Resealed, protobuf itself fails (the cut is inside the packed list of
+  // graph outputs).
+  ASSERT_EQ(errorText(resealPlan(dir.str())), "");
+  msg = loadError(dir);
   EXPECT_NE(msg.find("plan.pb in " + dir.str() + " is not a valid plan"),
             std::string::npos)
       << msg;
-  // Every shorter prefix is rejected too, one way or another.
+  // Every shorter prefix is rejected too, one way or another, resealed or
+  // not.
   for (size_t n = 0; n < raw.size(); ++n) {
     writeFile(dir.file(kPlanFile), llvm::StringRef(raw).take_front(n));
     EXPECT_NE(loadError(dir), "") << "prefix of " << n << " bytes accepted";
+    ASSERT_EQ(errorText(resealPlan(dir.str())), "");
+    EXPECT_NE(loadError(dir), "")
+        << "resealed prefix of " << n << " bytes accepted";
   }
 }
 
 TEST(PlanIOTest, RejectsGarbagePlanFile) {
   TempDir dir;
-  writeFile(dir.file(kPlanFile), "\xff\xff\xff\xff garbage, not protobuf");
+  writeWithFile(dir, kPlanFile, "\xff\xff\xff\xff garbage, not protobuf",
+                /*reseal=*/true);
   std::string msg = loadError(dir);
   EXPECT_NE(msg.find("plan.pb in " + dir.str() + " is not a valid plan"),
             std::string::npos)
@@ -345,14 +387,14 @@ TEST(PlanIOTest, RejectsGarbagePlanFile) {
 
 TEST(PlanIOTest, RejectsEmptyPlanFile) {
   TempDir dir;
-  writeFile(dir.file(kPlanFile), "");
+  writeWithFile(dir, kPlanFile, "", /*reseal=*/true);
   EXPECT_NE(loadError(dir).find("is not a valid plan: the file is empty"),
             std::string::npos);
 }
 
 TEST(PlanIOTest, RejectsWrongVersion) {
   expectRejected([](Plan &p) { p.set_version(7); },
-                 {"has version 7", "reads version 1", "recompile", "shardc"});
+                 {"has version 7", "reads version 2", "recompile", "shardc"});
 }
 
 //===----------------------------------------------------------------------===//
@@ -430,7 +472,15 @@ TEST(PlanIOTest, RejectsTruncatedDataFile) {
   ASSERT_EQ(errorText(w.write(dir.str())), "");
   std::string params = readFile(dir.file(kParamsFile));
   writeFile(dir.file(kParamsFile), llvm::StringRef(params).drop_back(4));
+  // The manifest's size stops it first.
   std::string msg = loadError(dir);
+  EXPECT_NE(msg.find(dir.file(kParamsFile) + " is 32 bytes, but the manifest "
+                                             "lists 36"),
+            std::string::npos)
+      << msg;
+  // Resealed, the buffer's bounds do.
+  ASSERT_EQ(errorText(resealPlan(dir.str())), "");
+  msg = loadError(dir);
   EXPECT_NE(msg.find(dir.str()), std::string::npos) << msg;
   EXPECT_NE(msg.find("buffer 3 'b'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("truncated"), std::string::npos) << msg;
@@ -456,35 +506,17 @@ TEST(PlanIOTest, RejectsChecksumMismatch) {
   params[5] ^= 0x01;
   writeFile(dir.file(kParamsFile), params);
   std::string msg = loadError(dir);
+  EXPECT_NE(msg.find(dir.file(kParamsFile) +
+                     " does not match its SHA-256 in the manifest"),
+            std::string::npos)
+      << msg;
+  // Resealed, the buffer's own checksum still catches it.
+  ASSERT_EQ(errorText(resealPlan(dir.str())), "");
+  msg = loadError(dir);
   EXPECT_NE(msg.find(dir.str()), std::string::npos) << msg;
   EXPECT_NE(msg.find("buffer 1 'w'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("checksum mismatch in params.bin"), std::string::npos)
       << msg;
-}
-
-/// A buffer beyond 4 GiB into a (sparse) data file: offsets are 64-bit.
-TEST(PlanIOTest, ReadsDataBeyond4GiB) {
-  TempDir dir;
-  PlanWriter w;
-  buildValidPlan(w);
-  ASSERT_EQ(errorText(w.write(dir.str())), "");
-  const uint64_t offset = (uint64_t(1) << 32) + 12345;
-  std::string path = dir.file("big.bin");
-  int fd = ::open(path.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
-  ASSERT_GE(fd, 0);
-  ASSERT_EQ(::ftruncate(fd, static_cast<off_t>(offset + sizeof kBias)), 0);
-  ASSERT_EQ(::pwrite(fd, kBias, sizeof kBias, static_cast<off_t>(offset)),
-            static_cast<ssize_t>(sizeof kBias));
-  ::close(fd);
-
-  Plan p;
-  ASSERT_TRUE(p.ParseFromString(readFile(dir.file(kPlanFile))));
-  p.mutable_buffers(3)->set_data_file("big.bin");
-  p.mutable_buffers(3)->set_data_offset(offset);
-  writeFile(dir.file(kPlanFile), p.SerializeAsString());
-  auto loaded = loadPlan(dir.str());
-  ASSERT_EQ(errorText(loaded), "");
-  EXPECT_EQ((*loaded)->bytes[3], bytesOf(kBias, sizeof kBias));
 }
 
 //===----------------------------------------------------------------------===//
@@ -591,3 +623,740 @@ TEST(PlanIOTest, RejectsPlanWithoutOutputs) {
 }
 
 } // namespace
+
+//===----------------------------------------------------------------------===//
+// The manifest and the files it lists.
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// A manifest of `lines` (each without its line break) with a valid final
+/// SHA-256.
+std::string signedManifest(llvm::ArrayRef<std::string> lines) {
+  std::string text;
+  for (const std::string &l : lines)
+    text += l + "\n";
+  return text + "sha256 " +
+         sha256Hex(llvm::ArrayRef<uint8_t>(
+             reinterpret_cast<const uint8_t *>(text.data()), text.size())) +
+         "\n";
+}
+
+std::string parseError(llvm::StringRef text) {
+  auto m = parseManifest(text);
+  return errorText(m);
+}
+
+const std::string kZeroHash(64, '0');
+
+/// Loads `dir` expecting an error containing every one of `parts`.
+void expectLoadError(const TempDir &dir,
+                     std::initializer_list<llvm::StringRef> parts) {
+  std::string msg = loadError(dir);
+  ASSERT_NE(msg, "") << "the plan was accepted";
+  for (llvm::StringRef part : parts)
+    EXPECT_NE(msg.find(part.str()), std::string::npos)
+        << "'" << part.str() << "' not in: " << msg;
+}
+
+} // namespace
+
+TEST(PlanManifestTest, Sha256KnownValues) {
+  EXPECT_EQ(sha256Hex({}),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  const uint8_t abc[] = {'a', 'b', 'c'};
+  EXPECT_EQ(sha256Hex(abc),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+TEST(PlanManifestTest, WriterListsEveryFile) {
+  TempDir dir;
+  PlanWriter w;
+  buildValidPlan(w);
+  ASSERT_EQ(errorText(w.addFile("model.onnx", {1, 2, 3})), "");
+  ASSERT_EQ(errorText(w.write(dir.str())), "");
+  auto m = readManifest(dir.str());
+  ASSERT_EQ(errorText(m), "");
+  EXPECT_EQ(m->version, kPlanVersion);
+  ASSERT_EQ(m->files.size(), 4u);
+  for (const char *name :
+       {kPlanFile, kParamsFile, kConstantsFile, "model.onnx"}) {
+    const ManifestEntry *e = m->find(name);
+    ASSERT_NE(e, nullptr) << name;
+    std::string contents = readFile(dir.file(name));
+    EXPECT_EQ(e->size, contents.size()) << name;
+    EXPECT_EQ(e->sha256, sha256Hex(llvm::ArrayRef<uint8_t>(
+                             reinterpret_cast<const uint8_t *>(contents.data()),
+                             contents.size())))
+        << name;
+  }
+  // The text round-trips.
+  EXPECT_EQ(formatManifest(m->files), readFile(dir.file(kManifestFile)));
+  auto loaded = loadPlan(dir.str());
+  ASSERT_EQ(errorText(loaded), "");
+  EXPECT_EQ((*loaded)->manifest.digest, m->digest);
+  auto model = readVerifiedPlanFile(dir.str(), "model.onnx");
+  ASSERT_EQ(errorText(model), "");
+  EXPECT_EQ(*model, std::vector<uint8_t>({1, 2, 3}));
+}
+
+TEST(PlanManifestTest, WriterRejectsBadExtraFiles) {
+  PlanWriter w;
+  for (const char *name : {"../model.onnx", "/tmp/model.onnx", "", "a b",
+                           kPlanFile, kParamsFile, kManifestFile, ".hidden"})
+    EXPECT_NE(errorText(w.addFile(name, {})), "") << name;
+  ASSERT_EQ(errorText(w.addFile("model.onnx", {})), "");
+  EXPECT_NE(errorText(w.addFile("model.onnx", {})).find("twice"),
+            std::string::npos);
+}
+
+TEST(PlanManifestTest, WriterNeedsTheSourceModelAsAFile) {
+  TempDir dir;
+  PlanWriter w;
+  buildValidPlan(w);
+  Plan &p = w.plan();
+  // A scalar loss so the plan is a valid training step.
+  int32_t loss = w.addBuffer("loss", rt::DType::F32, {}, TEMP);
+  Op *sum = p.add_ops();
+  sum->set_type("ReduceSum");
+  sum->set_name("sum");
+  sum->add_inputs(5);
+  sum->add_outputs(loss);
+  p.add_outputs(loss);
+  p.mutable_training()->set_loss_output(2);
+  p.mutable_training()->set_micro_batch(2);
+  p.mutable_training()->set_source_model("model.onnx");
+  std::string msg = errorText(w.write(dir.str()));
+  EXPECT_NE(msg.find("source model 'model.onnx' is not one of the plan's "
+                     "files"),
+            std::string::npos)
+      << msg;
+  ASSERT_EQ(errorText(w.addFile("model.onnx", {7})), "");
+  EXPECT_EQ(errorText(w.write(dir.str())), "");
+  EXPECT_EQ(loadError(dir), "");
+}
+
+TEST(PlanManifestTest, ParseRejectsMalformedManifests) {
+  std::string plan = "plan.pb 10 " + kZeroHash;
+  EXPECT_EQ(parseError(signedManifest({"shard-plan 2", plan})), "");
+  EXPECT_NE(parseError("").find("empty"), std::string::npos);
+  std::string good = signedManifest({"shard-plan 2", plan});
+  EXPECT_NE(parseError(llvm::StringRef(good).drop_back()).find("line break"),
+            std::string::npos);
+  EXPECT_NE(parseError(signedManifest({"PK\x03\x04 zip", plan}))
+                .find("not a plan manifest"),
+            std::string::npos);
+  EXPECT_NE(parseError(signedManifest({"shard-plan 1", plan}))
+                .find("version 1, but this build reads version 2; recompile"),
+            std::string::npos);
+  EXPECT_NE(parseError(signedManifest({"shard-plan x", plan}))
+                .find("no valid plan version"),
+            std::string::npos);
+  EXPECT_NE(parseError(signedManifest({"shard-plan 2"})).find("lists no files"),
+            std::string::npos);
+  EXPECT_NE(
+      parseError(signedManifest({"shard-plan 2", "params.bin 1 " + kZeroHash}))
+          .find("does not list plan.pb"),
+      std::string::npos);
+  for (const std::string &line : std::vector<std::string>{
+           "../plan.pb 10 " + kZeroHash, "/etc/passwd 10 " + kZeroHash,
+           "plan.pb 010 " + kZeroHash, "plan.pb -1 " + kZeroHash,
+           "plan.pb 99999999999999999999 " + kZeroHash,
+           "plan.pb 10 " + std::string(64, 'A'),
+           "plan.pb 10 " + kZeroHash + " x", "plan.pb 10",
+           "manifest 10 " + kZeroHash})
+    EXPECT_NE(parseError(signedManifest({"shard-plan 2", line}))
+                  .find("manifest line 2"),
+              std::string::npos)
+        << line;
+  EXPECT_NE(parseError(signedManifest({"shard-plan 2", plan, plan}))
+                .find("listed more than once"),
+            std::string::npos);
+  // The final line guards everything above it.
+  std::string tampered = good;
+  tampered[tampered.find("10")] = '9';
+  EXPECT_NE(parseError(tampered).find("does not match its own SHA-256"),
+            std::string::npos);
+}
+
+TEST(PlanManifestTest, RejectsEveryDamageToTheManifest) {
+  TempDir dir;
+  PlanWriter w;
+  buildValidPlan(w);
+  ASSERT_EQ(errorText(w.write(dir.str())), "");
+  std::string good = readFile(dir.file(kManifestFile));
+  for (size_t i = 0; i < good.size(); ++i) {
+    std::string bad = good;
+    bad[i] ^= 0x04;
+    writeFile(dir.file(kManifestFile), bad);
+    EXPECT_NE(loadError(dir), "") << "flip at byte " << i << " accepted";
+  }
+  for (size_t n = 0; n < good.size(); ++n) {
+    writeFile(dir.file(kManifestFile), llvm::StringRef(good).take_front(n));
+    EXPECT_NE(loadError(dir), "") << "prefix of " << n << " bytes accepted";
+  }
+  writeFile(dir.file(kManifestFile), good + "x");
+  EXPECT_NE(loadError(dir), "");
+  writeFile(dir.file(kManifestFile), good);
+  EXPECT_EQ(loadError(dir), "");
+}
+
+TEST(PlanManifestTest, RejectsEveryFlippedByteOfPlanFile) {
+  // E.g. one flipped byte that changes Adam's beta2 or renames an attribute.
+  TempDir dir;
+  PlanWriter w;
+  buildValidPlan(w);
+  ASSERT_EQ(errorText(w.write(dir.str())), "");
+  std::string good = readFile(dir.file(kPlanFile));
+  for (size_t i = 0; i < good.size(); ++i) {
+    std::string bad = good;
+    bad[i] ^= 0x01;
+    writeFile(dir.file(kPlanFile), bad);
+    std::string msg = loadError(dir);
+    EXPECT_NE(msg.find("does not match its SHA-256 in the manifest"),
+              std::string::npos)
+        << "flip at byte " << i << ": " << msg;
+  }
+}
+
+TEST(PlanManifestTest, RejectsExtendedFiles) {
+  for (const char *name : {kPlanFile, kParamsFile, kConstantsFile}) {
+    TempDir dir;
+    PlanWriter w;
+    buildValidPlan(w);
+    ASSERT_EQ(errorText(w.write(dir.str())), "");
+    std::string contents = readFile(dir.file(name));
+    writeFile(dir.file(name), contents + std::string(8, '\0'));
+    expectLoadError(dir,
+                    {dir.file(name), std::to_string(contents.size() + 8) +
+                                         " bytes, but the manifest lists " +
+                                         std::to_string(contents.size())});
+  }
+}
+
+TEST(PlanManifestTest, RejectsOldPlanWithoutManifest) {
+  TempDir dir;
+  writeMutated(dir, [](Plan &p) { p.set_version(1); });
+  ASSERT_FALSE(llvm::sys::fs::remove(dir.file(kManifestFile)));
+  expectLoadError(dir, {"the plan in " + dir.str() + " has version 1",
+                        "this build reads version 2",
+                        "recompile the model with shardc"});
+}
+
+TEST(PlanManifestTest, RejectsMissingManifest) {
+  TempDir dir;
+  PlanWriter w;
+  buildValidPlan(w);
+  ASSERT_EQ(errorText(w.write(dir.str())), "");
+  ASSERT_FALSE(llvm::sys::fs::remove(dir.file(kManifestFile)));
+  expectLoadError(dir, {dir.str() + " is not a complete plan directory",
+                        dir.file(kManifestFile) + " is missing", "recompile"});
+}
+
+TEST(PlanManifestTest, RejectsFifoWithoutBlocking) {
+  for (const char *name : {kPlanFile, kManifestFile, kParamsFile}) {
+    TempDir dir;
+    PlanWriter w;
+    buildValidPlan(w);
+    ASSERT_EQ(errorText(w.write(dir.str())), "");
+    ASSERT_FALSE(llvm::sys::fs::remove(dir.file(name)));
+    ASSERT_EQ(::mkfifo(dir.file(name).c_str(), 0644), 0);
+    // No writer ever opens the FIFO: a blocking open or read would hang.
+    expectLoadError(dir, {dir.file(name) + " is a FIFO, not a regular file"});
+  }
+}
+
+TEST(PlanManifestTest, RejectsDevicesAndDirectories) {
+  auto dev = readPlanFile("/dev", "zero", 1024);
+  EXPECT_NE(errorText(dev).find("/dev/zero is a character device, not a "
+                                "regular file"),
+            std::string::npos);
+  TempDir dir;
+  PlanWriter w;
+  buildValidPlan(w);
+  ASSERT_EQ(errorText(w.write(dir.str())), "");
+  ASSERT_FALSE(llvm::sys::fs::remove(dir.file(kConstantsFile)));
+  ASSERT_FALSE(llvm::sys::fs::create_directory(dir.file(kConstantsFile)));
+  expectLoadError(dir, {dir.file(kConstantsFile) + " is a directory"});
+}
+
+TEST(PlanManifestTest, RejectsSymbolicLinks) {
+  // /dev/zero behind a link (it would read until memory runs out), and a
+  // link to a correct copy outside the plan directory: both refused.
+  for (bool toCopy : {false, true}) {
+    TempDir dir, elsewhere;
+    PlanWriter w;
+    buildValidPlan(w);
+    ASSERT_EQ(errorText(w.write(dir.str())), "");
+    std::string target = "/dev/zero";
+    if (toCopy) {
+      target = elsewhere.file(kPlanFile);
+      writeFile(target, readFile(dir.file(kPlanFile)));
+    }
+    ASSERT_FALSE(llvm::sys::fs::remove(dir.file(kPlanFile)));
+    ASSERT_FALSE(llvm::sys::fs::create_link(target, dir.file(kPlanFile)));
+    expectLoadError(dir, {dir.file(kPlanFile) + " is a symbolic link"});
+  }
+}
+
+TEST(PlanManifestTest, RejectsDamagedExtraFile) {
+  TempDir dir;
+  PlanWriter w;
+  buildValidPlan(w);
+  ASSERT_EQ(errorText(w.addFile("model.onnx", {1, 2, 3, 4})), "");
+  ASSERT_EQ(errorText(w.write(dir.str())), "");
+  writeFile(dir.file("model.onnx"), "\x01\x02\x03\x05");
+  expectLoadError(dir, {dir.file("model.onnx"),
+                        "does not match its SHA-256 in the manifest"});
+  auto model = readVerifiedPlanFile(dir.str(), "model.onnx");
+  EXPECT_NE(errorText(model).find("does not match its SHA-256"),
+            std::string::npos);
+  auto unlisted = readVerifiedPlanFile(dir.str(), "other.onnx");
+  EXPECT_NE(errorText(unlisted).find("does not list other.onnx"),
+            std::string::npos);
+}
+
+//===----------------------------------------------------------------------===//
+// Training settings, ZeRO-3 units, optimizer ops.
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Makes the valid plan a training step: loss = ReduceSum(z), a scalar.
+void makeTraining(Plan &p) {
+  Buffer *loss = p.add_buffers();
+  loss->set_name("loss");
+  loss->set_dtype(FLOAT32);
+  loss->set_kind(TEMP);
+  int32_t index = p.buffers_size() - 1;
+  Op *sum = p.add_ops();
+  sum->set_type("ReduceSum");
+  sum->set_name("sum");
+  sum->add_inputs(5);
+  sum->add_outputs(index);
+  p.add_outputs(index);
+  p.mutable_training()->set_loss_output(2);
+  p.mutable_training()->set_micro_batch(2);
+  p.mutable_training()->set_optimizer("adamw");
+}
+
+/// Appends an AdamUpdate of parameter w (buffer 1) with the given
+/// attributes (name -> float; "decoupled" as an int).
+Op *addAdam(Plan &p) {
+  Op *op = p.add_ops();
+  op->set_type("AdamUpdate");
+  op->set_name("adam:w");
+  op->add_inputs(1);
+  op->add_inputs(4);
+  op->add_outputs(1);
+  for (auto [name, v] : {std::pair<const char *, double>{"lr", 0.003},
+                         {"beta1", 0.9},
+                         {"beta2", 0.999},
+                         {"eps", 1e-8},
+                         {"weight_decay", 0.01}}) {
+    Attribute *a = op->add_attributes();
+    a->set_name(name);
+    a->set_f(v);
+  }
+  Attribute *d = op->add_attributes();
+  d->set_name("decoupled");
+  d->set_i(1);
+  return op;
+}
+
+Attribute *findAttr(Op *op, llvm::StringRef name) {
+  for (Attribute &a : *op->mutable_attributes())
+    if (a.name() == name)
+      return &a;
+  return nullptr;
+}
+
+/// A 2-rank ZeRO-3 plan: unit0 (PARAMETER f32 [4], 2 shards, padded 8
+/// elements) holds a (offset 0, [3]) and b (offset 3, [5]); out =
+/// Relu(unit0).
+void buildShardedPlan(PlanWriter &w) {
+  std::vector<float> data = {1, 2, 3, 4, 5, 6, 7, 8};
+  int32_t u = cantFail(w.addDataBuffer(
+      "unit0", rt::DType::F32, {4}, PARAMETER,
+      bytesOf(data.data(), data.size() * sizeof(float)), /*shardCount=*/2));
+  int32_t out = w.addBuffer("out", rt::DType::F32, {4}, TEMP);
+  Plan &p = w.plan();
+  p.set_world_size(2);
+  p.set_zero_stage(3);
+  Op *relu = p.add_ops();
+  relu->set_type("Relu");
+  relu->set_name("act");
+  relu->add_inputs(u);
+  relu->add_outputs(out);
+  p.add_outputs(out);
+  FlatUnit *unit = p.add_units();
+  unit->set_name("unit0");
+  unit->set_buffer(u);
+  unit->set_padded_elements(8);
+  FlatParam *a = unit->add_params();
+  a->set_name("a");
+  a->set_offset(0);
+  a->add_shape(3);
+  FlatParam *b = unit->add_params();
+  b->set_name("b");
+  b->set_offset(3);
+  b->add_shape(5);
+}
+
+void expectShardedRejected(const std::function<void(Plan &)> &mutate,
+                           std::initializer_list<llvm::StringRef> parts) {
+  TempDir dir;
+  PlanWriter w;
+  buildShardedPlan(w);
+  ASSERT_EQ(errorText(w.write(dir.str())), "");
+  Plan p;
+  ASSERT_TRUE(p.ParseFromString(readFile(dir.file(kPlanFile))));
+  mutate(p);
+  writeFile(dir.file(kPlanFile), p.SerializeAsString());
+  ASSERT_EQ(errorText(resealPlan(dir.str())), "");
+  auto loaded = loadPlan(dir.str(), {}, 1);
+  std::string msg = errorText(loaded);
+  ASSERT_NE(msg, "") << "the plan was accepted";
+  EXPECT_NE(msg.find(dir.str()), std::string::npos) << msg;
+  for (llvm::StringRef part : parts)
+    EXPECT_NE(msg.find(part.str()), std::string::npos)
+        << "'" << part.str() << "' not in: " << msg;
+}
+
+} // namespace
+
+TEST(PlanIOTest, AcceptsTrainingStepWithAdam) {
+  TempDir dir;
+  writeMutated(dir, [](Plan &p) {
+    makeTraining(p);
+    addAdam(p);
+  });
+  EXPECT_EQ(loadError(dir), "");
+}
+
+TEST(PlanIOTest, RejectsSourceModelOutsidePlanDirectory) {
+  for (const char *name : {"../model.onnx", "/etc/passwd", "a/../../x.onnx",
+                           "..", kPlanFile, kManifestFile})
+    expectRejected(
+        [&](Plan &p) {
+          makeTraining(p);
+          p.mutable_training()->set_source_model(name);
+        },
+        {"source_model", "not a plain file name inside the plan directory"});
+  // A plain name the manifest does not list.
+  expectRejected(
+      [](Plan &p) {
+        makeTraining(p);
+        p.mutable_training()->set_source_model("model.onnx");
+      },
+      {"source model 'model.onnx' is not listed in the manifest"});
+}
+
+TEST(PlanIOTest, RejectsUnknownOptimizer) {
+  expectRejected(
+      [](Plan &p) {
+        makeTraining(p);
+        p.mutable_training()->set_optimizer("adamx");
+      },
+      {"unknown optimizer 'adamx'"});
+}
+
+TEST(PlanIOTest, RejectsRenamedOrMissingHyperParameter) {
+  expectRejected(
+      [](Plan &p) {
+        makeTraining(p);
+        findAttr(addAdam(p), "beta2")->set_name("beta3");
+      },
+      {"AdamUpdate 'adam:w'", "unknown attribute 'beta3'",
+       "AdamUpdate takes lr, beta1, beta2"});
+  expectRejected(
+      [](Plan &p) {
+        makeTraining(p);
+        Op *op = addAdam(p);
+        op->mutable_attributes()->DeleteSubrange(2, 1); // beta2
+      },
+      {"AdamUpdate 'adam:w'", "attribute 'beta2' is missing"});
+}
+
+TEST(PlanIOTest, RejectsHyperParameterOutOfRange) {
+  struct Case {
+    const char *attr;
+    double value;
+    const char *message;
+  };
+  for (const Case &c :
+       {Case{"beta2", 1.5, "attribute 'beta2' is 1.5; it must be in [0, 1)"},
+        Case{"beta1", -0.1, "attribute 'beta1' is -0.1"},
+        Case{"lr", -1, "attribute 'lr' is -1; it must be finite and >= 0"},
+        Case{"lr", std::nan(""), "attribute 'lr' is nan"},
+        Case{"eps", INFINITY, "attribute 'eps' is inf"}})
+    expectRejected(
+        [&](Plan &p) {
+          makeTraining(p);
+          findAttr(addAdam(p), c.attr)->set_f(c.value);
+        },
+        {"AdamUpdate 'adam:w'", c.message});
+  expectRejected(
+      [](Plan &p) {
+        makeTraining(p);
+        findAttr(addAdam(p), "decoupled")->set_i(2);
+      },
+      {"attribute 'decoupled' must be an int 0 or 1"});
+  expectRejected(
+      [](Plan &p) {
+        makeTraining(p);
+        findAttr(addAdam(p), "lr")->set_i(1);
+      },
+      {"attribute 'lr' must be a float"});
+}
+
+TEST(PlanIOTest, RejectsTrainedParameterWithoutUpdate) {
+  // With its AdamUpdate, w is trained; without, it would stay as loaded.
+  TempDir dir;
+  writeMutated(dir, [](Plan &p) {
+    makeTraining(p);
+    addAdam(p);
+    p.mutable_buffers(1)->set_role(TRAINED);
+  });
+  EXPECT_EQ(loadError(dir), "");
+  expectRejected(
+      [](Plan &p) {
+        makeTraining(p);
+        p.mutable_buffers(1)->set_role(TRAINED);
+      },
+      {"buffer 1 'w': a trained parameter that no op updates"});
+  expectRejected(
+      [](Plan &p) {
+        makeTraining(p);
+        Buffer *b = p.add_buffers();
+        b->set_name("w.exp_avg");
+        b->set_dtype(FLOAT32);
+        b->set_kind(STATE);
+      },
+      {"'w.exp_avg': a STATE buffer that no op updates"});
+}
+
+TEST(PlanIOTest, RejectsOptimizerOpsOfAnotherOptimizer) {
+  expectRejected(
+      [](Plan &p) {
+        makeTraining(p);
+        addAdam(p);
+        p.mutable_training()->set_optimizer("adam");
+      },
+      {"AdamUpdate 'adam:w'",
+       "does not implement the training's optimizer 'adam' (decoupled=1)"});
+  expectRejected(
+      [](Plan &p) {
+        makeTraining(p);
+        addAdam(p);
+        p.mutable_training()->set_optimizer("sgd");
+      },
+      {"AdamUpdate 'adam:w'", "optimizer 'sgd'"});
+}
+
+TEST(PlanIOTest, RejectsDuplicateParameterNames) {
+  expectRejected(
+      [](Plan &p) { p.mutable_buffers(3)->set_name("w"); },
+      {"buffer 3 'w'", "another PARAMETER buffer has the same name"});
+}
+
+TEST(PlanIOTest, RejectsInvalidWorldSizeAndStage) {
+  expectRejected([](Plan &p) { p.set_world_size(-2); },
+                 {"world_size -2 is invalid"});
+  expectRejected([](Plan &p) { p.set_zero_stage(4); },
+                 {"zero_stage 4 is invalid"});
+}
+
+TEST(PlanIOTest, LoadsShardedPlanPerRank) {
+  TempDir dir;
+  PlanWriter w;
+  buildShardedPlan(w);
+  ASSERT_EQ(errorText(w.write(dir.str())), "");
+  for (int rank : {0, 1}) {
+    auto loaded = loadPlan(dir.str(), {}, rank);
+    ASSERT_EQ(errorText(loaded), "");
+    std::vector<float> want = {1.f + 4 * rank, 2.f + 4 * rank, 3.f + 4 * rank,
+                               4.f + 4 * rank};
+    EXPECT_EQ((*loaded)->bytes[0], bytesOf(want.data(), 16));
+  }
+  auto rank2 = loadPlan(dir.str(), {}, 2);
+  EXPECT_NE(errorText(rank2).find("none for rank 2"), std::string::npos);
+}
+
+TEST(PlanIOTest, RejectsUnitParameterOutOfRange) {
+  expectShardedRejected(
+      [](Plan &p) { p.mutable_units(0)->mutable_params(1)->set_offset(4); },
+      {"unit 0 'unit0'", "parameter 1 'b'", "elements [4, +5)",
+       "outside the unit's 8 elements"});
+  expectShardedRejected(
+      [](Plan &p) { p.mutable_units(0)->mutable_params(0)->set_offset(-1); },
+      {"parameter 0 'a'", "outside the unit's 8 elements"});
+  expectShardedRejected(
+      [](Plan &p) {
+        p.mutable_units(0)->mutable_params(1)->set_offset(
+            std::numeric_limits<int64_t>::max() - 2);
+      },
+      {"parameter 1 'b'", "outside the unit's 8 elements"});
+  expectShardedRejected(
+      [](Plan &p) { p.mutable_units(0)->mutable_params(1)->set_shape(0, -5); },
+      {"parameter 1 'b'", "invalid shape"});
+  expectShardedRejected(
+      [](Plan &p) { p.mutable_units(0)->mutable_params(1)->set_offset(2); },
+      {"unit 0 'unit0'", "parameter 1 'b'", "starts at element 2",
+       "the previous one ends at 3"});
+  expectShardedRejected(
+      [](Plan &p) { p.mutable_units(0)->mutable_params(1)->set_name("a"); },
+      {"parameter 1 'a'", "same name"});
+}
+
+TEST(PlanIOTest, RejectsUnitWithMissingParameter) {
+  // The first parameter gone: a gap before the second.
+  expectShardedRejected(
+      [](Plan &p) {
+        p.mutable_units(0)->mutable_params()->DeleteSubrange(0, 1);
+      },
+      {"parameter 0 'b'", "starts at element 3", "previous one ends at 0"});
+  // The last one gone: more padding than one element per shard.
+  expectShardedRejected(
+      [](Plan &p) { p.mutable_units(0)->mutable_params()->RemoveLast(); },
+      {"unit 0 'unit0'", "its parameters end at element 3",
+       "8 elements in 2 shard(s)"});
+}
+
+TEST(PlanIOTest, RejectsUnitBufferMismatch) {
+  expectShardedRejected(
+      [](Plan &p) { p.mutable_units(0)->set_padded_elements(16); },
+      {"unit 0 'unit0'", "padded_elements is 16", "2 shard(s) of 4 elements"});
+  expectShardedRejected([](Plan &p) { p.mutable_units(0)->set_buffer(7); },
+                        {"unit 0 'unit0'", "buffer index 7 is out of range"});
+  expectShardedRejected(
+      [](Plan &p) { p.mutable_units(0)->set_buffer(1); },
+      {"unit 0 'unit0'", "buffer 1 'out'", "a TEMP buffer, not a PARAMETER"});
+  expectShardedRejected([](Plan &p) { *p.add_units() = p.units(0); },
+                        {"unit 1 'unit0'", "belongs to another unit too"});
+}
+
+TEST(PlanIOTest, RejectsShardCountOtherThanWorldSize) {
+  expectShardedRejected([](Plan &p) { p.set_world_size(4); },
+                        {"buffer 0 'unit0'", "shard_count 2 differs from the "
+                                             "plan's world size 4"});
+}
+
+TEST(PlanIOTest, RejectsCollectiveWorldSizeMismatch) {
+  expectShardedRejected(
+      [](Plan &p) {
+        Op *op = p.add_ops();
+        op->set_type("ShardSlice");
+        op->set_name("slice");
+        op->add_inputs(1);
+        Buffer *b = p.add_buffers();
+        b->set_name("slice:0");
+        b->set_dtype(FLOAT32);
+        b->add_shape(2);
+        op->add_outputs(p.buffers_size() - 1);
+        Attribute *a = op->add_attributes();
+        a->set_name("world_size");
+        a->set_i(3);
+      },
+      {"ShardSlice 'slice'", "'world_size' must be the plan's world size 2"});
+}
+
+//===----------------------------------------------------------------------===//
+// Digests for the cross-rank check.
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Writes the valid training plan (mutated) and returns its digest.
+PlanDigest digest(const std::function<void(Plan &)> &mutate,
+                  float biasScale = 1.0f) {
+  TempDir dir;
+  PlanWriter w;
+  float bias[3] = {kBias[0] * biasScale, kBias[1], kBias[2]};
+  int32_t x = w.addBuffer("x", rt::DType::F32, {2, 2}, INPUT);
+  int32_t wt = cantFail(w.addDataBuffer("w", rt::DType::F32, {2, 3}, PARAMETER,
+                                        bytesOf(kWeights, sizeof kWeights)));
+  cantFail(w.addDataBuffer("s", rt::DType::I64, {2}, CONSTANT,
+                           bytesOf(kShapeConst, sizeof kShapeConst)));
+  int32_t b = cantFail(w.addDataBuffer("b", rt::DType::F32, {3}, PARAMETER,
+                                       bytesOf(bias, sizeof bias)));
+  int32_t y = w.addBuffer("y", rt::DType::F32, {2, 3}, TEMP);
+  int32_t z = w.addBuffer("z", rt::DType::F32, {2, 3}, TEMP);
+  Plan &p = w.plan();
+  Op *gemm = p.add_ops();
+  gemm->set_type("Gemm");
+  gemm->set_name("fc");
+  gemm->add_inputs(x);
+  gemm->add_inputs(wt);
+  gemm->add_inputs(b);
+  gemm->add_outputs(y);
+  Attribute *alpha = gemm->add_attributes();
+  alpha->set_name("alpha");
+  alpha->set_f(1.0);
+  Op *relu = p.add_ops();
+  relu->set_type("Relu");
+  relu->set_name("act");
+  relu->add_inputs(y);
+  relu->add_outputs(z);
+  p.add_inputs(x);
+  p.add_outputs(z);
+  p.add_outputs(y);
+  makeTraining(p);
+  addAdam(p);
+  mutate(p);
+  EXPECT_EQ(errorText(w.write(dir.str())), "");
+  auto loaded = loadPlan(dir.str());
+  EXPECT_EQ(errorText(loaded), "");
+  if (!loaded)
+    return {};
+  return digestPlan(**loaded, {"AllReduceStart"});
+}
+
+/// The parts in which two digests differ.
+std::vector<PlanDigest::Part> differing(const PlanDigest &a,
+                                        const PlanDigest &b) {
+  std::vector<PlanDigest::Part> parts;
+  for (int p = 0; p < PlanDigest::NumParts; ++p)
+    if (a.parts[p] != b.parts[p])
+      parts.push_back(static_cast<PlanDigest::Part>(p));
+  return parts;
+}
+
+} // namespace
+
+TEST(PlanDigestTest, NamesWhatDiffers) {
+  auto none = [](Plan &) {};
+  PlanDigest base = digest(none);
+  EXPECT_TRUE(differing(base, digest(none)).empty());
+  using P = PlanDigest;
+  EXPECT_EQ(
+      differing(base, digest([](Plan &p) {
+                  findAttr(p.mutable_ops(p.ops_size() - 1), "lr")->set_f(0.001);
+                })),
+      (std::vector<P::Part>{P::Whole, P::HyperParameters}));
+  EXPECT_EQ(differing(base, digest([](Plan &p) {
+                        p.mutable_training()->set_micro_batch(4);
+                      })),
+            (std::vector<P::Part>{P::Whole, P::HyperParameters}));
+  EXPECT_EQ(differing(base, digest([](Plan &p) {
+                        p.mutable_ops(0)->mutable_attributes(0)->set_f(2.0);
+                      })),
+            (std::vector<P::Part>{P::Whole, P::Schedule}));
+  EXPECT_EQ(differing(base, digest(none, 2.0f)),
+            (std::vector<P::Part>{P::Whole, P::ParameterData}));
+  EXPECT_EQ(differing(base, digest([](Plan &p) { p.set_producer("other"); })),
+            (std::vector<P::Part>{P::Whole, P::Metadata}));
+}
+
+TEST(PlanDigestTest, DescribesHyperParameters) {
+  Plan p;
+  p.mutable_training()->set_optimizer("adamw");
+  p.mutable_training()->set_micro_batch(8);
+  Op *op = addAdam(p);
+  Op *op2 = addAdam(p);
+  findAttr(op2, "lr")->set_f(0.001);
+  (void)op;
+  EXPECT_EQ(describeHyperParameters(p),
+            "optimizer adamw, micro_batch 8, AdamUpdate lr=0.003|0.001 "
+            "beta1=0.9 beta2=0.999 eps=1e-08 weight_decay=0.01 decoupled=1");
+}
