@@ -14,6 +14,9 @@
 #include "runtime/Npy.h"
 #include "runtime/Trainer.h"
 #include "runtime/comm/Communicator.h"
+#include "runtime/comm/Progress.h"
+#include "runtime/comm/RankGuard.h"
+#include "tools/shardrun/Launcher.h"
 
 #include "runtime/cpu/Kernels.h"
 #include <google/protobuf/stubs/common.h>
@@ -29,7 +32,6 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
-#include "llvm/Support/Program.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Support/xxhash.h"
@@ -121,6 +123,20 @@ static cl::opt<int> nproc(
              "size); under an existing mpirun or srun launch each process is "
              "one rank"),
     cl::init(0), cl::cat(distCategory));
+/// Ten minutes: longer than any wait a healthy job has at a collective (a
+/// rank loading a large plan or writing an export while the others wait,
+/// skew between ranks), the default of PyTorch's NCCL watchdog, and short
+/// enough that a hung job gives its allocation back within a fraction of a
+/// scheduler slot.
+static constexpr double kDefaultCollectiveTimeout = 600;
+static cl::opt<double> collectiveTimeout(
+    "collective-timeout",
+    cl::desc("End the job when a collective has waited this long for a rank "
+             "that does not arrive (stopped, hung, its host down), with an "
+             "error naming the rank and the step and op; 0 disables it "
+             "(default 600)"),
+    cl::init(kDefaultCollectiveTimeout), cl::value_desc("SECONDS"),
+    cl::cat(distCategory));
 static cl::opt<bool> showMemory(
     "report-memory",
     cl::desc("Print each rank's peak bytes of parameters, gradients, "
@@ -824,57 +840,6 @@ static int planWorldSize(StringRef dir) {
   return readPlanWorldSize(dir).value_or(1);
 }
 
-/// Re-runs this command as `ranks` local MPI processes and returns their
-/// exit code.
-static int launchRanks(int ranks, int argc, char **argv) {
-  llvm::ErrorOr<std::string> mpirun = llvm::sys::findProgramByName("mpirun");
-  if (!mpirun) {
-    llvm::WithColor::error(llvm::errs(), "shardrun")
-        << "running " << ranks
-        << " ranks needs mpirun (Debian package openmpi-bin): not found on "
-           "PATH\n";
-    return 1;
-  }
-  static int anchor;
-  std::string self = llvm::sys::fs::getMainExecutable(argv[0], &anchor);
-  // Local ranks share the machine's cores (often more ranks than cores):
-  // no binding, and MPI yields the core while it waits instead of spinning,
-  // so the ranks' kernels and communication threads all progress (the GPT
-  // example at ZeRO-3 on 2 ranks and 2 cores: 1255 -> 5654 samples/s).
-  std::vector<std::string> args = {*mpirun,
-                                   "-np",
-                                   std::to_string(ranks),
-                                   "--oversubscribe",
-                                   "--bind-to",
-                                   "none",
-                                   "--mca",
-                                   "mpi_yield_when_idle",
-                                   "1"};
-  if (geteuid() == 0)
-    args.push_back("--allow-run-as-root");
-  args.push_back(self);
-  for (int i = 1; i < argc; ++i) {
-    StringRef a(argv[i]);
-    if (a.starts_with("--nproc=") || a.starts_with("-nproc="))
-      continue;
-    if (a == "--nproc" || a == "-nproc") {
-      ++i;
-      continue;
-    }
-    args.push_back(a.str());
-  }
-  std::vector<StringRef> refs(args.begin(), args.end());
-  std::string err;
-  int rc =
-      llvm::sys::ExecuteAndWait(*mpirun, refs, std::nullopt, {}, 0, 0, &err);
-  if (rc < 0) {
-    llvm::WithColor::error(llvm::errs(), "shardrun")
-        << "could not run mpirun: " << err << "\n";
-    return 1;
-  }
-  return rc;
-}
-
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
   cl::HideUnrelatedOptions({&shardrunCategory, &trainCategory, &distCategory});
@@ -917,16 +882,33 @@ int main(int argc, char **argv) {
     return 1;
   }
 
+  if (!(collectiveTimeout >= 0) || !std::isfinite(collectiveTimeout)) {
+    llvm::WithColor::error(llvm::errs(), "shardrun")
+        << "--collective-timeout must be a number of seconds >= 0 (0 "
+           "disables the collective watchdog), got "
+        << collectiveTimeout << "\n";
+    return 1;
+  }
+  rt::progress::setProgramName("shardrun");
+
   // One rank of a job that mpirun or srun started.
   if (rt::launchedByMpi()) {
+    rt::MpiCommunicatorOptions options;
+    options.collectiveTimeoutSeconds = collectiveTimeout;
     Expected<std::unique_ptr<rt::Communicator>> comm =
-        rt::createMpiCommunicator();
+        rt::createMpiCommunicator(options);
     if (!comm) {
       llvm::WithColor::error(llvm::errs(), "shardrun")
           << toString(comm.takeError()) << "\n";
       return 1;
     }
     rt::Communicator &c = **comm;
+    // A crash names this rank, step and op; the rank never outlives its
+    // launcher; the local launcher sees where the rank is.
+    rt::installRankGuards(c.rank(), /*lifeline=*/c.worldSize() > 1);
+    if (Error err = rt::progress::attachBoard(c.rank()))
+      llvm::WithColor::warning(llvm::errs(), "shardrun")
+          << "rank " << c.rank() << ": " << toString(std::move(err)) << "\n";
     if (nproc && nproc != c.worldSize()) {
       llvm::WithColor::error(llvm::errs(), "shardrun")
           << "--nproc " << nproc << " but the launcher started "
@@ -942,10 +924,12 @@ int main(int argc, char **argv) {
       // Errors found before the first step are the same on every rank, which
       // all stop; one found later may be this rank's alone while the others
       // wait in a collective: end the whole job.
+      rt::progress::setEnding(rt::progress::Ending::Failed);
       if (stepsStarted && c.worldSize() > 1)
         c.abort(1);
       return 1;
     }
+    rt::progress::setEnding(rt::progress::Ending::Finished);
     return 0;
   }
 
@@ -958,6 +942,7 @@ int main(int argc, char **argv) {
   }
   if (ranks > 1)
     return launchRanks(ranks, argc, argv);
+  rt::installRankGuards(0, /*lifeline=*/false);
   std::unique_ptr<rt::Communicator> self = rt::createSelfCommunicator();
   if (Error err = runMain(*self)) {
     llvm::outs().flush();
