@@ -1122,7 +1122,8 @@ Error validatePlan(const Plan &plan, llvm::ArrayRef<StringRef> knownOpTypes) {
   // A training step updates what it trains: every TRAINED parameter and
   // every STATE buffer is written by some op (a dropped optimizer update
   // would leave it as loaded), and the optimizer ops are the optimizer's.
-  if (plan.has_training()) {
+  // A step without an optimizer (gradients only) updates nothing.
+  if (plan.has_training() && !plan.training().optimizer().empty()) {
     std::vector<bool> written(numBuffers, false);
     for (const Op &op : plan.ops())
       for (int32_t index : op.outputs())
