@@ -1119,16 +1119,18 @@ Error validatePlan(const Plan &plan, llvm::ArrayRef<StringRef> knownOpTypes) {
       return makeError("training: source_model '" + t.source_model() +
                        "' is not a plain file name inside the plan directory");
   }
-  // A training step updates what it trains: every TRAINED parameter and
-  // every STATE buffer is written by some op (a dropped optimizer update
-  // would leave it as loaded), and the optimizer ops are the optimizer's.
+  // A training step with an optimizer updates what it trains: every
+  // TRAINED parameter and every STATE buffer is written by some op (a
+  // dropped optimizer update would leave it as loaded). Optimizer ops are
+  // the training's optimizer's (none without one: a gradient-only step).
   if (plan.has_training()) {
     std::vector<bool> written(numBuffers, false);
     for (const Op &op : plan.ops())
       for (int32_t index : op.outputs())
         if (inRange(index))
           written[index] = true;
-    for (int i = 0; i < numBuffers; ++i) {
+    for (int i = 0; i < numBuffers && !plan.training().optimizer().empty();
+         ++i) {
       const Buffer &b = plan.buffers(i);
       if ((b.kind() == STATE ||
            (b.kind() == PARAMETER && b.role() == TRAINED)) &&

@@ -1134,6 +1134,22 @@ TEST(PlanIOTest, RejectsTrainedParameterWithoutUpdate) {
         b->set_kind(STATE);
       },
       {"'w.exp_avg': a STATE buffer that no op updates"});
+  // A gradient-only step (no optimizer) updates nothing.
+  TempDir gradOnly;
+  writeMutated(gradOnly, [](Plan &p) {
+    makeTraining(p);
+    p.mutable_training()->clear_optimizer();
+    p.mutable_buffers(1)->set_role(TRAINED);
+  });
+  EXPECT_EQ(loadError(gradOnly), "");
+  // But it has no optimizer ops.
+  expectRejected(
+      [](Plan &p) {
+        makeTraining(p);
+        addAdam(p);
+        p.mutable_training()->clear_optimizer();
+      },
+      {"AdamUpdate 'adam:w'", "does not implement the training's optimizer ''"});
 }
 
 TEST(PlanIOTest, RejectsOptimizerOpsOfAnotherOptimizer) {
