@@ -61,6 +61,12 @@ constexpr llvm::StringLiteral kBackwardAttrName = "shardc.backward";
 /// Discardable op attribute: memory category of the op's results, a
 /// MemoryCategoryAttr (`#shardc.category<grads>`).
 constexpr llvm::StringLiteral kCategoryAttrName = "shardc.category";
+/// Discardable op attribute on an op with several results of which only
+/// some are parameter gradients (BatchNormGrad: the input's gradient is an
+/// activation gradient, the scale's and bias's are parameter gradients): the
+/// result numbers that are, a DenseI64ArrayAttr. The other results are
+/// activations.
+constexpr llvm::StringLiteral kGradResultsAttrName = "shardc.grad_results";
 /// Result attribute: this result is the new value of argument N (an
 /// in-place update of a parameter or state).
 constexpr llvm::StringLiteral kUpdatesAttrName = "shardc.updates";

@@ -149,7 +149,9 @@ def ZeroConfig : Pass<"shardc-zero-config", "mlir::ModuleOp"> {
     Records `shardc.world_size` and `shardc.zero_stage` on @main, creates
     the 1-d mesh `@world` every collective runs on, checks that the optimizer
     updates follow the backward pass, and marks parameter gradients as
-    gradients for memory planning. The `shardc-zero` pipeline runs it, then
+    gradients for memory planning (`shardc.category`; an op that also yields
+    activation gradients, like BatchNormGrad, lists its parameter-gradient
+    results in `shardc.grad_results`). The `shardc-zero` pipeline runs it, then
     per stage: 0: bucket-gradients; 1: bucket-gradients, partition-optimizer;
     2: partition-optimizer, reduce-scatter-gradients; 3: those and
     shard-parameters.

@@ -1,5 +1,6 @@
 //===- Executor.cpp - Runs a loaded plan on a kernel backend --------------===//
 #include "runtime/Executor.h"
+#include "runtime/comm/Progress.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/Twine.h"
@@ -432,8 +433,15 @@ Error Executor::run() {
   for (size_t id = 0; id < tempAllocated.size(); ++id)
     freeTemp(id);
   using Clock = std::chrono::steady_clock;
+  // Where this rank is, for a crash report, the collective watchdog and the
+  // launcher (runtime/comm/Progress.h); out of the ops on every return.
+  progress::setStep(static_cast<int64_t>(globalStep));
+  struct LeaveOps {
+    ~LeaveOps() { progress::leaveOps(); }
+  } leaveOps;
   for (size_t j = 0; j < steps.size(); ++j) {
     Step &step = steps[j];
+    progress::enterOp(static_cast<int32_t>(j), step.type.c_str());
     for (int32_t id : memoryPlan.allocBefore[j])
       if (Error err = allocateTemp(id))
         return makeError("op " + Twine(j) + " (" + step.type + " '" +

@@ -11,7 +11,10 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstring>
+#include <fcntl.h>
 #include <optional>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace shardc::rt {
 
@@ -312,9 +315,25 @@ Expected<NpyArray> parseNpy(llvm::ArrayRef<uint8_t> bytes, StringRef name) {
 }
 
 Expected<NpyArray> readNpy(StringRef path) {
+  // Only a regular file is read, and only as many bytes as it has: a FIFO
+  // would block and a device (/dev/zero) never ends. O_NONBLOCK keeps the
+  // open itself from waiting for a FIFO's writer.
+  std::string p = path.str();
+  int fd = ::open(p.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
+    return makeError("cannot read " + path + ": " +
+                     std::error_code(errno, std::generic_category()).message());
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return makeError("cannot read " + path +
+                     ": not a regular file (a .npy must be a plain file, not "
+                     "a pipe, device or directory)");
+  }
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
-      llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                  /*RequiresNullTerminator=*/false);
+      llvm::MemoryBuffer::getOpenFile(fd, path, st.st_size,
+                                      /*RequiresNullTerminator=*/false);
+  ::close(fd);
   if (!file)
     return makeError("cannot read " + path + ": " + file.getError().message());
   StringRef buf = (*file)->getBuffer();

@@ -46,6 +46,17 @@ Expected<Dataset> Dataset::load(StringRef dir, const Executor &exec) {
   Dataset ds;
   for (size_t i = 0; i < exec.numInputs(); ++i) {
     const ValueInfo &info = exec.inputInfo(i);
+    // The file is DIR/<name>.npy, always inside DIR: a name that is a path
+    // ('../x', 'a/b') or a dot name never leaves it.
+    StringRef name = info.name;
+    if (name.empty() || name == "." || name == ".." ||
+        name.find_first_of("/\\") != StringRef::npos ||
+        name.find('\0') != StringRef::npos)
+      return makeError("graph input '" + name +
+                       "' cannot name a file in --data " + dir +
+                       ": its name is empty, a dot name or contains a path "
+                       "separator. Rename the input when exporting the "
+                       "model (input_names=[...] in torch.onnx.export)");
     llvm::SmallString<256> path(dir);
     llvm::sys::path::append(path, info.name + ".npy");
     if (!llvm::sys::fs::exists(path))
@@ -88,6 +99,45 @@ Expected<Dataset> Dataset::load(StringRef dir, const Executor &exec) {
     ds.arrays.push_back(std::move(*arr));
   }
   return ds;
+}
+
+uint64_t Dataset::bytes() const {
+  uint64_t total = 0;
+  for (const NpyArray &a : arrays)
+    total += a.data.size();
+  return total;
+}
+
+template <typename T>
+static std::optional<int64_t> firstNonFiniteOf(const NpyArray &a) {
+  const T *v = reinterpret_cast<const T *>(a.data.data());
+  size_t n = a.data.size() / sizeof(T);
+  for (size_t k = 0; k < n; ++k)
+    if (!std::isfinite(v[k]))
+      return static_cast<int64_t>(k);
+  return std::nullopt;
+}
+
+std::optional<Dataset::NonFinite> Dataset::firstNonFinite() const {
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    const NpyArray &a = arrays[i];
+    std::optional<int64_t> k;
+    double value = 0;
+    if (a.dtype == DType::F32) {
+      k = firstNonFiniteOf<float>(a);
+      if (k)
+        value = reinterpret_cast<const float *>(a.data.data())[*k];
+    } else if (a.dtype == DType::F64) {
+      k = firstNonFiniteOf<double>(a);
+      if (k)
+        value = reinterpret_cast<const double *>(a.data.data())[*k];
+    }
+    if (!k)
+      continue;
+    int64_t perSample = static_cast<int64_t>(numElements(a.shape) / samples);
+    return NonFinite{i, *k / perSample, *k % perSample, value};
+  }
+  return std::nullopt;
 }
 
 Error Dataset::bind(Executor &exec, int64_t first) {
@@ -246,7 +296,37 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
                  << " samples, fewer than one step takes (" << batch
                  << " per rank x " << std::max(options.worldSize, 1)
                  << " ranks = " << globalBatch
-                 << "): samples repeat within every step\n";
+                 << "): every step uses each sample about "
+                 << llvm::format("%.1f", double(globalBatch) /
+                                             double(data->numSamples()))
+                 << " times\n";
+  // Non-finite input data is refused before step 1, naming where it is and
+  // the first step that would read it, so that it is never mistaken for a
+  // diverging run.
+  if (std::optional<Dataset::NonFinite> bad = data->firstNonFinite()) {
+    // Position p of the sample stream (global step g, rank r, slot k) is
+    // p = (g * world + r) * batch + k and reads sample p mod N.
+    int64_t world = std::max(options.worldSize, 1);
+    int64_t n = data->numSamples();
+    int64_t p0 = static_cast<int64_t>(options.firstStep) * world * batch;
+    int64_t p = p0 + (((bad->sample - p0) % n) + n) % n;
+    int64_t step =
+        p / (world * batch) - static_cast<int64_t>(options.firstStep);
+    int64_t rank = (p % (world * batch)) / batch;
+    std::string what = (std::isnan(bad->value) ? "NaN" : "infinite") +
+                       std::string(" input data: ") + options.dataDir + "/" +
+                       exec.inputInfo(bad->input).name + ".npy, sample " +
+                       std::to_string(bad->sample) + ", element " +
+                       std::to_string(bad->element) + " of the sample";
+    if (step < options.steps)
+      return makeError(what + " (read by rank " + Twine(rank) + " at step " +
+                       Twine(step + 1) +
+                       "); clean the data set: every loss it reaches would "
+                       "be non-finite");
+    if (options.rank == 0)
+      llvm::errs() << "shardrun: warning: " << what
+                   << "; this run does not read it\n";
+  }
 
   // Scalar graph outputs besides the loss are metrics (an accuracy from
   // ArgMax, a count of correct predictions): each step logs them, float
@@ -326,8 +406,21 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
     double meanSamplesPerSec =
         elapsed > 0 ? (step + 1) * globalBatch / elapsed : 0;
     if (log && options.rank == 0) {
+      // JSON has no NaN or infinity: such a value is written as null and
+      // named under "nonfinite".
+      std::vector<std::string> nonFinite;
+      auto number = [&](StringRef name, double v) -> std::string {
+        if (std::isfinite(v))
+          return llvm::formatv("{0}", llvm::format("%.9g", v)).str();
+        nonFinite.push_back("\"" + jsonEscape(name) + "\": \"" +
+                            (std::isnan(v) ? "nan"
+                             : v > 0       ? "inf"
+                                           : "-inf") +
+                            "\"");
+        return "null";
+      };
       *log << "{\"step\": " << step + 1
-           << ", \"loss\": " << llvm::format("%.9g", loss)
+           << ", \"loss\": " << number("loss", loss)
            << ", \"step_ms\": " << llvm::format("%.3f", ms)
            << ", \"samples_per_s\": " << llvm::format("%.1f", samplesPerSec)
            << ", \"samples_per_s_mean\": "
@@ -337,7 +430,13 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
         *log << ", \"metrics\": {";
         for (size_t i = 0; i < metrics.size(); ++i)
           *log << (i ? ", " : "") << "\"" << jsonEscape(metrics[i].name)
-               << "\": " << llvm::format("%.9g", metricValues[i]);
+               << "\": " << number(metrics[i].name, metricValues[i]);
+        *log << "}";
+      }
+      if (!nonFinite.empty()) {
+        *log << ", \"nonfinite\": {";
+        for (size_t i = 0; i < nonFinite.size(); ++i)
+          *log << (i ? ", " : "") << nonFinite[i];
         *log << "}";
       }
       *log << "}\n";
@@ -359,7 +458,8 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
         llvm::errs() << "\n";
       return makeError("step " + Twine(step + 1) + ": the loss is " +
                        (std::isnan(loss) ? "nan" : "inf") +
-                       "; lower the learning rate");
+                       " although every input of the data set is finite: "
+                       "training diverged; lower the learning rate");
     }
   }
   if (options.progress && options.rank == 0)

@@ -15,6 +15,7 @@
 
 #include "llvm/Support/Error.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,17 @@ public:
                                       const Executor &exec);
 
   int64_t numSamples() const { return samples; }
+  /// Total bytes of the loaded arrays.
+  uint64_t bytes() const;
+
+  /// The first NaN or infinity in a floating-point array, if any.
+  struct NonFinite {
+    size_t input;    // executor input index
+    int64_t sample;  // index along the first axis
+    int64_t element; // flat index within the sample
+    double value;
+  };
+  std::optional<NonFinite> firstNonFinite() const;
 
   /// Binds the micro-batch of samples [first, first + B), wrapping around at
   /// the end of the data, to the executor's inputs.

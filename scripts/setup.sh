@@ -13,6 +13,8 @@ PKGS=(
   # tests
   googletest libgtest-dev libgmock-dev
   libonnx-testdata
+  # fuzzing (libFuzzer targets, built with clang in build/fuzz)
+  clang-19 libclang-rt-19-dev
   # distributed runtime
   libopenmpi-dev openmpi-bin
   # CPU kernels

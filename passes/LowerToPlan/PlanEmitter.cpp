@@ -87,6 +87,11 @@ static plan::ParamRole planRole(ParamRole role) {
 
 /// The memory category of an op result.
 static plan::Category categoryOf(OpResult r) {
+  if (auto grads =
+          r.getOwner()->getAttrOfType<DenseI64ArrayAttr>(kGradResultsAttrName))
+    return llvm::is_contained(grads.asArrayRef(), r.getResultNumber())
+               ? plan::GRADS
+               : plan::ACTIVATIONS;
   if (auto cat =
           r.getOwner()->getAttrOfType<MemoryCategoryAttr>(kCategoryAttrName))
     return toPlanCategory(cat.getValue());

@@ -61,11 +61,27 @@ struct ZeroConfigPass : impl::ZeroConfigBase<ZeroConfigPass> {
               "zero: optimizer updates must follow every gradient they use");
           return signalPassFailure();
         }
+    // Parameter gradients are `grads` in the memory plan; a gradient op
+    // that also yields activation gradients names its gradient results.
     FlatBuilder flat(b, worldSize);
-    for (ParamUpdate &u : updates)
-      if (Operation *def = u.grad.getDefiningOp())
-        if (!def->hasAttr(kCategoryAttrName))
-          flat.tag(def, MemoryCategory::Grads);
+    for (ParamUpdate &u : updates) {
+      Operation *def = u.grad.getDefiningOp();
+      if (!def || def->hasAttr(kCategoryAttrName))
+        continue;
+      if (def->getNumResults() == 1) {
+        flat.tag(def, MemoryCategory::Grads);
+        continue;
+      }
+      SmallVector<int64_t> results;
+      if (auto old =
+              def->getAttrOfType<DenseI64ArrayAttr>(kGradResultsAttrName))
+        results.assign(old.asArrayRef().begin(), old.asArrayRef().end());
+      int64_t index = cast<OpResult>(u.grad).getResultNumber();
+      if (!llvm::is_contained(results, index))
+        results.push_back(index);
+      llvm::sort(results);
+      def->setAttr(kGradResultsAttrName, b.getDenseI64ArrayAttr(results));
+    }
   }
 };
 

@@ -165,6 +165,13 @@ struct MpiCommunicatorOptions {
   /// than this (or than INT_MAX elements, MPI's count limit) are split into
   /// several MPI calls. Tests lower it to exercise the split.
   int64_t maxChunkBytes = int64_t(1) << 30;
+  /// The collective watchdog: when one MPI call of a collective has not
+  /// completed after this many seconds on this rank, the rank asks the others
+  /// where they are, and the job ends with one error naming the ranks that
+  /// did not arrive and the collective's step and op (MpiCommunicator.cpp
+  /// has the protocol). Time the process spends stopped does not count.
+  /// 0 disables the watchdog; every rank should use the same value.
+  double collectiveTimeoutSeconds = 0;
 };
 
 /// Initializes MPI (on the communicator's own thread) and returns a

@@ -4,11 +4,45 @@
 // "main thread" and MPI_THREAD_FUNNELED suffices), then serves a FIFO of
 // operations that the runtime's thread posts: start calls enqueue and return
 // a handle at once, the communication thread runs the queued collectives in
-// order with blocking MPI calls, and wait() sleeps on a condition variable
-// until its operation is done. MPI only progresses while it is called, so a
-// thread sitting in a blocking collective is what lets communication overlap
-// the runtime's computation. Every rank posts the same collectives in the
-// same order, so the FIFO keeps them matched.
+// order, and wait() sleeps on a condition variable until its operation is
+// done. MPI only progresses while it is called, so a thread driving the
+// collective is what lets communication overlap the runtime's computation.
+// Every rank posts the same collectives in the same order, so the FIFO keeps
+// them matched, and the n-th collective is "collective #n" on every rank.
+//
+// Waiting. Each MPI call is a nonblocking collective (MPI_Iallreduce, ...)
+// that the thread completes by polling MPI_Test. Blocking collectives spin in
+// Open MPI (mpi_yield_when_idle only adds sched_yield), so a rank whose peer
+// is late burned a core for as long as it waited, and a rank whose peer never
+// came burned it forever. The poll loop spins while MPI does work and for
+// 2 ms after, then sleeps between tests, idle time / 8 up to 1 ms: a
+// collective that waits long is late by at most 1 ms. A test did work (a
+// copy, a reduction) when it cost this thread more than 50 us of CPU; an idle
+// test costs 1-2 us, up to about 20 us with cold caches right after a sleep
+// (measured with Open MPI 4.1 on shared memory). docs/faults.md has the CPU
+// use of a rank waiting on a stopped peer.
+//
+// Collective watchdog (MpiCommunicatorOptions::collectiveTimeoutSeconds,
+// shardrun --collective-timeout). When one MPI call of a collective has not
+// completed after the timeout, the waiting rank finds out who is missing
+// without needing the missing rank to do anything: on a duplicate of the
+// communicator kept for this, it sends every other rank a query and waits up
+// to 2 s for the answers. Each rank's communication thread answers from its
+// poll loop, and every 100 ms when idle, with where it is: inside collective
+// #n (its step and the op that started it), or computing at step s, op k
+// (runtime/comm/Progress.h). A stopped process, a hung host or a dead link
+// answers nothing. The lowest rank among those waiting in the collective
+// then prints one line naming each rank that did not arrive (did not answer,
+// still computing at step s op k, or inside another collective) and the
+// collective with its step and op, and ends the job with MPI_Abort; the other
+// waiting ranks stay quiet unless the job is still alive 10 s later. If every
+// rank answers from inside the collective (the last one just arrived), the
+// wait starts over once; a second timeout with everyone inside means MPI
+// itself makes no progress, and ends the job too. The final barrier before
+// MPI_Finalize is watched the same way, so a rank that stops at the end does
+// not hang the others in MPI_Finalize. Time this rank itself spent stopped
+// (Ctrl-Z, a suspended machine: a gap of over 1 s between two polls) does
+// not count. With a timeout of 0 nothing is watched or answered.
 //
 // Streams (Communicator.h): the communication thread synchronizes a start's
 // inputReady event before its MPI calls read the input, and wait() blocks the
@@ -30,10 +64,19 @@
 // job and then exits, which works from any thread; it is also the only way
 // out, since the communication thread will never return.
 //
+// When a rank dies (a fatal signal, SIGKILL, the OOM killer), mpirun notices
+// within about a second and ends the other ranks with SIGTERM (then SIGKILL);
+// srun does the same with --kill-on-bad-exit, and otherwise the watchdog ends
+// the survivors, naming the dead rank as one that did not answer. Who names
+// the dead rank and its step is in runtime/comm/RankGuard.h (fatal signals)
+// and tools/shardrun/Launcher.cpp (SIGKILL, through the progress board).
+//
 //===----------------------------------------------------------------------===//
 #include "runtime/comm/CommSupport.h"
 #include "runtime/comm/Communicator.h"
+#include "runtime/comm/Progress.h"
 
+#include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <mpi.h>
@@ -42,6 +85,7 @@
 #include <atomic>
 #include <chrono>
 #include <climits>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -51,6 +95,8 @@
 #include <new>
 #include <string>
 #include <thread>
+#include <time.h>
+#include <unistd.h>
 #include <unordered_map>
 
 namespace shardc::rt {
@@ -107,10 +153,69 @@ static MPI_Op mpiOp(ReduceOp op) {
   return op == ReduceOp::Max ? MPI_MAX : MPI_SUM;
 }
 
+using Clock = std::chrono::steady_clock;
+
+/// Seconds of CPU this thread has used.
+static double threadCpuSeconds() {
+  struct timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+static double secondsBetween(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+/// One line on stderr in one write (ranks share the terminal).
+static void printLine(const std::string &line) {
+  std::string text = line + "\n";
+  const char *p = text.data();
+  size_t left = text.size();
+  while (left) {
+    ssize_t n = ::write(STDERR_FILENO, p, left);
+    if (n <= 0)
+      return;
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+}
+
+/// The poll loop's pacing (see the file comment).
+constexpr double kSpinSeconds = 2e-3;
+constexpr double kMaxSleepSeconds = 1e-3;
+constexpr double kWorkCpuSeconds = 50e-6;
+/// A gap between two polls that means this process was stopped.
+constexpr double kStoppedGapSeconds = 1.0;
+/// How long a stalled rank waits for the other ranks' answers.
+constexpr double kAnswerSeconds = 2.0;
+/// How often an idle communication thread answers queries.
+constexpr auto kIdlePoll = std::chrono::milliseconds(100);
+/// How long a waiting rank that does not report gives the reporter.
+constexpr double kReporterGraceSeconds = 10.0;
+
+/// Tags on the watchdog's communicator.
+constexpr int kQueryTag = 1;
+constexpr int kAnswerTag = 2;
+
+/// Where a rank is, as the watchdog's messages carry it.
+struct WatchStatus {
+  /// 1: inside collective `seq`; 0: not in a collective (computing), `seq`
+  /// is the last collective it ran.
+  int64_t inCollective = 0;
+  int64_t seq = 0;
+  int64_t kind = 0;
+  int64_t step = -1;
+  int64_t op = -1;
+  /// How long it has been in this collective (or since its last one).
+  int64_t waitedMs = 0;
+};
+constexpr int kStatusInts = sizeof(WatchStatus) / sizeof(int64_t);
+
 class MpiCommunicator final : public Communicator {
 public:
   explicit MpiCommunicator(const MpiCommunicatorOptions &options)
-      : maxChunkBytes(options.maxChunkBytes) {}
+      : maxChunkBytes(options.maxChunkBytes),
+        timeoutSeconds(options.collectiveTimeoutSeconds) {}
   ~MpiCommunicator() override;
 
   /// Starts the communication thread and waits until it has initialized
@@ -161,6 +266,8 @@ private:
     CollectiveHandle handle;
     int64_t bytes;
     double queuedUs;
+    /// Where the runtime thread was when it started the collective.
+    progress::Position position;
   };
   struct OpState {
     bool done = false;
@@ -184,11 +291,41 @@ private:
   int64_t chunkElements(DType dtype, int64_t blocks) const;
   [[noreturn]] void abortNow(int code);
 
+  /// Completes `request`, one MPI call of `op`: polls, sleeps when nothing
+  /// moves, answers the watchdog, and runs it when the call stalls.
+  llvm::Error complete(MPI_Request &request, const Op &op);
+  /// The watchdog, after `waited` seconds without completion: ends the job,
+  /// or returns to wait again (every rank is inside the collective, or it
+  /// completed meanwhile). `stalls` counts earlier returns for this call.
+  void onStall(MPI_Request &request, const Op &op, double waited, int &stalls);
+  /// Answers the other ranks' watchdog queries; reaps finished sends.
+  void serveQueries();
+  WatchStatus statusNow() const;
+  /// "allreduce #12 of 1024 x float32", "barrier #13".
+  std::string describeOp(const Op &op) const;
+  bool watching() const { return timeoutSeconds > 0 && mySize > 1; }
+
   const int64_t maxChunkBytes;
+  const double timeoutSeconds;
   int myRank = 0;
   int mySize = 1;
   /// Written by the communication thread during init, read-only after.
   MPI_Comm comm = MPI_COMM_NULL;
+  /// The watchdog's messages travel here, never mixed with collectives.
+  MPI_Comm watchComm = MPI_COMM_NULL;
+
+  // Communication thread only.
+  /// The posted receive of the next query, and its buffer.
+  MPI_Request queryRequest = MPI_REQUEST_NULL;
+  WatchStatus queryIn;
+  /// Sends of answers and queries in flight, with their buffers (a deque
+  /// keeps the buffers in place).
+  std::deque<std::pair<MPI_Request, WatchStatus>> sends;
+  /// The operation inside MPI now, and since when.
+  const Op *running = nullptr;
+  Clock::time_point runningSince;
+  CollectiveHandle lastSeq = 0;
+  Clock::time_point lastEnd = Clock::now();
   std::thread thread;
 
   std::mutex mutex;
@@ -253,7 +390,7 @@ MpiCommunicator::enqueue(CollectiveKind kind, const void *in, void *out,
     handle = nextHandle++;
     states.emplace(handle, OpState());
     queue.push_back(Op{kind, in, out, count, dtype, reduce, inputReady, handle,
-                       bytes, queuedUs});
+                       bytes, queuedUs, progress::position()});
   }
   workCv.notify_one();
   return handle;
@@ -339,6 +476,7 @@ void MpiCommunicator::abort(int code) {
 //===----------------------------------------------------------------------===//
 
 void MpiCommunicator::abortNow(int code) {
+  progress::setEnding(progress::Ending::Aborted);
   std::fflush(nullptr);
   MPI_Abort(comm != MPI_COMM_NULL ? comm : MPI_COMM_WORLD, code);
   // MPI_Abort does not return in Open MPI; make sure of it.
@@ -364,9 +502,22 @@ llvm::Error MpiCommunicator::initMpi() {
     SHARD_MPI_CHECK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
     SHARD_MPI_CHECK(MPI_Comm_rank(comm, &myRank));
     SHARD_MPI_CHECK(MPI_Comm_size(comm, &mySize));
+    if (watching()) {
+      SHARD_MPI_CHECK(MPI_Comm_dup(comm, &watchComm));
+      SHARD_MPI_CHECK(MPI_Comm_set_errhandler(watchComm, MPI_ERRORS_RETURN));
+      SHARD_MPI_CHECK(MPI_Irecv(&queryIn, kStatusInts, MPI_INT64_T,
+                                MPI_ANY_SOURCE, kQueryTag, watchComm,
+                                &queryRequest));
+    }
     return llvm::Error::success();
   }();
   if (err) {
+    if (queryRequest != MPI_REQUEST_NULL) {
+      MPI_Cancel(&queryRequest);
+      MPI_Wait(&queryRequest, MPI_STATUS_IGNORE);
+    }
+    if (watchComm != MPI_COMM_NULL)
+      MPI_Comm_free(&watchComm);
     if (comm != MPI_COMM_NULL)
       MPI_Comm_free(&comm);
     MPI_Finalize();
@@ -393,9 +544,19 @@ void MpiCommunicator::threadMain() {
     std::string skipReason;
     {
       std::unique_lock<std::mutex> lock(mutex);
-      workCv.wait(lock, [this] {
+      auto ready = [this] {
         return abortRequested || shutdown || !queue.empty();
-      });
+      };
+      if (watching()) {
+        // Idle, but other ranks' watchdogs may ask where this rank is.
+        while (!workCv.wait_for(lock, kIdlePoll, ready)) {
+          lock.unlock();
+          serveQueries();
+          lock.lock();
+        }
+      } else {
+        workCv.wait(lock, ready);
+      }
       if (abortRequested) {
         int code = abortCode;
         lock.unlock();
@@ -414,7 +575,13 @@ void MpiCommunicator::threadMain() {
     double startUs = nowMicros();
     std::string error = std::move(skipReason);
     if (!skip) {
-      if (llvm::Error err = execute(op))
+      running = &op;
+      runningSince = Clock::now();
+      llvm::Error err = execute(op);
+      running = nullptr;
+      lastSeq = op.handle;
+      lastEnd = Clock::now();
+      if (err)
         error =
             llvm::formatv("{0} of {1} x {2}: {3}",
                           detail::collectiveKindName(op.kind), op.count,
@@ -441,10 +608,277 @@ void MpiCommunicator::threadMain() {
 
   // Every rank reaches this point after the same collectives, so freeing the
   // communicator and finalizing (both collective) match up. Errors here have
-  // nobody left to report to.
+  // nobody left to report to. A watched barrier first: MPI_Finalize waits
+  // for every rank, and a rank that stopped would hang it unwatched.
+  bool healthy;
+  CollectiveHandle finalSeq;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    healthy = firstError.empty();
+    finalSeq = nextHandle;
+  }
+  if (watching() && healthy) {
+    Op last{CollectiveKind::Barrier, nullptr, nullptr,  0, DType::Undefined,
+            ReduceOp::Sum,           nullptr, finalSeq, 0, nowMicros(),
+            progress::position()};
+    running = &last;
+    runningSince = Clock::now();
+    llvm::consumeError(execute(last));
+    running = nullptr;
+  }
+  if (queryRequest != MPI_REQUEST_NULL) {
+    MPI_Cancel(&queryRequest);
+    MPI_Wait(&queryRequest, MPI_STATUS_IGNORE);
+  }
+  for (auto &send : sends)
+    if (send.first != MPI_REQUEST_NULL)
+      MPI_Request_free(&send.first);
+  sends.clear();
+  if (watchComm != MPI_COMM_NULL)
+    if (llvm::Error err = SHARD_MPI_ERROR(MPI_Comm_free(&watchComm)))
+      llvm::consumeError(std::move(err));
   if (llvm::Error err = SHARD_MPI_ERROR(MPI_Comm_free(&comm)))
     llvm::consumeError(std::move(err));
   MPI_Finalize();
+}
+
+//===----------------------------------------------------------------------===//
+// Waiting and the collective watchdog (communication thread)
+//===----------------------------------------------------------------------===//
+
+llvm::Error MpiCommunicator::complete(MPI_Request &request, const Op &op) {
+  Clock::time_point start = Clock::now();
+  Clock::time_point lastWork = start, lastPoll = start;
+  int stalls = 0;
+  unsigned polls = 0;
+  for (;;) {
+    int done = 0;
+    double cpu = threadCpuSeconds();
+    SHARD_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+    if (done)
+      return llvm::Error::success();
+    Clock::time_point now = Clock::now();
+    if (threadCpuSeconds() - cpu > kWorkCpuSeconds)
+      lastWork = now;
+    if (secondsBetween(lastPoll, now) > kStoppedGapSeconds)
+      start = lastWork = now; // This process itself was stopped.
+    lastPoll = now;
+    double idle = secondsBetween(lastWork, now);
+    if (watching()) {
+      if (idle > kSpinSeconds || (++polls & 255) == 0)
+        serveQueries();
+      double waited = secondsBetween(start, now);
+      if (waited > timeoutSeconds) {
+        onStall(request, op, waited, stalls);
+        start = lastWork = lastPoll = Clock::now();
+        continue;
+      }
+    }
+    if (idle > kSpinSeconds)
+      std::this_thread::sleep_for(
+          std::chrono::duration<double>(std::min(kMaxSleepSeconds, idle / 8)));
+  }
+}
+
+WatchStatus MpiCommunicator::statusNow() const {
+  WatchStatus status;
+  Clock::time_point now = Clock::now();
+  if (running) {
+    status.inCollective = 1;
+    status.seq = running->handle;
+    status.kind = static_cast<int64_t>(running->kind);
+    status.step = running->position.step;
+    status.op = running->position.op;
+    status.waitedMs =
+        static_cast<int64_t>(1e3 * secondsBetween(runningSince, now));
+    return status;
+  }
+  progress::Position position = progress::position();
+  status.seq = lastSeq;
+  status.step = position.step;
+  status.op = position.op;
+  status.waitedMs = static_cast<int64_t>(1e3 * secondsBetween(lastEnd, now));
+  return status;
+}
+
+void MpiCommunicator::serveQueries() {
+  while (queryRequest != MPI_REQUEST_NULL) {
+    int flag = 0;
+    MPI_Status status;
+    if (MPI_Test(&queryRequest, &flag, &status) != MPI_SUCCESS || !flag)
+      break;
+    sends.emplace_back(MPI_REQUEST_NULL, statusNow());
+    MPI_Isend(&sends.back().second, kStatusInts, MPI_INT64_T, status.MPI_SOURCE,
+              kAnswerTag, watchComm, &sends.back().first);
+    if (MPI_Irecv(&queryIn, kStatusInts, MPI_INT64_T, MPI_ANY_SOURCE, kQueryTag,
+                  watchComm, &queryRequest) != MPI_SUCCESS)
+      queryRequest = MPI_REQUEST_NULL;
+  }
+  while (!sends.empty()) {
+    int flag = 1;
+    if (sends.front().first != MPI_REQUEST_NULL &&
+        MPI_Test(&sends.front().first, &flag, MPI_STATUS_IGNORE) ==
+            MPI_SUCCESS &&
+        !flag)
+      break;
+    sends.pop_front();
+  }
+}
+
+/// "at step 3, op 57 (MatMul)" or "before the first step".
+static std::string whereText(const progress::Position &position) {
+  std::string where = progress::describe(position);
+  return position.step < 0 ? where : "at " + where;
+}
+
+/// Seconds as "3" or "2.5".
+static std::string secondsText(double seconds) {
+  return llvm::formatv("{0}", llvm::format("%g", seconds)).str();
+}
+
+std::string MpiCommunicator::describeOp(const Op &op) const {
+  std::string text =
+      llvm::formatv("{0} #{1}", detail::collectiveKindName(op.kind), op.handle)
+          .str();
+  if (op.kind != CollectiveKind::Barrier)
+    text += llvm::formatv(" of {0} x {1}", op.count, dtypeName(op.dtype)).str();
+  return text;
+}
+
+/// "rank 1" or "ranks 1, 3".
+static std::string rankList(const std::vector<int> &ranks) {
+  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(ranks[i]);
+  return text;
+}
+
+void MpiCommunicator::onStall(MPI_Request &request, const Op &op, double waited,
+                              int &stalls) {
+  // Ask every other rank where it is.
+  WatchStatus mine = statusNow();
+  std::vector<WatchStatus> answers(mySize);
+  std::vector<MPI_Request> receives(mySize, MPI_REQUEST_NULL);
+  std::vector<char> answered(mySize, 0);
+  answered[myRank] = 1;
+  int missing = 0;
+  for (int r = 0; r < mySize; ++r) {
+    if (r == myRank)
+      continue;
+    sends.emplace_back(MPI_REQUEST_NULL, mine);
+    MPI_Isend(&sends.back().second, kStatusInts, MPI_INT64_T, r, kQueryTag,
+              watchComm, &sends.back().first);
+    if (MPI_Irecv(&answers[r], kStatusInts, MPI_INT64_T, r, kAnswerTag,
+                  watchComm, &receives[r]) == MPI_SUCCESS)
+      ++missing;
+  }
+  bool completed = false;
+  Clock::time_point asked = Clock::now();
+  while (missing > 0 && secondsBetween(asked, Clock::now()) < kAnswerSeconds) {
+    for (int r = 0; r < mySize; ++r) {
+      int flag = 0;
+      if (receives[r] != MPI_REQUEST_NULL &&
+          MPI_Test(&receives[r], &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS &&
+          flag) {
+        answered[r] = 1;
+        --missing;
+      }
+    }
+    int flag = 0;
+    if (!completed &&
+        MPI_Test(&request, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && flag)
+      completed = true;
+    serveQueries();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  for (int r = 0; r < mySize; ++r) {
+    if (receives[r] == MPI_REQUEST_NULL)
+      continue;
+    MPI_Status status;
+    MPI_Cancel(&receives[r]);
+    MPI_Wait(&receives[r], &status);
+    int cancelled = 1;
+    MPI_Test_cancelled(&status, &cancelled);
+    if (!cancelled)
+      answered[r] = 1;
+  }
+  // The missing rank arrived while we asked: carry on.
+  if (completed)
+    return;
+
+  std::vector<int> inside, silent, elsewhere;
+  std::vector<std::string> computing;
+  for (int r = 0; r < mySize; ++r) {
+    if (r == myRank)
+      continue;
+    const WatchStatus &a = answers[r];
+    if (!answered[r])
+      silent.push_back(r);
+    else if (a.inCollective && a.seq == op.handle)
+      inside.push_back(r);
+    else if (a.inCollective)
+      elsewhere.push_back(r);
+    else
+      computing.push_back(
+          llvm::formatv(
+              "rank {0}, still computing {1} ({2:f1} s after "
+              "collective #{3})",
+              r, whereText({a.step, static_cast<int32_t>(a.op), nullptr}),
+              a.waitedMs / 1e3, a.seq)
+              .str());
+  }
+
+  std::string message =
+      llvm::formatv("{0}: error: rank {1}: collective timeout {2}: {3} has "
+                    "waited {4:f1} s (limit {5} s) ",
+                    progress::programName(), myRank, whereText(op.position),
+                    describeOp(op), waited, secondsText(timeoutSeconds))
+          .str();
+  if (silent.empty() && elsewhere.empty() && computing.empty()) {
+    // Everyone is inside: the last rank arrived just now, or MPI itself is
+    // stuck between them. Give it one more period.
+    if (stalls++ == 0)
+      return;
+    message += "with every rank inside it: MPI makes no progress between the "
+               "ranks (a broken network link or a stuck transport)";
+  } else {
+    message += "for ranks that did not arrive: ";
+    std::vector<std::string> parts;
+    if (!silent.empty())
+      parts.push_back(rankList(silent) +
+                      llvm::formatv(", which did not answer within {0:f0} s "
+                                    "(stopped, hung, or its host or network "
+                                    "link is down)",
+                                    kAnswerSeconds)
+                          .str());
+    for (std::string &c : computing)
+      parts.push_back(std::move(c));
+    if (!elsewhere.empty())
+      parts.push_back(rankList(elsewhere) +
+                      ", inside another collective (the ranks disagree on the "
+                      "order of collectives)");
+    for (size_t i = 0; i < parts.size(); ++i)
+      message += (i ? "; " : "") + parts[i];
+    message += "; if the ranks are only slow, raise the limit "
+               "(shardrun --collective-timeout)";
+  }
+  message += "; ending the job";
+
+  // The lowest rank waiting in the collective reports; the others leave it
+  // the job's end, and speak only if it does not come.
+  bool reporter = inside.empty() || inside.front() > myRank;
+  if (!reporter) {
+    Clock::time_point since = Clock::now();
+    while (secondsBetween(since, Clock::now()) < kReporterGraceSeconds) {
+      serveQueries();
+      int flag = 0;
+      if (MPI_Test(&request, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && flag)
+        return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  printLine(message);
+  abortNow(1);
 }
 
 int64_t MpiCommunicator::chunkElements(DType dtype, int64_t blocks) const {
@@ -461,9 +895,11 @@ llvm::Error MpiCommunicator::execute(const Op &op) {
       return commError("waiting for the input: " +
                        llvm::toString(std::move(err)));
   switch (op.kind) {
-  case CollectiveKind::Barrier:
-    SHARD_MPI_CHECK(MPI_Barrier(comm));
-    return llvm::Error::success();
+  case CollectiveKind::Barrier: {
+    MPI_Request request;
+    SHARD_MPI_CHECK(MPI_Ibarrier(comm, &request));
+    return complete(request, op);
+  }
   case CollectiveKind::AllGather:
     return allGather(op);
   case CollectiveKind::ReduceScatter:
@@ -497,9 +933,10 @@ llvm::Error MpiCommunicator::allGather(const Op &op) {
 
   if (op.count <= chunkElements(op.dtype, 1)) {
     int count = static_cast<int>(op.count);
-    SHARD_MPI_CHECK(MPI_Allgather(inPlace ? MPI_IN_PLACE : in, count, type, out,
-                                  count, type, comm));
-    return llvm::Error::success();
+    MPI_Request request;
+    SHARD_MPI_CHECK(MPI_Iallgather(inPlace ? MPI_IN_PLACE : in, count, type,
+                                   out, count, type, comm, &request));
+    return complete(request, op);
   }
 
   // Too large for one call. Rank r's piece [off, off + len) of its block
@@ -513,8 +950,12 @@ llvm::Error MpiCommunicator::allGather(const Op &op) {
   char *tmp = scratch->get();
   for (int64_t off = 0; off < op.count; off += len) {
     int64_t n = std::min(len, op.count - off);
-    SHARD_MPI_CHECK(MPI_Allgather(in + off * elem, static_cast<int>(n), type,
-                                  tmp, static_cast<int>(n), type, comm));
+    MPI_Request request;
+    SHARD_MPI_CHECK(MPI_Iallgather(in + off * elem, static_cast<int>(n), type,
+                                   tmp, static_cast<int>(n), type, comm,
+                                   &request));
+    if (llvm::Error err = complete(request, op))
+      return err;
     for (int r = 0; r < mySize; ++r) {
       if (inPlace && r == myRank)
         continue; // Already there.
@@ -535,9 +976,10 @@ llvm::Error MpiCommunicator::reduceScatter(const Op &op) {
   char *out = static_cast<char *>(op.out);
 
   if (op.count <= chunkElements(op.dtype, 1)) {
-    SHARD_MPI_CHECK(MPI_Reduce_scatter_block(
-        in, out, static_cast<int>(op.count), type, reduce, comm));
-    return llvm::Error::success();
+    MPI_Request request;
+    SHARD_MPI_CHECK(MPI_Ireduce_scatter_block(
+        in, out, static_cast<int>(op.count), type, reduce, comm, &request));
+    return complete(request, op);
   }
 
   // Every rank splits each block the same way: piece [off, off + len) of
@@ -554,8 +996,12 @@ llvm::Error MpiCommunicator::reduceScatter(const Op &op) {
     for (int r = 0; r < mySize; ++r)
       std::memcpy(tmp + r * n * elem, in + (r * op.count + off) * elem,
                   static_cast<size_t>(n * elem));
-    SHARD_MPI_CHECK(MPI_Reduce_scatter_block(
-        tmp, out + off * elem, static_cast<int>(n), type, reduce, comm));
+    MPI_Request request;
+    SHARD_MPI_CHECK(MPI_Ireduce_scatter_block(tmp, out + off * elem,
+                                              static_cast<int>(n), type, reduce,
+                                              comm, &request));
+    if (llvm::Error err = complete(request, op))
+      return err;
   }
   return llvm::Error::success();
 }
@@ -571,9 +1017,12 @@ llvm::Error MpiCommunicator::allReduce(const Op &op) {
   int64_t len = chunkElements(op.dtype, 1);
   for (int64_t off = 0; off < op.count; off += len) {
     int64_t n = std::min(len, op.count - off);
-    SHARD_MPI_CHECK(MPI_Allreduce(inPlace ? MPI_IN_PLACE : in + off * elem,
-                                  out + off * elem, static_cast<int>(n), type,
-                                  reduce, comm));
+    MPI_Request request;
+    SHARD_MPI_CHECK(MPI_Iallreduce(inPlace ? MPI_IN_PLACE : in + off * elem,
+                                   out + off * elem, static_cast<int>(n), type,
+                                   reduce, comm, &request));
+    if (llvm::Error err = complete(request, op))
+      return err;
   }
   return llvm::Error::success();
 }
@@ -586,6 +1035,13 @@ createMpiCommunicator(const MpiCommunicatorOptions &options) {
     return commError(llvm::formatv("maxChunkBytes must be positive, got {0}",
                                    options.maxChunkBytes)
                          .str());
+  if (!(options.collectiveTimeoutSeconds >= 0) ||
+      !std::isfinite(options.collectiveTimeoutSeconds))
+    return commError(
+        llvm::formatv("the collective timeout must be a number of seconds "
+                      ">= 0 (0 disables it), got {0}",
+                      options.collectiveTimeoutSeconds)
+            .str());
   if (mpiClaimed.exchange(true))
     return commError("an MPI communicator was already created in this "
                      "process; MPI can be initialized only once");

@@ -27,6 +27,9 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <optional>
+#include <unistd.h>
+
 using namespace mlir;
 namespace cl = llvm::cl;
 
@@ -87,6 +90,14 @@ static cl::opt<bool> printMemory(
     "print-memory",
     cl::desc("Print the predicted per-rank peak memory of the plan"),
     cl::cat(shardCategory));
+
+static cl::opt<std::string> memoryLimit(
+    "memory-limit",
+    cl::desc("Refuse a plan whose predicted per-rank peak memory exceeds "
+             "SIZE bytes (suffixes K, M, G, T: powers of 1024; 0: no "
+             "check). Default: this machine's physical memory; give the "
+             "memory of one rank of the machine that will run the plan"),
+    cl::value_desc("SIZE"), cl::cat(shardCategory));
 
 static cl::opt<bool> printTrainable(
     "print-trainable",
@@ -182,6 +193,85 @@ static uint64_t untrainedParamBytes(const shardc::plan::Plan &plan) {
         b.role() != shardc::plan::TRAINED)
       bytes += b.data_bytes() / std::max<int64_t>(b.shard_count(), 1);
   return bytes;
+}
+
+/// "12.3 GiB".
+static std::string formatBytes(uint64_t bytes) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 5) {
+    v /= 1024;
+    ++u;
+  }
+  return llvm::formatv("{0:f1} {1}", v, units[u]).str();
+}
+
+/// The byte count of a --memory-limit value: digits with an optional K, M,
+/// G or T suffix (powers of 1024, optionally followed by "iB" or "B").
+static std::optional<uint64_t> parseByteSize(llvm::StringRef text) {
+  text = text.trim();
+  uint64_t scale = 1;
+  llvm::StringRef number = text;
+  for (auto [suffix, factor] :
+       {std::pair<const char *, uint64_t>{"K", 1ull << 10},
+        {"M", 1ull << 20},
+        {"G", 1ull << 30},
+        {"T", 1ull << 40}}) {
+    for (llvm::StringRef tail : {"", "B", "iB"}) {
+      std::string full = std::string(suffix) + tail.str();
+      if (text.ends_with_insensitive(full)) {
+        number = text.drop_back(full.size());
+        scale = factor;
+      }
+    }
+  }
+  if (scale == 1 && text.ends_with_insensitive("B"))
+    number = text.drop_back();
+  uint64_t value = 0;
+  if (number.empty() || number.getAsInteger(10, value))
+    return std::nullopt;
+  if (value > UINT64_MAX / scale)
+    return std::nullopt;
+  return value * scale;
+}
+
+/// Refuses a plan whose predicted per-rank peak does not fit --memory-limit
+/// (default: this machine's physical memory).
+static llvm::Error checkMemoryLimit(const shardc::plan::MemoryPlan &memory) {
+  uint64_t limit = 0;
+  std::string source;
+  if (memoryLimit.getNumOccurrences()) {
+    std::optional<uint64_t> parsed = parseByteSize(memoryLimit);
+    if (!parsed)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "--memory-limit expects a size in bytes with an optional K, M, G "
+          "or T suffix (e.g. 80G), or 0 for no check; got '" +
+              memoryLimit + "'");
+    limit = *parsed;
+    source = "--memory-limit " + memoryLimit;
+  } else {
+    long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGE_SIZE);
+    if (pages <= 0 || pageSize <= 0)
+      return llvm::Error::success();
+    limit = static_cast<uint64_t>(pages) * static_cast<uint64_t>(pageSize);
+    source = "this machine's physical memory, " + formatBytes(limit);
+  }
+  if (limit == 0 || memory.peakTotal <= limit)
+    return llvm::Error::success();
+  std::string parts;
+  for (int c = 0; c < shardc::plan::kNumCategories; ++c)
+    parts += std::string(c ? ", " : "") + shardc::plan::categoryName(c) + " " +
+             formatBytes(memory.peak[c]);
+  return llvm::createStringError(
+      llvm::inconvertibleErrorCode(),
+      "the plan needs " + formatBytes(memory.peakTotal) +
+          " per rank at its predicted peak (" + parts + "), more than " +
+          source +
+          ". Lower the batch size (--dim), raise --zero-stage or "
+          "--world-size, or give --memory-limit SIZE: the memory of one rank "
+          "of the machine that will run the plan (0: no check)");
 }
 
 /// --print-trainable: one line per parameter (ZeRO-3 flat units listed by
@@ -378,6 +468,8 @@ int main(int argc, char **argv) {
   shardc::plan::MemoryPlan memory = shardc::plan::planMemory(writer.plan());
   *writer.plan().mutable_predicted_memory() =
       shardc::plan::toPrediction(memory);
+  if (llvm::Error err = checkMemoryLimit(memory))
+    return fail(llvm::toString(std::move(err)));
   if (printMemory) {
     llvm::outs() << "predicted per-rank peak memory (bytes):";
     for (int c = 0; c < shardc::plan::kNumCategories; ++c)

@@ -14,6 +14,9 @@
 #include "runtime/Npy.h"
 #include "runtime/Trainer.h"
 #include "runtime/comm/Communicator.h"
+#include "runtime/comm/Progress.h"
+#include "runtime/comm/RankGuard.h"
+#include "tools/shardrun/Launcher.h"
 
 #include "runtime/cpu/Kernels.h"
 #include <google/protobuf/stubs/common.h>
@@ -24,13 +27,14 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
-#include "llvm/Support/Program.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
+#include "llvm/Support/xxhash.h"
 
 #include <algorithm>
 #include <climits>
@@ -119,11 +123,30 @@ static cl::opt<int> nproc(
              "size); under an existing mpirun or srun launch each process is "
              "one rank"),
     cl::init(0), cl::cat(distCategory));
+/// Ten minutes: longer than any wait a healthy job has at a collective (a
+/// rank loading a large plan or writing an export while the others wait,
+/// skew between ranks), the default of PyTorch's NCCL watchdog, and short
+/// enough that a hung job gives its allocation back within a fraction of a
+/// scheduler slot.
+static constexpr double kDefaultCollectiveTimeout = 600;
+static cl::opt<double> collectiveTimeout(
+    "collective-timeout",
+    cl::desc("End the job when a collective has waited this long for a rank "
+             "that does not arrive (stopped, hung, its host down), with an "
+             "error naming the rank and the step and op; 0 disables it "
+             "(default 600)"),
+    cl::init(kDefaultCollectiveTimeout), cl::value_desc("SECONDS"),
+    cl::cat(distCategory));
 static cl::opt<bool> showMemory(
     "report-memory",
     cl::desc("Print each rank's peak bytes of parameters, gradients, "
              "optimizer state, activations and communication buffers, "
              "measured and predicted"),
+    cl::cat(distCategory));
+static cl::opt<bool> noMemoryCheck(
+    "no-memory-check",
+    cl::desc("Start even when a host has less memory available than its "
+             "ranks' predicted peak plus the data set"),
     cl::cat(distCategory));
 static cl::opt<std::string> tracePath(
     "trace",
@@ -504,10 +527,157 @@ static Error writeTrace(rt::Communicator &comm, const rt::Executor &exec,
   return Error::success();
 }
 
+/// Outputs never overwrite inputs: no output file lands in the plan
+/// directory or the data directory, on an --input file or on another
+/// output, and --output-dir is neither the plan nor the data directory.
+static Error checkOutputPaths() {
+  auto sameFile = [](StringRef a, StringRef b) {
+    bool same = false;
+    return !llvm::sys::fs::equivalent(a, b, same) && same;
+  };
+  // The directory an output file would be created in.
+  auto parentOf = [](StringRef file) {
+    StringRef parent = llvm::sys::path::parent_path(file);
+    return parent.empty() ? std::string(".") : parent.str();
+  };
+  struct Output {
+    const char *flag;
+    std::string path;
+  };
+  std::vector<Output> files;
+  if (!logPath.empty())
+    files.push_back({"--log", logPath});
+  if (!exportPath.empty())
+    files.push_back({"--export", exportPath});
+  if (!tracePath.empty())
+    files.push_back({"--trace", tracePath});
+  for (const Output &out : files) {
+    if (sameFile(out.path, planDir) || sameFile(parentOf(out.path), planDir))
+      return makeError(Twine(out.flag) + " " + out.path +
+                       " would write into the plan directory " + planDir +
+                       "; write it elsewhere");
+    if (!dataDir.empty() &&
+        (sameFile(out.path, dataDir) || sameFile(parentOf(out.path), dataDir)))
+      return makeError(Twine(out.flag) + " " + out.path +
+                       " would write into the data directory " + dataDir +
+                       "; write it elsewhere");
+    for (const std::string &spec : inputSpecs) {
+      StringRef file = StringRef(spec).split('=').second;
+      if (!file.empty() && sameFile(out.path, file))
+        return makeError(Twine(out.flag) + " " + out.path +
+                         " would overwrite the input " + file);
+    }
+    for (const Output &other : files)
+      if (&other != &out &&
+          (other.path == out.path || sameFile(other.path, out.path)))
+        return makeError(Twine(out.flag) + " and " + other.flag +
+                         " name the same file " + out.path);
+  }
+  if (!outputDir.empty()) {
+    if (sameFile(outputDir, planDir))
+      return makeError("--output-dir " + outputDir +
+                       " is the plan directory; write outputs elsewhere");
+    if (!dataDir.empty() && sameFile(outputDir, dataDir))
+      return makeError("--output-dir " + outputDir +
+                       " is the data directory; write outputs elsewhere");
+    for (const std::string &spec : inputSpecs) {
+      StringRef file = StringRef(spec).split('=').second;
+      if (!file.empty() && sameFile(parentOf(file), outputDir))
+        return makeError("--output-dir " + outputDir + " holds the input " +
+                         file +
+                         ", which an output of the same name would "
+                         "overwrite; write outputs elsewhere");
+    }
+  }
+  return Error::success();
+}
+
+/// This machine's available memory (MemAvailable in /proc/meminfo), or 0
+/// when it cannot be read.
+static uint64_t availableMemoryBytes() {
+  auto buf = llvm::MemoryBuffer::getFileAsStream("/proc/meminfo");
+  if (!buf)
+    return 0;
+  llvm::SmallVector<StringRef> lines;
+  (*buf)->getBuffer().split(lines, '\n');
+  for (StringRef line : lines) {
+    if (!line.consume_front("MemAvailable:"))
+      continue;
+    line = line.trim();
+    uint64_t kib = 0;
+    if (!line.consume_back("kB") || line.trim().getAsInteger(10, kib))
+      return 0;
+    return kib * 1024;
+  }
+  return 0;
+}
+
+/// Before the step allocates anything: the ranks on each host need their
+/// predicted peak plus their copy of the data set, and the host must have
+/// that much available. Every rank learns every host's numbers, so all stop
+/// together with the same error naming the host's first rank.
+static Error checkMemoryAvailable(rt::Communicator &comm, const plan::Plan &p) {
+  if (noMemoryCheck || !p.has_predicted_memory())
+    return Error::success();
+  uint64_t need = p.predicted_memory().total();
+  if (!dataDir.empty())
+    for (const plan::Buffer &b : p.buffers())
+      if (b.kind() == plan::INPUT) {
+        llvm::SmallString<256> path(dataDir);
+        llvm::sys::path::append(path, b.name() + ".npy");
+        uint64_t size = 0;
+        if (!llvm::sys::fs::file_size(path, size))
+          need += size;
+      }
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  int64_t mine[3] = {static_cast<int64_t>(llvm::xxh3_64bits(StringRef(host))),
+                     static_cast<int64_t>(need),
+                     static_cast<int64_t>(availableMemoryBytes())};
+  int n = comm.worldSize();
+  std::vector<int64_t> all(mine, mine + 3);
+  if (n > 1) {
+    all.resize(3 * n);
+    if (Error err = comm.allGather(mine, all.data(), 3, rt::DType::I64))
+      return err;
+  }
+  for (int r = 0; r < n; ++r) {
+    uint64_t available = static_cast<uint64_t>(all[3 * r + 2]);
+    if (available == 0)
+      continue;
+    uint64_t hostNeed = 0;
+    int local = 0, first = r;
+    for (int q = 0; q < n; ++q)
+      if (all[3 * q] == all[3 * r]) {
+        hostNeed += static_cast<uint64_t>(all[3 * q + 1]);
+        first = std::min(first, q);
+        ++local;
+      }
+    if (hostNeed <= available)
+      continue;
+    auto gib = [](uint64_t b) {
+      return llvm::formatv("{0:f2} GiB", double(b) / double(1ull << 30)).str();
+    };
+    return makeError(
+        "not enough memory on the host of rank " + Twine(first) + ": its " +
+        Twine(local) + " rank(s) need " + gib(hostNeed) +
+        " (the plan's predicted peak per rank plus the data set) and " +
+        gib(available) +
+        " is available. Run fewer ranks per host, recompile with a smaller "
+        "batch or a higher --zero-stage, or pass --no-memory-check to try "
+        "anyway");
+  }
+  return Error::success();
+}
+
 static Error runMain(rt::Communicator &comm) {
+  if (Error err = checkOutputPaths())
+    return err;
   Expected<std::unique_ptr<plan::LoadedPlan>> loaded = loadAndAgree(comm);
   if (!loaded)
     return loaded.takeError();
+  if (Error err = checkMemoryAvailable(comm, (*loaded)->plan))
+    return err;
   std::unique_ptr<rt::KernelBackend> backend = rt::createCpuBackend();
   Expected<std::unique_ptr<rt::Executor>> execOr =
       rt::Executor::create(**loaded, *backend, &comm);
@@ -670,57 +840,6 @@ static int planWorldSize(StringRef dir) {
   return readPlanWorldSize(dir).value_or(1);
 }
 
-/// Re-runs this command as `ranks` local MPI processes and returns their
-/// exit code.
-static int launchRanks(int ranks, int argc, char **argv) {
-  llvm::ErrorOr<std::string> mpirun = llvm::sys::findProgramByName("mpirun");
-  if (!mpirun) {
-    llvm::WithColor::error(llvm::errs(), "shardrun")
-        << "running " << ranks
-        << " ranks needs mpirun (Debian package openmpi-bin): not found on "
-           "PATH\n";
-    return 1;
-  }
-  static int anchor;
-  std::string self = llvm::sys::fs::getMainExecutable(argv[0], &anchor);
-  // Local ranks share the machine's cores (often more ranks than cores):
-  // no binding, and MPI yields the core while it waits instead of spinning,
-  // so the ranks' kernels and communication threads all progress (the GPT
-  // example at ZeRO-3 on 2 ranks and 2 cores: 1255 -> 5654 samples/s).
-  std::vector<std::string> args = {*mpirun,
-                                   "-np",
-                                   std::to_string(ranks),
-                                   "--oversubscribe",
-                                   "--bind-to",
-                                   "none",
-                                   "--mca",
-                                   "mpi_yield_when_idle",
-                                   "1"};
-  if (geteuid() == 0)
-    args.push_back("--allow-run-as-root");
-  args.push_back(self);
-  for (int i = 1; i < argc; ++i) {
-    StringRef a(argv[i]);
-    if (a.starts_with("--nproc=") || a.starts_with("-nproc="))
-      continue;
-    if (a == "--nproc" || a == "-nproc") {
-      ++i;
-      continue;
-    }
-    args.push_back(a.str());
-  }
-  std::vector<StringRef> refs(args.begin(), args.end());
-  std::string err;
-  int rc =
-      llvm::sys::ExecuteAndWait(*mpirun, refs, std::nullopt, {}, 0, 0, &err);
-  if (rc < 0) {
-    llvm::WithColor::error(llvm::errs(), "shardrun")
-        << "could not run mpirun: " << err << "\n";
-    return 1;
-  }
-  return rc;
-}
-
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
   cl::HideUnrelatedOptions({&shardrunCategory, &trainCategory, &distCategory});
@@ -763,16 +882,33 @@ int main(int argc, char **argv) {
     return 1;
   }
 
+  if (!(collectiveTimeout >= 0) || !std::isfinite(collectiveTimeout)) {
+    llvm::WithColor::error(llvm::errs(), "shardrun")
+        << "--collective-timeout must be a number of seconds >= 0 (0 "
+           "disables the collective watchdog), got "
+        << collectiveTimeout << "\n";
+    return 1;
+  }
+  rt::progress::setProgramName("shardrun");
+
   // One rank of a job that mpirun or srun started.
   if (rt::launchedByMpi()) {
+    rt::MpiCommunicatorOptions options;
+    options.collectiveTimeoutSeconds = collectiveTimeout;
     Expected<std::unique_ptr<rt::Communicator>> comm =
-        rt::createMpiCommunicator();
+        rt::createMpiCommunicator(options);
     if (!comm) {
       llvm::WithColor::error(llvm::errs(), "shardrun")
           << toString(comm.takeError()) << "\n";
       return 1;
     }
     rt::Communicator &c = **comm;
+    // A crash names this rank, step and op; the rank never outlives its
+    // launcher; the local launcher sees where the rank is.
+    rt::installRankGuards(c.rank(), /*lifeline=*/c.worldSize() > 1);
+    if (Error err = rt::progress::attachBoard(c.rank()))
+      llvm::WithColor::warning(llvm::errs(), "shardrun")
+          << "rank " << c.rank() << ": " << toString(std::move(err)) << "\n";
     if (nproc && nproc != c.worldSize()) {
       llvm::WithColor::error(llvm::errs(), "shardrun")
           << "--nproc " << nproc << " but the launcher started "
@@ -788,10 +924,12 @@ int main(int argc, char **argv) {
       // Errors found before the first step are the same on every rank, which
       // all stop; one found later may be this rank's alone while the others
       // wait in a collective: end the whole job.
+      rt::progress::setEnding(rt::progress::Ending::Failed);
       if (stepsStarted && c.worldSize() > 1)
         c.abort(1);
       return 1;
     }
+    rt::progress::setEnding(rt::progress::Ending::Finished);
     return 0;
   }
 
@@ -804,6 +942,7 @@ int main(int argc, char **argv) {
   }
   if (ranks > 1)
     return launchRanks(ranks, argc, argv);
+  rt::installRankGuards(0, /*lifeline=*/false);
   std::unique_ptr<rt::Communicator> self = rt::createSelfCommunicator();
   if (Error err = runMain(*self)) {
     llvm::outs().flush();

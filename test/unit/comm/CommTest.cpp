@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -321,6 +322,19 @@ TEST(MpiCommunicatorTest, SecondMpiCommunicatorIsAnError) {
   llvm::Expected<std::unique_ptr<Communicator>> second =
       createMpiCommunicator();
   EXPECT_NE(errorText(second).find("only once"), std::string::npos);
+}
+
+TEST(MpiCommunicatorTest, CollectiveTimeoutMustBeNonNegative) {
+  // Checked before MPI is claimed, so this error comes first.
+  for (double bad : {-1.0, std::nan(""), HUGE_VAL}) {
+    MpiCommunicatorOptions options;
+    options.collectiveTimeoutSeconds = bad;
+    llvm::Expected<std::unique_ptr<Communicator>> created =
+        createMpiCommunicator(options);
+    EXPECT_NE(errorText(created).find("the collective timeout must be a "
+                                      "number of seconds >= 0"),
+              std::string::npos);
+  }
 }
 
 TEST(MpiCommunicatorTest, ZeroCountIsANoOp) {
@@ -825,7 +839,9 @@ private:
 } // namespace
 
 /// Options after gtest's: --max-chunk-bytes=N lowers the MPI communicator's
-/// chunk size so that the tests exercise split collectives.
+/// chunk size so that the tests exercise split collectives;
+/// --collective-timeout=S turns the collective watchdog on (it must stay
+/// quiet in a healthy job).
 int main(int argc, char **argv) {
   ::testing::InitGoogleTest(&argc, argv);
   MpiCommunicatorOptions options;
@@ -833,6 +849,10 @@ int main(int argc, char **argv) {
     llvm::StringRef arg(argv[i]);
     if (arg.consume_front("--max-chunk-bytes=") &&
         !arg.getAsInteger(10, options.maxChunkBytes))
+      continue;
+    arg = argv[i];
+    if (arg.consume_front("--collective-timeout=") &&
+        !arg.getAsDouble(options.collectiveTimeoutSeconds))
       continue;
     llvm::errs() << "shard-comm-tests: unknown argument '" << argv[i] << "'\n";
     return 1;
@@ -855,9 +875,11 @@ int main(int argc, char **argv) {
       delete listeners.Release(listeners.default_result_printer());
       listeners.Append(new RankFailurePrinter(mpi->rank()));
     } else {
-      std::printf("shard-comm-tests: %d ranks, chunks of at most %lld bytes\n",
+      std::printf("shard-comm-tests: %d ranks, chunks of at most %lld bytes, "
+                  "collective timeout %g s\n",
                   mpi->worldSize(),
-                  static_cast<long long>(options.maxChunkBytes));
+                  static_cast<long long>(options.maxChunkBytes),
+                  options.collectiveTimeoutSeconds);
     }
   }
   int result = RUN_ALL_TESTS();

@@ -1,5 +1,6 @@
 //===- ExecutorTest.cpp - Running small plans on the CPU backend ----------===//
 #include "runtime/Executor.h"
+#include "runtime/comm/Progress.h"
 #include "runtime/cpu/Kernels.h"
 
 #include "llvm/ADT/SmallString.h"
@@ -339,3 +340,37 @@ TEST(ExecutorTest, ProfilesOps) {
 }
 
 } // namespace
+
+TEST(ExecutorTest, PublishesItsPosition) {
+  // The step of the run, and "outside the plan's ops" once run() returns,
+  // also after a failed op (runtime/comm/Progress.h).
+  auto backend = createCpuBackend();
+  plan::LoadedPlan lp = mlpPlan();
+  auto exec = Executor::create(lp, *backend);
+  ASSERT_EQ(errorText(exec), "");
+  std::vector<float> x(4, 1.0f);
+  ASSERT_EQ(errorText((*exec)->setInput(
+                "x", TensorView(DType::F32, {2, 2}, x.data()))),
+            "");
+  progress::enterOp(7, "Before");
+  (*exec)->setStep(41);
+  ASSERT_EQ(errorText((*exec)->run()), "");
+  EXPECT_EQ(progress::record().step.load(), 41);
+  EXPECT_EQ(progress::record().op.load(), -1);
+  EXPECT_EQ(progress::describe(progress::position()),
+            "step 42, outside the plan's ops");
+
+  plan::PlanWriter w;
+  buildMlp(w);
+  w.plan().mutable_ops(0)->mutable_attributes(3)->set_i(1); // transB
+  plan::LoadedPlan bad = inMemory(w, {bytesOf(kW), bytesOf(kB), bytesOf(kC)});
+  auto failing = Executor::create(bad, *backend);
+  ASSERT_EQ(errorText(failing), "");
+  ASSERT_EQ(errorText((*failing)->setInput(
+                "x", TensorView(DType::F32, {2, 2}, x.data()))),
+            "");
+  (*failing)->setStep(3);
+  EXPECT_NE(errorText((*failing)->run()), "");
+  EXPECT_EQ(progress::record().step.load(), 3);
+  EXPECT_EQ(progress::record().op.load(), -1);
+}
