@@ -1109,6 +1109,15 @@ Error validatePlan(const Plan &plan, llvm::ArrayRef<StringRef> knownOpTypes) {
                        ") must be a float32 scalar");
     if (t.micro_batch() <= 0)
       return makeError("training: micro_batch must be positive");
+    // The micro-batch picks each step's samples; it is the first graph
+    // input's batch dimension (1 for a scalar or no input).
+    int64_t batch = 1;
+    if (plan.inputs_size() > 0 && plan.buffers(plan.inputs(0)).shape_size())
+      batch = plan.buffers(plan.inputs(0)).shape(0);
+    if (t.micro_batch() != batch)
+      return makeError("training: micro_batch is " + Twine(t.micro_batch()) +
+                       ", but the first graph input's batch dimension is " +
+                       Twine(batch));
     if (!t.optimizer().empty() && t.optimizer() != "sgd" &&
         t.optimizer() != "adam" && t.optimizer() != "adamw")
       return makeError("training: unknown optimizer '" + t.optimizer() +
