@@ -1109,6 +1109,15 @@ Error validatePlan(const Plan &plan, llvm::ArrayRef<StringRef> knownOpTypes) {
                        ") must be a float32 scalar");
     if (t.micro_batch() <= 0)
       return makeError("training: micro_batch must be positive");
+    // The micro-batch picks each step's samples; it is the first graph
+    // input's batch dimension (1 for a scalar or no input).
+    int64_t batch = 1;
+    if (plan.inputs_size() > 0 && plan.buffers(plan.inputs(0)).shape_size())
+      batch = plan.buffers(plan.inputs(0)).shape(0);
+    if (t.micro_batch() != batch)
+      return makeError("training: micro_batch is " + Twine(t.micro_batch()) +
+                       ", but the first graph input's batch dimension is " +
+                       Twine(batch));
     if (!t.optimizer().empty() && t.optimizer() != "sgd" &&
         t.optimizer() != "adam" && t.optimizer() != "adamw")
       return makeError("training: unknown optimizer '" + t.optimizer() +
@@ -1119,17 +1128,18 @@ Error validatePlan(const Plan &plan, llvm::ArrayRef<StringRef> knownOpTypes) {
       return makeError("training: source_model '" + t.source_model() +
                        "' is not a plain file name inside the plan directory");
   }
-  // A training step updates what it trains: every TRAINED parameter and
-  // every STATE buffer is written by some op (a dropped optimizer update
-  // would leave it as loaded), and the optimizer ops are the optimizer's.
-  // A step without an optimizer (gradients only) updates nothing.
-  if (plan.has_training() && !plan.training().optimizer().empty()) {
+  // A training step with an optimizer updates what it trains: every
+  // TRAINED parameter and every STATE buffer is written by some op (a
+  // dropped optimizer update would leave it as loaded). Optimizer ops are
+  // the training's optimizer's (none without one: a gradient-only step).
+  if (plan.has_training()) {
     std::vector<bool> written(numBuffers, false);
     for (const Op &op : plan.ops())
       for (int32_t index : op.outputs())
         if (inRange(index))
           written[index] = true;
-    for (int i = 0; i < numBuffers; ++i) {
+    for (int i = 0; i < numBuffers && !plan.training().optimizer().empty();
+         ++i) {
       const Buffer &b = plan.buffers(i);
       if ((b.kind() == STATE ||
            (b.kind() == PARAMETER && b.role() == TRAINED)) &&

@@ -1052,6 +1052,17 @@ TEST(PlanIOTest, RejectsSourceModelOutsidePlanDirectory) {
       {"source model 'model.onnx' is not listed in the manifest"});
 }
 
+TEST(PlanIOTest, RejectsMicroBatchOtherThanTheInputBatch) {
+  // x is [2, 2]: the micro-batch is 2.
+  expectRejected(
+      [](Plan &p) {
+        makeTraining(p);
+        p.mutable_training()->set_micro_batch(3);
+      },
+      {"training: micro_batch is 3, but the first graph input's batch "
+       "dimension is 2"});
+}
+
 TEST(PlanIOTest, RejectsUnknownOptimizer) {
   expectRejected(
       [](Plan &p) {
@@ -1134,6 +1145,23 @@ TEST(PlanIOTest, RejectsTrainedParameterWithoutUpdate) {
         b->set_kind(STATE);
       },
       {"'w.exp_avg': a STATE buffer that no op updates"});
+  // A gradient-only step (no optimizer) updates nothing.
+  TempDir gradOnly;
+  writeMutated(gradOnly, [](Plan &p) {
+    makeTraining(p);
+    p.mutable_training()->clear_optimizer();
+    p.mutable_buffers(1)->set_role(TRAINED);
+  });
+  EXPECT_EQ(loadError(gradOnly), "");
+  // But it has no optimizer ops.
+  expectRejected(
+      [](Plan &p) {
+        makeTraining(p);
+        addAdam(p);
+        p.mutable_training()->clear_optimizer();
+      },
+      {"AdamUpdate 'adam:w'",
+       "does not implement the training's optimizer ''"});
 }
 
 TEST(PlanIOTest, RejectsOptimizerOpsOfAnotherOptimizer) {
@@ -1334,10 +1362,14 @@ TEST(PlanDigestTest, NamesWhatDiffers) {
                   findAttr(p.mutable_ops(p.ops_size() - 1), "lr")->set_f(0.001);
                 })),
       (std::vector<P::Part>{P::Whole, P::HyperParameters}));
-  EXPECT_EQ(differing(base, digest([](Plan &p) {
-                        p.mutable_training()->set_micro_batch(4);
-                      })),
-            (std::vector<P::Part>{P::Whole, P::HyperParameters}));
+  EXPECT_EQ(
+      differing(
+          base, digest([](Plan &p) {
+            // Adam instead of AdamW.
+            p.mutable_training()->set_optimizer("adam");
+            findAttr(p.mutable_ops(p.ops_size() - 1), "decoupled")->set_i(0);
+          })),
+      (std::vector<P::Part>{P::Whole, P::HyperParameters}));
   EXPECT_EQ(differing(base, digest([](Plan &p) {
                         p.mutable_ops(0)->mutable_attributes(0)->set_f(2.0);
                       })),
