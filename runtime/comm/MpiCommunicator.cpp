@@ -194,6 +194,9 @@ constexpr auto kIdlePoll = std::chrono::milliseconds(100);
 /// How long a waiting rank that does not report gives the reporter.
 constexpr double kReporterGraceSeconds = 10.0;
 
+/// The handle of the barrier before MPI_Finalize (start calls count from 1).
+constexpr CollectiveHandle kFinalBarrier = 0;
+
 /// Tags on the watchdog's communicator.
 constexpr int kQueryTag = 1;
 constexpr int kAnswerTag = 2;
@@ -612,16 +615,15 @@ void MpiCommunicator::threadMain() {
   // nobody left to report to. A watched barrier first: MPI_Finalize waits
   // for every rank, and a rank that stopped would hang it unwatched.
   bool healthy;
-  CollectiveHandle finalSeq;
   {
     std::lock_guard<std::mutex> lock(mutex);
     healthy = firstError.empty();
-    finalSeq = nextHandle;
   }
   if (watching() && healthy) {
-    Op last{CollectiveKind::Barrier, nullptr, nullptr,  0, DType::Undefined,
-            ReduceOp::Sum,           nullptr, finalSeq, 0, nowMicros(),
-            progress::position()};
+    Op last{
+        CollectiveKind::Barrier, nullptr, nullptr,       0, DType::Undefined,
+        ReduceOp::Sum,           nullptr, kFinalBarrier, 0, nowMicros(),
+        progress::position()};
     running = &last;
     runningSince = Clock::now();
     llvm::consumeError(execute(last));
@@ -738,6 +740,8 @@ static std::string secondsText(double seconds) {
 }
 
 std::string MpiCommunicator::describeOp(const Op &op) const {
+  if (op.handle == kFinalBarrier)
+    return "the final barrier (before MPI_Finalize)";
   std::string text =
       llvm::formatv("{0} #{1}", detail::collectiveKindName(op.kind), op.handle)
           .str();

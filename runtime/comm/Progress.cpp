@@ -204,6 +204,15 @@ llvm::Error attachBoard(int rank) {
   mine->pid.store(getpid(), std::memory_order_release);
   current.store(mine, std::memory_order_release);
   onBoard.store(true);
+  // The last rank to attach removes the file (the launcher does too, on its
+  // next look): no file is left behind if the launcher is killed now.
+  const RankRecord *all = static_cast<const RankRecord *>(mem);
+  size_t ranks = static_cast<size_t>(st.st_size) / sizeof(RankRecord);
+  bool everyone = true;
+  for (size_t r = 0; r < ranks; ++r)
+    everyone = everyone && all[r].pid.load(std::memory_order_acquire) > 0;
+  if (everyone)
+    ::unlink(path);
   return llvm::Error::success();
 }
 

@@ -234,6 +234,11 @@ void installRankGuards(int rank, bool withLifeline) {
       launcherStart = std::strtoll(end + 1, nullptr, 10);
     else
       launcherPid = 0;
+    // A launcher this process cannot see (another host or PID namespace that
+    // inherited the variable) is not watched; the parent still is.
+    if (launcherPid > 0 &&
+        progress::processStartTicks(launcherPid) != launcherStart)
+      launcherPid = 0;
   }
   std::thread(lifeline, getppid(), launcherPid, launcherStart).detach();
 }

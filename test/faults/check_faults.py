@@ -216,14 +216,16 @@ def case_launcher_signal(args, tmp, sig):
 
 def case_launcher_sigkill(args, tmp):
     job = Job(args, tmp, timeout=600)
-    job.wait_training()
+    ranks = job.wait_training()
+    board = environment(ranks[0]).get("SHARD_PROGRESS_BOARD")
     t0 = time.monotonic()
     os.kill(job.proc.pid, signal.SIGKILL)
     job.proc.wait()
-    gone = expect_no_process_left(job, limit=10)
+    expect_no_process_left(job, limit=10)
     print(f"SIGKILL to the launcher: mpirun and both ranks gone {time.monotonic() - t0:.2f} s "
           f"later")
-    del gone
+    if not board or os.path.exists(board):
+        fail(f"the progress board {board} was left behind")
 
 
 def case_launcher_sigkill_mpirun_stopped(args, tmp):

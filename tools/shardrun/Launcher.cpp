@@ -35,7 +35,8 @@
 // notices the death in about 1 s, ends the other ranks, and exits 137). A
 // rank mpirun kills while ending the job is a consequence, not reported.
 // Ranks still alive when mpirun has ended are killed and named. The file is
-// removed as soon as every rank has mapped it (or when the launcher ends).
+// removed by the last rank to map it (or by the launcher on its next look,
+// or when it ends), so a launcher killed later leaves nothing behind.
 //
 // Under a direct `mpirun` or `srun` launch there is no launcher and no board:
 // each rank still reports its own fatal signal with step and op, ends itself

@@ -60,6 +60,8 @@ TEST(ProgressTest, RankRecordsReachTheLaunchersBoard) {
 
   progress::setStep(9);
   ASSERT_FALSE(bool(progress::attachBoard(2)));
+  // Ranks 0 and 1 have not attached: the file stays for them.
+  EXPECT_EQ(access((*board)->path().str().c_str(), F_OK), 0);
   unsetenv(progress::kBoardEnv);
   EXPECT_EQ(rec.pid.load(), getpid());
   EXPECT_EQ(rec.startTicks.load(), progress::processStartTicks(getpid()));
@@ -80,6 +82,26 @@ TEST(ProgressTest, RankRecordsReachTheLaunchersBoard) {
   EXPECT_NE(access(path.c_str(), F_OK), 0);
   progress::setStep(10);
   EXPECT_EQ(rec.step.load(), 10);
+}
+
+TEST(ProgressTest, LastRankToAttachRemovesTheFile) {
+  // Each "rank" attaches in a child process; the file goes with the last.
+  auto board = progress::Board::create(2);
+  ASSERT_TRUE(bool(board)) << llvm::toString(board.takeError());
+  std::string path = (*board)->path().str();
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(access(path.c_str(), F_OK), 0) << rank;
+    pid_t child = fork();
+    if (child == 0) {
+      setenv(progress::kBoardEnv, path.c_str(), 1);
+      _exit(progress::attachBoard(rank) ? 1 : 0);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    EXPECT_EQ((*board)->rank(rank).pid.load(), child);
+  }
+  EXPECT_NE(access(path.c_str(), F_OK), 0);
 }
 
 } // namespace

@@ -198,3 +198,24 @@ TEST(RankGuardTest, LifelineEndsARankWhoseParentIsGone) {
 }
 
 } // namespace
+
+TEST(RankGuardTest, LauncherItCannotSeeIsNotWatched) {
+  // $SHARD_LAUNCHER names a process that is not the one it started as (as on
+  // another host): the lifeline ignores it instead of ending the rank.
+  auto board = newBoard();
+  ASSERT_TRUE(board);
+  std::string launcher =
+      std::to_string(getpid()) + ":" +
+      std::to_string(progress::processStartTicks(getpid()) + 1);
+  setenv(progress::kLauncherEnv, launcher.c_str(), 1);
+  Ended ended = runChild(*board, /*lifeline=*/true, [] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));
+    progress::setEnding(progress::Ending::Finished);
+  });
+  unsetenv(progress::kLauncherEnv);
+  ASSERT_TRUE(WIFEXITED(ended.status)) << ended.stderrText;
+  EXPECT_EQ(WEXITSTATUS(ended.status), 0) << ended.stderrText;
+  EXPECT_EQ(ended.stderrText, "");
+  EXPECT_EQ(board->rank(0).ending.load(),
+            static_cast<int>(progress::Ending::Finished));
+}
