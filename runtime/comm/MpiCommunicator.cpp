@@ -15,12 +15,12 @@
 // Open MPI (mpi_yield_when_idle only adds sched_yield), so a rank whose peer
 // is late burned a core for as long as it waited, and a rank whose peer never
 // came burned it forever. The poll loop spins while MPI does work and for
-// 2 ms after, then sleeps between tests, idle time / 8 up to 1 ms: a
-// collective that waits long is late by at most 1 ms. A test did work (a
-// copy, a reduction) when it cost this thread more than 50 us of CPU; an idle
-// test costs 1-2 us, up to about 20 us with cold caches right after a sleep
-// (measured with Open MPI 4.1 on shared memory). docs/faults.md has the CPU
-// use of a rank waiting on a stopped peer.
+// 2 ms after, then sleeps between tests, idle time / 32 up to 1 ms: a
+// collective is late by at most 3 % of its wait, and by 1 ms at most. A test
+// did work (a copy, a reduction) when it cost this thread more than 50 us of
+// CPU; an idle test costs 1-2 us, up to about 20 us with cold caches right
+// after a sleep (measured with Open MPI 4.1 on shared memory). docs/faults.md
+// has the CPU use of a rank waiting on a stopped peer.
 //
 // Collective watchdog (MpiCommunicatorOptions::collectiveTimeoutSeconds,
 // shardrun --collective-timeout). When one MPI call of a collective has not
@@ -183,6 +183,7 @@ static void printLine(const std::string &line) {
 /// The poll loop's pacing (see the file comment).
 constexpr double kSpinSeconds = 2e-3;
 constexpr double kMaxSleepSeconds = 1e-3;
+constexpr double kSleepDivisor = 32;
 constexpr double kWorkCpuSeconds = 50e-6;
 /// A gap between two polls that means this process was stopped.
 constexpr double kStoppedGapSeconds = 1.0;
@@ -675,8 +676,8 @@ llvm::Error MpiCommunicator::complete(MPI_Request &request, const Op &op) {
       }
     }
     if (idle > kSpinSeconds)
-      std::this_thread::sleep_for(
-          std::chrono::duration<double>(std::min(kMaxSleepSeconds, idle / 8)));
+      std::this_thread::sleep_for(std::chrono::duration<double>(
+          std::min(kMaxSleepSeconds, idle / kSleepDivisor)));
   }
 }
 

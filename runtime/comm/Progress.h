@@ -56,6 +56,9 @@ enum class Ending : int32_t {
   /// The launcher or the process that started it (mpirun's daemon, srun's
   /// step daemon) went away, and it ended itself.
   Orphaned = 6,
+  /// Something called exit() while the rank was running (a library's fatal
+  /// error, which printed its own message).
+  Exited = 7,
 };
 
 /// One rank's record: 64 bytes in the progress board.

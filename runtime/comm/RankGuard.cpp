@@ -218,6 +218,11 @@ void installRankGuards(int rank, bool withLifeline) {
     install(sig, onFatalSignal);
   for (int sig : kStopSignals)
     install(sig, onStopSignal);
+  std::atexit([] {
+    if (progress::record().ending.load() ==
+        static_cast<int32_t>(progress::Ending::Running))
+      progress::setEnding(progress::Ending::Exited);
+  });
   if (!withLifeline)
     return;
   int launcherPid = 0;

@@ -15,6 +15,9 @@
 //     then the previous handler runs and the rank dies of the signal. No
 //     line: mpirun ends every rank with SIGTERM once one has failed, and the
 //     failing one has already spoken.
+//   exit(): a library that ends the process itself (LLVM's fatal errors,
+//     MPI) leaves the record saying Exited, not Running, so the launcher
+//     does not take it for a SIGKILL.
 //   A lifeline (multi-rank jobs): a thread that every 200 ms checks that the
 //     process that started this rank (mpirun, Open MPI's orted, srun's
 //     slurmstepd, hydra's proxy) is still its parent, and that the local

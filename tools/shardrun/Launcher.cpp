@@ -130,7 +130,8 @@ public:
           rec.ending.load(std::memory_order_acquire));
       if (ending == progress::Ending::Crashed ||
           ending == progress::Ending::Aborted ||
-          ending == progress::Ending::Failed)
+          ending == progress::Ending::Failed ||
+          ending == progress::Ending::Exited)
         causeReported = true;
     }
     for (int r = 0; r < board->ranks(); ++r) {

@@ -854,7 +854,13 @@ int main(int argc, char **argv) {
       "shardrun: runs a Shard plan on the CPU\n\n"
       "  shardrun PLAN_DIR --input NAME=FILE.npy ... --output-dir DIR\n"
       "  shardrun PLAN_DIR --data DIR --steps N [--log run.jsonl] "
-      "[--export trained.onnx]\n",
+      "[--export trained.onnx]\n\n"
+      "A plan for N > 1 ranks runs as N local processes under mpirun, or\n"
+      "as one rank per process under your own mpirun or srun. SIGINT,\n"
+      "SIGTERM or SIGHUP to shardrun ends every rank; no rank outlives\n"
+      "shardrun, even killed with SIGKILL. A rank that crashes or is\n"
+      "killed is named with its step and op, and a rank that stops or\n"
+      "hangs ends the job after --collective-timeout (docs/faults.md).\n",
       &cmdErrorStream);
   if (!parsed) {
     cmdErrorStream.flush();
