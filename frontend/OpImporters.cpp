@@ -8,6 +8,7 @@
 #include "frontend/OpImporters.h"
 
 #include "frontend/Importer.h"
+#include "frontend/ModelValidator.h"
 #include "ir/ShardcDialect.h"
 #include "passes/FoldConstants.h"
 #include "passes/LowerToPlan/OpDesc.h"
@@ -55,6 +56,20 @@ FailureOr<RankedTensorType> tensorTypeFromOnnx(MLIRContext *ctx,
       return emitError(loc)
              << "value '" << name << "' has a negative dimension";
     dims.push_back(d.dim_value());
+  }
+  // Shapes that ONNX inferred from the model's values (an Expand or a
+  // ConstantOfShape to a huge shape) are bounded here, where they enter the
+  // IR: element counts never overflow past this point.
+  if ((int64_t)dims.size() > kMaxRank)
+    return emitError(loc) << "value '" << name << "' has rank " << dims.size()
+                          << "; Shard supports ranks up to " << kMaxRank;
+  if (!checkedElementCount(dims)) {
+    std::string shape;
+    for (auto [i, d] : llvm::enumerate(dims))
+      shape += (i ? ", " : "") + std::to_string(d);
+    return emitError(loc) << "value '" << name << "' has shape [" << shape
+                          << "], more than 2^46 elements; Shard's limit for "
+                             "one tensor is 2^46 (256 TiB of float32)";
   }
   return RankedTensorType::get(dims, elem);
 }
@@ -182,32 +197,37 @@ LogicalResult ImportContext::finish(Operation *op, ArrayRef<int> outputIndex) {
 
 void ImportContext::define(int i, Value v) { values[onnxNode.output(i)] = v; }
 
-const onnx::AttributeProto *ImportContext::attr(llvm::StringRef name) const {
-  for (const auto &a : onnxNode.attribute())
-    if (a.name() == name)
-      return &a;
-  return nullptr;
+bool ImportContext::hasAttr(llvm::StringRef name) const {
+  return llvm::any_of(onnxNode.attribute(),
+                      [&](const auto &a) { return a.name() == name; });
 }
 
-int64_t ImportContext::intAttr(llvm::StringRef name, int64_t def) const {
-  const auto *a = attr(name);
+const onnx::AttributeProto *
+ImportContext::attr(llvm::StringRef name,
+                    onnx::AttributeProto::AttributeType type) {
+  return findAttribute(
+      onnxNode, name, type, [&] { return nodeError(); }, attrErrors);
+}
+
+int64_t ImportContext::intAttr(llvm::StringRef name, int64_t def) {
+  const auto *a = attr(name, onnx::AttributeProto::INT);
   return a ? a->i() : def;
 }
 
-float ImportContext::floatAttr(llvm::StringRef name, float def) const {
-  const auto *a = attr(name);
+float ImportContext::floatAttr(llvm::StringRef name, float def) {
+  const auto *a = attr(name, onnx::AttributeProto::FLOAT);
   return a ? a->f() : def;
 }
 
 std::string ImportContext::stringAttr(llvm::StringRef name,
-                                      llvm::StringRef def) const {
-  const auto *a = attr(name);
+                                      llvm::StringRef def) {
+  const auto *a = attr(name, onnx::AttributeProto::STRING);
   return a ? a->s() : def.str();
 }
 
-SmallVector<int64_t> ImportContext::intsAttr(llvm::StringRef name) const {
+SmallVector<int64_t> ImportContext::intsAttr(llvm::StringRef name) {
   SmallVector<int64_t> out;
-  if (const auto *a = attr(name))
+  if (const auto *a = attr(name, onnx::AttributeProto::INTS))
     out.assign(a->ints().begin(), a->ints().end());
   return out;
 }

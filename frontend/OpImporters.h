@@ -126,13 +126,25 @@ public:
   // Attributes
   //===--------------------------------------------------------------------===//
 
-  /// The attribute `name`, or null.
-  const onnx::AttributeProto *attr(llvm::StringRef name) const;
-  int64_t intAttr(llvm::StringRef name, int64_t def) const;
-  float floatAttr(llvm::StringRef name, float def) const;
-  std::string stringAttr(llvm::StringRef name, llvm::StringRef def) const;
+  // The readers check the attribute's type: one of another type is an error
+  // at the node ("attribute 'beta' has type string; Gemm reads it as
+  // float"), the reader returns the default, and the node's import fails
+  // whatever the importer does next (the driver checks attributeErrors()).
+  // No importer can read a wrong-typed attribute as a default.
+
+  /// Whether the node has an attribute `name` (of any type).
+  bool hasAttr(llvm::StringRef name) const;
+  /// The attribute `name` if it has type `type`; null when absent or after
+  /// reporting a wrong type.
+  const onnx::AttributeProto *attr(llvm::StringRef name,
+                                   onnx::AttributeProto::AttributeType type);
+  int64_t intAttr(llvm::StringRef name, int64_t def);
+  float floatAttr(llvm::StringRef name, float def);
+  std::string stringAttr(llvm::StringRef name, llvm::StringRef def);
   /// The ints attribute `name`; empty when absent.
-  llvm::SmallVector<int64_t> intsAttr(llvm::StringRef name) const;
+  llvm::SmallVector<int64_t> intsAttr(llvm::StringRef name);
+  /// Whether a reader reported an attribute of the wrong type.
+  bool attributeErrors() const { return attrErrors; }
   /// A tensor attribute's value; null after reporting an error.
   mlir::DenseElementsAttr tensorAttr(const onnx::TensorProto &tensor);
   /// `axis` in [-rank, rank) made non-negative (a scalar counts as rank 1).
@@ -148,6 +160,7 @@ private:
   ValueTable &values;
   const TypeTable &types;
   llvm::StringRef modelDir;
+  bool attrErrors = false;
 };
 
 /// Imports the node of an ImportContext.

@@ -29,30 +29,42 @@ static LogicalResult importConstant(ImportContext &ctx) {
   if (node.attribute_size() != 1)
     return ctx.nodeError() << "expects exactly one value attribute";
   OpBuilder &b = ctx.builder();
-  const onnx::AttributeProto &a = node.attribute(0);
+  const std::string &name = node.attribute(0).name();
   DenseElementsAttr value;
-  if (a.name() == "value") {
-    value = ctx.tensorAttr(a.t());
-    if (!value)
+  if (name == "value") {
+    const auto *a = ctx.attr(name, onnx::AttributeProto::TENSOR);
+    if (!a || !(value = ctx.tensorAttr(a->t())))
       return failure();
-  } else if (a.name() == "value_float") {
+  } else if (name == "value_float") {
+    const auto *a = ctx.attr(name, onnx::AttributeProto::FLOAT);
+    if (!a)
+      return failure();
     value = DenseElementsAttr::get(RankedTensorType::get({}, b.getF32Type()),
-                                   a.f());
-  } else if (a.name() == "value_floats") {
-    SmallVector<float> v(a.floats().begin(), a.floats().end());
+                                   a->f());
+  } else if (name == "value_floats") {
+    const auto *a = ctx.attr(name, onnx::AttributeProto::FLOATS);
+    if (!a)
+      return failure();
+    SmallVector<float> v(a->floats().begin(), a->floats().end());
     value = DenseElementsAttr::get(
         RankedTensorType::get({(int64_t)v.size()}, b.getF32Type()),
         ArrayRef<float>(v));
-  } else if (a.name() == "value_int") {
+  } else if (name == "value_int") {
+    const auto *a = ctx.attr(name, onnx::AttributeProto::INT);
+    if (!a)
+      return failure();
     value = DenseElementsAttr::get(RankedTensorType::get({}, b.getI64Type()),
-                                   a.i());
-  } else if (a.name() == "value_ints") {
-    SmallVector<int64_t> v(a.ints().begin(), a.ints().end());
+                                   a->i());
+  } else if (name == "value_ints") {
+    const auto *a = ctx.attr(name, onnx::AttributeProto::INTS);
+    if (!a)
+      return failure();
+    SmallVector<int64_t> v(a->ints().begin(), a->ints().end());
     value = DenseElementsAttr::get(
         RankedTensorType::get({(int64_t)v.size()}, b.getI64Type()),
         ArrayRef<int64_t>(v));
   } else {
-    return ctx.nodeError() << "constant attribute '" << a.name()
+    return ctx.nodeError() << "constant attribute '" << name
                            << "' is not supported";
   }
   ctx.define(0, b.create<ConstantOp>(ctx.loc(), value.getType(), value));
@@ -67,7 +79,7 @@ static LogicalResult importConstantOfShape(ImportContext &ctx) {
     return failure();
   OpBuilder &b = ctx.builder();
   Attribute elem;
-  if (const auto *a = ctx.attr("value")) {
+  if (const auto *a = ctx.attr("value", onnx::AttributeProto::TENSOR)) {
     DenseElementsAttr v = ctx.tensorAttr(a->t());
     if (!v)
       return failure();

@@ -142,7 +142,7 @@ static LogicalResult importConvTranspose(ImportContext &ctx) {
   if (autoPad != "NOTSET" && autoPad != "VALID" && autoPad != "SAME_UPPER" &&
       autoPad != "SAME_LOWER")
     return ctx.nodeError() << "unknown auto_pad '" << autoPad << "'";
-  bool fromOutput = ctx.attr("output_shape") || autoPad == "SAME_UPPER" ||
+  bool fromOutput = ctx.hasAttr("output_shape") || autoPad == "SAME_UPPER" ||
                     autoPad == "SAME_LOWER";
   // The full result along axis i has (in - 1) * stride + span elements; the
   // output takes `out` of them from pads[i] on.

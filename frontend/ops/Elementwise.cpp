@@ -105,10 +105,10 @@ static LogicalResult importClip(ImportContext &ctx) {
   if (ctx.opset() < 11) {
     if (!isa<FloatType>(type.getElementType()))
       return ctx.nodeError() << "needs a float input, got " << type;
-    if (ctx.attr("min"))
+    if (ctx.hasAttr("min"))
       lo = scalarConstant(b, loc, type.getElementType(),
                           ctx.floatAttr("min", 0.0f));
-    if (ctx.attr("max"))
+    if (ctx.hasAttr("max"))
       hi = scalarConstant(b, loc, type.getElementType(),
                           ctx.floatAttr("max", 0.0f));
   }
