@@ -308,6 +308,8 @@ private:
   /// The model as later rounds of shape inference see it: nodes, inputs,
   /// non-parameter initializers, parameters as typed inputs.
   onnx::ModelProto shapeModel;
+  /// ImportOptions::foldLimit.
+  int64_t foldLimit = kDefaultFoldLimit;
   /// Graph inputs frozen by --bind: constants, never parameters.
   llvm::StringSet<> boundNames;
   unsigned nodeIndex = 0;
@@ -865,6 +867,7 @@ LogicalResult Importer::buildFunction() {
 }
 
 LogicalResult Importer::run(const ImportOptions &options) {
+  foldLimit = options.foldLimit;
   result.modelDir = llvm::sys::path::parent_path(path).str();
   if (result.modelDir.empty())
     result.modelDir = ".";
@@ -891,7 +894,7 @@ static const OpImporterTable &opImporters() {
 
 LogicalResult Importer::importNode(const onnx::NodeProto &node) {
   ImportContext nodeCtx(node, nodeLoc(node), opset, reportedOpset, b, values,
-                        valueTypes, result.modelDir);
+                        valueTypes, result.modelDir, foldLimit);
   OpImporter importer = opImporters().lookup(node.op_type());
   if (!importer)
     return nodeCtx.nodeError()

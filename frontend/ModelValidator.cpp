@@ -14,6 +14,7 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/MathExtras.h"
 
+#include <cmath>
 #include <limits>
 #include <string>
 
@@ -261,6 +262,18 @@ static LogicalResult checkAttributeValues(const onnx::NodeProto &node,
   if (op == "DepthToSpace" || op == "SpaceToDepth")
     if (failed(checkScalar("blocksize", 1)))
       return failure();
+  // A NaN parameter (Gemm's alpha, an epsilon) makes every result NaN;
+  // only a Constant's own values may be NaN.
+  if (op != "Constant")
+    for (const auto &a : node.attribute()) {
+      bool nan = a.type() == onnx::AttributeProto::FLOAT && std::isnan(a.f());
+      if (a.type() == onnx::AttributeProto::FLOATS)
+        nan = llvm::any_of(a.floats(), [](float v) { return std::isnan(v); });
+      if (nan)
+        return nodeError(node, index)
+               << "attribute '" << a.name() << "' is NaN; " << op
+               << "'s parameters must be numbers";
+    }
   // Tensor attributes (Constant's value, ConstantOfShape's) with sane
   // shapes; their data is checked where it is read (readTensorBytes).
   for (const auto &a : node.attribute()) {

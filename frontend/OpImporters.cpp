@@ -184,7 +184,7 @@ bool ImportContext::hasInferredShape(int i) const {
 LogicalResult ImportContext::finish(Operation *op, ArrayRef<int> outputIndex) {
   SmallVector<Value> results(op->getResults());
   SmallVector<Value> folded;
-  if (succeeded(foldWithKernels(op, folded)))
+  if (succeeded(foldWithKernels(op, folded, foldLimitBytes)))
     results = folded;
   for (auto [i, v] : llvm::enumerate(results)) {
     int out = outputIndex.empty() ? (int)i : outputIndex[i];
@@ -196,6 +196,18 @@ LogicalResult ImportContext::finish(Operation *op, ArrayRef<int> outputIndex) {
 }
 
 void ImportContext::define(int i, Value v) { values[onnxNode.output(i)] = v; }
+
+Value ImportContext::splat(RankedTensorType type, Attribute elem) {
+  std::optional<int64_t> bytes = tensorBytes(type);
+  if (bytes && *bytes <= foldLimitBytes)
+    return b.create<ConstantOp>(
+        nodeLoc, type, cast<ElementsAttr>(DenseElementsAttr::get(type, elem)));
+  auto scalarType = RankedTensorType::get({}, type.getElementType());
+  Value scalar = b.create<ConstantOp>(
+      nodeLoc, scalarType,
+      cast<ElementsAttr>(DenseElementsAttr::get(scalarType, elem)));
+  return b.create<ExpandOp>(nodeLoc, type, scalar);
+}
 
 bool ImportContext::hasAttr(llvm::StringRef name) const {
   return llvm::any_of(onnxNode.attribute(),

@@ -71,10 +71,11 @@ class ImportContext {
 public:
   ImportContext(const onnx::NodeProto &node, mlir::Location loc, int opset,
                 int reportedOpset, mlir::OpBuilder &builder, ValueTable &values,
-                const TypeTable &types, llvm::StringRef modelDir)
+                const TypeTable &types, llvm::StringRef modelDir,
+                int64_t foldLimit)
       : onnxNode(node), nodeLoc(loc), opsetVersion(opset),
         reportedOpset(reportedOpset), b(builder), values(values), types(types),
-        modelDir(modelDir) {}
+        modelDir(modelDir), foldLimitBytes(foldLimit) {}
 
   /// The node being imported.
   const onnx::NodeProto &node() const { return onnxNode; }
@@ -121,6 +122,12 @@ public:
                              llvm::ArrayRef<int> outputIndex = {});
   /// Makes `v` the value of output `i`.
   void define(int i, mlir::Value v);
+  /// A tensor of `type` with every element `elem`: a constant when it fits
+  /// the fold budget, else a scalar constant broadcast by shardc.Expand at
+  /// execution time (a constant is written out whole, however it is held).
+  mlir::Value splat(mlir::RankedTensorType type, mlir::Attribute elem);
+  /// The fold budget in bytes per tensor (ImportOptions::foldLimit).
+  int64_t foldLimit() const { return foldLimitBytes; }
 
   //===--------------------------------------------------------------------===//
   // Attributes
@@ -160,6 +167,7 @@ private:
   ValueTable &values;
   const TypeTable &types;
   llvm::StringRef modelDir;
+  int64_t foldLimitBytes;
   bool attrErrors = false;
 };
 

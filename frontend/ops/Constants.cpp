@@ -14,6 +14,7 @@
 #include "frontend/OpImporters.h"
 
 #include "ir/ShardcDialect.h"
+#include "passes/FoldConstants.h"
 
 #include "mlir/IR/Matchers.h"
 
@@ -89,8 +90,7 @@ static LogicalResult importConstantOfShape(ImportContext &ctx) {
   } else {
     elem = b.getF32FloatAttr(0.0f);
   }
-  auto splat = DenseElementsAttr::get(*type, elem);
-  ctx.define(0, b.create<ConstantOp>(ctx.loc(), *type, splat));
+  ctx.define(0, ctx.splat(*type, elem));
   return success();
 }
 
@@ -165,6 +165,14 @@ static LogicalResult importMod(ImportContext &ctx) {
     }
     return index;
   };
+  // Mod has no kernel: its result is computed here, within the fold budget.
+  std::optional<int64_t> bytes = tensorBytes(*type);
+  if (!bytes || *bytes > ctx.foldLimit())
+    return ctx.nodeError() << "the result " << *type
+                           << " is larger than --fold-limit ("
+                           << ctx.foldLimit()
+                           << " bytes); Mod is computed at import, for shape "
+                              "arithmetic";
   int64_t n = type->getNumElements();
   if (isFloat) {
     SmallVector<double> x, y;
@@ -195,7 +203,8 @@ static LogicalResult importMod(ImportContext &ctx) {
     int64_t p = x[sourceIndex(a, i)], q = y[sourceIndex(b, i)];
     if (q == 0)
       return ctx.nodeError() << "division by zero";
-    int64_t r = p % q;
+    // INT64_MIN % -1 overflows (and traps): the remainder is 0.
+    int64_t r = q == -1 ? 0 : p % q;
     if (!fmod && r != 0 && ((r < 0) != (q < 0)))
       r += q;
     out.push_back(

@@ -193,10 +193,8 @@ static LogicalResult importConvTranspose(ImportContext &ctx) {
     auto zeros = [&](int64_t count) -> Value {
       SmallVector<int64_t> shape(cur.getShape());
       shape[i + 2] = count;
-      auto t = RankedTensorType::get(shape, elem);
-      return b.create<ConstantOp>(loc, t,
-                                  cast<ElementsAttr>(DenseElementsAttr::get(
-                                      t, b.getFloatAttr(elem, 0.0))));
+      return ctx.splat(RankedTensorType::get(shape, elem),
+                       b.getFloatAttr(elem, 0.0));
     };
     if (zerosBegin[i])
       parts.push_back(zeros(zerosBegin[i]));

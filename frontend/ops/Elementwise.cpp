@@ -403,8 +403,7 @@ static LogicalResult importDropout(ImportContext &ctx) {
     auto maskType = ctx.outType(1);
     if (failed(maskType))
       return failure();
-    auto ones = DenseElementsAttr::get(*maskType, true);
-    ctx.define(1, b.create<ConstantOp>(ctx.loc(), *maskType, ones));
+    ctx.define(1, ctx.splat(*maskType, b.getBoolAttr(true)));
   }
   return success();
 }

@@ -277,6 +277,12 @@ class Mutants:
             "Scan", [x], ["mutant_scan"], name="mutant_scan", num_scan_inputs=1,
             body=helper.make_graph([], "empty", [], [])))
         self.add("subgraph", "Scan-empty-body", m)
+        # Without its required num_scan_inputs, ONNX's Scan inference
+        # dereferences the missing attribute.
+        m = self.copy()
+        m.graph.node.insert(0, helper.make_node(
+            "Scan", [x], ["mutant_scan"], name="mutant_scan", body=scan_body))
+        self.add("subgraph", "Scan-no-num_scan_inputs", m)
         # A graph attribute on an operator without subgraphs.
         m = self.copy()
         m.graph.node[0].attribute.append(helper.make_attribute("body", const_body))
