@@ -62,9 +62,9 @@ struct ExternalData {
 } // namespace
 
 /// Resolves external data, confined to `modelDir` and to the file's size.
-static llvm::Expected<ExternalData>
-resolveExternal(const onnx::TensorProto &t, llvm::StringRef modelDir,
-                uint64_t expectedBytes) {
+static llvm::Expected<ExternalData> resolveExternal(const onnx::TensorProto &t,
+                                                    llvm::StringRef modelDir,
+                                                    uint64_t expectedBytes) {
   std::string location;
   uint64_t offset = 0;
   std::optional<uint64_t> length;
@@ -445,8 +445,8 @@ LogicalResult Importer::prepareModel(const ImportOptions &options) {
   if (opset > kImportOpset) {
     // libonnx 1.12 knows schemas up to opset 17: newer forms are rewritten
     // into those before shape inference reads them, and checked again.
-    if (failed(downgradeToImportOpset(model, opset, hasImporter,
-                                      nodeErrorAt)) ||
+    if (failed(
+            downgradeToImportOpset(model, opset, hasImporter, nodeErrorAt)) ||
         failed(validateNodes(model.graph(), kImportOpset, hasImporter,
                              nodeErrorAt)))
       return failure();

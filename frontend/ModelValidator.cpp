@@ -247,13 +247,14 @@ static LogicalResult checkAttributeValues(const onnx::NodeProto &node,
     // spatial axis (pads two).
     if (const auto *kernel = ints("kernel_shape")) {
       int n = kernel->ints_size();
-      for (auto [name, size] :
-           {std::pair<const char *, int>{"strides", n}, {"dilations", n},
-            {"pads", 2 * n}, {"output_padding", n}})
+      for (auto [name, size] : {std::pair<const char *, int>{"strides", n},
+                                {"dilations", n},
+                                {"pads", 2 * n},
+                                {"output_padding", n}})
         if (const auto *a = ints(name); a && a->ints_size() != size)
           return nodeError(node, index)
-                 << name << " has " << a->ints_size()
-                 << " entries; the " << n << "-d kernel_shape needs " << size;
+                 << name << " has " << a->ints_size() << " entries; the " << n
+                 << "-d kernel_shape needs " << size;
     }
   }
   if (op == "RNN" || op == "LSTM" || op == "GRU")
@@ -281,12 +282,10 @@ static LogicalResult checkAttributeValues(const onnx::NodeProto &node,
       continue;
     const auto &dims = a.t().dims();
     if (dims.size() > kMaxRank)
-      return nodeError(node, index) << "attribute '" << a.name()
-                                    << "' holds a tensor of rank "
-                                    << dims.size() << "; at most " << kMaxRank
-                                    << " is supported";
-    if (!checkedElementCount(
-            llvm::ArrayRef<int64_t>(dims.data(), dims.size())))
+      return nodeError(node, index)
+             << "attribute '" << a.name() << "' holds a tensor of rank "
+             << dims.size() << "; at most " << kMaxRank << " is supported";
+    if (!checkedElementCount(llvm::ArrayRef<int64_t>(dims.data(), dims.size())))
       return nodeError(node, index)
              << "attribute '" << a.name()
              << "' holds a tensor with a negative dimension or more than "
@@ -324,8 +323,9 @@ checkAttributes(const onnx::NodeProto &node, unsigned index,
     for (int held : valueFieldTypes(a))
       if (held != a.type())
         return nodeError(node, index)
-               << "attribute '" << a.name() << "' has type " << attributeTypeName(a.type())
-               << " but holds a " << attributeTypeName(held) << " value";
+               << "attribute '" << a.name() << "' has type "
+               << attributeTypeName(a.type()) << " but holds a "
+               << attributeTypeName(held) << " value";
     if (!schema)
       continue;
     auto it = schema->attributes.find(a.name());
@@ -345,8 +345,8 @@ checkAttributes(const onnx::NodeProto &node, unsigned index,
     if (it->second.type != a.type())
       return nodeError(node, index)
              << "attribute '" << a.name() << "' has type "
-             << attributeTypeName(a.type()) << "; " << node.op_type() << " expects "
-             << attributeTypeName(it->second.type);
+             << attributeTypeName(a.type()) << "; " << node.op_type()
+             << " expects " << attributeTypeName(it->second.type);
   }
   if (schema && schemaIsNodes)
     for (const auto &[name, attr] : schema->attributes)
@@ -361,8 +361,9 @@ validateNodes(const onnx::GraphProto &graph, int opset,
               llvm::function_ref<bool(llvm::StringRef)> hasImporter,
               NodeDiagnostic nodeError) {
   llvm::StringMap<std::optional<onnxbridge::OpSchemaInfo>> schemas;
-  auto schemaOf = [&](llvm::StringRef op,
-                      int at) -> const std::optional<onnxbridge::OpSchemaInfo> & {
+  auto schemaOf =
+      [&](llvm::StringRef op,
+          int at) -> const std::optional<onnxbridge::OpSchemaInfo> & {
     auto [it, inserted] =
         schemas.try_emplace((op + "@" + llvm::Twine(at)).str());
     if (inserted)
@@ -387,9 +388,8 @@ validateNodes(const onnx::GraphProto &graph, int opset,
                << "operators with subgraphs (If, Loop, Scan) are not "
                   "supported; Shard compiles one static graph (export the "
                   "model without data-dependent control flow)";
-      int change = opset > kImportOpset
-                       ? schemaChangeAfterImportOpset(op, opset)
-                       : 0;
+      int change =
+          opset > kImportOpset ? schemaChangeAfterImportOpset(op, opset) : 0;
       int schemaOpset = std::min(opset, kImportOpset);
       const std::optional<onnxbridge::OpSchemaInfo> &schema =
           schemaOf(op, schemaOpset);
@@ -410,8 +410,8 @@ validateNodes(const onnx::GraphProto &graph, int opset,
                << "; export with an opset_version that has its replacement";
       if (!change && opset >= kMinOpset && !hasImporter(op))
         return nodeError(node, index) << "unsupported operator '" << op << "'";
-      if (failed(checkAttributes(node, index, schema, schemaIsNodes,
-                                 nodeError)))
+      if (failed(
+              checkAttributes(node, index, schema, schemaIsNodes, nodeError)))
         return failure();
       if (schemaIsNodes) {
         auto range = [](int lo, int hi) {
@@ -425,13 +425,14 @@ validateNodes(const onnx::GraphProto &graph, int opset,
             node.input_size() > schema->maxInputs)
           return nodeError(node, index)
                  << "expects " << range(schema->minInputs, schema->maxInputs)
-                 << " inputs, got " << node.input_size();
+                 << (schema->maxInputs == 1 ? " input" : " inputs") << ", got "
+                 << node.input_size();
         if (node.output_size() < schema->minOutputs ||
             node.output_size() > schema->maxOutputs)
           return nodeError(node, index)
-                 << "expects "
-                 << range(schema->minOutputs, schema->maxOutputs)
-                 << " outputs, got " << node.output_size();
+                 << "expects " << range(schema->minOutputs, schema->maxOutputs)
+                 << (schema->maxOutputs == 1 ? " output" : " outputs")
+                 << ", got " << node.output_size();
       }
       if (failed(checkAttributeValues(node, index, nodeError)))
         return failure();
@@ -508,9 +509,9 @@ LogicalResult validateGraphTensors(const onnx::GraphProto &graph,
     if (failed(checkValueInfo(vi, "value")))
       return failure();
   for (const auto &init : graph.initializer())
-    if (failed(checkShape(llvm::ArrayRef<int64_t>(init.dims().data(),
-                                                  init.dims().size()),
-                          "initializer '" + init.name() + "'", fileLoc)))
+    if (failed(checkShape(
+            llvm::ArrayRef<int64_t>(init.dims().data(), init.dims().size()),
+            "initializer '" + init.name() + "'", fileLoc)))
       return failure();
   return success();
 }

@@ -1,4 +1,5 @@
-//===- ModelValidator.h - Checks of a model before ONNX reads it -*- C++ -*-===//
+//===- ModelValidator.h - Checks of a model before ONNX reads it -*- C++
+//-*-===//
 //
 // A model file is input from anywhere, and ONNX's own code (its version
 // converter, shape inference and data propagation) trusts the models it is

@@ -85,7 +85,8 @@ llvm::Error readModel(llvm::StringRef path, onnx::ModelProto &model) {
 /// From Version 5 for Cast".
 static std::string converterReason(llvm::StringRef what) {
   std::string text = oneLine(what);
-  static const llvm::Regex location("[^ ]+\\.(cc|h|cpp):[0-9]+: [A-Za-z_0-9:]+: ");
+  static const llvm::Regex location(
+      "[^ ]+\\.(cc|h|cpp):[0-9]+: [A-Za-z_0-9:]+: ");
   static const llvm::Regex assertion("Assertion `[^`]*` failed: ");
   for (const llvm::Regex *re : {&location, &assertion}) {
     std::string err;
@@ -108,13 +109,12 @@ llvm::Error convertVersion(onnx::ModelProto &model, int targetVersion) {
   try {
     model = onnx::version_conversion::ConvertVersion(model, targetVersion);
   } catch (const std::exception &e) {
-    return makeError("ONNX's version converter cannot convert the model "
-                     "from opset " +
-                     llvm::Twine(from) + " to opset " +
-                     llvm::Twine(targetVersion) + ": " +
-                     converterReason(e.what()) +
-                     "; export the model with opset_version=" +
-                     llvm::Twine(targetVersion) + " or newer");
+    return makeError(
+        "ONNX's version converter cannot convert the model "
+        "from opset " +
+        llvm::Twine(from) + " to opset " + llvm::Twine(targetVersion) + ": " +
+        converterReason(e.what()) + "; export the model with opset_version=" +
+        llvm::Twine(targetVersion) + " or newer");
   }
   return llvm::Error::success();
 }
@@ -128,8 +128,7 @@ static void guardShapeDataPropagation() {
     if (!schema || schema->since_version() != 15 ||
         !schema->has_data_propagation_function())
       return true;
-    onnx::DataPropagationFunction inner =
-        schema->GetDataPropagationFunction();
+    onnx::DataPropagationFunction inner = schema->GetDataPropagationFunction();
     // The registry owns its schemas as mutable objects; it hands out const
     // pointers only.
     const_cast<onnx::OpSchema *>(schema)->PartialDataPropagationFunction(
@@ -151,7 +150,8 @@ llvm::Error inferShapes(onnx::ModelProto &model, bool strict) {
     onnx::shape_inference::InferShapes(
         model, onnx::OpSchemaRegistry::Instance(), options);
   } catch (const std::exception &e) {
-    return makeError(llvm::Twine("ONNX shape inference failed: ") + e.what());
+    return makeError(llvm::Twine("ONNX shape inference failed: ") +
+                     oneLine(e.what()));
   }
   return llvm::Error::success();
 }

@@ -568,7 +568,8 @@ static LogicalResult reduceAxesInput(NodeRewrite &r) {
 /// evenly; an uneven split gets its sizes as a constant input.
 static LogicalResult splitNumOutputs(NodeRewrite &r) {
   onnx::NodeProto n = r.node;
-  const onnx::AttributeProto *num = r.attr("num_outputs", onnx::AttributeProto::INT);
+  const onnx::AttributeProto *num =
+      r.attr("num_outputs", onnx::AttributeProto::INT);
   removeAttr(n, "num_outputs");
   if (!num || r.hasInput(1)) {
     r.keep(std::move(n));
@@ -672,7 +673,8 @@ static LogicalResult resizeNewAttrs(NodeRewrite &r) {
                      << " form; only 'stretch' does";
   removeAttr(n, "antialias");
   removeAttr(n, "keep_aspect_ratio_policy");
-  if (const onnx::AttributeProto *axesAttr = r.attr("axes", onnx::AttributeProto::INTS)) {
+  if (const onnx::AttributeProto *axesAttr =
+          r.attr("axes", onnx::AttributeProto::INTS)) {
     removeAttr(n, "axes");
     bool sizes = r.hasInput(3);
     int which = sizes ? 3 : 2;
@@ -727,7 +729,8 @@ static LogicalResult resizeNewAttrs(NodeRewrite &r) {
 /// AveragePool (19): `dilations` other than 1 have no opset-17 form.
 static LogicalResult averagePoolDilations(NodeRewrite &r) {
   onnx::NodeProto n = r.node;
-  if (const onnx::AttributeProto *dil = r.attr("dilations", onnx::AttributeProto::INTS)) {
+  if (const onnx::AttributeProto *dil =
+          r.attr("dilations", onnx::AttributeProto::INTS)) {
     if (llvm::any_of(dil->ints(), [](int64_t v) { return v != 1; }))
       return r.error() << "dilations other than 1 (opset 19) have no opset-"
                        << kImportOpset << " form";
@@ -804,7 +807,8 @@ static LogicalResult decomposeMish(NodeRewrite &r) {
 /// then apply per group on (N, G, rest) (18) or per channel on (N, C, rest)
 /// (21), and the result takes the input's shape again.
 static LogicalResult decomposeGroupNorm(NodeRewrite &r) {
-  const onnx::AttributeProto *groupsAttr = r.attr("num_groups", onnx::AttributeProto::INT);
+  const onnx::AttributeProto *groupsAttr =
+      r.attr("num_groups", onnx::AttributeProto::INT);
   if (!groupsAttr)
     return r.attributeErrors()
                ? failure()
@@ -823,7 +827,8 @@ static LogicalResult decomposeGroupNorm(NodeRewrite &r) {
   const std::string &x = r.node.input(0), &scale = r.node.input(1),
                     &bias = r.node.input(2), &y = r.node.output(0);
   float eps = 1e-5f;
-  if (const onnx::AttributeProto *e = r.attr("epsilon", onnx::AttributeProto::FLOAT))
+  if (const onnx::AttributeProto *e =
+          r.attr("epsilon", onnx::AttributeProto::FLOAT))
     eps = e->f();
 
   std::string grouped = r.fresh(y + "_grouped");

@@ -26,8 +26,7 @@ namespace shardc {
 
 /// The values a numeric option may take: an interval, open or closed at
 /// either end.
-template <typename T>
-struct OptionRange {
+template <typename T> struct OptionRange {
   T lo, hi;
   bool loOpen, hiOpen;
   /// The interval in words: "finite and >= 0", "in [0, 1)".
@@ -44,8 +43,7 @@ struct OptionRange {
 };
 
 /// How option values are written in messages ("-1", "1e+30", "nan").
-template <typename T>
-std::string optionValueText(T v) {
+template <typename T> std::string optionValueText(T v) {
   std::ostringstream os;
   os << v;
   return os.str();
@@ -55,8 +53,7 @@ std::string optionValueText(T v) {
 /// `range` or is the option's default `def` (a default outside the range
 /// means "not given", e.g. weight-decay's -1).
 template <typename T>
-std::optional<std::string> checkOptionRange(llvm::StringRef arg, T value,
-                                            T def,
+std::optional<std::string> checkOptionRange(llvm::StringRef arg, T value, T def,
                                             const OptionRange<T> &range) {
   if (value == def || range.contains(value))
     return std::nullopt;

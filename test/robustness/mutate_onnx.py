@@ -23,8 +23,10 @@ abort), not by taking the machine's memory.
 
 The script prints the counts per class and each crash, hang and unclear run
 with the command that reproduces it, and exits 1 if there was any. With
-`--sample K` it runs every K-th mutant only (the ctest runs a sample); `--only`
-selects mutants by name; `--keep DIR` leaves the mutant models in DIR.
+`--sample K` it runs every K-th mutant only, plus those `--always` names (the
+ctest runs such a sample, with the mutants of every known past crash);
+`--only` selects mutants by name; `--keep DIR` leaves the mutant models in
+DIR.
 """
 import argparse
 import concurrent.futures
@@ -505,6 +507,8 @@ def main():
     ap.add_argument("--memory-mb", type=int, default=4096,
                     help="address-space limit of each shardc run in MiB (default 4096)")
     ap.add_argument("--only", default=None, help="run the mutants whose names match REGEX")
+    ap.add_argument("--always", default=None,
+                    help="with --sample, also run every mutant whose name matches REGEX")
     ap.add_argument("--keep", default=None, help="write the mutant models to DIR and keep them")
     ap.add_argument("--list", action="store_true", help="list the mutants' names and exit")
     ap.add_argument("--verbose", action="store_true",
@@ -514,7 +518,9 @@ def main():
     mutants = all_mutants()
     if args.only:
         mutants = [(n, m) for n, m in mutants if re.search(args.only, n)]
-    mutants = mutants[::max(args.sample, 1)]
+    step = max(args.sample, 1)
+    mutants = [(n, m) for i, (n, m) in enumerate(mutants)
+               if i % step == 0 or (args.always and re.search(args.always, n))]
     if args.list:
         for n, _ in mutants:
             print(n)

@@ -279,8 +279,7 @@ static llvm::Error checkOutputPath(llvm::StringRef out, llvm::StringRef input,
       return error("that is the input model; give another output file");
     return llvm::Error::success();
   }
-  const char *planFiles[] = {shardc::plan::kPlanFile,
-                             shardc::plan::kParamsFile,
+  const char *planFiles[] = {shardc::plan::kPlanFile, shardc::plan::kParamsFile,
                              shardc::plan::kConstantsFile, kSourceModelFile};
   for (const char *name : planFiles) {
     llvm::SmallString<256> path(out);
@@ -338,9 +337,8 @@ int main(int argc, char **argv) {
       "  shardc model.onnx -o PLAN --optimizer adamw    training step\n"
       "  shardc model.onnx --emit=mlir                  show the IR\n");
   if (llvm::Error err = checkOutputPath(
-          outputPath.empty()
-              ? (emitKind == EmitKind::Plan ? "plan" : "-")
-              : outputPath.getValue(),
+          outputPath.empty() ? (emitKind == EmitKind::Plan ? "plan" : "-")
+                             : outputPath.getValue(),
           inputPath, emitKind == EmitKind::Plan))
     return fail(llvm::toString(std::move(err)));
   bool training = pipeline.optimizer.hasValue() || pipeline.loss.hasValue();
@@ -418,8 +416,8 @@ int main(int argc, char **argv) {
   if (training) {
     shardc::buildTrainPipeline(pm, pipeline);
   } else if (!noCleanup) {
-    shardc::buildImportCleanupPipeline(pm,
-                                       shardc::getFoldConstantsOptions(pipeline));
+    shardc::buildImportCleanupPipeline(
+        pm, shardc::getFoldConstantsOptions(pipeline));
   }
   if (failed(pm.run(module)))
     return 1;
