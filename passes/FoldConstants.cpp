@@ -142,7 +142,9 @@ LogicalResult foldWithKernels(Operation *op,
 namespace {
 struct FoldConstantsPass : impl::FoldConstantsBase<FoldConstantsPass> {
   using FoldConstantsBase::FoldConstantsBase;
-  SHARDC_CHECK_OPTIONS_FoldConstants void runOnOperation() override {
+  SHARDC_CHECK_OPTIONS_FoldConstants;
+
+  void runOnOperation() override {
     if (std::optional<std::string> err = checkOptions()) {
       getOperation().emitError("fold-constants: ") << *err;
       return signalPassFailure();

@@ -22,10 +22,9 @@ namespace {
 
 struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
   using OptimizerBase::OptimizerBase;
-  SHARDC_CHECK_OPTIONS_Optimizer
+  SHARDC_CHECK_OPTIONS_Optimizer;
 
-      void
-      runOnOperation() override {
+  void runOnOperation() override {
     FailureOr<func::FuncOp> step = getStepFunction(getOperation(), "optimizer");
     if (failed(step))
       return signalPassFailure();

@@ -132,7 +132,8 @@ def main(json_path, out_path):
         bounded = [o for o in options if is_bounded(o)]
         if bounded:
             out.append("/// %s's checkOptions(), a member of the pass: the first of its options" % name)
-            out.append("/// outside the range Passes.td declares for it, or none.")
+            out.append("/// outside the range Passes.td declares for it, or none. Written")
+            out.append("/// `SHARDC_CHECK_OPTIONS_%s;` in the pass's class." % name)
             lines = ["  ::std::optional<::std::string> checkOptions() const {"]
             for o in bounded:
                 lines.append("    if (auto err = ::shardc::checkOptionRange<%s>(%s, %s, %s(%s), %s))" % (

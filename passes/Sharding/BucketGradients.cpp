@@ -22,7 +22,9 @@ namespace {
 
 struct BucketGradientsPass : impl::BucketGradientsBase<BucketGradientsPass> {
   using BucketGradientsBase::BucketGradientsBase;
-  SHARDC_CHECK_OPTIONS_BucketGradients void runOnOperation() override {
+  SHARDC_CHECK_OPTIONS_BucketGradients;
+
+  void runOnOperation() override {
     FailureOr<func::FuncOp> step =
         getStepFunction(getOperation(), "bucket-gradients");
     if (failed(step))

@@ -46,10 +46,9 @@ std::string layerOf(StringRef name) {
 
 struct WrapUnitsPass : impl::WrapUnitsBase<WrapUnitsPass> {
   using WrapUnitsBase::WrapUnitsBase;
-  SHARDC_CHECK_OPTIONS_WrapUnits
+  SHARDC_CHECK_OPTIONS_WrapUnits;
 
-      void
-      runOnOperation() override {
+  void runOnOperation() override {
     FailureOr<func::FuncOp> step =
         getStepFunction(getOperation(), "wrap-units");
     if (failed(step))

@@ -28,7 +28,9 @@ namespace {
 
 struct ZeroConfigPass : impl::ZeroConfigBase<ZeroConfigPass> {
   using ZeroConfigBase::ZeroConfigBase;
-  SHARDC_CHECK_OPTIONS_ZeroConfig void runOnOperation() override {
+  SHARDC_CHECK_OPTIONS_ZeroConfig;
+
+  void runOnOperation() override {
     ModuleOp module = getOperation();
     FailureOr<func::FuncOp> step = getStepFunction(module, "zero-config");
     if (failed(step))
