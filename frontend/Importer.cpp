@@ -16,6 +16,7 @@
 #include "frontend/Importer.h"
 
 #include "frontend/FunctionInliner.h"
+#include "frontend/ModelValidator.h"
 #include "frontend/OnnxBridge.h"
 #include "frontend/OpImporters.h"
 #include "frontend/OpsetDowngrade.h"
@@ -51,10 +52,19 @@ static llvm::Error makeError(const llvm::Twine &msg) {
 // Tensor data
 //===----------------------------------------------------------------------===//
 
-/// Reads external data, confined to `modelDir` and to the file's size.
-static llvm::Expected<std::vector<uint8_t>>
-readExternal(const onnx::TensorProto &t, llvm::StringRef modelDir,
-             uint64_t expectedBytes) {
+namespace {
+/// Where a tensor's external data lies: a file inside the model's directory
+/// and a range within it.
+struct ExternalData {
+  std::string file;
+  uint64_t offset = 0, bytes = 0;
+};
+} // namespace
+
+/// Resolves external data, confined to `modelDir` and to the file's size.
+static llvm::Expected<ExternalData> resolveExternal(const onnx::TensorProto &t,
+                                                    llvm::StringRef modelDir,
+                                                    uint64_t expectedBytes) {
   std::string location;
   uint64_t offset = 0;
   std::optional<uint64_t> length;
@@ -110,14 +120,25 @@ readExternal(const onnx::TensorProto &t, llvm::StringRef modelDir,
                      llvm::Twine(offset) + ", " + llvm::Twine(offset + bytes) +
                      ") runs past the end of '" + location + "' (" +
                      llvm::Twine(fileSize) + " bytes)");
-  std::vector<uint8_t> out(bytes);
-  if (bytes == 0)
+  return ExternalData{std::string(realFile), offset, bytes};
+}
+
+/// Reads external data (resolveExternal).
+static llvm::Expected<std::vector<uint8_t>>
+readExternal(const onnx::TensorProto &t, llvm::StringRef modelDir,
+             uint64_t expectedBytes) {
+  auto where = resolveExternal(t, modelDir, expectedBytes);
+  if (!where)
+    return where.takeError();
+  std::vector<uint8_t> out(where->bytes);
+  if (where->bytes == 0)
     return out;
-  auto buf = llvm::MemoryBuffer::getFileSlice(realFile, bytes, offset);
+  auto buf = llvm::MemoryBuffer::getFileSlice(where->file, where->bytes,
+                                              where->offset);
   if (!buf)
     return makeError("initializer '" + t.name() + "': cannot read '" +
-                     location + "': " + buf.getError().message());
-  std::memcpy(out.data(), (*buf)->getBufferStart(), bytes);
+                     where->file + "': " + buf.getError().message());
+  std::memcpy(out.data(), (*buf)->getBufferStart(), where->bytes);
   return out;
 }
 
@@ -130,14 +151,12 @@ llvm::Expected<std::vector<uint8_t>> readTensorBytes(const onnx::TensorProto &t,
                      ", which Shard does not "
                      "support (float32, float64, float16, int64, int32, "
                      "int8, uint8, bool)");
-  uint64_t n = 1;
-  for (int64_t d : t.dims()) {
-    if (d < 0)
-      return makeError("tensor '" + t.name() + "' has a negative dimension");
-    if (d != 0 && n > std::numeric_limits<uint64_t>::max() / 8 / d)
-      return makeError("tensor '" + t.name() + "' is too large");
-    n *= d;
-  }
+  std::optional<int64_t> count = checkedElementCount(
+      llvm::ArrayRef<int64_t>(t.dims().data(), t.dims().size()));
+  if (!count)
+    return makeError("tensor '" + t.name() +
+                     "' has a negative dimension or more than 2^46 elements");
+  uint64_t n = *count;
   size_t elem = rt::dtypeSize(*dtype);
   uint64_t expected = n * elem;
   if (t.data_location() == onnx::TensorProto::EXTERNAL)
@@ -195,6 +214,19 @@ llvm::Expected<std::vector<uint8_t>> readTensorBytes(const onnx::TensorProto &t,
   return out;
 }
 
+/// Checks where the external data of initializer `t` lies, without reading
+/// it (readTensorBytes reads it when it is needed).
+static llvm::Error checkExternalData(const onnx::TensorProto &t,
+                                     llvm::StringRef modelDir) {
+  auto dtype = rt::dtypeFromCode(t.data_type());
+  std::optional<int64_t> count = checkedElementCount(
+      llvm::ArrayRef<int64_t>(t.dims().data(), t.dims().size()));
+  if (!dtype || !count)
+    return llvm::Error::success(); // reported where the tensor is read
+  auto where = resolveExternal(t, modelDir, *count * rt::dtypeSize(*dtype));
+  return where ? llvm::Error::success() : where.takeError();
+}
+
 /// The input kinds that PyTorch's dynamo exporter records for the graph's
 /// inputs and initializers ("PARAMETER", "BUFFER", "USER_INPUT",
 /// "CONSTANT_TENSOR", ...), from ValueInfoProto.metadata_props (field 4 of IR
@@ -239,6 +271,8 @@ public:
 
 private:
   LogicalResult prepareModel(const ImportOptions &options);
+  /// Runs ONNX's checker (onnxbridge::checkModel) on the model.
+  LogicalResult runChecker();
   LogicalResult buildFunction();
   LogicalResult importNode(const onnx::NodeProto &node);
   /// Gives the symbolic dimensions of the graph's inputs and outputs their
@@ -274,6 +308,8 @@ private:
   /// The model as later rounds of shape inference see it: nodes, inputs,
   /// non-parameter initializers, parameters as typed inputs.
   onnx::ModelProto shapeModel;
+  /// ImportOptions::foldLimit.
+  int64_t foldLimit = kDefaultFoldLimit;
   /// Graph inputs frozen by --bind: constants, never parameters.
   llvm::StringSet<> boundNames;
   unsigned nodeIndex = 0;
@@ -302,13 +338,13 @@ LogicalResult Importer::prepareModel(const ImportOptions &options) {
   if (llvm::Error err = onnxbridge::readModel(path, model))
     return fail(std::move(err));
 
+  // Versions first: ONNX's converter and checker trust them.
+  if (failed(checkVersions(model, fileLoc)))
+    return failure();
   opset = 0;
   for (const auto &o : model.opset_import())
     if (o.domain().empty() || o.domain() == "ai.onnx")
       opset = static_cast<int>(o.version());
-  if (opset == 0)
-    return emitError(fileLoc) << "the model imports no version of the "
-                                 "default ONNX opset";
   reportedOpset = opset;
   // Errors about graph node `index`, before the graph walk.
   auto nodeErrorAt = [&](const onnx::NodeProto &node,
@@ -381,6 +417,14 @@ LogicalResult Importer::prepareModel(const ImportOptions &options) {
                << "graph output '" << out.name() << "' is produced by no node";
   }
 
+  // The graph's shapes and nodes, before any of ONNX's code reads them.
+  auto hasImporter = [](llvm::StringRef op) {
+    return (bool)opImporters().lookup(op);
+  };
+  if (failed(validateGraphTensors(model.graph(), fileLoc)) ||
+      failed(validateNodes(model.graph(), opset, hasImporter, nodeErrorAt)))
+    return failure();
+
   // Integer and bool initializers may fix shapes (a Reshape target):
   // shape inference needs their values, so external ones are read now,
   // with the same confinement to the model's directory.
@@ -398,21 +442,25 @@ LogicalResult Importer::prepareModel(const ImportOptions &options) {
     init.set_data_location(onnx::TensorProto::DEFAULT);
     init.set_raw_data(bytes->data(), bytes->size());
   }
-  if (opset > kMaxOpset)
-    return emitError(fileLoc)
-           << "the model uses opset " << opset << "; Shard supports opsets "
-           << kMinOpset << "-" << kMaxOpset
-           << " (export with opset_version=" << kMaxOpset << " or lower)";
   if (opset > kImportOpset) {
     // libonnx 1.12 knows schemas up to opset 17: newer forms are rewritten
-    // into those before shape inference reads them.
-    if (failed(downgradeToImportOpset(
-            model, opset,
-            [](llvm::StringRef op) { return (bool)opImporters().lookup(op); },
-            nodeErrorAt)))
+    // into those before shape inference reads them, and checked again.
+    if (failed(
+            downgradeToImportOpset(model, opset, hasImporter, nodeErrorAt)) ||
+        failed(validateNodes(model.graph(), kImportOpset, hasImporter,
+                             nodeErrorAt)))
       return failure();
     opset = kImportOpset;
   }
+  // ONNX's own checker, on the form its schemas know (opset 17 at most).
+  // Shard's checks of external data are stricter than the checker's (it
+  // only looks for the file): they run first, with their messages.
+  for (const onnx::TensorProto &init : model.graph().initializer())
+    if (init.data_location() == onnx::TensorProto::EXTERNAL)
+      if (llvm::Error err = checkExternalData(init, result.modelDir))
+        return fail(std::move(err));
+  if (failed(runChecker()))
+    return failure();
   if (opset < kMinOpset) {
     // The version converter's adapters need the shapes of their inputs; a
     // failure here is reported by the strict inference after conversion.
@@ -512,6 +560,28 @@ LogicalResult Importer::prepareModel(const ImportOptions &options) {
     for (int64_t d : init.dims())
       shape->add_dim()->set_dim_value(d);
   }
+  return success();
+}
+
+LogicalResult Importer::runChecker() {
+  // The checker wants a shape on every graph input and output. Shard infers
+  // the outputs' shapes itself and reports an input without one (it needs
+  // static shapes), so a value that declares none gets an empty shape for
+  // the check only.
+  onnx::GraphProto *graph = result.model.mutable_graph();
+  SmallVector<onnx::TypeProto::Tensor *> unshaped;
+  for (auto *values : {graph->mutable_input(), graph->mutable_output()})
+    for (onnx::ValueInfoProto &vi : *values)
+      if (vi.type().has_tensor_type() && !vi.type().tensor_type().has_shape())
+        unshaped.push_back(vi.mutable_type()->mutable_tensor_type());
+  for (onnx::TypeProto::Tensor *t : unshaped)
+    t->mutable_shape();
+  llvm::Error err = onnxbridge::checkModel(result.model, result.modelDir);
+  for (onnx::TypeProto::Tensor *t : unshaped)
+    t->clear_shape();
+  if (err)
+    return emitError(FileLineColLoc::get(&ctx, path, 0, 0))
+           << llvm::toString(std::move(err));
   return success();
 }
 
@@ -797,6 +867,7 @@ LogicalResult Importer::buildFunction() {
 }
 
 LogicalResult Importer::run(const ImportOptions &options) {
+  foldLimit = options.foldLimit;
   result.modelDir = llvm::sys::path::parent_path(path).str();
   if (result.modelDir.empty())
     result.modelDir = ".";
@@ -823,7 +894,7 @@ static const OpImporterTable &opImporters() {
 
 LogicalResult Importer::importNode(const onnx::NodeProto &node) {
   ImportContext nodeCtx(node, nodeLoc(node), opset, reportedOpset, b, values,
-                        valueTypes, result.modelDir);
+                        valueTypes, result.modelDir, foldLimit);
   OpImporter importer = opImporters().lookup(node.op_type());
   if (!importer)
     return nodeCtx.nodeError()
@@ -834,7 +905,12 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node) {
              << "input '" << in
              << "' is not defined before this node (missing "
                 "initializer or graph input?)";
-  return importer(nodeCtx);
+  LogicalResult imported = importer(nodeCtx);
+  // A reader that met a wrong-typed attribute reported it and handed the
+  // importer a default: the node fails even if the importer went on.
+  if (nodeCtx.attributeErrors())
+    return failure();
+  return imported;
 }
 
 FailureOr<ImportedModel> importOnnxFile(MLIRContext &ctx, llvm::StringRef path,

@@ -17,6 +17,8 @@
 #ifndef SHARDC_FRONTEND_IMPORTER_H
 #define SHARDC_FRONTEND_IMPORTER_H
 
+#include "passes/FoldConstants.h"
+
 #include "onnx/onnx_pb.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -47,6 +49,9 @@ struct ImportOptions {
   /// `dim_param` NAME of the graph's inputs and outputs becomes SIZE before
   /// shape inference.
   std::map<std::string, int64_t> dims;
+  /// Largest tensor, in bytes, that import-time folding creates or reads
+  /// (shardc --fold-limit); larger ones are computed at execution time.
+  int64_t foldLimit = kDefaultFoldLimit;
 };
 
 /// An imported model: the IR and what the plan writer needs besides it.

@@ -10,8 +10,11 @@
 #include "onnx/shape_inference/implementation.h"
 #include "onnx/version_converter/convert.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Regex.h"
 
+#include <algorithm>
 #include <exception>
 #include <limits>
 
@@ -19,6 +22,21 @@ namespace shardc::onnxbridge {
 
 static llvm::Error makeError(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+
+/// ONNX's messages span lines ("...\n\n==> Context: Bad node spec ..."):
+/// one line, for a one-line diagnostic.
+static std::string oneLine(llvm::StringRef text) {
+  std::string out;
+  for (llvm::StringRef line : llvm::split(text, '\n')) {
+    line = line.trim();
+    if (line.empty())
+      continue;
+    if (!out.empty())
+      out += ' ';
+    out += line.str();
+  }
+  return out;
 }
 
 llvm::Error parseTextModel(llvm::StringRef text, llvm::StringRef path,
@@ -60,50 +78,126 @@ llvm::Error readModel(llvm::StringRef path, onnx::ModelProto &model) {
   return llvm::Error::success();
 }
 
+/// The reason in a message of ONNX's version converter, without the
+/// source locations and assertion text of its internal checks:
+/// "./onnx/version_converter/BaseConverter.h:66: adapter_lookup: Assertion
+/// `false` failed: No Adapter From Version $5 for Cast" becomes "No Adapter
+/// From Version 5 for Cast".
+static std::string converterReason(llvm::StringRef what) {
+  std::string text = oneLine(what);
+  static const llvm::Regex location(
+      "[^ ]+\\.(cc|h|cpp):[0-9]+: [A-Za-z_0-9:]+: ");
+  static const llvm::Regex assertion("Assertion `[^`]*` failed: ");
+  for (const llvm::Regex *re : {&location, &assertion}) {
+    std::string err;
+    while (re->match(text, nullptr, &err))
+      text = re->sub("", text);
+  }
+  llvm::StringRef rest = llvm::StringRef(text).trim();
+  std::string out;
+  for (char c : rest)
+    if (c != '$')
+      out += c;
+  return out;
+}
+
 llvm::Error convertVersion(onnx::ModelProto &model, int targetVersion) {
+  int from = 0;
+  for (const auto &o : model.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx")
+      from = static_cast<int>(o.version());
   try {
     model = onnx::version_conversion::ConvertVersion(model, targetVersion);
   } catch (const std::exception &e) {
-    return makeError("cannot convert the model to opset " +
-                     llvm::Twine(targetVersion) + ": " + e.what());
+    return makeError(
+        "ONNX's version converter cannot convert the model "
+        "from opset " +
+        llvm::Twine(from) + " to opset " + llvm::Twine(targetVersion) + ": " +
+        converterReason(e.what()) + "; export the model with opset_version=" +
+        llvm::Twine(targetVersion) + " or newer");
   }
   return llvm::Error::success();
 }
 
+/// Wraps the data propagation of Shape-15 in a check that its input has a
+/// type: libonnx 1.12 dereferences the input's type unchecked, and a node
+/// whose inference failed before leaves its outputs without one.
+static void guardShapeDataPropagation() {
+  static const bool done = [] {
+    const onnx::OpSchema *schema = onnx::OpSchemaRegistry::Schema("Shape", 15);
+    if (!schema || schema->since_version() != 15 ||
+        !schema->has_data_propagation_function())
+      return true;
+    onnx::DataPropagationFunction inner = schema->GetDataPropagationFunction();
+    // The registry owns its schemas as mutable objects; it hands out const
+    // pointers only.
+    const_cast<onnx::OpSchema *>(schema)->PartialDataPropagationFunction(
+        [inner](onnx::DataPropagationContext &ctx) {
+          if (ctx.getNumInputs() < 1 || !ctx.getInputType(0))
+            return;
+          inner(ctx);
+        });
+    return true;
+  }();
+  (void)done;
+}
+
 llvm::Error inferShapes(onnx::ModelProto &model, bool strict) {
   try {
+    guardShapeDataPropagation();
     onnx::ShapeInferenceOptions options(/*check_type=*/true, strict ? 1 : 0,
                                         /*data_prop=*/true);
     onnx::shape_inference::InferShapes(
         model, onnx::OpSchemaRegistry::Instance(), options);
   } catch (const std::exception &e) {
-    return makeError(llvm::Twine("ONNX shape inference failed: ") + e.what());
+    return makeError(llvm::Twine("ONNX shape inference failed: ") +
+                     oneLine(e.what()));
   }
   return llvm::Error::success();
 }
 
-llvm::Error checkModel(const onnx::ModelProto &model) {
+int knownIrVersion() { return onnx::Version::IR_VERSION; }
+
+llvm::Error checkModel(const onnx::ModelProto &model,
+                       llvm::StringRef modelDir) {
   try {
     onnx::checker::CheckerContext ctx;
-    ctx.set_ir_version(model.ir_version());
+    ctx.set_ir_version(static_cast<int>(
+        std::min<int64_t>(model.ir_version(), onnx::Version::IR_VERSION)));
     std::unordered_map<std::string, int> opsets;
     for (const auto &o : model.opset_import())
-      opsets[o.domain()] = static_cast<int>(o.version());
+      opsets[o.domain() == "ai.onnx" ? "" : o.domain()] =
+          static_cast<int>(o.version());
     ctx.set_opset_imports(opsets);
+    ctx.set_model_dir(modelDir.str());
     onnx::checker::LexicalScopeContext scope;
-    for (const auto &in : model.graph().input())
-      scope.add(in.name());
-    for (const auto &init : model.graph().initializer())
-      scope.add(init.name());
-    for (const auto &node : model.graph().node()) {
-      onnx::checker::check_node(node, ctx, scope);
-      for (const auto &out : node.output())
-        scope.add(out);
-    }
+    onnx::checker::check_graph(model.graph(), ctx, scope);
   } catch (const std::exception &e) {
-    return makeError(llvm::Twine("invalid ONNX model: ") + e.what());
+    return makeError(llvm::Twine("ONNX's checker rejects the model: ") +
+                     oneLine(e.what()));
   }
   return llvm::Error::success();
+}
+
+std::optional<OpSchemaInfo> lookupSchema(llvm::StringRef opType, int opset) {
+  const onnx::OpSchema *schema = nullptr;
+  try {
+    schema = onnx::OpSchemaRegistry::Schema(opType.str(), opset, "");
+  } catch (const std::exception &) {
+    return std::nullopt;
+  }
+  if (!schema)
+    return std::nullopt;
+  OpSchemaInfo info;
+  info.sinceVersion = schema->since_version();
+  info.deprecated = schema->Deprecated();
+  info.minInputs = schema->min_input();
+  info.maxInputs = schema->max_input();
+  info.minOutputs = schema->min_output();
+  info.maxOutputs = schema->max_output();
+  for (const auto &[name, attr] : schema->attributes())
+    info.attributes[name] = {attr.type, attr.required};
+  return info;
 }
 
 } // namespace shardc::onnxbridge

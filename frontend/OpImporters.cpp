@@ -8,6 +8,7 @@
 #include "frontend/OpImporters.h"
 
 #include "frontend/Importer.h"
+#include "frontend/ModelValidator.h"
 #include "ir/ShardcDialect.h"
 #include "passes/FoldConstants.h"
 #include "passes/LowerToPlan/OpDesc.h"
@@ -55,6 +56,20 @@ FailureOr<RankedTensorType> tensorTypeFromOnnx(MLIRContext *ctx,
       return emitError(loc)
              << "value '" << name << "' has a negative dimension";
     dims.push_back(d.dim_value());
+  }
+  // Shapes that ONNX inferred from the model's values (an Expand or a
+  // ConstantOfShape to a huge shape) are bounded here, where they enter the
+  // IR: element counts never overflow past this point.
+  if ((int64_t)dims.size() > kMaxRank)
+    return emitError(loc) << "value '" << name << "' has rank " << dims.size()
+                          << "; Shard supports ranks up to " << kMaxRank;
+  if (!checkedElementCount(dims)) {
+    std::string shape;
+    for (auto [i, d] : llvm::enumerate(dims))
+      shape += (i ? ", " : "") + std::to_string(d);
+    return emitError(loc) << "value '" << name << "' has shape [" << shape
+                          << "], more than 2^46 elements; Shard's limit for "
+                             "one tensor is 2^46 (256 TiB of float32)";
   }
   return RankedTensorType::get(dims, elem);
 }
@@ -169,7 +184,7 @@ bool ImportContext::hasInferredShape(int i) const {
 LogicalResult ImportContext::finish(Operation *op, ArrayRef<int> outputIndex) {
   SmallVector<Value> results(op->getResults());
   SmallVector<Value> folded;
-  if (succeeded(foldWithKernels(op, folded)))
+  if (succeeded(foldWithKernels(op, folded, foldLimitBytes)))
     results = folded;
   for (auto [i, v] : llvm::enumerate(results)) {
     int out = outputIndex.empty() ? (int)i : outputIndex[i];
@@ -182,32 +197,49 @@ LogicalResult ImportContext::finish(Operation *op, ArrayRef<int> outputIndex) {
 
 void ImportContext::define(int i, Value v) { values[onnxNode.output(i)] = v; }
 
-const onnx::AttributeProto *ImportContext::attr(llvm::StringRef name) const {
-  for (const auto &a : onnxNode.attribute())
-    if (a.name() == name)
-      return &a;
-  return nullptr;
+Value ImportContext::splat(RankedTensorType type, Attribute elem) {
+  std::optional<int64_t> bytes = tensorBytes(type);
+  if (bytes && *bytes <= foldLimitBytes)
+    return b.create<ConstantOp>(
+        nodeLoc, type, cast<ElementsAttr>(DenseElementsAttr::get(type, elem)));
+  auto scalarType = RankedTensorType::get({}, type.getElementType());
+  Value scalar = b.create<ConstantOp>(
+      nodeLoc, scalarType,
+      cast<ElementsAttr>(DenseElementsAttr::get(scalarType, elem)));
+  return b.create<ExpandOp>(nodeLoc, type, scalar);
 }
 
-int64_t ImportContext::intAttr(llvm::StringRef name, int64_t def) const {
-  const auto *a = attr(name);
+bool ImportContext::hasAttr(llvm::StringRef name) const {
+  return llvm::any_of(onnxNode.attribute(),
+                      [&](const auto &a) { return a.name() == name; });
+}
+
+const onnx::AttributeProto *
+ImportContext::attr(llvm::StringRef name,
+                    onnx::AttributeProto::AttributeType type) {
+  return findAttribute(
+      onnxNode, name, type, [&] { return nodeError(); }, attrErrors);
+}
+
+int64_t ImportContext::intAttr(llvm::StringRef name, int64_t def) {
+  const auto *a = attr(name, onnx::AttributeProto::INT);
   return a ? a->i() : def;
 }
 
-float ImportContext::floatAttr(llvm::StringRef name, float def) const {
-  const auto *a = attr(name);
+float ImportContext::floatAttr(llvm::StringRef name, float def) {
+  const auto *a = attr(name, onnx::AttributeProto::FLOAT);
   return a ? a->f() : def;
 }
 
 std::string ImportContext::stringAttr(llvm::StringRef name,
-                                      llvm::StringRef def) const {
-  const auto *a = attr(name);
+                                      llvm::StringRef def) {
+  const auto *a = attr(name, onnx::AttributeProto::STRING);
   return a ? a->s() : def.str();
 }
 
-SmallVector<int64_t> ImportContext::intsAttr(llvm::StringRef name) const {
+SmallVector<int64_t> ImportContext::intsAttr(llvm::StringRef name) {
   SmallVector<int64_t> out;
-  if (const auto *a = attr(name))
+  if (const auto *a = attr(name, onnx::AttributeProto::INTS))
     out.assign(a->ints().begin(), a->ints().end());
   return out;
 }

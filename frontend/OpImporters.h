@@ -71,10 +71,11 @@ class ImportContext {
 public:
   ImportContext(const onnx::NodeProto &node, mlir::Location loc, int opset,
                 int reportedOpset, mlir::OpBuilder &builder, ValueTable &values,
-                const TypeTable &types, llvm::StringRef modelDir)
+                const TypeTable &types, llvm::StringRef modelDir,
+                int64_t foldLimit)
       : onnxNode(node), nodeLoc(loc), opsetVersion(opset),
         reportedOpset(reportedOpset), b(builder), values(values), types(types),
-        modelDir(modelDir) {}
+        modelDir(modelDir), foldLimitBytes(foldLimit) {}
 
   /// The node being imported.
   const onnx::NodeProto &node() const { return onnxNode; }
@@ -121,18 +122,36 @@ public:
                              llvm::ArrayRef<int> outputIndex = {});
   /// Makes `v` the value of output `i`.
   void define(int i, mlir::Value v);
+  /// A tensor of `type` with every element `elem`: a constant when it fits
+  /// the fold budget, else a scalar constant broadcast by shardc.Expand at
+  /// execution time (a constant is written out whole, however it is held).
+  mlir::Value splat(mlir::RankedTensorType type, mlir::Attribute elem);
+  /// The fold budget in bytes per tensor (ImportOptions::foldLimit).
+  int64_t foldLimit() const { return foldLimitBytes; }
 
   //===--------------------------------------------------------------------===//
   // Attributes
   //===--------------------------------------------------------------------===//
 
-  /// The attribute `name`, or null.
-  const onnx::AttributeProto *attr(llvm::StringRef name) const;
-  int64_t intAttr(llvm::StringRef name, int64_t def) const;
-  float floatAttr(llvm::StringRef name, float def) const;
-  std::string stringAttr(llvm::StringRef name, llvm::StringRef def) const;
+  // The readers check the attribute's type: one of another type is an error
+  // at the node ("attribute 'beta' has type string; Gemm reads it as
+  // float"), the reader returns the default, and the node's import fails
+  // whatever the importer does next (the driver checks attributeErrors()).
+  // No importer can read a wrong-typed attribute as a default.
+
+  /// Whether the node has an attribute `name` (of any type).
+  bool hasAttr(llvm::StringRef name) const;
+  /// The attribute `name` if it has type `type`; null when absent or after
+  /// reporting a wrong type.
+  const onnx::AttributeProto *attr(llvm::StringRef name,
+                                   onnx::AttributeProto::AttributeType type);
+  int64_t intAttr(llvm::StringRef name, int64_t def);
+  float floatAttr(llvm::StringRef name, float def);
+  std::string stringAttr(llvm::StringRef name, llvm::StringRef def);
   /// The ints attribute `name`; empty when absent.
-  llvm::SmallVector<int64_t> intsAttr(llvm::StringRef name) const;
+  llvm::SmallVector<int64_t> intsAttr(llvm::StringRef name);
+  /// Whether a reader reported an attribute of the wrong type.
+  bool attributeErrors() const { return attrErrors; }
   /// A tensor attribute's value; null after reporting an error.
   mlir::DenseElementsAttr tensorAttr(const onnx::TensorProto &tensor);
   /// `axis` in [-rank, rank) made non-negative (a scalar counts as rank 1).
@@ -148,6 +167,8 @@ private:
   ValueTable &values;
   const TypeTable &types;
   llvm::StringRef modelDir;
+  int64_t foldLimitBytes;
+  bool attrErrors = false;
 };
 
 /// Imports the node of an ImportContext.

@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 #include "frontend/OpsetDowngrade.h"
 
+#include "frontend/ModelValidator.h"
 #include "frontend/OnnxBridge.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -50,15 +51,21 @@ public:
   /// Starts an error at the node ("<OpType> (opset N): ").
   InFlightDiagnostic error();
 
-  const onnx::AttributeProto *attr(llvm::StringRef name) const;
-  int64_t intAttr(llvm::StringRef name, int64_t def) const {
-    const auto *a = attr(name);
+  /// The attribute `name` if it has type `type`; null when absent, or after
+  /// reporting one of another type (findAttribute): the rewrite then fails
+  /// whatever it does next, so no wrong-typed attribute is read as a default.
+  const onnx::AttributeProto *attr(llvm::StringRef name,
+                                   onnx::AttributeProto::AttributeType type);
+  int64_t intAttr(llvm::StringRef name, int64_t def) {
+    const auto *a = attr(name, onnx::AttributeProto::INT);
     return a ? a->i() : def;
   }
-  std::string stringAttr(llvm::StringRef name, llvm::StringRef def) const {
-    const auto *a = attr(name);
+  std::string stringAttr(llvm::StringRef name, llvm::StringRef def) {
+    const auto *a = attr(name, onnx::AttributeProto::STRING);
     return a ? a->s() : def.str();
   }
+  /// Whether an attribute of the wrong type was reported.
+  bool attributeErrors() const { return attrErrors; }
   bool hasInput(int i) const {
     return i < node.input_size() && !node.input(i).empty();
   }
@@ -93,6 +100,7 @@ private:
   unsigned index;
   int version;
   unsigned emitted = 0;
+  bool attrErrors = false;
 };
 
 using Rewrite = LogicalResult (*)(NodeRewrite &);
@@ -245,11 +253,11 @@ static void trimInputs(onnx::NodeProto &n) {
 
 InFlightDiagnostic NodeRewrite::error() { return d.nodeError(node, index); }
 
-const onnx::AttributeProto *NodeRewrite::attr(llvm::StringRef name) const {
-  for (const auto &a : node.attribute())
-    if (a.name() == name)
-      return &a;
-  return nullptr;
+const onnx::AttributeProto *
+NodeRewrite::attr(llvm::StringRef name,
+                  onnx::AttributeProto::AttributeType type) {
+  return findAttribute(
+      node, name, type, [&] { return error(); }, attrErrors);
 }
 
 FailureOr<llvm::SmallVector<int64_t>>
@@ -362,6 +370,17 @@ void Downgrader::recordConstant(const onnx::NodeProto &node) {
       node.attribute_size() != 1)
     return;
   const onnx::AttributeProto &a = node.attribute(0);
+  // A Constant whose attribute has another type than its name says holds
+  // no value this pass can use (the validator reports it).
+  static const llvm::StringMap<int> types = {
+      {"value", onnx::AttributeProto::TENSOR},
+      {"value_int", onnx::AttributeProto::INT},
+      {"value_ints", onnx::AttributeProto::INTS},
+      {"value_float", onnx::AttributeProto::FLOAT},
+      {"value_floats", onnx::AttributeProto::FLOATS}};
+  auto type = types.find(a.name());
+  if (type == types.end() || type->second != a.type())
+    return;
   if (a.name() == "value") {
     constants[node.output(0)] = &a.t();
     return;
@@ -413,8 +432,11 @@ Downgrader::valueOf(const std::string &name, unsigned depth) {
     auto values = valueOf(producer->input(0), depth + 1);
     int64_t to = 0;
     for (const auto &a : producer->attribute())
-      if (a.name() == "to")
+      if (a.name() == "to") {
+        if (a.type() != onnx::AttributeProto::INT)
+          return std::nullopt;
         to = a.i();
+      }
     if (values &&
         (to == onnx::TensorProto::INT64 || to == onnx::TensorProto::INT32))
       for (double &v : *values)
@@ -423,7 +445,8 @@ Downgrader::valueOf(const std::string &name, unsigned depth) {
   }
   if (op == "Concat") {
     for (const auto &a : producer->attribute())
-      if (a.name() == "axis" && a.i() != 0)
+      if (a.name() == "axis" &&
+          (a.type() != onnx::AttributeProto::INT || a.i() != 0))
         return std::nullopt;
     llvm::SmallVector<double> out;
     for (const std::string &in : producer->input()) {
@@ -545,7 +568,8 @@ static LogicalResult reduceAxesInput(NodeRewrite &r) {
 /// evenly; an uneven split gets its sizes as a constant input.
 static LogicalResult splitNumOutputs(NodeRewrite &r) {
   onnx::NodeProto n = r.node;
-  const onnx::AttributeProto *num = r.attr("num_outputs");
+  const onnx::AttributeProto *num =
+      r.attr("num_outputs", onnx::AttributeProto::INT);
   removeAttr(n, "num_outputs");
   if (!num || r.hasInput(1)) {
     r.keep(std::move(n));
@@ -649,7 +673,8 @@ static LogicalResult resizeNewAttrs(NodeRewrite &r) {
                      << " form; only 'stretch' does";
   removeAttr(n, "antialias");
   removeAttr(n, "keep_aspect_ratio_policy");
-  if (const onnx::AttributeProto *axesAttr = r.attr("axes")) {
+  if (const onnx::AttributeProto *axesAttr =
+          r.attr("axes", onnx::AttributeProto::INTS)) {
     removeAttr(n, "axes");
     bool sizes = r.hasInput(3);
     int which = sizes ? 3 : 2;
@@ -704,7 +729,8 @@ static LogicalResult resizeNewAttrs(NodeRewrite &r) {
 /// AveragePool (19): `dilations` other than 1 have no opset-17 form.
 static LogicalResult averagePoolDilations(NodeRewrite &r) {
   onnx::NodeProto n = r.node;
-  if (const onnx::AttributeProto *dil = r.attr("dilations")) {
+  if (const onnx::AttributeProto *dil =
+          r.attr("dilations", onnx::AttributeProto::INTS)) {
     if (llvm::any_of(dil->ints(), [](int64_t v) { return v != 1; }))
       return r.error() << "dilations other than 1 (opset 19) have no opset-"
                        << kImportOpset << " form";
@@ -781,9 +807,13 @@ static LogicalResult decomposeMish(NodeRewrite &r) {
 /// then apply per group on (N, G, rest) (18) or per channel on (N, C, rest)
 /// (21), and the result takes the input's shape again.
 static LogicalResult decomposeGroupNorm(NodeRewrite &r) {
-  const onnx::AttributeProto *groupsAttr = r.attr("num_groups");
+  const onnx::AttributeProto *groupsAttr =
+      r.attr("num_groups", onnx::AttributeProto::INT);
   if (!groupsAttr)
-    return r.error() << "the num_groups attribute is missing";
+    return r.attributeErrors()
+               ? failure()
+               : LogicalResult(r.error()
+                               << "the num_groups attribute is missing");
   int64_t groups = groupsAttr->i();
   if (groups <= 0)
     return r.error() << "num_groups must be positive, got " << groups;
@@ -797,7 +827,8 @@ static LogicalResult decomposeGroupNorm(NodeRewrite &r) {
   const std::string &x = r.node.input(0), &scale = r.node.input(1),
                     &bias = r.node.input(2), &y = r.node.output(0);
   float eps = 1e-5f;
-  if (const onnx::AttributeProto *e = r.attr("epsilon"))
+  if (const onnx::AttributeProto *e =
+          r.attr("epsilon", onnx::AttributeProto::FLOAT))
     eps = e->f();
 
   std::string grouped = r.fresh(y + "_grouped");
@@ -913,6 +944,15 @@ static const Change *findChange(llvm::StringRef opType) {
   return byOp.lookup(opType);
 }
 
+int schemaChangeAfterImportOpset(llvm::StringRef opType, int opset) {
+  int version = 0;
+  if (const Change *change = findChange(opType))
+    for (int v : change->versions)
+      if (v <= opset)
+        version = std::max(version, v);
+  return version;
+}
+
 LogicalResult Downgrader::run() {
   onnx::GraphProto *graph = model.mutable_graph();
   for (const auto &in : graph->input())
@@ -929,11 +969,8 @@ LogicalResult Downgrader::run() {
     const Change *change = node.domain().empty() || node.domain() == "ai.onnx"
                                ? findChange(node.op_type())
                                : nullptr;
-    int version = 0;
-    if (change)
-      for (int v : change->versions)
-        if (v <= opset)
-          version = std::max(version, v);
+    int version =
+        change ? schemaChangeAfterImportOpset(node.op_type(), opset) : 0;
     if (!version) {
       done.push_back(node);
       recordConstant(done.back());
@@ -948,7 +985,7 @@ LogicalResult Downgrader::run() {
              << " has no rewrite into its opset-" << kImportOpset << " form";
     }
     NodeRewrite r(*this, node, index, version);
-    if (failed(change->rewrite(r)))
+    if (failed(change->rewrite(r)) || r.attributeErrors())
       return failure();
   }
 

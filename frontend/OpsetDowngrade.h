@@ -37,6 +37,11 @@ constexpr int kMaxOpset = 21;
 using NodeDiagnostic = llvm::function_ref<mlir::InFlightDiagnostic(
     const onnx::NodeProto &node, unsigned index)>;
 
+/// The opset, above kImportOpset and at most `opset`, at which the schema of
+/// `opType` last changed; 0 when its schema at `opset` is its
+/// opset-kImportOpset one.
+int schemaChangeAfterImportOpset(llvm::StringRef opType, int opset);
+
 /// Rewrites every default-domain node of `model`, whose default opset is
 /// `opset` (kImportOpset < opset <= kMaxOpset), into its opset-kImportOpset
 /// form, and makes the model import opset kImportOpset. `hasImporter` tells

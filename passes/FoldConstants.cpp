@@ -14,17 +14,35 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Matchers.h"
 
+#include "llvm/Support/MathExtras.h"
+
 using namespace mlir;
 
 namespace shardc {
 #define GEN_PASS_DEF_FOLDCONSTANTS
 #include "passes/Passes.h.inc"
 
-/// Largest result, in bytes, that folding may create.
-static constexpr int64_t kMaxFoldBytes = 16 << 20;
+std::optional<int64_t> tensorBytes(RankedTensorType type) {
+  rt::DType dt = toRuntimeType(type.getElementType());
+  if (dt == rt::DType::Undefined)
+    return std::nullopt;
+  int64_t bytes = rt::dtypeSize(dt);
+  for (int64_t d : type.getShape())
+    if (d < 0 || llvm::MulOverflow(bytes, d, bytes))
+      return std::nullopt;
+  return bytes;
+}
+
+/// Whether a tensor of `type` fits the fold budget.
+static bool fitsBudget(Type type, int64_t limitBytes) {
+  auto t = dyn_cast<RankedTensorType>(type);
+  std::optional<int64_t> bytes = t ? tensorBytes(t) : std::nullopt;
+  return bytes && *bytes <= limitBytes;
+}
 
 LogicalResult foldWithKernels(Operation *op,
-                              SmallVectorImpl<Value> &replacements) {
+                              SmallVectorImpl<Value> &replacements,
+                              int64_t limitBytes) {
   // Dropout's value depends on the seed and step of the run, not only on its
   // operands: it never folds.
   if (!isa<ShardcDialect>(op->getDialect()) || isa<ConstantOp, DropoutOp>(op) ||
@@ -54,7 +72,9 @@ LogicalResult foldWithKernels(Operation *op,
         continue;
       }
       auto attr = dyn_cast<DenseElementsAttr>(cast<Attribute>(f));
-      if (!attr)
+      // A constant is written out whole (plan emission, later folds), even
+      // when the folder made a splat of it.
+      if (!attr || !fitsBudget(res.getType(), limitBytes))
         return failure();
       repl.push_back(b.create<ConstantOp>(op->getLoc(), res.getType(), attr));
     }
@@ -65,12 +85,12 @@ LogicalResult foldWithKernels(Operation *op,
   }
   if (!allConstant)
     return failure();
-  for (Value r : op->getResults()) {
-    auto t = cast<RankedTensorType>(r.getType());
-    if (toRuntimeType(t.getElementType()) == rt::DType::Undefined ||
-        t.getNumElements() * 8 > kMaxFoldBytes)
-      return failure();
-  }
+  // Evaluating materializes every operand and result (a splat operand
+  // too): each must fit the budget, or the op runs at execution time.
+  auto fits = [&](Type t) { return fitsBudget(t, limitBytes); };
+  if (!llvm::all_of(op->getOperandTypes(), fits) ||
+      !llvm::all_of(op->getResultTypes(), fits))
+    return failure();
 
   FailureOr<OpDesc> desc = describeOp(op);
   if (failed(desc))
@@ -121,13 +141,20 @@ LogicalResult foldWithKernels(Operation *op,
 
 namespace {
 struct FoldConstantsPass : impl::FoldConstantsBase<FoldConstantsPass> {
+  using FoldConstantsBase::FoldConstantsBase;
+  SHARDC_CHECK_OPTIONS_FoldConstants;
+
   void runOnOperation() override {
+    if (std::optional<std::string> err = checkOptions()) {
+      getOperation().emitError("fold-constants: ") << *err;
+      return signalPassFailure();
+    }
     // Ops are visited in order, so a chain of constant ops folds in one walk.
     SmallVector<Operation *> ops;
     getOperation().walk([&](Operation *op) { ops.push_back(op); });
     for (Operation *op : ops) {
       SmallVector<Value> replacements;
-      (void)foldWithKernels(op, replacements);
+      (void)foldWithKernels(op, replacements, foldLimit);
     }
   }
 };

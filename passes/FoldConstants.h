@@ -8,18 +8,34 @@
 #ifndef SHARDC_PASSES_FOLDCONSTANTS_H
 #define SHARDC_PASSES_FOLDCONSTANTS_H
 
+#include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Operation.h"
 #include "mlir/Support/LogicalResult.h"
 
+#include <optional>
+
 namespace shardc {
 
-/// If every operand of `op` is a constant and the results are small enough,
-/// evaluates `op` (with its own folder, else with the CPU kernels), replaces
-/// its uses by the folded values, erases it, and returns those values in
-/// `replacements`. Fails, leaving `op` alone, when it cannot fold.
+/// The default size budget of folding, in bytes per tensor (shardc
+/// --fold-limit): 16 MiB holds the float causal mask of a 2048-token context
+/// (the largest constant that exported attention computes from shapes),
+/// while a fold's memory (its operands and results, each within the budget,
+/// copied once into the IR) stays a small multiple of it.
+constexpr int64_t kDefaultFoldLimit = int64_t(16) << 20;
+
+/// The bytes of a tensor of `type` in the runtime's layout; none when its
+/// element count overflows int64 or its element type has no runtime type.
+std::optional<int64_t> tensorBytes(mlir::RankedTensorType type);
+
+/// If every operand of `op` is a constant and its operands and results each
+/// hold at most `limitBytes` bytes, evaluates `op` (with its own folder,
+/// else with the CPU kernels), replaces its uses by the folded values,
+/// erases it, and returns those values in `replacements`. Fails, leaving
+/// `op` alone to run at execution time, when it cannot fold.
 mlir::LogicalResult
 foldWithKernels(mlir::Operation *op,
-                llvm::SmallVectorImpl<mlir::Value> &replacements);
+                llvm::SmallVectorImpl<mlir::Value> &replacements,
+                int64_t limitBytes = kDefaultFoldLimit);
 
 } // namespace shardc
 

@@ -22,21 +22,21 @@ namespace {
 
 struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
   using OptimizerBase::OptimizerBase;
+  SHARDC_CHECK_OPTIONS_Optimizer;
 
   void runOnOperation() override {
     FailureOr<func::FuncOp> step = getStepFunction(getOperation(), "optimizer");
     if (failed(step))
       return signalPassFailure();
     func::FuncOp func = *step;
+    if (std::optional<std::string> err = checkOptions()) {
+      func.emitError("optimizer: ") << *err;
+      return signalPassFailure();
+    }
+    // weight-decay's default (-1, outside its range) means "not given".
     double wd = weightDecay >= 0
                     ? weightDecay.getValue()
                     : (optimizer == OptimizerKind::AdamW ? 0.01 : 0.0);
-    if (lr < 0 || momentum < 0 || wd < 0 || eps < 0 || beta1 < 0 ||
-        beta1 >= 1 || beta2 < 0 || beta2 >= 1) {
-      func.emitError("optimizer: lr, momentum, weight decay and eps must be "
-                     ">= 0 and betas in [0, 1)");
-      return signalPassFailure();
-    }
     if (nesterov && (momentum <= 0 || dampening != 0)) {
       func.emitError("optimizer: Nesterov momentum requires a momentum and "
                      "zero dampening");

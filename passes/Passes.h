@@ -4,6 +4,7 @@
 
 #include "ir/ShardcDialect.h"
 #include "passes/OptionChoices.h"
+#include "passes/OptionRange.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Mesh/IR/MeshDialect.h"
@@ -19,10 +20,6 @@ namespace shardc {
 
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
-
-/// The passes every model goes through after import: constant folding,
-/// canonicalization and dead-code removal.
-void buildImportCleanupPipeline(mlir::OpPassManager &pm);
 
 #include "passes/PipelineOptions.h.inc"
 
@@ -50,6 +47,39 @@ struct ShardcPipelineOptions : public mlir::PassPipelineOptions<T> {
     }
   };
 
+  /// A pass's BoundedOption as a pipeline option: a value outside its range
+  /// (Passes.td) is refused as it is parsed, with the range, whether it
+  /// comes from a tool's flag or a pipeline string.
+  template <typename DataType>
+  class BoundedOption : public mlir::detail::PassOptions::Option<DataType> {
+  public:
+    template <typename... Args>
+    BoundedOption(OptionRange<DataType> range,
+                  mlir::detail::PassOptions &parent, llvm::StringRef arg,
+                  Args &&...args)
+        : mlir::detail::PassOptions::Option<DataType>(
+              parent, arg, std::forward<Args>(args)...),
+          range(range) {}
+    using mlir::detail::PassOptions::Option<DataType>::operator=;
+
+    bool handleOccurrence(unsigned pos, llvm::StringRef argName,
+                          llvm::StringRef arg) override {
+      DataType value;
+      if (this->getParser().parse(*this, argName, arg, value))
+        return true;
+      if (!range.contains(value))
+        return this->error("'" + arg + "' is out of range: it must be " +
+                           range.description);
+      this->setValue(value);
+      this->setPosition(pos);
+      this->optHasValue = true;
+      return false;
+    }
+
+  private:
+    OptionRange<DataType> range;
+  };
+
   /// Registers the options named by `args` as top-level command-line flags
   /// in `category` (they stay pipeline options too), so that a tool parses
   /// its command line straight into these options: shardc's training and
@@ -67,6 +97,17 @@ struct ShardcPipelineOptions : public mlir::PassPipelineOptions<T> {
   }
 };
 
+/// Options of the import cleanup pipeline (shardc's --fold-limit).
+struct ImportCleanupPipelineOptions
+    : public ShardcPipelineOptions<ImportCleanupPipelineOptions> {
+  SHARDC_PIPELINE_OPTIONS_FoldConstants
+};
+
+/// The passes every model goes through after import: constant folding,
+/// canonicalization and dead-code removal.
+void buildImportCleanupPipeline(mlir::OpPassManager &pm,
+                                const FoldConstantsOptions &options = {});
+
 /// Options of the training pipeline (shardc's flags, shardc-opt's
 /// --shardc-train-pipeline='...'): the options of its passes, declared in
 /// Passes.td. Sharding applies when world-size or zero-stage is given.
@@ -75,6 +116,7 @@ struct ShardcPipelineOptions : public mlir::PassPipelineOptions<T> {
 // clang-format off
 struct TrainPipelineOptions
     : public ShardcPipelineOptions<TrainPipelineOptions> {
+  SHARDC_PIPELINE_OPTIONS_FoldConstants
   SHARDC_PIPELINE_OPTIONS_Autodiff
   SHARDC_PIPELINE_OPTIONS_Optimizer
   SHARDC_PIPELINE_OPTIONS_WrapUnits

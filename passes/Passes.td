@@ -4,6 +4,20 @@
 
 include "mlir/Pass/PassBase.td"
 
+/// A numeric option whose values must lie in `range`, an interval such as
+/// "[0, inf)" or "(0, 1048576]" ("inf" for no bound; a floating-point value
+/// must also be finite). gen_pipeline_options.py makes pipeline options
+/// (and so shardc's flags) refuse a value outside it as they parse it, and
+/// gives the pass `checkOptions()` for the values it is given directly
+/// (passes/OptionRange.h). The default may lie outside the range: it then
+/// means "not given".
+class BoundedOption<string varName, string arg, string valueType,
+                    string default, string desc, string rangeText,
+                    string additionalFlags = "">
+    : Option<varName, arg, valueType, default, desc, additionalFlags> {
+  string range = rangeText;
+}
+
 def FoldConstants : Pass<"shardc-fold-constants", "mlir::func::FuncOp"> {
   let summary = "Evaluate ops whose operands are all constants";
   let description = [{
@@ -11,7 +25,8 @@ def FoldConstants : Pass<"shardc-fold-constants", "mlir::func::FuncOp"> {
     constants holding its results. Ops with a folder of their own (Shape,
     Reshape) use it; every other op is evaluated by the runtime's CPU kernel
     for it, so folding and execution agree bit for bit. Results larger than
-    16 MiB are left to run at execution time.
+    `fold-limit` bytes (operands too: folding materializes them) are left to
+    run at execution time.
 
     Before:
     ```mlir
@@ -25,6 +40,12 @@ def FoldConstants : Pass<"shardc-fold-constants", "mlir::func::FuncOp"> {
     %2 = shardc.Constant dense<[2, 3, 4]> : tensor<3xi64>
     ```
   }];
+  let options = [
+    BoundedOption<"foldLimit", "fold-limit", "int64_t", /*default=*/"16777216",
+           "Largest tensor, in bytes, that constant folding creates or reads "
+           "(default 16 MiB); larger ones are computed at execution time",
+           "[1024, 1099511627776]">,
+  ];
   let dependentDialects = ["::shardc::ShardcDialect"];
 }
 
@@ -106,15 +127,21 @@ def Optimizer : Pass<"shardc-optimizer", "mlir::ModuleOp"> {
              clEnumValN(::shardc::OptimizerKind::Sgd, "sgd", "torch.optim.SGD"),
              clEnumValN(::shardc::OptimizerKind::Adam, "adam", "torch.optim.Adam"),
              clEnumValN(::shardc::OptimizerKind::AdamW, "adamw", "torch.optim.AdamW"))}]>,
-    Option<"lr", "lr", "double", /*default=*/"1e-3", "Learning rate (default 1e-3)">,
-    Option<"momentum", "momentum", "double", /*default=*/"0.0", "SGD momentum (default 0)">,
-    Option<"dampening", "dampening", "double", /*default=*/"0.0", "SGD dampening (default 0)">,
+    BoundedOption<"lr", "lr", "double", /*default=*/"1e-3", "Learning rate (default 1e-3)",
+           "[0, inf)">,
+    BoundedOption<"momentum", "momentum", "double", /*default=*/"0.0", "SGD momentum (default 0)",
+           "[0, inf)">,
+    BoundedOption<"dampening", "dampening", "double", /*default=*/"0.0", "SGD dampening (default 0)",
+           "(-inf, inf)">,
     Option<"nesterov", "nesterov", "bool", /*default=*/"false", "SGD Nesterov momentum">,
-    Option<"weightDecay", "weight-decay", "double", /*default=*/"-1",
-           "Weight decay (default: 0 for sgd and adam, 0.01 for adamw)">,
-    Option<"beta1", "beta1", "double", /*default=*/"0.9", "Adam beta1 (default 0.9)">,
-    Option<"beta2", "beta2", "double", /*default=*/"0.999", "Adam beta2 (default 0.999)">,
-    Option<"eps", "eps", "double", /*default=*/"1e-8", "Adam epsilon (default 1e-8)">,
+    BoundedOption<"weightDecay", "weight-decay", "double", /*default=*/"-1",
+           "Weight decay (default: 0 for sgd and adam, 0.01 for adamw)", "[0, inf)">,
+    BoundedOption<"beta1", "beta1", "double", /*default=*/"0.9", "Adam beta1 (default 0.9)",
+           "[0, 1)">,
+    BoundedOption<"beta2", "beta2", "double", /*default=*/"0.999", "Adam beta2 (default 0.999)",
+           "[0, 1)">,
+    BoundedOption<"eps", "eps", "double", /*default=*/"1e-8", "Adam epsilon (default 1e-8)",
+           "[0, inf)">,
   ];
   let dependentDialects = ["::shardc::ShardcDialect"];
 }
@@ -137,9 +164,9 @@ def WrapUnits : Pass<"shardc-wrap-units", "mlir::ModuleOp"> {
     After:  `%w: tensor<4x4xf32> {shardc.param = "fc1.weight", shardc.unit = 0 : i64}`
   }];
   let options = [
-    Option<"minNumParams", "min-num-params", "int64_t", /*default=*/"0",
+    BoundedOption<"minNumParams", "min-num-params", "int64_t", /*default=*/"0",
            "Merge parameters into units of at least this many elements "
-           "(0: one unit per layer)">,
+           "(0: one unit per layer)", "[0, inf)">,
   ];
 }
 
@@ -160,10 +187,13 @@ def ZeroConfig : Pass<"shardc-zero-config", "mlir::ModuleOp"> {
     `func.func @main(...) attributes {shardc.world_size = 4 : i64, shardc.zero_stage = 3 : i64}`.
   }];
   let options = [
-    Option<"worldSize", "world-size", "int64_t", /*default=*/"1", "Number of ranks the step runs on (default 1)">,
-    Option<"stage", "zero-stage", "int64_t", /*default=*/"3",
+    BoundedOption<"worldSize", "world-size", "int64_t", /*default=*/"1",
+           "Number of ranks the step runs on (default 1, at most 2^20)",
+           "[1, 1048576]">,
+    BoundedOption<"stage", "zero-stage", "int64_t", /*default=*/"3",
            "0: DDP (all-reduce), 1: shard optimizer state (OSS), 2: also "
-           "gradients (SHARD_GRAD_OP), 3: also parameters (FULL_SHARD); default 3">,
+           "gradients (SHARD_GRAD_OP), 3: also parameters (FULL_SHARD); default 3",
+           "[0, 3]">,
   ];
   let dependentDialects = ["::shardc::ShardcDialect", "::mlir::mesh::MeshDialect"];
 }
@@ -187,8 +217,9 @@ def BucketGradients : Pass<"shardc-bucket-gradients", "mlir::ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"bucketCapMb", "bucket-cap-mb", "double", /*default=*/"25",
-           "Gradient all-reduce bucket size in MiB (stages 0, 1; default 25)">,
+    BoundedOption<"bucketCapMb", "bucket-cap-mb", "double", /*default=*/"25",
+           "Gradient all-reduce bucket size in MiB (stages 0, 1; default 25, "
+           "at most 2^20)", "(0, 1048576]">,
   ];
   let dependentDialects = ["::shardc::ShardcDialect", "::mlir::mesh::MeshDialect"];
 }

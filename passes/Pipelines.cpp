@@ -7,8 +7,9 @@ using namespace mlir;
 
 namespace shardc {
 
-void buildImportCleanupPipeline(OpPassManager &pm) {
-  pm.addNestedPass<func::FuncOp>(createFoldConstants());
+void buildImportCleanupPipeline(OpPassManager &pm,
+                                const FoldConstantsOptions &options) {
+  pm.addNestedPass<func::FuncOp>(createFoldConstants(options));
   pm.addPass(createCanonicalizerPass());
 }
 
@@ -34,25 +35,28 @@ void buildZeroPipeline(OpPassManager &pm, const ZeroPipelineOptions &options) {
 
 void buildTrainPipeline(OpPassManager &pm,
                         const TrainPipelineOptions &options) {
-  buildImportCleanupPipeline(pm);
+  FoldConstantsOptions fold = getFoldConstantsOptions(options);
+  buildImportCleanupPipeline(pm, fold);
   pm.addPass(createAutodiff(getAutodiffOptions(options)));
   pm.addPass(createOptimizer(getOptimizerOptions(options)));
-  buildImportCleanupPipeline(pm);
+  buildImportCleanupPipeline(pm, fold);
   if (!options.shards())
     return;
   pm.addPass(createWrapUnits(getWrapUnitsOptions(options)));
   addZeroPasses(pm, options);
-  buildImportCleanupPipeline(pm);
+  buildImportCleanupPipeline(pm, fold);
   pm.addPass(createLowerCollectives());
   pm.addPass(createScheduleCollectives(getScheduleCollectivesOptions(options)));
 }
 
 void registerShardcPassesAndPipelines() {
   registerShardcPasses();
-  PassPipelineRegistration<>(
+  PassPipelineRegistration<ImportCleanupPipelineOptions>(
       "shardc-import-cleanup",
       "Fold constants and canonicalize an imported model",
-      [](OpPassManager &pm) { buildImportCleanupPipeline(pm); });
+      [](OpPassManager &pm, const ImportCleanupPipelineOptions &options) {
+        buildImportCleanupPipeline(pm, getFoldConstantsOptions(options));
+      });
   PassPipelineRegistration<ZeroPipelineOptions>(
       "shardc-zero",
       "Rewrite a training step into a per-rank ZeRO stage 0-3 step",

@@ -14,6 +14,7 @@
 #include "frontend/OpImporters.h"
 
 #include "ir/ShardcDialect.h"
+#include "passes/FoldConstants.h"
 
 #include "mlir/IR/Matchers.h"
 
@@ -29,30 +30,42 @@ static LogicalResult importConstant(ImportContext &ctx) {
   if (node.attribute_size() != 1)
     return ctx.nodeError() << "expects exactly one value attribute";
   OpBuilder &b = ctx.builder();
-  const onnx::AttributeProto &a = node.attribute(0);
+  const std::string &name = node.attribute(0).name();
   DenseElementsAttr value;
-  if (a.name() == "value") {
-    value = ctx.tensorAttr(a.t());
-    if (!value)
+  if (name == "value") {
+    const auto *a = ctx.attr(name, onnx::AttributeProto::TENSOR);
+    if (!a || !(value = ctx.tensorAttr(a->t())))
       return failure();
-  } else if (a.name() == "value_float") {
+  } else if (name == "value_float") {
+    const auto *a = ctx.attr(name, onnx::AttributeProto::FLOAT);
+    if (!a)
+      return failure();
     value = DenseElementsAttr::get(RankedTensorType::get({}, b.getF32Type()),
-                                   a.f());
-  } else if (a.name() == "value_floats") {
-    SmallVector<float> v(a.floats().begin(), a.floats().end());
+                                   a->f());
+  } else if (name == "value_floats") {
+    const auto *a = ctx.attr(name, onnx::AttributeProto::FLOATS);
+    if (!a)
+      return failure();
+    SmallVector<float> v(a->floats().begin(), a->floats().end());
     value = DenseElementsAttr::get(
         RankedTensorType::get({(int64_t)v.size()}, b.getF32Type()),
         ArrayRef<float>(v));
-  } else if (a.name() == "value_int") {
+  } else if (name == "value_int") {
+    const auto *a = ctx.attr(name, onnx::AttributeProto::INT);
+    if (!a)
+      return failure();
     value = DenseElementsAttr::get(RankedTensorType::get({}, b.getI64Type()),
-                                   a.i());
-  } else if (a.name() == "value_ints") {
-    SmallVector<int64_t> v(a.ints().begin(), a.ints().end());
+                                   a->i());
+  } else if (name == "value_ints") {
+    const auto *a = ctx.attr(name, onnx::AttributeProto::INTS);
+    if (!a)
+      return failure();
+    SmallVector<int64_t> v(a->ints().begin(), a->ints().end());
     value = DenseElementsAttr::get(
         RankedTensorType::get({(int64_t)v.size()}, b.getI64Type()),
         ArrayRef<int64_t>(v));
   } else {
-    return ctx.nodeError() << "constant attribute '" << a.name()
+    return ctx.nodeError() << "constant attribute '" << name
                            << "' is not supported";
   }
   ctx.define(0, b.create<ConstantOp>(ctx.loc(), value.getType(), value));
@@ -67,7 +80,7 @@ static LogicalResult importConstantOfShape(ImportContext &ctx) {
     return failure();
   OpBuilder &b = ctx.builder();
   Attribute elem;
-  if (const auto *a = ctx.attr("value")) {
+  if (const auto *a = ctx.attr("value", onnx::AttributeProto::TENSOR)) {
     DenseElementsAttr v = ctx.tensorAttr(a->t());
     if (!v)
       return failure();
@@ -77,8 +90,7 @@ static LogicalResult importConstantOfShape(ImportContext &ctx) {
   } else {
     elem = b.getF32FloatAttr(0.0f);
   }
-  auto splat = DenseElementsAttr::get(*type, elem);
-  ctx.define(0, b.create<ConstantOp>(ctx.loc(), *type, splat));
+  ctx.define(0, ctx.splat(*type, elem));
   return success();
 }
 
@@ -153,6 +165,14 @@ static LogicalResult importMod(ImportContext &ctx) {
     }
     return index;
   };
+  // Mod has no kernel: its result is computed here, within the fold budget.
+  std::optional<int64_t> bytes = tensorBytes(*type);
+  if (!bytes || *bytes > ctx.foldLimit())
+    return ctx.nodeError() << "the result " << *type
+                           << " is larger than --fold-limit ("
+                           << ctx.foldLimit()
+                           << " bytes); Mod is computed at import, for shape "
+                              "arithmetic";
   int64_t n = type->getNumElements();
   if (isFloat) {
     SmallVector<double> x, y;
@@ -183,7 +203,8 @@ static LogicalResult importMod(ImportContext &ctx) {
     int64_t p = x[sourceIndex(a, i)], q = y[sourceIndex(b, i)];
     if (q == 0)
       return ctx.nodeError() << "division by zero";
-    int64_t r = p % q;
+    // INT64_MIN % -1 overflows (and traps): the remainder is 0.
+    int64_t r = q == -1 ? 0 : p % q;
     if (!fmod && r != 0 && ((r < 0) != (q < 0)))
       r += q;
     out.push_back(

@@ -142,7 +142,7 @@ static LogicalResult importConvTranspose(ImportContext &ctx) {
   if (autoPad != "NOTSET" && autoPad != "VALID" && autoPad != "SAME_UPPER" &&
       autoPad != "SAME_LOWER")
     return ctx.nodeError() << "unknown auto_pad '" << autoPad << "'";
-  bool fromOutput = ctx.attr("output_shape") || autoPad == "SAME_UPPER" ||
+  bool fromOutput = ctx.hasAttr("output_shape") || autoPad == "SAME_UPPER" ||
                     autoPad == "SAME_LOWER";
   // The full result along axis i has (in - 1) * stride + span elements; the
   // output takes `out` of them from pads[i] on.
@@ -193,10 +193,8 @@ static LogicalResult importConvTranspose(ImportContext &ctx) {
     auto zeros = [&](int64_t count) -> Value {
       SmallVector<int64_t> shape(cur.getShape());
       shape[i + 2] = count;
-      auto t = RankedTensorType::get(shape, elem);
-      return b.create<ConstantOp>(loc, t,
-                                  cast<ElementsAttr>(DenseElementsAttr::get(
-                                      t, b.getFloatAttr(elem, 0.0))));
+      return ctx.splat(RankedTensorType::get(shape, elem),
+                       b.getFloatAttr(elem, 0.0));
     };
     if (zerosBegin[i])
       parts.push_back(zeros(zerosBegin[i]));

@@ -556,9 +556,7 @@ static LogicalResult importPad(ImportContext &ctx) {
     auto block = [&](int64_t n) -> Value {
       SmallVector<int64_t> shape(cur.getShape());
       shape[axis] = n;
-      auto t = RankedTensorType::get(shape, elem);
-      return b.create<ConstantOp>(
-          loc, t, cast<ElementsAttr>(DenseElementsAttr::get(t, fill)));
+      return ctx.splat(RankedTensorType::get(shape, elem), fill);
     };
     SmallVector<Value> parts;
     if (before)
@@ -718,9 +716,7 @@ static LogicalResult importResize(ImportContext &ctx) {
       acc = acc ? Value(b.create<AddOp>(loc, acc, e)) : e;
     }
     if (!acc) // every element is outside and the extrapolation is 0
-      acc = b.create<ConstantOp>(loc, outType,
-                                 cast<ElementsAttr>(DenseElementsAttr::get(
-                                     outType, b.getFloatAttr(elem, 0.0))));
+      acc = ctx.splat(outType, b.getFloatAttr(elem, 0.0));
     cur = acc;
   }
   if (cur == x)

@@ -105,10 +105,10 @@ static LogicalResult importClip(ImportContext &ctx) {
   if (ctx.opset() < 11) {
     if (!isa<FloatType>(type.getElementType()))
       return ctx.nodeError() << "needs a float input, got " << type;
-    if (ctx.attr("min"))
+    if (ctx.hasAttr("min"))
       lo = scalarConstant(b, loc, type.getElementType(),
                           ctx.floatAttr("min", 0.0f));
-    if (ctx.attr("max"))
+    if (ctx.hasAttr("max"))
       hi = scalarConstant(b, loc, type.getElementType(),
                           ctx.floatAttr("max", 0.0f));
   }
@@ -403,8 +403,7 @@ static LogicalResult importDropout(ImportContext &ctx) {
     auto maskType = ctx.outType(1);
     if (failed(maskType))
       return failure();
-    auto ones = DenseElementsAttr::get(*maskType, true);
-    ctx.define(1, b.create<ConstantOp>(ctx.loc(), *maskType, ones));
+    ctx.define(1, ctx.splat(*maskType, b.getBoolAttr(true)));
   }
   return success();
 }

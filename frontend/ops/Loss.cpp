@@ -37,7 +37,7 @@ static FailureOr<LossNode> readLossNode(ImportContext &ctx) {
   OpBuilder &b = ctx.builder();
   LossNode node{*lossType, LossReductionAttr::get(b.getContext(), *reduction),
                 IntegerAttr()};
-  if (const auto *ignore = ctx.attr("ignore_index"))
+  if (const auto *ignore = ctx.attr("ignore_index", onnx::AttributeProto::INT))
     node.ignoreIndex = b.getI64IntegerAttr(ignore->i());
   return node;
 }

@@ -156,9 +156,7 @@ static LogicalResult importInstanceNorm(ImportContext &ctx) {
                              << channels << "], got " << t;
   }
   auto onesType = RankedTensorType::get(xt.getShape().drop_front(2), elem);
-  Value ones = b.create<ConstantOp>(loc, onesType,
-                                    cast<ElementsAttr>(DenseElementsAttr::get(
-                                        onesType, b.getFloatAttr(elem, 1.0))));
+  Value ones = ctx.splat(onesType, b.getFloatAttr(elem, 1.0));
   SmallVector<int64_t> stat(xt.getShape().take_front(2));
   stat.append(xt.getRank() - 2, 1);
   auto statType = RankedTensorType::get(stat, elem);

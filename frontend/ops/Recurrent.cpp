@@ -131,12 +131,12 @@ static FailureOr<RnnSpec> readSpec(ImportContext &ctx, int gates,
   if (wt.getDimSize(0) != spec.dirs || wt.getDimSize(1) != gates * spec.hidden)
     return ctx.nodeError() << "W " << wt << " does not fit " << spec.dirs
                            << " direction(s) of " << gates << " gates";
-  if (ctx.attr("hidden_size") &&
+  if (ctx.hasAttr("hidden_size") &&
       ctx.intAttr("hidden_size", spec.hidden) != spec.hidden)
     return ctx.nodeError() << "hidden_size does not match W";
-  if (ctx.attr("clip"))
+  if (ctx.hasAttr("clip"))
     return ctx.nodeError() << "clip is not supported";
-  if (const auto *a = ctx.attr("activations")) {
+  if (const auto *a = ctx.attr("activations", onnx::AttributeProto::STRINGS)) {
     for (int i = 0; i < a->strings_size(); ++i)
       if (a->strings(i) != activations[i % activations.size()])
         return ctx.nodeError()

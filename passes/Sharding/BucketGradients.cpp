@@ -22,14 +22,16 @@ namespace {
 
 struct BucketGradientsPass : impl::BucketGradientsBase<BucketGradientsPass> {
   using BucketGradientsBase::BucketGradientsBase;
+  SHARDC_CHECK_OPTIONS_BucketGradients;
+
   void runOnOperation() override {
     FailureOr<func::FuncOp> step =
         getStepFunction(getOperation(), "bucket-gradients");
     if (failed(step))
       return signalPassFailure();
     func::FuncOp func = *step;
-    if (bucketCapMb <= 0) {
-      func.emitError("bucket-gradients: bucket-cap-mb must be positive");
+    if (std::optional<std::string> err = checkOptions()) {
+      func.emitError("bucket-gradients: ") << *err;
       return signalPassFailure();
     }
     FailureOr<int64_t> n = configuredWorldSize(func, "bucket-gradients");

@@ -46,6 +46,7 @@ std::string layerOf(StringRef name) {
 
 struct WrapUnitsPass : impl::WrapUnitsBase<WrapUnitsPass> {
   using WrapUnitsBase::WrapUnitsBase;
+  SHARDC_CHECK_OPTIONS_WrapUnits;
 
   void runOnOperation() override {
     FailureOr<func::FuncOp> step =
@@ -53,8 +54,8 @@ struct WrapUnitsPass : impl::WrapUnitsBase<WrapUnitsPass> {
     if (failed(step))
       return signalPassFailure();
     func::FuncOp func = *step;
-    if (minNumParams < 0) {
-      func.emitError("wrap-units: min-num-params must be >= 0");
+    if (std::optional<std::string> err = checkOptions()) {
+      func.emitError("wrap-units: ") << *err;
       return signalPassFailure();
     }
     // Trained parameters (an optimizer update consumes them) first, then

@@ -28,15 +28,16 @@ namespace {
 
 struct ZeroConfigPass : impl::ZeroConfigBase<ZeroConfigPass> {
   using ZeroConfigBase::ZeroConfigBase;
+  SHARDC_CHECK_OPTIONS_ZeroConfig;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     FailureOr<func::FuncOp> step = getStepFunction(module, "zero-config");
     if (failed(step))
       return signalPassFailure();
     func::FuncOp func = *step;
-    if (worldSize < 1 || stage < 0 || stage > 3) {
-      func.emitError("zero-config: world-size must be >= 1 and zero-stage 0, "
-                     "1, 2 or 3");
+    if (std::optional<std::string> err = checkOptions()) {
+      func.emitError("zero-config: ") << *err;
       return signalPassFailure();
     }
     OpBuilder b(func.getContext());

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "frontend/Importer.h"
+#include "frontend/ModelValidator.h"
 #include "frontend/OnnxBridge.h"
 #include "ir/ShardcDialect.h"
 #include "passes/LowerToPlan/PlanEmitter.h"
@@ -339,6 +340,63 @@ static int fail(const llvm::Twine &msg) {
   return 1;
 }
 
+/// Whether `a` and `b` name the same existing file.
+static bool sameFile(const llvm::Twine &a, const llvm::Twine &b) {
+  bool same = false;
+  return !llvm::sys::fs::equivalent(a, b, same) && same;
+}
+
+/// Checks where -o writes before anything is compiled. A plan goes into a
+/// new or empty directory, or replaces a previous plan (a directory holding
+/// only the files a plan has); nothing else is overwritten, and
+/// neither is the input model (-o model.onnx --emit=mlir, or a plan's own
+/// model.onnx compiled into that plan).
+static llvm::Error checkOutputPath(llvm::StringRef out, llvm::StringRef input,
+                                   bool plan) {
+  auto error = [&](const llvm::Twine &msg) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "-o " + out + ": " + msg);
+  };
+  if (!plan) {
+    if (out != "-" && sameFile(out, input))
+      return error("that is the input model; give another output file");
+    return llvm::Error::success();
+  }
+  const char *planFiles[] = {shardc::plan::kPlanFile, shardc::plan::kParamsFile,
+                             shardc::plan::kConstantsFile, kSourceModelFile};
+  for (const char *name : planFiles) {
+    llvm::SmallString<256> path(out);
+    llvm::sys::path::append(path, name);
+    if (sameFile(path, input))
+      return error(llvm::Twine("the plan would overwrite the input model (") +
+                   path + "); give another output directory");
+  }
+  llvm::sys::fs::file_status status;
+  if (llvm::sys::fs::status(out, status))
+    return llvm::Error::success(); // a new directory
+  if (status.type() != llvm::sys::fs::file_type::directory_file)
+    return error("exists and is not a directory; a plan is a directory");
+  std::error_code ec;
+  std::string foreign;
+  for (llvm::sys::fs::directory_iterator it(out, ec), end; it != end && !ec;
+       it.increment(ec)) {
+    llvm::StringRef name = llvm::sys::path::filename(it->path());
+    // A plan's files, and the temporaries an interrupted write leaves.
+    bool ours = llvm::any_of(planFiles, [&](const char *f) {
+      return name == f || name.starts_with((llvm::Twine(f) + ".tmp-").str());
+    });
+    if (!ours && foreign.empty())
+      foreign = name.str();
+  }
+  if (ec)
+    return error("cannot list the directory: " + ec.message());
+  if (!foreign.empty())
+    return error("the directory holds '" + foreign +
+                 "', which is not part of a plan; give a new or empty "
+                 "directory, or a previous plan's, to write the plan into");
+  return llvm::Error::success();
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   shardc::TrainPipelineOptions pipeline;
@@ -349,6 +407,7 @@ int main(int argc, char **argv) {
       shardc::kZeroConfigOptionArgs, shardc::kBucketGradientsOptionArgs,
       shardc::kWrapUnitsOptionArgs, shardc::kShardParametersOptionArgs,
       shardc::kScheduleCollectivesOptionArgs};
+  pipeline.addAsToolFlags(shardc::kFoldConstantsOptionArgs, shardcCategory);
   for (Args args : trainArgs)
     pipeline.addAsToolFlags(args, trainCategory);
   for (Args args : shardArgs)
@@ -360,6 +419,11 @@ int main(int argc, char **argv) {
       "  shardc model.onnx -o PLAN                      forward pass\n"
       "  shardc model.onnx -o PLAN --optimizer adamw    training step\n"
       "  shardc model.onnx --emit=mlir                  show the IR\n");
+  if (llvm::Error err = checkOutputPath(
+          outputPath.empty() ? (emitKind == EmitKind::Plan ? "plan" : "-")
+                             : outputPath.getValue(),
+          inputPath, emitKind == EmitKind::Plan))
+    return fail(llvm::toString(std::move(err)));
   bool training = pipeline.optimizer.hasValue() || pipeline.loss.hasValue();
   if (!training) {
     if (printTrainable)
@@ -376,6 +440,7 @@ int main(int argc, char **argv) {
   }
 
   shardc::ImportOptions options;
+  options.foldLimit = pipeline.foldLimit;
   for (const std::string &bind : binds) {
     auto [name, file] = llvm::StringRef(bind).split('=');
     if (name.empty() || file.empty())
@@ -393,9 +458,10 @@ int main(int argc, char **argv) {
   for (const std::string &dim : dimSizes) {
     auto [name, value] = llvm::StringRef(dim).split('=');
     int64_t size = 0;
-    if (name.empty() || value.getAsInteger(10, size) || size <= 0)
-      return fail("--dim expects NAME=SIZE with a positive SIZE, got '" + dim +
-                  "'");
+    if (name.empty() || value.getAsInteger(10, size) || size <= 0 ||
+        size > shardc::kMaxTensorElements)
+      return fail("--dim expects NAME=SIZE with SIZE in [1, 2^46], got '" +
+                  dim + "'");
     auto [it, inserted] = options.dims.try_emplace(name.str(), size);
     if (!inserted && it->second != size)
       return fail("--dim " + name + " is given twice, with sizes " +
@@ -433,7 +499,8 @@ int main(int argc, char **argv) {
   if (training) {
     shardc::buildTrainPipeline(pm, pipeline);
   } else if (!noCleanup) {
-    shardc::buildImportCleanupPipeline(pm);
+    shardc::buildImportCleanupPipeline(
+        pm, shardc::getFoldConstantsOptions(pipeline));
   }
   if (failed(pm.run(module)))
     return 1;

@@ -130,16 +130,16 @@ func.func @nonconst(%arg0: tensor<2xf32>) -> tensor<2xf32> {
 
 // -----
 
-// Must not fold: results over 16 MiB (here 4M elements) are left to run at
-// execution time.
+// Must not fold: results over the fold budget (fold-limit, 16 MiB by
+// default; here 16 MiB and 4 bytes) are left to run at execution time.
 // CHECK-LABEL: func.func @too_large(
-// CHECK:         %[[C:.*]] = shardc.Constant dense<1.000000e+00> : tensor<4194304xf32>
-// CHECK-NEXT:    %[[NEG:.*]] = shardc.Neg %[[C]] : tensor<4194304xf32>
+// CHECK:         %[[C:.*]] = shardc.Constant dense<1.000000e+00> : tensor<4194305xf32>
+// CHECK-NEXT:    %[[NEG:.*]] = shardc.Neg %[[C]] : tensor<4194305xf32>
 // CHECK-NEXT:    return %[[NEG]]
-func.func @too_large() -> tensor<4194304xf32> {
-  %0 = shardc.Constant dense<1.0> : tensor<4194304xf32>
-  %1 = shardc.Neg %0 : tensor<4194304xf32>
-  return %1 : tensor<4194304xf32>
+func.func @too_large() -> tensor<4194305xf32> {
+  %0 = shardc.Constant dense<1.0> : tensor<4194305xf32>
+  %1 = shardc.Neg %0 : tensor<4194305xf32>
+  return %1 : tensor<4194305xf32>
 }
 
 // -----

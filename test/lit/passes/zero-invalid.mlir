@@ -1,11 +1,19 @@
 // RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=2 zero-stage=3' -verify-diagnostics
 // RUN: not shardc-opt %s -split-input-file -shardc-zero='world-size=2 zero-stage=4' 2>&1 | FileCheck %s --check-prefix=STAGE
 // RUN: not shardc-opt %s -split-input-file -shardc-zero='world-size=2 zero-stage=-1' 2>&1 | FileCheck %s --check-prefix=STAGE
-// RUN: not shardc-opt %s -split-input-file -shardc-zero='world-size=0 zero-stage=0' 2>&1 | FileCheck %s --check-prefix=STAGE
+// RUN: not shardc-opt %s -split-input-file -shardc-zero='world-size=0 zero-stage=0' 2>&1 | FileCheck %s --check-prefix=WORLD
+// RUN: not shardc-opt %s -split-input-file -shardc-zero='world-size=9223372036854775807' 2>&1 | FileCheck %s --check-prefix=WORLD
+// RUN: not shardc-opt %s -split-input-file -shardc-zero-config='world-size=0' 2>&1 | FileCheck %s --check-prefix=PASS-WORLD
 // RUN: not shardc-opt %s -split-input-file -shardc-zero='world-size=2 zero-stage=0 bucket-cap-mb=0' 2>&1 | FileCheck %s --check-prefix=BUCKET
+// RUN: not shardc-opt %s -split-input-file -shardc-zero='world-size=2 zero-stage=0 bucket-cap-mb=nan' 2>&1 | FileCheck %s --check-prefix=BUCKET-NAN
 
-// STAGE: error: zero-config: world-size must be >= 1 and zero-stage 0, 1, 2 or 3
-// BUCKET: error: bucket-gradients: bucket-cap-mb must be positive
+// Pipeline options are refused as they are parsed; pass options when the
+// pass runs. World sizes go up to 2^20.
+// STAGE: for the --zero-stage option: '{{4|-1}}' is out of range: it must be in [0, 3]
+// WORLD: for the --world-size option: '{{0|9223372036854775807}}' is out of range: it must be in [1, 1048576]
+// PASS-WORLD: error: zero-config: world-size must be in [1, 1048576], got 0
+// BUCKET: for the --bucket-cap-mb option: '0' is out of range: it must be in (0, 1048576]
+// BUCKET-NAN: for the --bucket-cap-mb option: 'nan' is out of range: it must be in (0, 1048576]
 
 // One wrap unit (layer "m") holding an f32 and an f16 parameter cannot be
 // flattened into one buffer.

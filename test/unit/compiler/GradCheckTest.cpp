@@ -353,8 +353,8 @@ const Case kCases[] = {
     {"pad_reflect_edge",
      "float[3,4] A = @RAND(12)",
      "p = Constant<value = int64[4] {1, 2, 1, 1}>()\n"
-     "  R = Pad<mode=\"reflect\">(A, p)\n  E = Pad<mode=\"edge\">(A, p)\n"
-     "  Y = Mul(R, E)",
+     "  F = Pad<mode=\"reflect\">(A, p)\n  E = Pad<mode=\"edge\">(A, p)\n"
+     "  Y = Mul(F, E)",
      {5, 7}},
     {"softmax", "float[2,4] A = @RAND(8)", "Y = Softmax<axis=1>(A)", {2, 4}},
     {"logsoftmax",

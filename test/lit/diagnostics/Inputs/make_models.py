@@ -10,6 +10,10 @@ KIND:
   torch-kinds        Y = X * W + c, where W carries the input kind PARAMETER
                      that PyTorch's dynamo exporter records
                      (ValueInfoProto.metadata_props, IR 10) and c none
+  nan-alpha          Y = LeakyRelu(X) with alpha = NaN
+  type-field         Y = LeakyRelu(X) whose alpha is declared an int but
+                     holds a float value
+  no-type            Y = LeakyRelu(X) whose alpha has no type
 
 Uses only Debian's python3-onnx.
 """
@@ -56,6 +60,14 @@ def main():
                            .SerializeToString() + bytes([4 << 3 | 2, len(payload)]) + payload)
         graph.value_info.append(vi)
         m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    elif kind in ("nan-alpha", "type-field", "no-type"):
+        node = helper.make_node("LeakyRelu", ["X"], ["Y"], name="leaky",
+                                alpha=float("nan") if kind == "nan-alpha" else 0.5)
+        if kind == "type-field":
+            node.attribute[0].type = onnx.AttributeProto.INT
+        elif kind == "no-type":
+            node.attribute[0].ClearField("type")
+        m = model([node], [x], [y], [("", 13)])
     else:
         sys.exit("unknown kind " + kind)
     with open(out, "wb") as f:
