@@ -363,7 +363,8 @@ static llvm::Error checkOutputPath(llvm::StringRef out, llvm::StringRef input,
     return llvm::Error::success();
   }
   const char *planFiles[] = {shardc::plan::kPlanFile, shardc::plan::kParamsFile,
-                             shardc::plan::kConstantsFile, kSourceModelFile};
+                             shardc::plan::kConstantsFile,
+                             shardc::plan::kManifestFile, kSourceModelFile};
   for (const char *name : planFiles) {
     llvm::SmallString<256> path(out);
     llvm::sys::path::append(path, name);
