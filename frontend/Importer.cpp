@@ -39,6 +39,7 @@
 #include "llvm/Support/Path.h"
 
 #include <limits>
+#include <optional>
 
 using namespace mlir;
 
@@ -264,8 +265,12 @@ namespace {
 
 class Importer {
 public:
-  Importer(MLIRContext &ctx, ImportedModel &result, llvm::StringRef path)
-      : ctx(ctx), b(&ctx), result(result), path(path.str()) {}
+  /// `contents`, when given, are the model file's bytes: `path` is then
+  /// only read for external data.
+  Importer(MLIRContext &ctx, ImportedModel &result, llvm::StringRef path,
+           std::optional<llvm::StringRef> contents = std::nullopt)
+      : ctx(ctx), b(&ctx), result(result), path(path.str()),
+        contents(contents) {}
 
   LogicalResult run(const ImportOptions &options);
 
@@ -298,6 +303,7 @@ private:
   OpBuilder b;
   ImportedModel &result;
   std::string path;
+  std::optional<llvm::StringRef> contents;
   /// The default opset of the forms the importers read (after conversion).
   int opset = 0;
   /// The opset error messages name: the model's own where its nodes were
@@ -335,7 +341,9 @@ LogicalResult Importer::prepareModel(const ImportOptions &options) {
   auto fail = [&](llvm::Error err) {
     return emitError(fileLoc) << llvm::toString(std::move(err));
   };
-  if (llvm::Error err = onnxbridge::readModel(path, model))
+  if (llvm::Error err = contents
+                            ? onnxbridge::parseModel(*contents, path, model)
+                            : onnxbridge::readModel(path, model))
     return fail(std::move(err));
 
   // Versions first: ONNX's converter and checker trust them.
@@ -918,6 +926,18 @@ FailureOr<ImportedModel> importOnnxFile(MLIRContext &ctx, llvm::StringRef path,
   ctx.loadDialect<ShardcDialect, func::FuncDialect>();
   ImportedModel result;
   Importer importer(ctx, result, path);
+  if (failed(importer.run(options)))
+    return failure();
+  return result;
+}
+
+FailureOr<ImportedModel> importOnnxBuffer(MLIRContext &ctx,
+                                          llvm::StringRef contents,
+                                          llvm::StringRef path,
+                                          const ImportOptions &options) {
+  ctx.loadDialect<ShardcDialect, func::FuncDialect>();
+  ImportedModel result;
+  Importer importer(ctx, result, path, contents);
   if (failed(importer.run(options)))
     return failure();
   return result;

@@ -70,6 +70,13 @@ mlir::FailureOr<ImportedModel> importOnnxFile(mlir::MLIRContext &ctx,
                                               llvm::StringRef path,
                                               const ImportOptions &options);
 
+/// Imports a model from the contents of a model file named `path`: the
+/// name in messages, and the directory that holds its external data.
+mlir::FailureOr<ImportedModel> importOnnxBuffer(mlir::MLIRContext &ctx,
+                                                llvm::StringRef contents,
+                                                llvm::StringRef path,
+                                                const ImportOptions &options);
+
 /// The bytes of an initializer in the runtime's layout (row-major, little
 /// endian, one byte per bool): raw_data, the typed repeated fields, or
 /// external data, which must lie inside `modelDir` and within its file.

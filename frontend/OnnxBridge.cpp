@@ -60,7 +60,11 @@ llvm::Error readModel(llvm::StringRef path, onnx::ModelProto &model) {
   if (!buffer)
     return makeError("cannot read " + path + ": " +
                      buffer.getError().message());
-  llvm::StringRef bytes = (*buffer)->getBuffer();
+  return parseModel((*buffer)->getBuffer(), path, model);
+}
+
+llvm::Error parseModel(llvm::StringRef bytes, llvm::StringRef path,
+                       onnx::ModelProto &model) {
   if (path.ends_with(".onnxtxt"))
     return parseTextModel(bytes, path, model);
   if (bytes.size() >= static_cast<size_t>(std::numeric_limits<int>::max()))
@@ -142,9 +146,67 @@ static void guardShapeDataPropagation() {
   (void)done;
 }
 
+/// The input that holds a convolution's weight (whose dims 2.. ONNX's
+/// inference takes as the kernel shape when there is no kernel_shape
+/// attribute), or -1 for an operator without one.
+static int weightInput(llvm::StringRef op) {
+  if (op == "Conv" || op == "ConvTranspose" || op == "ConvInteger")
+    return 1;
+  if (op == "QLinearConv")
+    return 3;
+  return -1;
+}
+
+/// Wraps the shape inference of the convolutions in a check of what
+/// libonnx 1.12's convPoolShapeInference and convTransposeShapeInference
+/// index unchecked: a weight of another rank than the input (found by
+/// test/fuzz's importer fuzzer) makes them read and write past the end of
+/// their per-axis vectors. The check fails inference like ONNX's own
+/// checks do, so the node is reported, not run.
+static void guardConvolutionInference() {
+  static const bool done = [] {
+    for (const onnx::OpSchema &copy :
+         onnx::OpSchemaRegistry::get_all_schemas_with_history()) {
+      int weight = weightInput(copy.Name());
+      if (weight < 0 || !copy.domain().empty())
+        continue;
+      const onnx::OpSchema *schema = onnx::OpSchemaRegistry::Schema(
+          copy.Name(), copy.since_version(), copy.domain());
+      if (!schema || schema->since_version() != copy.since_version() ||
+          !schema->has_type_and_shape_inference_function())
+        continue;
+      onnx::InferenceFunction inner =
+          schema->GetTypeAndShapeInferenceFunction();
+      // The registry owns its schemas as mutable objects; it hands out
+      // const pointers only.
+      const_cast<onnx::OpSchema *>(schema)->TypeAndShapeInferenceFunction(
+          [inner, weight](onnx::InferenceContext &ctx) {
+            constexpr int input = 0; // X
+            if (ctx.getNumInputs() > static_cast<size_t>(weight) &&
+                onnx::hasInputShape(ctx, input) &&
+                onnx::hasInputShape(ctx, weight) &&
+                !ctx.getAttribute("kernel_shape")) {
+              int x = ctx.getInputType(input)->tensor_type().shape().dim_size();
+              int w =
+                  ctx.getInputType(weight)->tensor_type().shape().dim_size();
+              if (x != w)
+                fail_shape_inference(
+                    "the input has rank ", x, " but the weight has rank ", w,
+                    "; a convolution's input (N, C, spatial...) and weight "
+                    "(M, C/group, kernel...) have one rank");
+            }
+            inner(ctx);
+          });
+    }
+    return true;
+  }();
+  (void)done;
+}
+
 llvm::Error inferShapes(onnx::ModelProto &model, bool strict) {
   try {
     guardShapeDataPropagation();
+    guardConvolutionInference();
     onnx::ShapeInferenceOptions options(/*check_type=*/true, strict ? 1 : 0,
                                         /*data_prop=*/true);
     onnx::shape_inference::InferShapes(

@@ -23,6 +23,11 @@ namespace shardc::onnxbridge {
 /// name ends in `.onnxtxt`. Rejects files over 2 GiB (protobuf's limit).
 llvm::Error readModel(llvm::StringRef path, onnx::ModelProto &model);
 
+/// Parses the contents of a model file named `path` (for messages; the
+/// syntax follows its extension as for readModel).
+llvm::Error parseModel(llvm::StringRef bytes, llvm::StringRef path,
+                       onnx::ModelProto &model);
+
 /// Parses ONNX's textual model syntax.
 llvm::Error parseTextModel(llvm::StringRef text, llvm::StringRef path,
                            onnx::ModelProto &model);

@@ -88,7 +88,7 @@ def Autodiff : Pass<"shardc-autodiff", "mlir::ModuleOp"> {
            "The output to differentiate (default: the only scalar float output)">,
     ListOption<"freeze", "freeze", "std::string",
            "Do not train the parameters whose names match REGEX (searched "
-           "anywhere in the name, e.g. '^encoder\\.' or 'mask$'; repeatable)",
+           "anywhere in the name, e.g. '^encoder[.]' or 'mask$'; repeatable)",
            "::llvm::cl::value_desc(\"REGEX\")">,
     ListOption<"trainable", "trainable", "std::string",
            "Train only the parameters whose names match REGEX (and no "

@@ -516,7 +516,10 @@ static LogicalResult importPad(ImportContext &ctx) {
     fill = *attr.value_begin<Attribute>();
   }
   Value v = x;
-  for (auto [k, axis] : llvm::enumerate(axes)) {
+  for (auto [k, axisRef] : llvm::enumerate(axes)) {
+    // A plain copy: lambdas below capture it (C++17 cannot capture a
+    // structured binding).
+    int64_t axis = axisRef;
     int64_t before = pads[k], after = pads[k + axes.size()];
     if (before < 0 || after < 0)
       return ctx.nodeError() << "negative pads (cropping) are not supported";

@@ -592,6 +592,10 @@ def main():
     ap.add_argument("--mem-limit-gib", type=float, default=4,
                     help="data size limit of every process (RLIMIT_DATA)")
     ap.add_argument("--json", help="write every result to this file")
+    ap.add_argument("--dump", metavar="DIR",
+                    help="write the plan.pb of every hostile mutation to DIR "
+                         "(inputs for the plan fuzzer's corpus) and run "
+                         "nothing")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
     global MEM_LIMIT
@@ -605,6 +609,33 @@ def main():
     finally:
         if not keep:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def dump_hostile(args, pb, clean, work):
+    """Writes the plan.pb of each hostile mutation to args.dump."""
+    plan = pb.Plan()
+    plan.ParseFromString(read(os.path.join(clean, "plan.pb")))
+    muts = (hostile_byte_flips(clean, random.Random("%d:flips" % args.seed),
+                               args.flips) +
+            field_mutations(pb, plan, random.Random("%d:fields" % args.seed),
+                            args.fields))
+    os.makedirs(args.dump, exist_ok=True)
+    written = 0
+    for n, (kind, desc, mutate) in enumerate(muts):
+        d = os.path.join(work, "mutant.plan")
+        if os.path.lexists(d):
+            shutil.rmtree(d)
+        shutil.copytree(clean, d)
+        try:
+            mutate(d)
+        except Exception:  # a mutation that does not apply to the plan
+            continue
+        data = read(os.path.join(d, "plan.pb"))
+        name = "hostile-%s" % hashlib.sha1(data).hexdigest()[:16]
+        write(os.path.join(args.dump, name), data)
+        written += 1
+    print("wrote %d hostile plan.pb files to %s" % (written, args.dump))
+    return 0
 
 
 def harness(args, work):
@@ -637,6 +668,9 @@ def harness(args, work):
                              "--export", export, "--progress", "off"],
                             args.timeout)
         return rc, out, secs, log, export
+
+    if args.dump:
+        return dump_hostile(args, pb, clean, work)
 
     rc, out, secs, log, export = shardrun(clean, "clean")
     if rc != 0:

@@ -42,6 +42,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -944,6 +945,22 @@ int main(int argc, char **argv) {
   if (ranks < 1) {
     llvm::WithColor::error(llvm::errs(), "shardrun")
         << "--nproc must be >= 1\n";
+    return 1;
+  }
+  // Local ranks share this machine's cores: past a few per core a job only
+  // thrashes (and a plan compiled for a cluster would start thousands of
+  // processes here).
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  int maxLocal = static_cast<int>(std::max(16u, 4 * cores));
+  if (ranks > maxLocal) {
+    llvm::WithColor::error(llvm::errs(), "shardrun")
+        << (nproc ? "--nproc " + std::to_string(ranks)
+                  : "the plan's world size, " + std::to_string(ranks) + ",")
+        << " would start " << ranks << " ranks on this machine, which has "
+        << cores << " cores (at most " << maxLocal
+        << " local ranks); run a plan this large across hosts: mpirun -np "
+        << ranks << " --hostfile HOSTS shardrun PLAN ..., or srun -n " << ranks
+        << " shardrun PLAN ...\n";
     return 1;
   }
   if (ranks > 1)
