@@ -5,6 +5,9 @@
 
 #include "llvm/ADT/StringRef.h"
 
+#include <algorithm>
+#include <utility>
+
 namespace shardc::plan {
 
 const char *categoryName(int category) {
@@ -20,6 +23,64 @@ const char *categoryName(int category) {
   default:
     return "activations";
   }
+}
+
+static uint64_t alignUp(uint64_t bytes) {
+  return (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
+}
+
+/// Lays out the arena: persistent buffers in plan order, then TEMP buffers,
+/// largest first, each at the lowest aligned offset where it overlaps no
+/// buffer already placed whose lifetime ([first, last], inclusive) overlaps
+/// its own. Two buffers that meet at one op never share bytes, so an op's
+/// inputs and outputs are always disjoint.
+static void assignArenaOffsets(const Plan &plan, MemoryPlan &mp) {
+  uint64_t cursor = 0;
+  std::vector<int32_t> temps;
+  for (int i = 0; i < plan.buffers_size(); ++i) {
+    if (plan.buffers(i).is_alias())
+      continue;
+    BufferLifetime &life = mp.buffers[i];
+    if (life.persistent) {
+      life.offset = cursor;
+      cursor += alignUp(life.bytes);
+    } else if (life.first >= 0) {
+      temps.push_back(i);
+    }
+  }
+  mp.persistentBytes = cursor;
+  std::sort(temps.begin(), temps.end(), [&](int32_t a, int32_t b) {
+    if (mp.buffers[a].bytes != mp.buffers[b].bytes)
+      return mp.buffers[a].bytes > mp.buffers[b].bytes;
+    return a < b;
+  });
+  struct Placed {
+    uint64_t begin, end;
+    int first, last;
+  };
+  std::vector<Placed> placed;
+  std::vector<std::pair<uint64_t, uint64_t>> taken;
+  uint64_t tempEnd = 0;
+  for (int32_t id : temps) {
+    BufferLifetime &life = mp.buffers[id];
+    uint64_t size = alignUp(life.bytes);
+    taken.clear();
+    for (const Placed &p : placed)
+      if (p.first <= life.last && life.first <= p.last)
+        taken.emplace_back(p.begin, p.end);
+    std::sort(taken.begin(), taken.end());
+    // The lowest gap that fits: below every range taken, or between two.
+    uint64_t offset = 0;
+    for (const auto &[begin, end] : taken) {
+      if (begin >= offset && begin - offset >= size)
+        break;
+      offset = std::max(offset, end);
+    }
+    life.offset = cursor + offset;
+    placed.push_back({offset, offset + size, life.first, life.last});
+    tempEnd = std::max(tempEnd, offset + size);
+  }
+  mp.arenaBytes = cursor + tempEnd;
 }
 
 MemoryPlan planMemory(const Plan &plan) {
@@ -116,6 +177,7 @@ MemoryPlan planMemory(const Plan &plan) {
       liveTotal -= mp.buffers[id].bytes;
     }
   }
+  assignArenaOffsets(plan, mp);
   return mp;
 }
 

@@ -8,6 +8,10 @@
 // executor allocates and frees by the same plan and measures what it
 // actually allocated.
 //
+// Every buffer also gets an offset in one arena per rank (BufferLifetime::
+// offset): the executor allocates the arena once, on any backend, and no
+// allocator runs during a step.
+//
 //===----------------------------------------------------------------------===//
 #ifndef SHARDC_PLAN_MEMORYPLAN_H
 #define SHARDC_PLAN_MEMORYPLAN_H
@@ -28,7 +32,15 @@ struct BufferLifetime {
   /// no op touches it.
   int first = -1, last = -1;
   uint64_t bytes = 0;
+  /// Where the buffer lives in the rank's arena (bytes from its start, a
+  /// multiple of kArenaAlignment); meaningless for views and for TEMP
+  /// buffers no op touches.
+  uint64_t offset = 0;
 };
+
+/// Alignment of every buffer in the arena: what cudaMalloc guarantees, and
+/// enough for any vector load of the CPU kernels.
+constexpr uint64_t kArenaAlignment = 256;
 
 struct MemoryPlan {
   std::vector<BufferLifetime> buffers;
@@ -38,6 +50,13 @@ struct MemoryPlan {
   /// all buffers together.
   std::array<uint64_t, kNumCategories> peak{};
   uint64_t peakTotal = 0;
+  /// The arena every backend allocates once per rank: persistent buffers
+  /// first, one after another, then TEMP buffers at offsets that no two
+  /// buffers live at the same op share (largest first, each at the lowest
+  /// offset that fits).
+  /// arenaBytes >= peakTotal; the difference is alignment and fragmentation.
+  uint64_t persistentBytes = 0;
+  uint64_t arenaBytes = 0;
 };
 
 /// Plans a validated plan.

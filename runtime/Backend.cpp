@@ -3,6 +3,7 @@
 #include "runtime/cpu/Kernels.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <new>
 
 namespace shardc::rt {
@@ -25,6 +26,26 @@ KernelFn KernelBackend::lookup(llvm::StringRef opType) const {
 llvm::Error KernelBackend::launch(KernelFn kernel, const KernelContext &ctx,
                                   Stream &) {
   return kernel(ctx);
+}
+
+llvm::Error KernelBackend::copyToDevice(void *dst, const void *src,
+                                        size_t bytes, Stream &) {
+  if (bytes)
+    std::memcpy(dst, src, bytes);
+  return llvm::Error::success();
+}
+
+llvm::Error KernelBackend::copyToHost(void *dst, const void *src, size_t bytes,
+                                      Stream &) {
+  if (bytes)
+    std::memcpy(dst, src, bytes);
+  return llvm::Error::success();
+}
+
+llvm::Error KernelBackend::fillZero(void *dst, size_t bytes, Stream &) {
+  if (bytes)
+    std::memset(dst, 0, bytes);
+  return llvm::Error::success();
 }
 
 namespace {

@@ -39,6 +39,10 @@ struct KernelContext {
   /// (runtime/Philox.h). The same for every op of one step.
   uint64_t seed = 0;
   uint64_t step = 0;
+  /// The stream the kernel's work is queued on (the executor's compute
+  /// stream). CPU kernels run at once and ignore it; device kernels queue
+  /// their work on it.
+  Stream *stream = nullptr;
 
   /// Input `i`, or an absent view when the op has fewer inputs.
   const TensorView &input(size_t i) const;
@@ -64,6 +68,20 @@ public:
   virtual void deallocate(void *ptr) = 0;
   virtual std::unique_ptr<Stream> createStream() = 0;
   virtual std::unique_ptr<Event> createEvent() = 0;
+
+  /// Copies `bytes` from host memory into memory from allocate() (toDevice)
+  /// or back (toHost), in order with the work queued on `stream`. Both
+  /// return once the host memory may be reused or read: the copy is done.
+  /// The CPU backend copies with memcpy.
+  virtual llvm::Error copyToDevice(void *dst, const void *src, size_t bytes,
+                                   Stream &stream);
+  virtual llvm::Error copyToHost(void *dst, const void *src, size_t bytes,
+                                 Stream &stream);
+  /// Zero-fills memory from allocate(), queued on `stream`.
+  virtual llvm::Error fillZero(void *dst, size_t bytes, Stream &stream);
+  /// Whether memory from allocate() can be read and written by the host
+  /// directly (true on the CPU backend); otherwise only through the copies.
+  virtual bool hostAccessible() const { return true; }
 
   /// The kernel for an op type, or nullptr if this backend has none. The
   /// executor looks every op up once, when it loads a plan.

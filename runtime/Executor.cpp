@@ -8,7 +8,6 @@
 
 #include <cassert>
 #include <chrono>
-#include <cstring>
 #include <utility>
 
 namespace shardc::rt {
@@ -43,19 +42,6 @@ AttrValue convertAttr(const plan::Attribute &attr) {
   }
   // validatePlan rejects attributes without a value.
   return AttrValue();
-}
-
-/// Copies host bytes into a buffer. Buffers are host memory on the CPU
-/// backend; a device backend will need a copy call on the stream here.
-void copyIntoBuffer(const TensorView &dst, const void *src, size_t bytes) {
-  if (bytes)
-    std::memcpy(dst.data, src, bytes);
-}
-
-/// Zero-fills a buffer (optimizer state starts at zero).
-void zeroBuffer(const TensorView &dst, size_t bytes) {
-  if (bytes)
-    std::memset(dst.data, 0, bytes);
 }
 
 } // namespace
@@ -232,6 +218,16 @@ Error Executor::allocateBuffers(const plan::LoadedPlan &loaded) {
     return makeError("cannot run the plan in " + Twine(loaded.dir) +
                      ": it has " + Twine(plan.buffers_size()) +
                      " buffers but data for " + Twine(loaded.bytes.size()));
+  // One allocation for the whole run: every buffer lives at its offset in
+  // the arena the memory plan laid out.
+  Expected<void *> mem = backend.allocate(memoryPlan.arenaBytes);
+  if (!mem)
+    return makeError("cannot allocate the plan's memory arena of " +
+                     Twine(memoryPlan.arenaBytes) + " bytes on the " +
+                     backend.name() + " backend: " + toString(mem.takeError()));
+  allocations.push_back(*mem);
+  arena = static_cast<char *>(*mem);
+  usage.arenaBytes = memoryPlan.arenaBytes;
   bufferViews.reserve(plan.buffers_size());
   for (int i = 0; i < plan.buffers_size(); ++i) {
     const plan::Buffer &b = plan.buffers(i);
@@ -251,13 +247,7 @@ Error Executor::allocateBuffers(const plan::LoadedPlan &loaded) {
     liveTotal += bytes;
     usage.peak[category] = std::max(usage.peak[category], live[category]);
     usage.peakTotal = std::max(usage.peakTotal, liveTotal);
-    Expected<void *> mem = backend.allocate(bytes);
-    if (!mem)
-      return makeError("buffer " + Twine(i) + " '" + b.name() + "' (" +
-                       dtypeName(view.dtype) + " " + shapeToString(shape) +
-                       "): " + toString(mem.takeError()));
-    allocations.push_back(*mem);
-    view.data = *mem;
+    view.data = arena + memoryPlan.buffers[i].offset;
     if (b.kind() == plan::PARAMETER || b.kind() == plan::CONSTANT) {
       size_t have = static_cast<size_t>(i) < loaded.bytes.size()
                         ? loaded.bytes[i].size()
@@ -267,9 +257,15 @@ Error Executor::allocateBuffers(const plan::LoadedPlan &loaded) {
                          ": buffer " + Twine(i) + " '" + b.name() + "' needs " +
                          Twine(bytes) + " bytes of data, the plan has " +
                          Twine(have));
-      copyIntoBuffer(view, loaded.bytes[i].data(), bytes);
+      if (Error err = backend.copyToDevice(view.data, loaded.bytes[i].data(),
+                                           bytes, *computeStream))
+        return makeError("buffer " + Twine(i) + " '" + b.name() +
+                         "': " + toString(std::move(err)));
     } else if (b.kind() == plan::STATE) {
-      zeroBuffer(view, bytes);
+      // Optimizer state starts at zero.
+      if (Error err = backend.fillZero(view.data, bytes, *computeStream))
+        return makeError("buffer " + Twine(i) + " '" + b.name() +
+                         "': " + toString(std::move(err)));
     }
     bufferViews.push_back(std::move(view));
   }
@@ -323,7 +319,10 @@ Error Executor::setInput(size_t i, const TensorView &value) {
   size_t bytes = dst.bytes();
   if (bytes && !value.data)
     return makeError("input '" + port.info.name + "': no data given");
-  copyIntoBuffer(dst, value.data, bytes);
+  if (Error err =
+          backend.copyToDevice(dst.data, value.data, bytes, *computeStream))
+    return makeError("input '" + port.info.name +
+                     "': " + toString(std::move(err)));
   port.bound = true;
   return Error::success();
 }
@@ -345,6 +344,22 @@ void Executor::setProfiling(bool enabled) {
   }
 }
 
+Error Executor::readBuffer(size_t index, void *host) const {
+  TensorView v = view(static_cast<int32_t>(index));
+  if (!v.data)
+    return makeError("buffer " + Twine(index) +
+                     " holds no value now (a temporary not live after the "
+                     "step)");
+  return backend.copyToHost(host, v.data, v.bytes(), *computeStream);
+}
+
+Expected<std::vector<uint8_t>> Executor::readBuffer(size_t index) const {
+  std::vector<uint8_t> host(view(static_cast<int32_t>(index)).bytes());
+  if (Error err = readBuffer(index, host.data()))
+    return std::move(err);
+  return host;
+}
+
 TensorView Executor::view(int32_t index) const {
   TensorView v = bufferViews[index];
   const Alias &a = aliases[index];
@@ -360,10 +375,7 @@ Error Executor::allocateTemp(int32_t id) {
     return Error::success();
   TensorView &view = bufferViews[id];
   size_t bytes = view.bytes();
-  Expected<void *> mem = backend.allocate(bytes);
-  if (!mem)
-    return makeError("buffer " + Twine(id) + ": " + toString(mem.takeError()));
-  view.data = *mem;
+  view.data = arena + memoryPlan.buffers[id].offset;
   tempAllocated[id] = true;
   int c = categories[id];
   live[c] += bytes;
@@ -377,7 +389,6 @@ void Executor::freeTemp(int32_t id) {
   if (!tempAllocated[id])
     return;
   TensorView &view = bufferViews[id];
-  backend.deallocate(view.data);
   view.data = nullptr;
   tempAllocated[id] = false;
   live[categories[id]] -= view.bytes();
@@ -393,6 +404,7 @@ Error Executor::runStep(Step &step) {
     ctx.worldSize = comm->worldSize();
     ctx.seed = randomSeed;
     ctx.step = globalStep;
+    ctx.stream = computeStream.get();
     return backend.launch(step.kernel, ctx, *computeStream);
   }
   case StepKind::CollectiveStart: {

@@ -13,12 +13,13 @@
 // looked up by op type), a collective start or a collective wait
 // (runtime/comm/CollectiveOps.h), with its buffer indices and attributes.
 // run() then does no lookups by op type.
-// Memory: parameters, optimizer state, inputs and constants are allocated by
-// create(); TEMP buffers are allocated before the first op that touches them
-// and freed after the last (plan/MemoryPlan.h); a view (alias) buffer lives
-// in its root's memory. Buffers reach kernels only through `bufferViews`, so
-// a memory planner can later point several buffers into one arena slot
-// without touching the step loop.
+// Memory: create() allocates one arena on the backend, laid out by the
+// memory plan (plan/MemoryPlan.h), and copies parameters and constants in;
+// no allocator runs during a step. A TEMP buffer's view points at its arena
+// slot from before the first op that touches it until after the last (null
+// otherwise), and other TEMP buffers reuse the slot when it is dead; a view
+// (alias) buffer lives in its root's memory. Buffers reach kernels only
+// through `bufferViews`.
 // Communication: before a collective start, the executor records the start's
 // event on the compute stream and hands it to the communicator with the
 // buffers; the matching wait makes the compute stream wait for the
@@ -72,6 +73,8 @@ struct TraceEvent {
 struct MemoryUsage {
   std::array<uint64_t, plan::kNumCategories> peak{};
   uint64_t peakTotal = 0;
+  /// The one allocation the buffers live in (plan::MemoryPlan::arenaBytes).
+  uint64_t arenaBytes = 0;
 };
 
 /// Wall-clock time of one op over all runs since profiling was enabled.
@@ -134,6 +137,18 @@ public:
   /// index, as kernels see it. Parameters and state persist across runs.
   size_t numBuffers() const { return bufferViews.size(); }
   TensorView buffer(size_t i) const { return view(i); }
+  /// Copies buffer `i` (< numBuffers()) into `host` (buffer(i).bytes()
+  /// bytes): how the host reads results on a backend whose memory it cannot
+  /// read directly (KernelBackend::hostAccessible()).
+  llvm::Error readBuffer(size_t i, void *host) const;
+  /// The same for graph output `i` (< numOutputs()).
+  llvm::Error readOutput(size_t i, void *host) const {
+    return readBuffer(static_cast<size_t>(outputs[i].buffer), host);
+  }
+  /// Buffer `i`'s bytes, copied to the host.
+  llvm::Expected<std::vector<uint8_t>> readBuffer(size_t i) const;
+  /// The backend the buffers live on.
+  const KernelBackend &kernelBackend() const { return backend; }
 
   /// Peak bytes allocated so far, by category (measured, not predicted).
   const MemoryUsage &memoryUsage() const { return usage; }
@@ -210,6 +225,8 @@ private:
   std::unique_ptr<Stream> computeStream;
   /// Backend allocations owned by the executor (freed in the destructor).
   std::vector<void *> allocations;
+  /// The arena every buffer lives in (allocations[0]).
+  char *arena = nullptr;
   /// Buffer i of the plan as kernels see it.
   std::vector<TensorView> bufferViews;
   std::vector<Step> steps;

@@ -19,13 +19,9 @@
 #ifndef SHARDC_RUNTIME_PHILOX_H
 #define SHARDC_RUNTIME_PHILOX_H
 
-#include <cstdint>
+#include "runtime/kernels/HostDevice.h"
 
-#if defined(__CUDACC__)
-#define SHARDC_HOST_DEVICE __host__ __device__
-#else
-#define SHARDC_HOST_DEVICE
-#endif
+#include <cstdint>
 
 namespace shardc::rt {
 

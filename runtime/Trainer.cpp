@@ -289,6 +289,11 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
     return data.takeError();
   int64_t batch = plan.training().micro_batch();
   size_t lossOutput = plan.training().loss_output();
+  if (lossOutput >= exec.numOutputs() ||
+      exec.outputInfo(lossOutput).dtype != DType::F32 ||
+      numElements(exec.outputInfo(lossOutput).shape) != 1)
+    return makeError("the plan's loss output " + Twine(lossOutput) +
+                     " is not a float32 scalar graph output");
   int64_t globalBatch = batch * std::max(options.worldSize, 1);
   if (data->numSamples() < globalBatch && options.rank == 0)
     llvm::errs() << "shardrun: warning: the data set in " << options.dataDir
@@ -371,7 +376,9 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
     if (Error err = exec.run())
       return makeError("step " + Twine(step + 1) + ": " +
                        toString(std::move(err)));
-    float loss = *exec.output(lossOutput).as<float>();
+    float loss = 0;
+    if (Error err = exec.readOutput(lossOutput, &loss))
+      return err;
     if (options.comm && options.worldSize > 1) {
       // The logged loss is the mean of the ranks' losses.
       float sum = 0;
@@ -384,10 +391,19 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
     for (const Metric &m : metrics) {
       TensorView v = exec.output(m.output);
       bool isFloat = v.dtype == DType::F32 || v.dtype == DType::F64;
-      double value = v.dtype == DType::F32   ? *v.as<float>()
-                     : v.dtype == DType::F64 ? *v.as<double>()
-                     : v.dtype == DType::I64 ? double(*v.as<int64_t>())
-                                             : double(*v.as<int32_t>());
+      // The metric's first element, read from wherever the backend keeps it.
+      union {
+        float f32;
+        double f64;
+        int64_t i64;
+        int32_t i32;
+      } first{};
+      if (Error err = exec.readOutput(m.output, &first))
+        return err;
+      double value = v.dtype == DType::F32   ? first.f32
+                     : v.dtype == DType::F64 ? first.f64
+                     : v.dtype == DType::I64 ? double(first.i64)
+                                             : double(first.i32);
       if (options.comm && options.worldSize > 1) {
         double sum = 0;
         if (Error err = options.comm->allReduce(&value, &sum, 1, DType::F64,
@@ -492,13 +508,16 @@ Error exportModel(const Executor &exec, const plan::Plan &plan,
       return makeError(what + ": " + Twine(world) + " shards of " +
                        Twine(shard.numel()) + " elements are not its " +
                        Twine(unit.padded_elements()) + " padded elements");
+    Expected<std::vector<uint8_t>> mine = exec.readBuffer(unit.buffer());
+    if (!mine)
+      return mine.takeError();
     std::vector<uint8_t> full(shard.bytes() * world);
     if (comm) {
-      if (Error err = comm->allGather(shard.data, full.data(), shard.numel(),
+      if (Error err = comm->allGather(mine->data(), full.data(), shard.numel(),
                                       shard.dtype))
         return err;
     } else {
-      std::memcpy(full.data(), shard.data, shard.bytes());
+      std::memcpy(full.data(), mine->data(), shard.bytes());
     }
     size_t elem = dtypeSize(shard.dtype);
     int64_t fullElems = unit.padded_elements();
@@ -572,7 +591,10 @@ Error exportModel(const Executor &exec, const plan::Plan &plan,
     init.clear_int64_data();
     init.clear_external_data();
     init.set_data_location(onnx::TensorProto::DEFAULT);
-    init.set_raw_data(v.data, v.bytes());
+    Expected<std::vector<uint8_t>> bytes = exec.readBuffer(it->second);
+    if (!bytes)
+      return bytes.takeError();
+    init.set_raw_data(bytes->data(), bytes->size());
   }
   std::string bytes;
   if (!model.SerializeToString(&bytes))

@@ -15,12 +15,9 @@ namespace {
 
 /// Copies `x` into `y`, which must hold as many elements of the same type.
 llvm::Error copyKernel(const KernelContext &ctx) {
-  SHARDC_CPU_TRY(requireInput(ctx, 0, "data"));
-  SHARDC_CPU_TRY(requireOutput(ctx, 0, "output"));
+  SHARDC_CPU_TRY(checkUnaryOperands(ctx, "data", "output"));
   const TensorView &x = ctx.inputs[0];
   const TensorView &y = ctx.outputs[0];
-  SHARDC_CPU_TRY(requireType(ctx, y, x.dtype, "output"));
-  SHARDC_CPU_TRY(requireNumel(ctx, y, x.numel(), "output"));
   if (x.data != y.data && x.bytes() > 0)
     std::memmove(y.data, x.data, x.bytes());
   return llvm::Error::success();
@@ -160,7 +157,7 @@ llvm::Error triluKernel(const KernelContext &ctx) {
   int64_t k = ctx.attrs.getInt("k", 0);
   bool upper = ctx.attrs.getInt("upper", 1) != 0;
   int64_t rows = x.shape[x.shape.size() - 2], cols = x.shape.back();
-  int64_t matrices = rows * cols ? x.numel() / (rows * cols) : 0;
+  int64_t matrices = rows != 0 && cols != 0 ? x.numel() / (rows * cols) : 0;
   return dispatchBySize(ctx, x.dtype, "input", [&](auto tag) -> llvm::Error {
     using T = typename decltype(tag)::type;
     const T *px = x.as<T>();
@@ -211,7 +208,9 @@ llvm::Error rangeKernel(const KernelContext &ctx) {
       });
 }
 
-llvm::Error transposeKernel(const KernelContext &ctx) {
+llvm::Error checkTranspose(const KernelContext &ctx,
+                           llvm::SmallVectorImpl<int64_t> &outShape,
+                           llvm::SmallVectorImpl<int64_t> &strides) {
   SHARDC_CPU_TRY(requireInput(ctx, 0, "data"));
   SHARDC_CPU_TRY(requireOutput(ctx, 0, "transposed"));
   const TensorView &x = ctx.inputs[0];
@@ -234,13 +233,21 @@ llvm::Error transposeKernel(const KernelContext &ctx) {
   if (!valid)
     return ctx.error("perm is not a permutation of the " + llvm::Twine(rank) +
                      " dimensions of 'data'");
-  llvm::SmallVector<int64_t, 6> outShape, strides;
   llvm::SmallVector<int64_t, 6> inStrides = rowMajorStrides(x.shape);
+  outShape.clear();
+  strides.clear();
   for (int64_t p : perm) {
     outShape.push_back(x.shape[p]);
     strides.push_back(inStrides[p]);
   }
-  SHARDC_CPU_TRY(requireShape(ctx, y, outShape, "transposed"));
+  return requireShape(ctx, y, outShape, "transposed");
+}
+
+llvm::Error transposeKernel(const KernelContext &ctx) {
+  llvm::SmallVector<int64_t, 6> outShape, strides;
+  SHARDC_CPU_TRY(checkTranspose(ctx, outShape, strides));
+  const TensorView &x = ctx.inputs[0];
+  const TensorView &y = ctx.outputs[0];
   return dispatchBySize(ctx, x.dtype, "'data'", [&](auto tag) -> llvm::Error {
     using T = typename decltype(tag)::type;
     transposeCopy(x.as<const T>(), y.as<T>(), outShape, strides);
@@ -317,29 +324,39 @@ llvm::Error gatherKernel(const KernelContext &ctx) {
   return llvm::Error::success();
 }
 
+llvm::Error checkConcatParts(const KernelContext &ctx, const TensorView &whole,
+                             llvm::ArrayRef<TensorView> parts,
+                             llvm::StringRef partsName, int64_t &axis) {
+  SHARDC_CPU_TRY(getAxis(ctx, whole.rank(), axis));
+  int64_t total = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    std::string name = partsName.str() + "[" + std::to_string(i) + "]";
+    SHARDC_CPU_TRY(partsName == "inputs" ? requireInput(ctx, i, name)
+                                         : requireOutput(ctx, i, name));
+    const TensorView &x = parts[i];
+    SHARDC_CPU_TRY(requireType(ctx, x, whole.dtype, name));
+    llvm::SmallVector<int64_t, 6> expected(whole.shape.begin(),
+                                           whole.shape.end());
+    if (x.rank() == whole.rank())
+      expected[axis] = x.shape[axis];
+    SHARDC_CPU_TRY(requireShape(ctx, x, expected, name));
+    total += x.shape[axis];
+  }
+  if (total != whole.shape[axis])
+    return ctx.error(partsName + " add up to " + llvm::Twine(total) +
+                     " along axis " + llvm::Twine(axis) + ", " +
+                     (partsName == "inputs" ? "output" : "input") + " has " +
+                     llvm::Twine(whole.shape[axis]));
+  return llvm::Error::success();
+}
+
 llvm::Error concatKernel(const KernelContext &ctx) {
   SHARDC_CPU_TRY(requireOutput(ctx, 0, "concat_result"));
   const TensorView &y = ctx.outputs[0];
   if (ctx.inputs.empty())
     return ctx.error("needs at least one input");
   int64_t axis;
-  SHARDC_CPU_TRY(getAxis(ctx, y.rank(), axis));
-  int64_t total = 0;
-  for (size_t i = 0; i < ctx.inputs.size(); ++i) {
-    std::string name = "inputs[" + std::to_string(i) + "]";
-    SHARDC_CPU_TRY(requireInput(ctx, i, name));
-    const TensorView &x = ctx.inputs[i];
-    SHARDC_CPU_TRY(requireType(ctx, x, y.dtype, name));
-    llvm::SmallVector<int64_t, 6> expected(y.shape.begin(), y.shape.end());
-    if (x.rank() == y.rank())
-      expected[axis] = x.shape[axis];
-    SHARDC_CPU_TRY(requireShape(ctx, x, expected, name));
-    total += x.shape[axis];
-  }
-  if (total != y.shape[axis])
-    return ctx.error("inputs add up to " + llvm::Twine(total) + " along axis " +
-                     llvm::Twine(axis) + ", output has " +
-                     llvm::Twine(y.shape[axis]));
+  SHARDC_CPU_TRY(checkConcatParts(ctx, y, ctx.inputs, "inputs", axis));
   int64_t outer = product(y.shape, 0, axis);
   size_t inner = static_cast<size_t>(product(y.shape, axis + 1, y.rank())) *
                  dtypeSize(y.dtype);
@@ -363,23 +380,7 @@ llvm::Error splitKernel(const KernelContext &ctx) {
   if (ctx.outputs.empty())
     return ctx.error("needs at least one output");
   int64_t axis;
-  SHARDC_CPU_TRY(getAxis(ctx, x.rank(), axis));
-  int64_t total = 0;
-  for (size_t i = 0; i < ctx.outputs.size(); ++i) {
-    std::string name = "outputs[" + std::to_string(i) + "]";
-    SHARDC_CPU_TRY(requireOutput(ctx, i, name));
-    const TensorView &y = ctx.outputs[i];
-    SHARDC_CPU_TRY(requireType(ctx, y, x.dtype, name));
-    llvm::SmallVector<int64_t, 6> expected(x.shape.begin(), x.shape.end());
-    if (y.rank() == x.rank())
-      expected[axis] = y.shape[axis];
-    SHARDC_CPU_TRY(requireShape(ctx, y, expected, name));
-    total += y.shape[axis];
-  }
-  if (total != x.shape[axis])
-    return ctx.error("outputs add up to " + llvm::Twine(total) +
-                     " along axis " + llvm::Twine(axis) + ", input has " +
-                     llvm::Twine(x.shape[axis]));
+  SHARDC_CPU_TRY(checkConcatParts(ctx, x, ctx.outputs, "outputs", axis));
   int64_t outer = product(x.shape, 0, axis);
   size_t inner = static_cast<size_t>(product(x.shape, axis + 1, x.rank())) *
                  dtypeSize(x.dtype);
@@ -397,57 +398,72 @@ llvm::Error splitKernel(const KernelContext &ctx) {
   return llvm::Error::success();
 }
 
+llvm::Error checkSlice(const KernelContext &ctx, const TensorView &whole,
+                       llvm::StringRef wholeName, const TensorView &part,
+                       llvm::StringRef partName, int64_t &base,
+                       llvm::SmallVectorImpl<int64_t> &strides) {
+  SHARDC_CPU_TRY(requireType(ctx, part, whole.dtype, partName));
+  llvm::ArrayRef<int64_t> starts = ctx.attrs.getInts("starts");
+  llvm::ArrayRef<int64_t> steps = ctx.attrs.getInts("steps");
+  int64_t rank = whole.rank();
+  if (static_cast<int64_t>(starts.size()) != rank ||
+      static_cast<int64_t>(steps.size()) != rank || part.rank() != rank)
+    return ctx.error(
+        "'starts' (" + llvm::Twine(starts.size()) + "), 'steps' (" +
+        llvm::Twine(steps.size()) + ") and the rank of '" + partName + "' (" +
+        llvm::Twine(part.rank()) + ") must all equal the rank of '" +
+        wholeName + "' (" + llvm::Twine(rank) + ")");
+  llvm::SmallVector<int64_t, 6> wholeStrides = rowMajorStrides(whole.shape);
+  strides.assign(rank, 0);
+  base = 0;
+  bool empty = part.numel() == 0;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (steps[d] == 0)
+      return ctx.error("step on axis " + llvm::Twine(d) + " is 0");
+    int64_t n = part.shape[d];
+    if (!empty) {
+      int64_t last = starts[d] + (n - 1) * steps[d];
+      if (starts[d] < 0 || starts[d] >= whole.shape[d] || last < 0 ||
+          last >= whole.shape[d])
+        return ctx.error("slice of " + llvm::Twine(n) + " elements from " +
+                         llvm::Twine(starts[d]) + " with step " +
+                         llvm::Twine(steps[d]) + " leaves axis " +
+                         llvm::Twine(d) + " of size " +
+                         llvm::Twine(whole.shape[d]));
+      base += starts[d] * wholeStrides[d];
+    }
+    strides[d] = steps[d] * wholeStrides[d];
+  }
+  return llvm::Error::success();
+}
+
 llvm::Error sliceKernel(const KernelContext &ctx) {
   SHARDC_CPU_TRY(requireInput(ctx, 0, "data"));
   SHARDC_CPU_TRY(requireOutput(ctx, 0, "output"));
   const TensorView &x = ctx.inputs[0];
   const TensorView &y = ctx.outputs[0];
-  SHARDC_CPU_TRY(requireType(ctx, y, x.dtype, "output"));
-  llvm::ArrayRef<int64_t> starts = ctx.attrs.getInts("starts");
-  llvm::ArrayRef<int64_t> steps = ctx.attrs.getInts("steps");
-  int64_t rank = x.rank();
-  if (static_cast<int64_t>(starts.size()) != rank ||
-      static_cast<int64_t>(steps.size()) != rank || y.rank() != rank)
-    return ctx.error("'starts' (" + llvm::Twine(starts.size()) +
-                     "), 'steps' (" + llvm::Twine(steps.size()) +
-                     ") and the output rank (" + llvm::Twine(y.rank()) +
-                     ") must all equal the rank of 'data' (" +
-                     llvm::Twine(rank) + ")");
-  llvm::SmallVector<int64_t, 6> inStrides = rowMajorStrides(x.shape);
-  llvm::SmallVector<int64_t, 6> strides(rank);
   int64_t base = 0;
-  bool empty = y.numel() == 0;
-  for (int64_t d = 0; d < rank; ++d) {
-    if (steps[d] == 0)
-      return ctx.error("step on axis " + llvm::Twine(d) + " is 0");
-    int64_t n = y.shape[d];
-    if (!empty) {
-      int64_t last = starts[d] + (n - 1) * steps[d];
-      if (starts[d] < 0 || starts[d] >= x.shape[d] || last < 0 ||
-          last >= x.shape[d])
-        return ctx.error("slice of " + llvm::Twine(n) + " elements from " +
-                         llvm::Twine(starts[d]) + " with step " +
-                         llvm::Twine(steps[d]) + " leaves axis " +
-                         llvm::Twine(d) + " of size " +
-                         llvm::Twine(x.shape[d]));
-      base += starts[d] * inStrides[d];
-    }
-    strides[d] = steps[d] * inStrides[d];
-  }
-  if (empty)
+  llvm::SmallVector<int64_t, 6> strides;
+  SHARDC_CPU_TRY(checkSlice(ctx, x, "data", y, "output", base, strides));
+  if (y.numel() == 0)
     return llvm::Error::success();
   return stridedCopy(ctx, x, base, strides, y);
 }
 
-llvm::Error expandKernel(const KernelContext &ctx) {
+llvm::Error checkExpand(const KernelContext &ctx,
+                        llvm::SmallVectorImpl<int64_t> &strides) {
   SHARDC_CPU_TRY(requireInput(ctx, 0, "input"));
   SHARDC_CPU_TRY(requireOutput(ctx, 0, "output"));
   const TensorView &x = ctx.inputs[0];
   const TensorView &y = ctx.outputs[0];
   SHARDC_CPU_TRY(requireType(ctx, y, x.dtype, "output"));
+  return broadcastTo(ctx, x, y.shape, "input", strides);
+}
+
+llvm::Error expandKernel(const KernelContext &ctx) {
   llvm::SmallVector<int64_t, 6> strides;
-  SHARDC_CPU_TRY(broadcastTo(ctx, x, y.shape, "input", strides));
-  return stridedCopy(ctx, x, 0, strides, y);
+  SHARDC_CPU_TRY(checkExpand(ctx, strides));
+  return stridedCopy(ctx, ctx.inputs[0], 0, strides, ctx.outputs[0]);
 }
 
 /// dData zero-filled, then the rows of dY scatter-added at the normalized
@@ -499,38 +515,10 @@ llvm::Error sliceGradKernel(const KernelContext &ctx) {
   SHARDC_CPU_TRY(requireOutput(ctx, 0, "dX"));
   const TensorView &dy = ctx.inputs[0];
   const TensorView &dx = ctx.outputs[0];
-  SHARDC_CPU_TRY(requireType(ctx, dx, dy.dtype, "dX"));
-  llvm::ArrayRef<int64_t> starts = ctx.attrs.getInts("starts");
-  llvm::ArrayRef<int64_t> steps = ctx.attrs.getInts("steps");
-  int64_t rank = dx.rank();
-  if (static_cast<int64_t>(starts.size()) != rank ||
-      static_cast<int64_t>(steps.size()) != rank || dy.rank() != rank)
-    return ctx.error("'starts' (" + llvm::Twine(starts.size()) +
-                     "), 'steps' (" + llvm::Twine(steps.size()) +
-                     ") and the rank of 'dY' (" + llvm::Twine(dy.rank()) +
-                     ") must all equal the rank of 'dX' (" + llvm::Twine(rank) +
-                     ")");
-  llvm::SmallVector<int64_t, 6> outStrides = rowMajorStrides(dx.shape);
-  llvm::SmallVector<int64_t, 6> strides(rank);
   int64_t base = 0;
+  llvm::SmallVector<int64_t, 6> strides;
+  SHARDC_CPU_TRY(checkSlice(ctx, dx, "dX", dy, "dY", base, strides));
   bool empty = dy.numel() == 0;
-  for (int64_t d = 0; d < rank; ++d) {
-    if (steps[d] == 0)
-      return ctx.error("step on axis " + llvm::Twine(d) + " is 0");
-    int64_t n = dy.shape[d];
-    if (!empty) {
-      int64_t last = starts[d] + (n - 1) * steps[d];
-      if (starts[d] < 0 || starts[d] >= dx.shape[d] || last < 0 ||
-          last >= dx.shape[d])
-        return ctx.error("slice of " + llvm::Twine(n) + " elements from " +
-                         llvm::Twine(starts[d]) + " with step " +
-                         llvm::Twine(steps[d]) + " leaves axis " +
-                         llvm::Twine(d) + " of size " +
-                         llvm::Twine(dx.shape[d]));
-      base += starts[d] * outStrides[d];
-    }
-    strides[d] = steps[d] * outStrides[d];
-  }
   if (dx.bytes() > 0)
     std::memset(dx.data, 0, dx.bytes());
   if (empty)

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/Philox.h"
 #include "runtime/cpu/KernelUtil.h"
+#include "runtime/kernels/ElementOps.h"
 
 #include <algorithm>
 #include <cmath>
@@ -16,81 +17,35 @@ namespace shardc::rt::cpu {
 
 namespace {
 
+// The element functions, shared with the CUDA kernels
+// (runtime/kernels/ElementOps.h).
+using ops::AbsOp;
+using ops::AddOp;
+using ops::CeilOp;
+using ops::CosOp;
+using ops::DivOp;
+using ops::ErfOp;
+using ops::ExpOp;
+using ops::FloorOp;
+using ops::LogOp;
+using ops::MaxOp;
+using ops::MinOp;
+using ops::MulOp;
+using ops::NegOp;
+using ops::NotOp;
+using ops::ReluOp;
+using ops::SigmoidOp;
+using ops::SignOp;
+using ops::SinOp;
+using ops::SoftplusOp;
+using ops::SqrtOp;
+using ops::SubOp;
+using ops::TanhOp;
+using ops::UnsignedOf;
+
 //===----------------------------------------------------------------------===//
 // Binary arithmetic
 //===----------------------------------------------------------------------===//
-
-/// Integer arithmetic wraps (computed in the unsigned type) instead of
-/// overflowing, as numpy does.
-template <typename T> using UnsignedOf = std::make_unsigned_t<T>;
-
-struct AddOp {
-  template <typename T> T operator()(T a, T b) const {
-    if constexpr (std::is_integral_v<T>)
-      return static_cast<T>(UnsignedOf<T>(a) + UnsignedOf<T>(b));
-    else
-      return a + b;
-  }
-};
-struct SubOp {
-  template <typename T> T operator()(T a, T b) const {
-    if constexpr (std::is_integral_v<T>)
-      return static_cast<T>(UnsignedOf<T>(a) - UnsignedOf<T>(b));
-    else
-      return a - b;
-  }
-};
-struct MulOp {
-  template <typename T> T operator()(T a, T b) const {
-    if constexpr (std::is_integral_v<T>)
-      return static_cast<T>(UnsignedOf<T>(a) * UnsignedOf<T>(b));
-    else
-      return a * b;
-  }
-};
-/// Integer division truncates toward zero; the divisor is checked for zero
-/// before the loop, and MIN / -1 wraps instead of trapping.
-struct DivOp {
-  template <typename T> T operator()(T a, T b) const {
-    if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
-      if (b == T(-1))
-        return static_cast<T>(UnsignedOf<T>(0) - UnsignedOf<T>(a));
-    }
-    return static_cast<T>(a / b);
-  }
-};
-
-/// max and min propagate NaN (as torch.maximum and torch.minimum do): a NaN
-/// `a` is kept, and a NaN `b` wins because every comparison with it fails.
-struct MaxOp {
-  template <typename T> T operator()(T a, T b) const {
-    return (a > b || a != a) ? a : b;
-  }
-};
-struct MinOp {
-  template <typename T> T operator()(T a, T b) const {
-    return (a < b || a != a) ? a : b;
-  }
-};
-
-/// Checks the operands of a broadcasting binary kernel: inputs A and B of
-/// one element type, output C of `resultType` (A's type when none), and
-/// computes the strides that broadcast A and B to C's shape.
-llvm::Error checkBroadcastOperands(const KernelContext &ctx,
-                                   std::optional<DType> resultType,
-                                   llvm::SmallVectorImpl<int64_t> &sa,
-                                   llvm::SmallVectorImpl<int64_t> &sb) {
-  SHARDC_CPU_TRY(requireInput(ctx, 0, "A"));
-  SHARDC_CPU_TRY(requireInput(ctx, 1, "B"));
-  SHARDC_CPU_TRY(requireOutput(ctx, 0, "C"));
-  const TensorView &a = ctx.inputs[0];
-  const TensorView &b = ctx.inputs[1];
-  const TensorView &c = ctx.outputs[0];
-  SHARDC_CPU_TRY(requireType(ctx, b, a.dtype, "B"));
-  SHARDC_CPU_TRY(requireType(ctx, c, resultType.value_or(a.dtype), "C"));
-  SHARDC_CPU_TRY(broadcastTo(ctx, a, c.shape, "A", sa));
-  return broadcastTo(ctx, b, c.shape, "B", sb);
-}
 
 /// Applies `op` over a broadcast row. The common stride patterns get their
 /// own loops so that they vectorize.
@@ -117,7 +72,7 @@ void binaryRow(const T *a, int64_t sa, const T *b, int64_t sb, T *c, int64_t n,
 template <typename Op>
 llvm::Error binaryKernel(const KernelContext &ctx, Op op, bool checkZero) {
   llvm::SmallVector<int64_t, 6> sa, sb;
-  SHARDC_CPU_TRY(checkBroadcastOperands(ctx, std::nullopt, sa, sb));
+  SHARDC_CPU_TRY(checkBroadcastOperands(ctx, DType::Undefined, sa, sb));
   const TensorView &a = ctx.inputs[0];
   const TensorView &b = ctx.inputs[1];
   const TensorView &c = ctx.outputs[0];
@@ -191,87 +146,6 @@ template <typename TX, typename TY> TX powValue(TX x, TY y) {
   }
 }
 
-//===----------------------------------------------------------------------===//
-// Unary math
-//===----------------------------------------------------------------------===//
-
-struct SqrtOp {
-  template <typename T> T operator()(T x) const { return std::sqrt(x); }
-};
-struct ExpOp {
-  template <typename T> T operator()(T x) const { return std::exp(x); }
-};
-struct LogOp {
-  template <typename T> T operator()(T x) const { return std::log(x); }
-};
-struct ErfOp {
-  template <typename T> T operator()(T x) const { return std::erf(x); }
-};
-struct TanhOp {
-  template <typename T> T operator()(T x) const { return std::tanh(x); }
-};
-/// Numerically stable logistic function.
-struct SigmoidOp {
-  template <typename T> T operator()(T x) const {
-    if (x >= T(0))
-      return T(1) / (T(1) + std::exp(-x));
-    T e = std::exp(x);
-    return e / (T(1) + e);
-  }
-};
-/// log(1 + exp(x)) without overflow or cancellation.
-struct SoftplusOp {
-  template <typename T> T operator()(T x) const {
-    return (x > T(0) ? x : T(0)) + std::log1p(std::exp(-std::fabs(x)));
-  }
-};
-struct NegOp {
-  template <typename T> T operator()(T x) const {
-    if constexpr (std::is_integral_v<T>)
-      return static_cast<T>(UnsignedOf<T>(0) - UnsignedOf<T>(x));
-    else
-      return -x;
-  }
-};
-struct AbsOp {
-  template <typename T> T operator()(T x) const {
-    if constexpr (std::is_integral_v<T>)
-      return x < T(0) ? NegOp{}(x) : x;
-    else
-      return std::fabs(x);
-  }
-};
-struct ReluOp {
-  template <typename T> T operator()(T x) const {
-    // Keeps NaN (x > 0 is false for NaN, so test the other way round).
-    return x < T(0) ? T(0) : x;
-  }
-};
-
-struct SignOp {
-  template <typename T> T operator()(T x) const {
-    if constexpr (std::is_floating_point_v<T>)
-      if (std::isnan(x))
-        return x;
-    return x > T(0) ? T(1) : x < T(0) ? T(-1) : T(0);
-  }
-};
-struct FloorOp {
-  template <typename T> T operator()(T x) const { return std::floor(x); }
-};
-struct CeilOp {
-  template <typename T> T operator()(T x) const { return std::ceil(x); }
-};
-struct SinOp {
-  template <typename T> T operator()(T x) const { return std::sin(x); }
-};
-struct CosOp {
-  template <typename T> T operator()(T x) const { return std::cos(x); }
-};
-struct NotOp {
-  template <typename T> T operator()(T x) const { return !x; }
-};
-
 /// The comparisons and boolean logic: C(bool) = op(A, B), broadcasting.
 template <typename Types, typename Op>
 llvm::Error compareKernel(const KernelContext &ctx, Types types, Op op) {
@@ -302,12 +176,9 @@ using BoolTypes = DTypeList<DType::Bool>;
 
 template <typename Types, typename Op>
 llvm::Error unaryKernel(const KernelContext &ctx, Types types, Op op) {
-  SHARDC_CPU_TRY(requireInput(ctx, 0, "X"));
-  SHARDC_CPU_TRY(requireOutput(ctx, 0, "Y"));
+  SHARDC_CPU_TRY(checkUnaryOperands(ctx, "X", "Y"));
   const TensorView &x = ctx.inputs[0];
   const TensorView &y = ctx.outputs[0];
-  SHARDC_CPU_TRY(requireType(ctx, y, x.dtype, "Y"));
-  SHARDC_CPU_TRY(requireNumel(ctx, y, x.numel(), "Y"));
   return dispatchIn(types, ctx, x.dtype, "X", [&](auto tag) -> llvm::Error {
     using T = typename decltype(tag)::type;
     const T *px = x.as<T>();
@@ -341,37 +212,28 @@ llvm::Error minKernel(const KernelContext &ctx) {
 }
 
 llvm::Error equalKernel(const KernelContext &ctx) {
-  return compareKernel(ctx, CompareTypes{},
-                       [](auto a, auto b) -> uint8_t { return a == b; });
+  return compareKernel(ctx, CompareTypes{}, ops::EqualOp{});
 }
 llvm::Error greaterKernel(const KernelContext &ctx) {
-  return compareKernel(ctx, CompareTypes{},
-                       [](auto a, auto b) -> uint8_t { return a > b; });
+  return compareKernel(ctx, CompareTypes{}, ops::GreaterOp{});
 }
 llvm::Error lessKernel(const KernelContext &ctx) {
-  return compareKernel(ctx, CompareTypes{},
-                       [](auto a, auto b) -> uint8_t { return a < b; });
+  return compareKernel(ctx, CompareTypes{}, ops::LessOp{});
 }
 llvm::Error greaterOrEqualKernel(const KernelContext &ctx) {
-  return compareKernel(ctx, CompareTypes{},
-                       [](auto a, auto b) -> uint8_t { return a >= b; });
+  return compareKernel(ctx, CompareTypes{}, ops::GreaterOrEqualOp{});
 }
 llvm::Error lessOrEqualKernel(const KernelContext &ctx) {
-  return compareKernel(ctx, CompareTypes{},
-                       [](auto a, auto b) -> uint8_t { return a <= b; });
+  return compareKernel(ctx, CompareTypes{}, ops::LessOrEqualOp{});
 }
 llvm::Error andKernel(const KernelContext &ctx) {
-  return compareKernel(ctx, BoolTypes{},
-                       [](auto a, auto b) -> uint8_t { return a && b; });
+  return compareKernel(ctx, BoolTypes{}, ops::AndOp{});
 }
 llvm::Error orKernel(const KernelContext &ctx) {
-  return compareKernel(ctx, BoolTypes{},
-                       [](auto a, auto b) -> uint8_t { return a || b; });
+  return compareKernel(ctx, BoolTypes{}, ops::OrOp{});
 }
 llvm::Error xorKernel(const KernelContext &ctx) {
-  return compareKernel(ctx, BoolTypes{}, [](auto a, auto b) -> uint8_t {
-    return (a != 0) != (b != 0);
-  });
+  return compareKernel(ctx, BoolTypes{}, ops::XorOp{});
 }
 
 llvm::Error powKernel(const KernelContext &ctx) {
@@ -408,21 +270,12 @@ llvm::Error powKernel(const KernelContext &ctx) {
 }
 
 llvm::Error whereKernel(const KernelContext &ctx) {
-  SHARDC_CPU_TRY(requireInput(ctx, 0, "condition"));
-  SHARDC_CPU_TRY(requireInput(ctx, 1, "X"));
-  SHARDC_CPU_TRY(requireInput(ctx, 2, "Y"));
-  SHARDC_CPU_TRY(requireOutput(ctx, 0, "Z"));
+  llvm::SmallVector<int64_t, 6> sc, sx, sy;
+  SHARDC_CPU_TRY(checkWhereOperands(ctx, sc, sx, sy));
   const TensorView &cond = ctx.inputs[0];
   const TensorView &x = ctx.inputs[1];
   const TensorView &y = ctx.inputs[2];
   const TensorView &z = ctx.outputs[0];
-  SHARDC_CPU_TRY(requireType(ctx, cond, DType::Bool, "condition"));
-  SHARDC_CPU_TRY(requireType(ctx, y, x.dtype, "Y"));
-  SHARDC_CPU_TRY(requireType(ctx, z, x.dtype, "Z"));
-  llvm::SmallVector<int64_t, 6> sc, sx, sy;
-  SHARDC_CPU_TRY(broadcastTo(ctx, cond, z.shape, "condition", sc));
-  SHARDC_CPU_TRY(broadcastTo(ctx, x, z.shape, "X", sx));
-  SHARDC_CPU_TRY(broadcastTo(ctx, y, z.shape, "Y", sy));
   std::array<llvm::ArrayRef<int64_t>, 3> strides = {sc, sx, sy};
   return dispatchBySize(ctx, x.dtype, "X", [&](auto tag) -> llvm::Error {
     using T = typename decltype(tag)::type;
@@ -595,16 +448,10 @@ namespace {
 template <typename Op>
 llvm::Error activationGradKernel(const KernelContext &ctx,
                                  llvm::StringRef zName, Op op) {
-  SHARDC_CPU_TRY(requireInput(ctx, 0, "dY"));
-  SHARDC_CPU_TRY(requireInput(ctx, 1, zName));
-  SHARDC_CPU_TRY(requireOutput(ctx, 0, "dX"));
+  SHARDC_CPU_TRY(checkActivationGradOperands(ctx, zName));
   const TensorView &dy = ctx.inputs[0];
   const TensorView &z = ctx.inputs[1];
   const TensorView &dx = ctx.outputs[0];
-  SHARDC_CPU_TRY(requireType(ctx, z, dy.dtype, zName));
-  SHARDC_CPU_TRY(requireType(ctx, dx, dy.dtype, "dX"));
-  SHARDC_CPU_TRY(requireShape(ctx, z, dy.shape, zName));
-  SHARDC_CPU_TRY(requireShape(ctx, dx, dy.shape, "dX"));
   return dispatchIn(FloatTypes{}, ctx, dy.dtype, "dY",
                     [&](auto tag) -> llvm::Error {
                       using T = typename decltype(tag)::type;
@@ -617,34 +464,80 @@ llvm::Error activationGradKernel(const KernelContext &ctx,
                     });
 }
 
-/// The operation order of PyTorch's CPU backward kernels
-/// (aten/src/ATen/native/cpu/BinaryOpsKernel.cpp).
-struct ReluGradOp {
-  template <typename T> T operator()(T dy, T x) const {
-    return x > T(0) ? dy : T(0);
-  }
-};
-struct SigmoidGradOp {
-  template <typename T> T operator()(T dy, T y) const {
-    return dy * (T(1) - y) * y;
-  }
-};
-struct TanhGradOp {
-  template <typename T> T operator()(T dy, T y) const {
-    return dy * (T(1) - y * y);
-  }
-};
-
 } // namespace
 
 llvm::Error reluGradKernel(const KernelContext &ctx) {
-  return activationGradKernel(ctx, "X", ReluGradOp{});
+  return activationGradKernel(ctx, "X", ops::ReluGradOp{});
 }
 llvm::Error sigmoidGradKernel(const KernelContext &ctx) {
-  return activationGradKernel(ctx, "Y", SigmoidGradOp{});
+  return activationGradKernel(ctx, "Y", ops::SigmoidGradOp{});
 }
 llvm::Error tanhGradKernel(const KernelContext &ctx) {
-  return activationGradKernel(ctx, "Y", TanhGradOp{});
+  return activationGradKernel(ctx, "Y", ops::TanhGradOp{});
+}
+
+//===----------------------------------------------------------------------===//
+// Operand checks shared with the CUDA kernels
+//===----------------------------------------------------------------------===//
+
+llvm::Error checkUnaryOperands(const KernelContext &ctx, llvm::StringRef xName,
+                               llvm::StringRef yName) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, xName));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, yName));
+  const TensorView &x = ctx.inputs[0];
+  const TensorView &y = ctx.outputs[0];
+  SHARDC_CPU_TRY(requireType(ctx, y, x.dtype, yName));
+  return requireNumel(ctx, y, x.numel(), yName);
+}
+
+llvm::Error checkBroadcastOperands(const KernelContext &ctx, DType resultType,
+                                   llvm::SmallVectorImpl<int64_t> &sa,
+                                   llvm::SmallVectorImpl<int64_t> &sb) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "A"));
+  SHARDC_CPU_TRY(requireInput(ctx, 1, "B"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "C"));
+  const TensorView &a = ctx.inputs[0];
+  const TensorView &b = ctx.inputs[1];
+  const TensorView &c = ctx.outputs[0];
+  SHARDC_CPU_TRY(requireType(ctx, b, a.dtype, "B"));
+  SHARDC_CPU_TRY(requireType(
+      ctx, c, resultType == DType::Undefined ? a.dtype : resultType, "C"));
+  SHARDC_CPU_TRY(broadcastTo(ctx, a, c.shape, "A", sa));
+  return broadcastTo(ctx, b, c.shape, "B", sb);
+}
+
+llvm::Error checkWhereOperands(const KernelContext &ctx,
+                               llvm::SmallVectorImpl<int64_t> &sc,
+                               llvm::SmallVectorImpl<int64_t> &sx,
+                               llvm::SmallVectorImpl<int64_t> &sy) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "condition"));
+  SHARDC_CPU_TRY(requireInput(ctx, 1, "X"));
+  SHARDC_CPU_TRY(requireInput(ctx, 2, "Y"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "Z"));
+  const TensorView &cond = ctx.inputs[0];
+  const TensorView &x = ctx.inputs[1];
+  const TensorView &y = ctx.inputs[2];
+  const TensorView &z = ctx.outputs[0];
+  SHARDC_CPU_TRY(requireType(ctx, cond, DType::Bool, "condition"));
+  SHARDC_CPU_TRY(requireType(ctx, y, x.dtype, "Y"));
+  SHARDC_CPU_TRY(requireType(ctx, z, x.dtype, "Z"));
+  SHARDC_CPU_TRY(broadcastTo(ctx, cond, z.shape, "condition", sc));
+  SHARDC_CPU_TRY(broadcastTo(ctx, x, z.shape, "X", sx));
+  return broadcastTo(ctx, y, z.shape, "Y", sy);
+}
+
+llvm::Error checkActivationGradOperands(const KernelContext &ctx,
+                                        llvm::StringRef zName) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "dY"));
+  SHARDC_CPU_TRY(requireInput(ctx, 1, zName));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "dX"));
+  const TensorView &dy = ctx.inputs[0];
+  const TensorView &z = ctx.inputs[1];
+  const TensorView &dx = ctx.outputs[0];
+  SHARDC_CPU_TRY(requireType(ctx, z, dy.dtype, zName));
+  SHARDC_CPU_TRY(requireType(ctx, dx, dy.dtype, "dX"));
+  SHARDC_CPU_TRY(requireShape(ctx, z, dy.shape, zName));
+  return requireShape(ctx, dx, dy.shape, "dX");
 }
 
 } // namespace shardc::rt::cpu

@@ -1,13 +1,16 @@
 //===- KernelUtil.h - Helpers shared by the CPU kernels ---------*- C++ -*-===//
 //
-// Private to runtime/cpu: element-type dispatch, operand checks, broadcasting
-// iteration and the kernel entry points that Kernels.cpp registers.
+// Element-type dispatch, operand checks, broadcasting iteration and the
+// kernel entry points that Kernels.cpp registers. Private to the kernels: the
+// CUDA kernels (runtime/cuda) use the dispatch and the operand checks, so
+// both backends refuse the same operands with the same messages.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SHARDC_RUNTIME_CPU_KERNELUTIL_H
 #define SHARDC_RUNTIME_CPU_KERNELUTIL_H
 
 #include "runtime/Backend.h"
+#include "runtime/kernels/OptimizerOps.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
@@ -161,6 +164,25 @@ llvm::Error requireShape(const KernelContext &ctx, const TensorView &view,
 /// `view` must hold `n` elements.
 llvm::Error requireNumel(const KernelContext &ctx, const TensorView &view,
                          int64_t n, llvm::StringRef name);
+
+/// The operand checks of the kernel families, shared by the CPU and CUDA
+/// kernels (one message for one mistake on every backend):
+/// input 0 (`xName`) and output 0 (`yName`) of one type and element count;
+llvm::Error checkUnaryOperands(const KernelContext &ctx, llvm::StringRef xName,
+                               llvm::StringRef yName);
+/// A and B of one type, C of `resultType` (A's when Undefined), and the
+/// strides that broadcast A and B to C;
+llvm::Error checkBroadcastOperands(const KernelContext &ctx, DType resultType,
+                                   llvm::SmallVectorImpl<int64_t> &sa,
+                                   llvm::SmallVectorImpl<int64_t> &sb);
+/// Where's bool condition, X, Y and Z, broadcast to Z;
+llvm::Error checkWhereOperands(const KernelContext &ctx,
+                               llvm::SmallVectorImpl<int64_t> &sc,
+                               llvm::SmallVectorImpl<int64_t> &sx,
+                               llvm::SmallVectorImpl<int64_t> &sy);
+/// dY, the forward value `zName` and dX of one type and shape.
+llvm::Error checkActivationGradOperands(const KernelContext &ctx,
+                                        llvm::StringRef zName);
 
 /// Product of `shape[begin, end)`.
 int64_t product(llvm::ArrayRef<int64_t> shape, size_t begin, size_t end);
@@ -324,12 +346,68 @@ llvm::Error splitKernel(const KernelContext &ctx);
 llvm::Error sliceKernel(const KernelContext &ctx);
 llvm::Error expandKernel(const KernelContext &ctx);
 
+/// Data movement checks shared with the CUDA kernels: Transpose's output
+/// shape and the input stride of each output dimension; Expand's broadcast
+/// strides; a Slice (or SliceGrad) of `part` out of `whole`: the first
+/// element and the stride of each dimension in `whole`; Concat's inputs (or
+/// Split's outputs) `parts` of `whole` along `axis`.
+llvm::Error checkTranspose(const KernelContext &ctx,
+                           llvm::SmallVectorImpl<int64_t> &outShape,
+                           llvm::SmallVectorImpl<int64_t> &strides);
+llvm::Error checkExpand(const KernelContext &ctx,
+                        llvm::SmallVectorImpl<int64_t> &strides);
+llvm::Error checkSlice(const KernelContext &ctx, const TensorView &whole,
+                       llvm::StringRef wholeName, const TensorView &part,
+                       llvm::StringRef partName, int64_t &base,
+                       llvm::SmallVectorImpl<int64_t> &strides);
+llvm::Error checkConcatParts(const KernelContext &ctx, const TensorView &whole,
+                             llvm::ArrayRef<TensorView> parts,
+                             llvm::StringRef partsName, int64_t &axis);
+
 // runtime/comm/ShardSlice.cpp (the rank-local part of sharding)
 llvm::Error shardSliceKernel(const KernelContext &ctx);
 
 // MatMul.cpp
 llvm::Error gemmKernel(const KernelContext &ctx);
 llvm::Error matMulKernel(const KernelContext &ctx);
+
+/// Gemm's checked operands and attributes (shared with the CUDA kernel):
+/// Y (m x n) = alpha op(A) op(B) + beta C, C read with `cStrides`.
+struct GemmGeometry {
+  bool transA = false, transB = false, hasC = false;
+  int64_t m = 0, n = 0, k = 0;
+  double alpha = 1, beta = 1;
+  llvm::SmallVector<int64_t, 6> cStrides;
+};
+llvm::Error checkGemm(const KernelContext &ctx, GemmGeometry &g);
+
+/// MatMul's checked operands (shared with the CUDA kernel): 1-D operands
+/// promoted, batch dimensions broadcast; the strides count matrices.
+struct MatMulGeometry {
+  int64_t m = 0, n = 0, k = 0, batchCount = 0;
+  llvm::SmallVector<int64_t, 6> batch, aStrides, bStrides;
+  /// A (B) has one matrix for all batches / one per batch.
+  bool aShared = false, bShared = false, aFull = false, bFull = false;
+
+  /// Calls fn(batch index, A's matrix, B's matrix) for every batch.
+  template <typename Fn> void forEachBatch(Fn &&fn) const {
+    llvm::SmallVector<int64_t, 6> idx(batch.size(), 0);
+    for (int64_t bi = 0; bi < batchCount; ++bi) {
+      int64_t oa = 0, ob = 0;
+      for (size_t d = 0; d < batch.size(); ++d) {
+        oa += idx[d] * aStrides[d];
+        ob += idx[d] * bStrides[d];
+      }
+      fn(bi, oa, ob);
+      for (int64_t d = static_cast<int64_t>(batch.size()) - 1; d >= 0; --d) {
+        if (++idx[d] < batch[d])
+          break;
+        idx[d] = 0;
+      }
+    }
+  }
+};
+llvm::Error checkMatMul(const KernelContext &ctx, MatMulGeometry &g);
 
 // Conv.cpp
 llvm::Error convKernel(const KernelContext &ctx);
@@ -346,6 +424,24 @@ llvm::Error layerNormalizationKernel(const KernelContext &ctx);
 llvm::Error batchNormalizationKernel(const KernelContext &ctx);
 
 // Reduce.cpp
+/// ReduceSum/Mean/Max/Min's checked operands (shared with the CUDA kernels):
+/// which axes are reduced, the keepdims shape, and how many elements each
+/// output reduces; `noop` when the op copies its input (empty axes with
+/// noop_with_empty_axes).
+struct ReduceGeometry {
+  llvm::SmallVector<bool, 6> reduced;
+  llvm::SmallVector<int64_t, 6> keptShape;
+  int64_t count = 0;
+  bool noop = false;
+};
+llvm::Error checkReduce(const KernelContext &ctx, ReduceGeometry &g);
+/// ArgMax's checked operands: `outer` lines of `len` elements `inner` apart
+/// per output; `last`: select_last_index.
+struct ArgMaxGeometry {
+  int64_t outer = 0, len = 0, inner = 0;
+  bool last = false;
+};
+llvm::Error checkArgMax(const KernelContext &ctx, ArgMaxGeometry &g);
 llvm::Error reduceMeanKernel(const KernelContext &ctx);
 llvm::Error reduceSumKernel(const KernelContext &ctx);
 llvm::Error reduceMaxKernel(const KernelContext &ctx);
@@ -389,6 +485,12 @@ llvm::Error sliceGradKernel(const KernelContext &ctx);
 
 // Optimizer.cpp
 llvm::Error sgdUpdateKernel(const KernelContext &ctx);
+/// The operand checks and attributes of SGDUpdate and AdamUpdate, shared
+/// with the CUDA kernels. `hasBuffer`: a momentum buffer is passed.
+llvm::Error checkSgdOperands(const KernelContext &ctx, bool &hasBuffer);
+llvm::Error checkAdamOperands(const KernelContext &ctx);
+ops::SgdHyper sgdHyper(const KernelContext &ctx);
+ops::AdamHyper adamHyper(const KernelContext &ctx);
 llvm::Error adamUpdateKernel(const KernelContext &ctx);
 llvm::Error incrementKernel(const KernelContext &ctx);
 

@@ -95,50 +95,57 @@ void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
   integerGemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-llvm::Error gemmKernel(const KernelContext &ctx) {
+llvm::Error checkGemm(const KernelContext &ctx, GemmGeometry &g) {
   SHARDC_CPU_TRY(requireInput(ctx, 0, "A"));
   SHARDC_CPU_TRY(requireInput(ctx, 1, "B"));
   SHARDC_CPU_TRY(requireOutput(ctx, 0, "Y"));
   const TensorView &a = ctx.inputs[0];
   const TensorView &b = ctx.inputs[1];
   const TensorView &y = ctx.outputs[0];
-  bool hasC = ctx.hasInput(2);
-  bool transA = ctx.attrs.getInt("transA", 0) != 0;
-  bool transB = ctx.attrs.getInt("transB", 0) != 0;
-  double alpha = ctx.attrs.getFloat("alpha", 1.0);
-  double beta = ctx.attrs.getFloat("beta", 1.0);
-
+  g.hasC = ctx.hasInput(2);
+  g.transA = ctx.attrs.getInt("transA", 0) != 0;
+  g.transB = ctx.attrs.getInt("transB", 0) != 0;
+  g.alpha = ctx.attrs.getFloat("alpha", 1.0);
+  g.beta = ctx.attrs.getFloat("beta", 1.0);
   if (a.rank() != 2 || b.rank() != 2 || y.rank() != 2)
     return ctx.error("A " + shapeToString(a.shape) + ", B " +
                      shapeToString(b.shape) + " and Y " +
                      shapeToString(y.shape) + " must be matrices");
-  int64_t m = transA ? a.shape[1] : a.shape[0];
-  int64_t k = transA ? a.shape[0] : a.shape[1];
-  int64_t kb = transB ? b.shape[1] : b.shape[0];
-  int64_t n = transB ? b.shape[0] : b.shape[1];
-  if (k != kb)
+  g.m = g.transA ? a.shape[1] : a.shape[0];
+  g.k = g.transA ? a.shape[0] : a.shape[1];
+  int64_t kb = g.transB ? b.shape[1] : b.shape[0];
+  g.n = g.transB ? b.shape[0] : b.shape[1];
+  if (g.k != kb)
     return ctx.error("inner dimensions of A " + shapeToString(a.shape) +
                      " and B " + shapeToString(b.shape) +
-                     " differ (transA=" + llvm::Twine(transA) +
-                     ", transB=" + llvm::Twine(transB) + ")");
-  SHARDC_CPU_TRY(requireShape(ctx, y, {m, n}, "Y"));
+                     " differ (transA=" + llvm::Twine(g.transA) +
+                     ", transB=" + llvm::Twine(g.transB) + ")");
+  SHARDC_CPU_TRY(requireShape(ctx, y, {g.m, g.n}, "Y"));
   SHARDC_CPU_TRY(requireType(ctx, b, a.dtype, "B"));
   SHARDC_CPU_TRY(requireType(ctx, y, a.dtype, "Y"));
-  llvm::SmallVector<int64_t, 6> cStrides;
-  if (hasC) {
+  g.cStrides.clear();
+  if (g.hasC) {
     SHARDC_CPU_TRY(requireInput(ctx, 2, "C"));
     SHARDC_CPU_TRY(requireType(ctx, ctx.inputs[2], a.dtype, "C"));
-    SHARDC_CPU_TRY(broadcastTo(ctx, ctx.inputs[2], y.shape, "C", cStrides));
+    SHARDC_CPU_TRY(broadcastTo(ctx, ctx.inputs[2], y.shape, "C", g.cStrides));
   }
+  return llvm::Error::success();
+}
 
+llvm::Error gemmKernel(const KernelContext &ctx) {
+  GemmGeometry g;
+  SHARDC_CPU_TRY(checkGemm(ctx, g));
+  const TensorView &a = ctx.inputs[0];
+  const TensorView &b = ctx.inputs[1];
+  const TensorView &y = ctx.outputs[0];
   using Types = DTypeList<DType::F32, DType::F64, DType::I64, DType::I32>;
   return dispatchIn(Types{}, ctx, a.dtype, "A", [&](auto tag) -> llvm::Error {
     using T = typename decltype(tag)::type;
     T *out = y.as<T>();
-    T betaT = static_cast<T>(beta);
-    if (hasC && betaT != T(0)) {
+    T betaT = static_cast<T>(g.beta);
+    if (g.hasC && betaT != T(0)) {
       const T *c = ctx.inputs[2].as<T>();
-      std::array<llvm::ArrayRef<int64_t>, 1> strides = {cStrides};
+      std::array<llvm::ArrayRef<int64_t>, 1> strides = {g.cStrides};
       forEachRow<1>(
           y.shape, strides,
           [&](int64_t o, const int64_t *in, int64_t len, const int64_t *s) {
@@ -148,13 +155,13 @@ llvm::Error gemmKernel(const KernelContext &ctx) {
     } else {
       betaT = T(0);
     }
-    gemm(transA, transB, m, n, k, static_cast<T>(alpha), a.as<T>(), a.shape[1],
-         b.as<T>(), b.shape[1], betaT, out, n);
+    gemm(g.transA, g.transB, g.m, g.n, g.k, static_cast<T>(g.alpha), a.as<T>(),
+         a.shape[1], b.as<T>(), b.shape[1], betaT, out, g.n);
     return llvm::Error::success();
   });
 }
 
-llvm::Error matMulKernel(const KernelContext &ctx) {
+llvm::Error checkMatMul(const KernelContext &ctx, MatMulGeometry &g) {
   SHARDC_CPU_TRY(requireInput(ctx, 0, "A"));
   SHARDC_CPU_TRY(requireInput(ctx, 1, "B"));
   SHARDC_CPU_TRY(requireOutput(ctx, 0, "Y"));
@@ -176,10 +183,10 @@ llvm::Error matMulKernel(const KernelContext &ctx) {
     aShape.insert(aShape.begin(), 1);
   if (bVec)
     bShape.push_back(1);
-  int64_t m = aShape[aShape.size() - 2];
-  int64_t k = aShape.back();
-  int64_t n = bShape.back();
-  if (bShape[bShape.size() - 2] != k)
+  g.m = aShape[aShape.size() - 2];
+  g.k = aShape.back();
+  g.n = bShape.back();
+  if (bShape[bShape.size() - 2] != g.k)
     return ctx.error("inner dimensions of A " + shapeToString(a.shape) +
                      " and B " + shapeToString(b.shape) + " differ");
 
@@ -187,7 +194,7 @@ llvm::Error matMulKernel(const KernelContext &ctx) {
   llvm::ArrayRef<int64_t> aBatch = llvm::ArrayRef<int64_t>(aShape).drop_back(2);
   llvm::ArrayRef<int64_t> bBatch = llvm::ArrayRef<int64_t>(bShape).drop_back(2);
   size_t batchRank = std::max(aBatch.size(), bBatch.size());
-  llvm::SmallVector<int64_t, 6> batch(batchRank, 1);
+  g.batch.assign(batchRank, 1);
   for (size_t i = 0; i < batchRank; ++i) {
     int64_t da = i + aBatch.size() >= batchRank
                      ? aBatch[i + aBatch.size() - batchRank]
@@ -199,49 +206,51 @@ llvm::Error matMulKernel(const KernelContext &ctx) {
       return ctx.error("batch dimensions of A " + shapeToString(a.shape) +
                        " and B " + shapeToString(b.shape) +
                        " do not broadcast");
-    batch[i] = da == 1 ? db : da;
+    g.batch[i] = da == 1 ? db : da;
   }
-  llvm::SmallVector<int64_t, 6> expected(batch.begin(), batch.end());
+  llvm::SmallVector<int64_t, 6> expected(g.batch.begin(), g.batch.end());
   if (!aVec)
-    expected.push_back(m);
+    expected.push_back(g.m);
   if (!bVec)
-    expected.push_back(n);
+    expected.push_back(g.n);
   SHARDC_CPU_TRY(requireShape(ctx, y, expected, "Y"));
 
-  llvm::SmallVector<int64_t, 6> aStrides, bStrides;
-  broadcastStrides(aBatch, batch, aStrides);
-  broadcastStrides(bBatch, batch, bStrides);
-  int64_t batchCount = numElements(batch);
-  bool bShared = llvm::all_of(bStrides, [](int64_t s) { return s == 0; });
-  bool aFull = numElements(aBatch) == batchCount;
+  broadcastStrides(aBatch, g.batch, g.aStrides);
+  broadcastStrides(bBatch, g.batch, g.bStrides);
+  g.batchCount = numElements(g.batch);
+  auto allZero = [](llvm::ArrayRef<int64_t> v) {
+    return llvm::all_of(v, [](int64_t s) { return s == 0; });
+  };
+  g.aShared = allZero(g.aStrides);
+  g.bShared = allZero(g.bStrides);
+  g.aFull = numElements(aBatch) == g.batchCount;
+  g.bFull = numElements(bBatch) == g.batchCount;
+  return llvm::Error::success();
+}
 
+llvm::Error matMulKernel(const KernelContext &ctx) {
+  MatMulGeometry g;
+  SHARDC_CPU_TRY(checkMatMul(ctx, g));
+  const TensorView &a = ctx.inputs[0];
+  const TensorView &b = ctx.inputs[1];
+  const TensorView &y = ctx.outputs[0];
+  int64_t m = g.m, n = g.n, k = g.k;
   using Types = DTypeList<DType::F32, DType::F64, DType::I64, DType::I32>;
   return dispatchIn(Types{}, ctx, a.dtype, "A", [&](auto tag) -> llvm::Error {
     using T = typename decltype(tag)::type;
     const T *pa = a.as<T>();
     const T *pb = b.as<T>();
     T *py = y.as<T>();
-    if (bShared && aFull) {
+    if (g.bShared && g.aFull) {
       // One B for every batch and A not broadcast: fold the batch into M.
-      gemm(false, false, batchCount * m, n, k, T(1), pa, k, pb, n, T(0), py, n);
+      gemm(false, false, g.batchCount * m, n, k, T(1), pa, k, pb, n, T(0), py,
+           n);
       return llvm::Error::success();
     }
-    // Matrix offsets per batch index (in matrices, not elements).
-    llvm::SmallVector<int64_t, 6> idx(batchRank, 0);
-    for (int64_t bi = 0; bi < batchCount; ++bi) {
-      int64_t oa = 0, ob = 0;
-      for (size_t d = 0; d < batchRank; ++d) {
-        oa += idx[d] * aStrides[d];
-        ob += idx[d] * bStrides[d];
-      }
+    g.forEachBatch([&](int64_t bi, int64_t oa, int64_t ob) {
       gemm(false, false, m, n, k, T(1), pa + oa * m * k, k, pb + ob * k * n, n,
            T(0), py + bi * m * n, n);
-      for (int64_t d = static_cast<int64_t>(batchRank) - 1; d >= 0; --d) {
-        if (++idx[d] < batch[d])
-          break;
-        idx[d] = 0;
-      }
-    }
+    });
     return llvm::Error::success();
   });
 }

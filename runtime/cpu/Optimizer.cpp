@@ -6,13 +6,13 @@
 // inputs (param, momentum buffer, moments), so every element is read before it
 // is written and nothing else is touched. Non-aliased outputs work too.
 //
-// Scalars follow PyTorch's split: what Python computes (bias corrections, step
-// size, 1 - beta) is computed in double, then converted to the element type
-// once, as ATen converts a Python scalar operand; the elementwise math runs in
-// the element type with ATen's operation order.
+// The arithmetic, and how its scalars follow PyTorch's split between Python
+// and ATen, is runtime/kernels/OptimizerOps.h, shared with the CUDA kernels;
+// the operand checks here are shared with them too.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/KernelUtil.h"
+#include "runtime/kernels/OptimizerOps.h"
 
 namespace shardc::rt::cpu {
 
@@ -46,13 +46,30 @@ llvm::Error requireState(const KernelContext &ctx, const TensorView &param,
 
 } // namespace
 
-/// torch.optim.SGD (maximize=False), per element:
-///   d = grad + weight_decay * param                  (if weight_decay != 0)
-///   buf = step <= 1 ? d : momentum * buf + (1 - dampening) * d
-///   d = nesterov ? d + momentum * buf : buf          (if momentum != 0)
-///   param = param - lr * d
-/// With momentum 0 the buffer is left as it is (copied if not aliased).
-llvm::Error sgdUpdateKernel(const KernelContext &ctx) {
+/// The hyper-parameters of SGDUpdate and AdamUpdate, from its attributes
+/// (shared with the CUDA kernels).
+ops::SgdHyper sgdHyper(const KernelContext &ctx) {
+  ops::SgdHyper h;
+  h.lr = ctx.attrs.getFloat("lr", 0.01);
+  h.momentum = ctx.attrs.getFloat("momentum", 0.0);
+  h.dampening = ctx.attrs.getFloat("dampening", 0.0);
+  h.weightDecay = ctx.attrs.getFloat("weight_decay", 0.0);
+  h.nesterov = ctx.attrs.getInt("nesterov", 0) != 0;
+  return h;
+}
+
+ops::AdamHyper adamHyper(const KernelContext &ctx) {
+  ops::AdamHyper h;
+  h.lr = ctx.attrs.getFloat("lr", 1e-3);
+  h.beta1 = ctx.attrs.getFloat("beta1", 0.9);
+  h.beta2 = ctx.attrs.getFloat("beta2", 0.999);
+  h.eps = ctx.attrs.getFloat("eps", 1e-8);
+  h.weightDecay = ctx.attrs.getFloat("weight_decay", 0.0);
+  h.decoupled = ctx.attrs.getInt("decoupled", 0) != 0;
+  return h;
+}
+
+llvm::Error checkSgdOperands(const KernelContext &ctx, bool &hasBuffer) {
   SHARDC_CPU_TRY(requireInput(ctx, 0, "param"));
   SHARDC_CPU_TRY(requireInput(ctx, 1, "grad"));
   SHARDC_CPU_TRY(requireOutput(ctx, 0, "new param"));
@@ -62,60 +79,15 @@ llvm::Error sgdUpdateKernel(const KernelContext &ctx) {
   SHARDC_CPU_TRY(requireShape(ctx, grad, param.shape, "grad"));
   SHARDC_CPU_TRY(requireType(ctx, ctx.outputs[0], param.dtype, "new param"));
   SHARDC_CPU_TRY(requireShape(ctx, ctx.outputs[0], param.shape, "new param"));
-  double step;
-  SHARDC_CPU_TRY(readStep(ctx, 3, step));
-  double lr = ctx.attrs.getFloat("lr", 0.01);
-  double momentum = ctx.attrs.getFloat("momentum", 0.0);
-  double dampening = ctx.attrs.getFloat("dampening", 0.0);
-  double weightDecay = ctx.attrs.getFloat("weight_decay", 0.0);
-  bool nesterov = ctx.attrs.getInt("nesterov", 0) != 0;
-  bool hasBuffer = ctx.hasInput(2) || ctx.hasOutput(1);
-  if (momentum != 0.0 || hasBuffer)
+  SHARDC_CPU_TRY(requireInput(ctx, 3, "step"));
+  SHARDC_CPU_TRY(requireNumel(ctx, ctx.inputs[3], 1, "step"));
+  hasBuffer = ctx.hasInput(2) || ctx.hasOutput(1);
+  if (ctx.attrs.getFloat("momentum", 0.0) != 0.0 || hasBuffer)
     SHARDC_CPU_TRY(requireState(ctx, param, 2, 1, "momentum_buffer"));
-  bool first = step <= 1.0;
-
-  return dispatchIn(
-      FloatTypes{}, ctx, param.dtype, "param", [&](auto tag) -> llvm::Error {
-        using T = typename decltype(tag)::type;
-        const T *pp = param.as<T>();
-        const T *pg = grad.as<T>();
-        T *outP = ctx.outputs[0].as<T>();
-        int64_t n = param.numel();
-        if (momentum == 0.0) {
-          if (hasBuffer && ctx.outputs[1].data != ctx.inputs[2].data && n > 0)
-            std::memmove(ctx.outputs[1].data, ctx.inputs[2].data,
-                         ctx.inputs[2].bytes());
-        }
-        T wd = static_cast<T>(weightDecay);
-        T mom = static_cast<T>(momentum);
-        T oneMinusDamp = static_cast<T>(1.0 - dampening);
-        T negLr = static_cast<T>(-lr);
-        const T *pb = momentum != 0.0 ? ctx.inputs[2].as<T>() : nullptr;
-        T *outB = momentum != 0.0 ? ctx.outputs[1].as<T>() : nullptr;
-        for (int64_t i = 0; i < n; ++i) {
-          T p = pp[i];
-          T d = pg[i];
-          if (weightDecay != 0.0)
-            d = d + wd * p;
-          if (momentum != 0.0) {
-            T b = first ? d : pb[i] * mom + oneMinusDamp * d;
-            outB[i] = b;
-            d = nesterov ? d + mom * b : b;
-          }
-          outP[i] = p + negLr * d;
-        }
-        return llvm::Error::success();
-      });
+  return llvm::Error::success();
 }
 
-/// torch.optim.Adam / AdamW (amsgrad=False, maximize=False), per element:
-///   AdamW: param *= 1 - lr * weight_decay
-///   Adam:  grad += weight_decay * param              (if weight_decay != 0)
-///   exp_avg = beta1 * exp_avg + (1 - beta1) * grad
-///   exp_avg_sq = beta2 * exp_avg_sq + (1 - beta2) * grad * grad
-///   denom = sqrt(exp_avg_sq) / sqrt(1 - beta2^step) + eps
-///   param -= lr / (1 - beta1^step) * exp_avg / denom
-llvm::Error adamUpdateKernel(const KernelContext &ctx) {
+llvm::Error checkAdamOperands(const KernelContext &ctx) {
   SHARDC_CPU_TRY(requireInput(ctx, 0, "param"));
   SHARDC_CPU_TRY(requireInput(ctx, 1, "grad"));
   SHARDC_CPU_TRY(requireOutput(ctx, 0, "new param"));
@@ -127,58 +99,74 @@ llvm::Error adamUpdateKernel(const KernelContext &ctx) {
   SHARDC_CPU_TRY(requireShape(ctx, ctx.outputs[0], param.shape, "new param"));
   SHARDC_CPU_TRY(requireState(ctx, param, 2, 1, "exp_avg"));
   SHARDC_CPU_TRY(requireState(ctx, param, 3, 2, "exp_avg_sq"));
+  SHARDC_CPU_TRY(requireInput(ctx, 4, "step"));
+  return requireNumel(ctx, ctx.inputs[4], 1, "step");
+}
+
+/// SGDUpdate (ops::SgdStep). With momentum 0 the buffer is left as it is
+/// (copied if not aliased).
+llvm::Error sgdUpdateKernel(const KernelContext &ctx) {
+  bool hasBuffer = false;
+  SHARDC_CPU_TRY(checkSgdOperands(ctx, hasBuffer));
+  const TensorView &param = ctx.inputs[0];
+  const TensorView &grad = ctx.inputs[1];
+  double step;
+  SHARDC_CPU_TRY(readStep(ctx, 3, step));
+  ops::SgdHyper hyper = sgdHyper(ctx);
+
+  return dispatchIn(
+      FloatTypes{}, ctx, param.dtype, "param", [&](auto tag) -> llvm::Error {
+        using T = typename decltype(tag)::type;
+        const T *pp = param.as<T>();
+        const T *pg = grad.as<T>();
+        T *outP = ctx.outputs[0].as<T>();
+        int64_t n = param.numel();
+        if (hyper.momentum == 0.0) {
+          if (hasBuffer && ctx.outputs[1].data != ctx.inputs[2].data && n > 0)
+            std::memmove(ctx.outputs[1].data, ctx.inputs[2].data,
+                         ctx.inputs[2].bytes());
+        }
+        auto update = ops::SgdStep<T>::make(hyper, step);
+        const T *pb = update.hasMomentum ? ctx.inputs[2].as<T>() : nullptr;
+        T *outB = update.hasMomentum ? ctx.outputs[1].as<T>() : nullptr;
+        for (int64_t i = 0; i < n; ++i) {
+          T b = T(0);
+          outP[i] = update.apply(pp[i], pg[i], pb ? pb[i] : T(0), b);
+          if (outB)
+            outB[i] = b;
+        }
+        return llvm::Error::success();
+      });
+}
+
+/// AdamUpdate (ops::AdamStep).
+llvm::Error adamUpdateKernel(const KernelContext &ctx) {
+  SHARDC_CPU_TRY(checkAdamOperands(ctx));
+  const TensorView &param = ctx.inputs[0];
+  const TensorView &grad = ctx.inputs[1];
   double step;
   SHARDC_CPU_TRY(readStep(ctx, 4, step));
-  double lr = ctx.attrs.getFloat("lr", 1e-3);
-  double beta1 = ctx.attrs.getFloat("beta1", 0.9);
-  double beta2 = ctx.attrs.getFloat("beta2", 0.999);
-  double eps = ctx.attrs.getFloat("eps", 1e-8);
-  double weightDecay = ctx.attrs.getFloat("weight_decay", 0.0);
-  bool decoupled = ctx.attrs.getInt("decoupled", 0) != 0;
   if (step < 1.0)
     return ctx.error("step " + std::to_string(step) +
                      " must be at least 1 (it is incremented before the "
                      "update)");
-  // What torch computes in Python floats.
-  double biasCorrection1 = 1.0 - std::pow(beta1, step);
-  double biasCorrection2 = 1.0 - std::pow(beta2, step);
-  double stepSize = lr / biasCorrection1;
-  double biasCorrection2Sqrt = std::sqrt(biasCorrection2);
+  ops::AdamHyper hyper = adamHyper(ctx);
 
-  return dispatchIn(FloatTypes{}, ctx, param.dtype, "param",
-                    [&](auto tag) -> llvm::Error {
-                      using T = typename decltype(tag)::type;
-                      const T *pp = param.as<T>();
-                      const T *pg = grad.as<T>();
-                      const T *pm = ctx.inputs[2].as<T>();
-                      const T *pv = ctx.inputs[3].as<T>();
-                      T *outP = ctx.outputs[0].as<T>();
-                      T *outM = ctx.outputs[1].as<T>();
-                      T *outV = ctx.outputs[2].as<T>();
-                      T decay = static_cast<T>(1.0 - lr * weightDecay);
-                      T wd = static_cast<T>(weightDecay);
-                      T b1 = static_cast<T>(beta1), b2 = static_cast<T>(beta2);
-                      T oneMinusB1 = static_cast<T>(1.0 - beta1);
-                      T oneMinusB2 = static_cast<T>(1.0 - beta2);
-                      T bc2Sqrt = static_cast<T>(biasCorrection2Sqrt);
-                      T epsT = static_cast<T>(eps);
-                      T negStepSize = static_cast<T>(-stepSize);
-                      for (int64_t i = 0, n = param.numel(); i < n; ++i) {
-                        T p = pp[i];
-                        T g = pg[i];
-                        if (decoupled)
-                          p = p * decay;
-                        else if (weightDecay != 0.0)
-                          g = g + wd * p;
-                        T m = pm[i] * b1 + oneMinusB1 * g;
-                        T v = pv[i] * b2 + oneMinusB2 * g * g;
-                        T denom = std::sqrt(v) / bc2Sqrt + epsT;
-                        outM[i] = m;
-                        outV[i] = v;
-                        outP[i] = p + negStepSize * m / denom;
-                      }
-                      return llvm::Error::success();
-                    });
+  return dispatchIn(
+      FloatTypes{}, ctx, param.dtype, "param", [&](auto tag) -> llvm::Error {
+        using T = typename decltype(tag)::type;
+        const T *pp = param.as<T>();
+        const T *pg = grad.as<T>();
+        const T *pm = ctx.inputs[2].as<T>();
+        const T *pv = ctx.inputs[3].as<T>();
+        T *outP = ctx.outputs[0].as<T>();
+        T *outM = ctx.outputs[1].as<T>();
+        T *outV = ctx.outputs[2].as<T>();
+        auto update = ops::AdamStep<T>::make(hyper, step);
+        for (int64_t i = 0, n = param.numel(); i < n; ++i)
+          update.apply(pp[i], pg[i], pm[i], pv[i], outP[i], outM[i], outV[i]);
+        return llvm::Error::success();
+      });
 }
 
 /// x + 1 (the optimizer's step counter), in place.

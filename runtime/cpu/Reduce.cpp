@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/KernelUtil.h"
+#include "runtime/kernels/ElementOps.h"
 
 #include <algorithm>
 #include <limits>
@@ -22,13 +23,8 @@ enum class Reduction { Sum, Mean, Max, Min };
 /// once one is seen.
 template <typename T>
 void extremeRow(const T *row, int64_t n, T *acc, int64_t rs, bool max) {
-  for (int64_t i = 0; i < n; ++i) {
-    T v = row[i];
-    T &a = acc[i * rs];
-    if (v != v || (max ? v > a : v < a))
-      if (a == a)
-        a = v;
-  }
+  for (int64_t i = 0; i < n; ++i)
+    acc[i * rs] = ops::extremeStep(acc[i * rs], row[i], max);
 }
 
 /// ReduceMax and ReduceMin accumulate in the element type: the running
@@ -57,49 +53,24 @@ void reduceExtreme(const TensorView &x, const TensorView &y,
 
 llvm::Error reduceImpl(const KernelContext &ctx, Reduction kind) {
   bool mean = kind == Reduction::Mean;
-  SHARDC_CPU_TRY(requireInput(ctx, 0, "data"));
-  SHARDC_CPU_TRY(requireOutput(ctx, 0, "reduced"));
+  ReduceGeometry g;
+  SHARDC_CPU_TRY(checkReduce(ctx, g));
   const TensorView &x = ctx.inputs[0];
   const TensorView &y = ctx.outputs[0];
-  SHARDC_CPU_TRY(requireType(ctx, y, x.dtype, "reduced"));
+  if (g.noop) {
+    if (x.data != y.data && x.bytes() > 0)
+      std::memmove(y.data, x.data, x.bytes());
+    return llvm::Error::success();
+  }
   int64_t rank = x.rank();
-  bool keepDims = ctx.attrs.getInt("keepdims", 1) != 0;
-
-  llvm::SmallVector<bool, 6> reduced(rank, false);
-  llvm::ArrayRef<int64_t> axes = ctx.attrs.getInts("axes");
-  if (axes.empty()) {
-    // A no-op reduction (noop_with_empty_axes) leaves the data as is; an
-    // empty list with a smaller output means "all axes" (ONNX's default).
-    if (y.numel() == x.numel() && y.rank() == rank) {
-      if (x.data != y.data && x.bytes() > 0)
-        std::memmove(y.data, x.data, x.bytes());
-      return llvm::Error::success();
-    }
-    reduced.assign(rank, true);
-  }
-  for (int64_t a : axes) {
-    int64_t axis = a < 0 ? a + rank : a;
-    if (axis < 0 || axis >= rank || reduced[axis])
-      return ctx.error("axes " + shapeToString(axes) +
-                       " are out of range or repeated for rank " +
-                       llvm::Twine(rank));
-    reduced[axis] = true;
-  }
-  llvm::SmallVector<int64_t, 6> keptShape, expected;
-  for (int64_t d = 0; d < rank; ++d) {
-    keptShape.push_back(reduced[d] ? 1 : x.shape[d]);
-    if (!reduced[d] || keepDims)
-      expected.push_back(keptShape.back());
-  }
-  SHARDC_CPU_TRY(requireShape(ctx, y, expected, "reduced"));
   // Accumulator offset of each input element: row-major in the keepdims
   // shape, 0 along reduced axes.
-  llvm::SmallVector<int64_t, 6> accStrides = rowMajorStrides(keptShape);
+  llvm::SmallVector<int64_t, 6> accStrides = rowMajorStrides(g.keptShape);
   for (int64_t d = 0; d < rank; ++d)
-    if (reduced[d])
+    if (g.reduced[d])
       accStrides[d] = 0;
   int64_t outCount = y.numel();
-  int64_t count = outCount ? x.numel() / outCount : 0;
+  int64_t count = g.count;
 
   if (kind == Reduction::Max || kind == Reduction::Min) {
     using Types = DTypeList<DType::F32, DType::F64, DType::I64, DType::I32,
@@ -170,7 +141,7 @@ llvm::Error reduceMinKernel(const KernelContext &ctx) {
 /// The index of the largest element along `axis`: the first of equal maxima,
 /// or the last with `select_last_index`. A NaN is larger than every number,
 /// as in numpy's argmax.
-llvm::Error argMaxKernel(const KernelContext &ctx) {
+llvm::Error checkArgMax(const KernelContext &ctx, ArgMaxGeometry &g) {
   SHARDC_CPU_TRY(requireInput(ctx, 0, "data"));
   SHARDC_CPU_TRY(requireOutput(ctx, 0, "reduced"));
   const TensorView &x = ctx.inputs[0];
@@ -184,46 +155,87 @@ llvm::Error argMaxKernel(const KernelContext &ctx) {
     return ctx.error("axis " + llvm::Twine(ctx.attrs.getInt("axis", 0)) +
                      " is out of range for rank " + llvm::Twine(rank));
   bool keepDims = ctx.attrs.getInt("keepdims", 1) != 0;
-  bool last = ctx.attrs.getInt("select_last_index", 0) != 0;
+  g.last = ctx.attrs.getInt("select_last_index", 0) != 0;
   llvm::SmallVector<int64_t, 6> expected(x.shape.begin(), x.shape.end());
   if (keepDims)
     expected[axis] = 1;
   else
     expected.erase(expected.begin() + axis);
   SHARDC_CPU_TRY(requireShape(ctx, y, expected, "reduced"));
-  int64_t outer = product(x.shape, 0, axis), len = x.shape[axis];
-  int64_t inner = product(x.shape, axis + 1, rank);
-  if (len == 0 && y.numel() > 0)
+  g.outer = product(x.shape, 0, axis);
+  g.len = x.shape[axis];
+  g.inner = product(x.shape, axis + 1, rank);
+  if (g.len == 0 && y.numel() > 0)
     return ctx.error("cannot take the argmax of an empty axis");
+  return llvm::Error::success();
+}
+
+llvm::Error argMaxKernel(const KernelContext &ctx) {
+  ArgMaxGeometry g;
+  SHARDC_CPU_TRY(checkArgMax(ctx, g));
+  const TensorView &x = ctx.inputs[0];
+  const TensorView &y = ctx.outputs[0];
+  int64_t outer = g.outer, len = g.len, inner = g.inner;
+  bool last = g.last;
   using Types = DTypeList<DType::F32, DType::F64, DType::I64, DType::I32,
                           DType::I8, DType::U8>;
-  return dispatchIn(Types{}, ctx, x.dtype, "data",
-                    [&](auto tag) -> llvm::Error {
-                      using T = typename decltype(tag)::type;
-                      const T *px = x.as<T>();
-                      int64_t *py = y.as<int64_t>();
-                      // `a` beats the best so far `b` (NaN beats everything but
-                      // an earlier NaN).
-                      auto better = [&](T a, T b) {
-                        if constexpr (std::is_floating_point_v<T>) {
-                          if (std::isnan(b))
-                            return last && std::isnan(a);
-                          if (std::isnan(a))
-                            return true;
-                        }
-                        return last ? a >= b : a > b;
-                      };
-                      for (int64_t o = 0; o < outer; ++o)
-                        for (int64_t i = 0; i < inner; ++i) {
-                          const T *line = px + o * len * inner + i;
-                          int64_t best = 0;
-                          for (int64_t k = 1; k < len; ++k)
-                            if (better(line[k * inner], line[best * inner]))
-                              best = k;
-                          py[o * inner + i] = best;
-                        }
-                      return llvm::Error::success();
-                    });
+  return dispatchIn(
+      Types{}, ctx, x.dtype, "data", [&](auto tag) -> llvm::Error {
+        using T = typename decltype(tag)::type;
+        const T *px = x.as<T>();
+        int64_t *py = y.as<int64_t>();
+        auto better = [&](T a, T b) { return ops::argMaxBetter(a, b, last); };
+        for (int64_t o = 0; o < outer; ++o)
+          for (int64_t i = 0; i < inner; ++i) {
+            const T *line = px + o * len * inner + i;
+            int64_t best = 0;
+            for (int64_t k = 1; k < len; ++k)
+              if (better(line[k * inner], line[best * inner]))
+                best = k;
+            py[o * inner + i] = best;
+          }
+        return llvm::Error::success();
+      });
+}
+
+llvm::Error checkReduce(const KernelContext &ctx, ReduceGeometry &g) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "data"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "reduced"));
+  const TensorView &x = ctx.inputs[0];
+  const TensorView &y = ctx.outputs[0];
+  SHARDC_CPU_TRY(requireType(ctx, y, x.dtype, "reduced"));
+  int64_t rank = x.rank();
+  bool keepDims = ctx.attrs.getInt("keepdims", 1) != 0;
+  g = ReduceGeometry();
+  g.reduced.assign(rank, false);
+  llvm::ArrayRef<int64_t> axes = ctx.attrs.getInts("axes");
+  if (axes.empty()) {
+    // A no-op reduction (noop_with_empty_axes) leaves the data as is; an
+    // empty list with a smaller output means "all axes" (ONNX's default).
+    if (y.numel() == x.numel() && y.rank() == rank) {
+      g.noop = true;
+      return llvm::Error::success();
+    }
+    g.reduced.assign(rank, true);
+  }
+  for (int64_t a : axes) {
+    int64_t axis = a < 0 ? a + rank : a;
+    if (axis < 0 || axis >= rank || g.reduced[axis])
+      return ctx.error("axes " + shapeToString(axes) +
+                       " are out of range or repeated for rank " +
+                       llvm::Twine(rank));
+    g.reduced[axis] = true;
+  }
+  llvm::SmallVector<int64_t, 6> expected;
+  for (int64_t d = 0; d < rank; ++d) {
+    g.keptShape.push_back(g.reduced[d] ? 1 : x.shape[d]);
+    if (!g.reduced[d] || keepDims)
+      expected.push_back(g.keptShape.back());
+  }
+  SHARDC_CPU_TRY(requireShape(ctx, y, expected, "reduced"));
+  int64_t outCount = y.numel();
+  g.count = outCount ? x.numel() / outCount : 0;
+  return llvm::Error::success();
 }
 
 } // namespace shardc::rt::cpu

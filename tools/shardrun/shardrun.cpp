@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "plan/PlanIO.h"
 #include "runtime/Backend.h"
+#include "runtime/Device.h"
 #include "runtime/Executor.h"
 #include "runtime/Npy.h"
 #include "runtime/Trainer.h"
@@ -116,6 +117,17 @@ static cl::opt<ProgressMode>
                             clEnumValN(ProgressMode::On, "on", "always"),
                             clEnumValN(ProgressMode::Off, "off", "never")),
                  cl::cat(trainCategory));
+
+static cl::opt<rt::DeviceKind> deviceKind(
+    "device", cl::desc("Where every rank runs its kernels (default cpu)"),
+    cl::init(rt::DeviceKind::Cpu),
+    cl::values(clEnumValN(rt::DeviceKind::Cpu, "cpu", "the CPU"),
+               clEnumValN(rt::DeviceKind::Cuda, "cuda",
+                          "a CUDA GPU per rank (local rank modulo the visible "
+                          "GPUs); an error when there is none"),
+               clEnumValN(rt::DeviceKind::Auto, "auto",
+                          "cuda when a GPU is visible, else cpu")),
+    cl::cat(shardrunCategory));
 
 static cl::OptionCategory distCategory("ranks, memory and tracing");
 static cl::opt<int> nproc(
@@ -451,8 +463,8 @@ static Error reportMemory(rt::Communicator &comm, const rt::Executor &exec,
   if (comm.rank() != 0)
     return Error::success();
   auto &os = llvm::outs();
-  os << "peak memory per rank in bytes, measured by the runtime's allocator "
-        "(predicted by shardc):\n";
+  os << "peak memory per rank in bytes, live buffers measured by the "
+        "executor (predicted by shardc):\n";
   os << llvm::left_justify("rank", 5);
   for (int c = 0; c < plan::kNumCategories; ++c)
     os << " " << llvm::right_justify(plan::categoryName(c), 25);
@@ -465,6 +477,9 @@ static Error reportMemory(rt::Communicator &comm, const rt::Executor &exec,
                          (long long)row[n + c]);
     os << "\n";
   }
+  os << "arena: " << u.arenaBytes << " bytes per rank, allocated once on the "
+     << exec.kernelBackend().name()
+     << " backend (the peak total plus alignment and fragmentation)\n";
   os.flush();
   return Error::success();
 }
@@ -674,12 +689,21 @@ static Error checkMemoryAvailable(rt::Communicator &comm, const plan::Plan &p) {
 static Error runMain(rt::Communicator &comm) {
   if (Error err = checkOutputPaths())
     return err;
+  // The device first: a missing GPU is reported before any plan is read.
+  std::string cpuBecause;
+  Expected<std::unique_ptr<rt::KernelBackend>> backendOr = rt::createBackend(
+      deviceKind, rt::localRankFromEnvironment(comm.rank()), &cpuBecause);
+  if (!backendOr)
+    return backendOr.takeError();
+  std::unique_ptr<rt::KernelBackend> backend = std::move(*backendOr);
+  if (!cpuBecause.empty() && comm.rank() == 0)
+    llvm::errs() << "shardrun: --device auto: running on the CPU: "
+                 << cpuBecause << "\n";
   Expected<std::unique_ptr<plan::LoadedPlan>> loaded = loadAndAgree(comm);
   if (!loaded)
     return loaded.takeError();
   if (Error err = checkMemoryAvailable(comm, (*loaded)->plan))
     return err;
-  std::unique_ptr<rt::KernelBackend> backend = rt::createCpuBackend();
   Expected<std::unique_ptr<rt::Executor>> execOr =
       rt::Executor::create(**loaded, *backend, &comm);
   if (!execOr)
@@ -769,7 +793,12 @@ static Error runMain(rt::Communicator &comm) {
   llvm::StringSet<> usedFiles;
   for (size_t i = 0; i < exec.numOutputs(); ++i) {
     const rt::ValueInfo &info = exec.outputInfo(i);
+    // Outputs may live in device memory: print and write a host copy.
+    std::vector<uint8_t> host(exec.output(i).bytes());
+    if (Error err = exec.readOutput(i, host.data()))
+      return err;
     rt::TensorView value = exec.output(i);
+    value.data = host.data();
     printSummary(llvm::outs(), info.name, value);
     if (!outputDir.empty()) {
       std::string base = sanitizeFileName(info.name);

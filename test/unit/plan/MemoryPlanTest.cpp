@@ -4,6 +4,7 @@
 
 #include "gtest/gtest.h"
 
+#include <random>
 #include <vector>
 
 using namespace shardc;
@@ -112,6 +113,89 @@ TEST(MemoryPlanTest, CollectiveInputLivesUntilItsWait) {
   EXPECT_EQ(mp.buffers[a].first, 0);
   EXPECT_EQ(mp.buffers[a].last, 3);
   EXPECT_EQ(mp.freeAfter, (std::vector<Ids>{{}, {}, {}, {a}, {s, n}}));
+}
+
+/// Checks the arena layout of `mp`: every buffer aligned and inside the
+/// arena, persistent buffers apart from everything, and no two TEMP buffers
+/// whose lifetimes overlap sharing a byte.
+void expectArenaIsSound(const Plan &p, const MemoryPlan &mp) {
+  EXPECT_GE(mp.arenaBytes, mp.peakTotal);
+  std::vector<int32_t> placed;
+  for (int i = 0; i < p.buffers_size(); ++i) {
+    if (p.buffers(i).is_alias())
+      continue;
+    const BufferLifetime &life = mp.buffers[i];
+    if (!life.persistent && life.first < 0)
+      continue;
+    EXPECT_EQ(life.offset % kArenaAlignment, 0u) << "buffer " << i;
+    EXPECT_LE(life.offset + life.bytes, mp.arenaBytes) << "buffer " << i;
+    if (life.persistent)
+      EXPECT_LE(life.offset + life.bytes, mp.persistentBytes);
+    else
+      EXPECT_GE(life.offset, mp.persistentBytes);
+    placed.push_back(i);
+  }
+  for (size_t x = 0; x < placed.size(); ++x)
+    for (size_t y = x + 1; y < placed.size(); ++y) {
+      const BufferLifetime &a = mp.buffers[placed[x]];
+      const BufferLifetime &b = mp.buffers[placed[y]];
+      bool together = a.persistent || b.persistent ||
+                      (a.first <= b.last && b.first <= a.last);
+      bool share = a.offset < b.offset + b.bytes &&
+                   b.offset < a.offset + a.bytes && a.bytes && b.bytes;
+      EXPECT_FALSE(together && share)
+          << "buffers " << placed[x] << " and " << placed[y] << " overlap";
+    }
+}
+
+TEST(MemoryPlanTest, ArenaReusesDeadSlots) {
+  PlanWriter w;
+  int32_t x = w.addBuffer("x", rt::DType::F32, {4}, INPUT);  // 16 bytes
+  int32_t a = w.addBuffer("a", rt::DType::F32, {64}, TEMP);  // 256
+  int32_t b = w.addBuffer("b", rt::DType::F32, {128}, TEMP); // 512
+  int32_t c = w.addBuffer("c", rt::DType::F32, {64}, TEMP);  // 256
+  Plan &p = w.plan();
+  addOp(p, "Relu", {x}, {a});      // 0
+  addOp(p, "Concat", {a, a}, {b}); // 1
+  addOp(p, "Slice", {b}, {c});     // 2
+  p.add_inputs(x);
+  p.add_outputs(c);
+  MemoryPlan mp = planMemory(p);
+  expectArenaIsSound(p, mp);
+  EXPECT_EQ(mp.buffers[x].offset, 0u);
+  EXPECT_EQ(mp.persistentBytes, kArenaAlignment);
+  // b (largest) first, at the start of the TEMP region; a and c meet b but
+  // not each other, so they share the slot after it.
+  EXPECT_EQ(mp.buffers[b].offset, kArenaAlignment);
+  EXPECT_EQ(mp.buffers[a].offset, kArenaAlignment + 512);
+  EXPECT_EQ(mp.buffers[c].offset, kArenaAlignment + 512);
+  EXPECT_EQ(mp.arenaBytes, kArenaAlignment + 768);
+}
+
+TEST(MemoryPlanTest, ArenaIsSoundOnRandomPlans) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    PlanWriter w;
+    std::vector<int32_t> values;
+    int numPersistent = 1 + rng() % 3;
+    for (int i = 0; i < numPersistent; ++i)
+      values.push_back(w.addBuffer("p" + std::to_string(i), rt::DType::F32,
+                                   {int64_t(1 + rng() % 300)}, STATE));
+    int numOps = 1 + rng() % 40;
+    Plan &p = w.plan();
+    for (int j = 0; j < numOps; ++j) {
+      int32_t in0 = values[rng() % values.size()];
+      int32_t in1 = values[rng() % values.size()];
+      int32_t out = w.addBuffer("t" + std::to_string(j), rt::DType::F32,
+                                {int64_t(rng() % 500)}, TEMP);
+      addOp(p, "Add", {in0, in1}, {out});
+      values.push_back(out);
+    }
+    p.add_outputs(values.back());
+    MemoryPlan mp = planMemory(p);
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    expectArenaIsSound(p, mp);
+  }
 }
 
 } // namespace

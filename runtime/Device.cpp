@@ -1,0 +1,172 @@
+//===- Device.cpp - Choosing the device a rank runs on --------------------===//
+#include "runtime/Device.h"
+#include "runtime/cuda/CudaPlugin.h"
+
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+#include <cstdlib>
+#include <dlfcn.h>
+#include <mutex>
+
+namespace shardc::rt {
+
+using llvm::Error;
+using llvm::Expected;
+using llvm::Twine;
+
+static Error makeError(const Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+
+llvm::StringRef deviceKindName(DeviceKind kind) {
+  switch (kind) {
+  case DeviceKind::Cpu:
+    return "cpu";
+  case DeviceKind::Cuda:
+    return "cuda";
+  case DeviceKind::Auto:
+    return "auto";
+  }
+  return "cpu";
+}
+
+static constexpr const char *kPluginName = "libshard-cuda.so";
+
+/// Candidate paths of the plugin, in search order.
+static std::vector<std::string> pluginCandidates() {
+  if (const char *env = std::getenv("SHARD_CUDA_PLUGIN"); env && *env)
+    return {env};
+  std::vector<std::string> paths;
+  // /proc/self/exe: the running executable, wherever it was started from.
+  llvm::SmallString<256> exe;
+  if (!llvm::sys::fs::real_path("/proc/self/exe", exe)) {
+    llvm::StringRef dir = llvm::sys::path::parent_path(exe);
+    llvm::SmallString<256> same(dir), lib(llvm::sys::path::parent_path(dir));
+    llvm::sys::path::append(same, kPluginName);
+    llvm::sys::path::append(lib, "lib", kPluginName);
+    paths.push_back(same.str().str());
+    paths.push_back(lib.str().str());
+  }
+  return paths;
+}
+
+std::string describeCudaPluginSearch() {
+  std::string s;
+  for (const std::string &p : pluginCandidates())
+    s += (s.empty() ? "" : ", ") + p;
+  return s.empty() ? std::string(kPluginName) : s;
+}
+
+namespace {
+
+/// The loaded plugin's entry points (loaded once per process, never
+/// unloaded: backends it created may live until exit).
+struct CudaPlugin {
+  decltype(&shard_cuda_device_count) deviceCount = nullptr;
+  decltype(&shard_cuda_create_backend) create = nullptr;
+  std::string path;
+  std::string error;
+};
+
+const CudaPlugin &loadCudaPlugin() {
+  static CudaPlugin plugin;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::string tried;
+    void *handle = nullptr;
+    for (const std::string &path : pluginCandidates()) {
+      if (!llvm::sys::fs::exists(path)) {
+        tried += "\n  " + path + ": not found";
+        continue;
+      }
+      handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (handle) {
+        plugin.path = path;
+        break;
+      }
+      // dlerror names the library that is missing (libcudnn.so.9, ...).
+      const char *msg = dlerror();
+      tried += "\n  " + path + ": " + (msg ? msg : "cannot be loaded");
+    }
+    if (!handle) {
+      plugin.error =
+          "the CUDA backend (" + std::string(kPluginName) +
+          ") could not be loaded:" + tried +
+          "\n(build Shard with the CUDA toolkit, cuDNN and NCCL installed: "
+          "cmake -DSHARD_CUDA=ON; put their libraries on LD_LIBRARY_PATH; or "
+          "set SHARD_CUDA_PLUGIN to the plugin's path)";
+      return;
+    }
+    auto abi = reinterpret_cast<decltype(&shard_cuda_plugin_abi)>(
+        dlsym(handle, "shard_cuda_plugin_abi"));
+    plugin.deviceCount = reinterpret_cast<decltype(&shard_cuda_device_count)>(
+        dlsym(handle, "shard_cuda_device_count"));
+    plugin.create = reinterpret_cast<decltype(&shard_cuda_create_backend)>(
+        dlsym(handle, "shard_cuda_create_backend"));
+    if (!abi || !plugin.deviceCount || !plugin.create) {
+      plugin.error = plugin.path + " is not a Shard CUDA plugin";
+      plugin.deviceCount = nullptr;
+      return;
+    }
+    if (abi() != SHARD_CUDA_PLUGIN_ABI) {
+      plugin.error = plugin.path + " comes from another build of Shard " +
+                     "(plugin interface " + std::to_string(abi()) +
+                     ", shardrun's " + std::to_string(SHARD_CUDA_PLUGIN_ABI) +
+                     "); use the plugin built with this shardrun";
+      plugin.deviceCount = nullptr;
+    }
+  });
+  return plugin;
+}
+
+} // namespace
+
+int localRankFromEnvironment(int rank) {
+  for (const char *name :
+       {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}) {
+    const char *value = std::getenv(name);
+    int local = 0;
+    if (value && !llvm::StringRef(value).getAsInteger(10, local) && local >= 0)
+      return local;
+  }
+  return rank;
+}
+
+Expected<std::unique_ptr<KernelBackend>>
+createBackend(DeviceKind kind, int localRank, std::string *why) {
+  if (why)
+    why->clear();
+  if (kind == DeviceKind::Cpu)
+    return createCpuBackend();
+  auto fallBack = [&](const std::string &reason)
+      -> Expected<std::unique_ptr<KernelBackend>> {
+    if (kind == DeviceKind::Cuda)
+      return makeError("--device cuda: " + reason +
+                       "; run with --device cpu (or auto)");
+    if (why)
+      *why = reason;
+    return createCpuBackend();
+  };
+  const CudaPlugin &plugin = loadCudaPlugin();
+  if (!plugin.deviceCount)
+    return fallBack(plugin.error);
+  char message[512] = "";
+  int count = plugin.deviceCount(message, sizeof(message));
+  if (count < 0)
+    return fallBack(std::string("the CUDA driver cannot be asked for GPUs: ") +
+                    message);
+  if (count == 0)
+    return fallBack("no CUDA GPU is visible to this process (" +
+                    std::string(message) +
+                    "; check nvidia-smi and CUDA_VISIBLE_DEVICES)");
+  int device = localRank >= 0 ? localRank % count : 0;
+  KernelBackend *backend = plugin.create(device, message, sizeof(message));
+  if (!backend)
+    return makeError("--device " + deviceKindName(kind) + ": GPU " +
+                     Twine(device) + ": " + message);
+  return std::unique_ptr<KernelBackend>(backend);
+}
+
+} // namespace shardc::rt

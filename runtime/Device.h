@@ -1,0 +1,50 @@
+//===- Device.h - Choosing the device a rank runs on ------------*- C++ -*-===//
+//
+// shardrun --device picks the kernel backend of every rank:
+//
+//   cpu   the CPU backend (runtime/Backend.h), always there;
+//   cuda  the CUDA backend, loaded from its plugin (runtime/cuda/CudaPlugin.h)
+//         on GPU `localRank % visible GPUs`: one process per GPU. Without the
+//         plugin, its libraries or a visible GPU it is an error that says
+//         which, before any plan is loaded;
+//   auto  cuda when the plugin loads and a GPU is visible, else cpu.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SHARDC_RUNTIME_DEVICE_H
+#define SHARDC_RUNTIME_DEVICE_H
+
+#include "runtime/Backend.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace shardc::rt {
+
+enum class DeviceKind { Cpu, Cuda, Auto };
+
+/// "cpu", "cuda" or "auto".
+llvm::StringRef deviceKindName(DeviceKind kind);
+
+/// Where the CUDA plugin is looked for: $SHARD_CUDA_PLUGIN if set, else
+/// libshard-cuda.so in the directory of the running executable and in
+/// its ../lib.
+std::string describeCudaPluginSearch();
+
+/// This process's index among the ranks on its host, from what the
+/// launcher set (Open MPI's OMPI_COMM_WORLD_LOCAL_RANK, MPICH's
+/// MPI_LOCALRANKID, Slurm's SLURM_LOCALID), else `rank`.
+int localRankFromEnvironment(int rank);
+
+/// The backend for `kind` on this rank. `localRank` is the rank's index
+/// among the ranks of its host (what picks its GPU). `why` receives, for
+/// DeviceKind::Auto, the reason the CPU was chosen (empty when CUDA was).
+llvm::Expected<std::unique_ptr<KernelBackend>>
+createBackend(DeviceKind kind, int localRank, std::string *why = nullptr);
+
+} // namespace shardc::rt
+
+#endif // SHARDC_RUNTIME_DEVICE_H

@@ -1,0 +1,294 @@
+//===- CudaBackend.cpp - The CUDA backend and the plugin's entry points ---===//
+#include "runtime/cuda/CudaBackend.h"
+#include "runtime/cuda/CudaPlugin.h"
+
+#include "llvm/ADT/Twine.h"
+
+#include <cstring>
+#include <dlfcn.h>
+#include <string>
+
+namespace shardc::rt::cuda {
+
+using llvm::Error;
+using llvm::Expected;
+using llvm::Twine;
+
+Error check(cudaError_t status, const char *what) {
+  if (status == cudaSuccess)
+    return Error::success();
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 Twine(what) +
+                                     " failed: " + cudaGetErrorName(status) +
+                                     " (" + cudaGetErrorString(status) + ")");
+}
+
+Error checkBlas(cublasStatus_t status, const char *what) {
+  if (status == CUBLAS_STATUS_SUCCESS)
+    return Error::success();
+  return llvm::createStringError(
+      llvm::inconvertibleErrorCode(),
+      Twine(what) + " failed: " + cublasGetStatusName(status) + " (" +
+          cublasGetStatusString(status) + ")");
+}
+
+CudaStream::~CudaStream() {
+  if (blasHandle)
+    cublasDestroy(blasHandle);
+  cudaStreamDestroy(stream);
+}
+
+Expected<cublasHandle_t> CudaStream::blas() {
+  if (blasHandle)
+    return blasHandle;
+  cublasHandle_t h = nullptr;
+  if (Error err = checkBlas(cublasCreate(&h), "cublasCreate"))
+    return std::move(err);
+  if (Error err = checkBlas(cublasSetStream(h, stream), "cublasSetStream")) {
+    cublasDestroy(h);
+    return std::move(err);
+  }
+  // Products in the element type's own precision (no TF32: parity with the
+  // CPU backend), and results that do not depend on the run (no atomics).
+  if (Error err = checkBlas(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH),
+                            "cublasSetMathMode")) {
+    cublasDestroy(h);
+    return std::move(err);
+  }
+  if (Error err = checkBlas(cublasSetAtomicsMode(h, CUBLAS_ATOMICS_NOT_ALLOWED),
+                            "cublasSetAtomicsMode")) {
+    cublasDestroy(h);
+    return std::move(err);
+  }
+  blasHandle = h;
+  return blasHandle;
+}
+
+Error CudaStream::synchronize() {
+  return check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+}
+
+CudaStream &streamOf(const KernelContext &ctx) {
+  // CudaBackend::launch hands every kernel a stream it created.
+  return *static_cast<CudaStream *>(ctx.stream);
+}
+
+cudaStream_t cudaStreamOf(const KernelContext &ctx) {
+  return streamOf(ctx).handle();
+}
+
+namespace {
+
+class CudaEvent : public Event {
+public:
+  explicit CudaEvent(cudaEvent_t event) : event(event) {}
+  ~CudaEvent() override { cudaEventDestroy(event); }
+  Error record(Stream &stream) override {
+    return check(
+        cudaEventRecord(event, static_cast<CudaStream &>(stream).handle()),
+        "cudaEventRecord");
+  }
+  Error wait(Stream &stream) override {
+    return check(cudaStreamWaitEvent(static_cast<CudaStream &>(stream).handle(),
+                                     event, 0),
+                 "cudaStreamWaitEvent");
+  }
+  Error synchronize() override {
+    return check(cudaEventSynchronize(event), "cudaEventSynchronize");
+  }
+
+private:
+  cudaEvent_t event;
+};
+
+/// The CUDA backend of one device. Copies go through a pinned staging
+/// buffer so that cudaMemcpyAsync is asynchronous to the device and ordered
+/// on the stream; they wait for their copy before returning, as the
+/// interface promises.
+class CudaBackend : public KernelBackend {
+public:
+  explicit CudaBackend(int device) : device(device) {
+    for (const auto &[type, fn] : kernelTable())
+      registerKernel(type, fn);
+  }
+  ~CudaBackend() override {
+    if (staging)
+      cudaFreeHost(staging);
+  }
+  llvm::StringRef name() const override { return "cuda"; }
+  bool hostAccessible() const override { return false; }
+
+  Expected<void *> allocate(size_t bytes) override {
+    void *p = nullptr;
+    cudaError_t status = cudaMalloc(&p, bytes ? bytes : 1);
+    if (status != cudaSuccess) {
+      size_t freeBytes = 0, totalBytes = 0;
+      cudaGetLastError();
+      cudaMemGetInfo(&freeBytes, &totalBytes);
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "out of GPU memory on device " + Twine(device) + ": cudaMalloc of " +
+              Twine(bytes) + " bytes failed (" + cudaGetErrorString(status) +
+              "); " + Twine(freeBytes) + " of " + Twine(totalBytes) +
+              " bytes are free");
+    }
+    return p;
+  }
+  void deallocate(void *ptr) override { cudaFree(ptr); }
+
+  std::unique_ptr<Stream> createStream() override {
+    cudaStream_t s = nullptr;
+    if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
+      return nullptr;
+    return std::make_unique<CudaStream>(s);
+  }
+  std::unique_ptr<Event> createEvent() override {
+    cudaEvent_t e = nullptr;
+    if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess)
+      return nullptr;
+    return std::make_unique<CudaEvent>(e);
+  }
+
+  Error copyToDevice(void *dst, const void *src, size_t bytes,
+                     Stream &stream) override {
+    return copy(dst, src, bytes, cudaMemcpyHostToDevice, stream);
+  }
+  Error copyToHost(void *dst, const void *src, size_t bytes,
+                   Stream &stream) override {
+    return copy(dst, src, bytes, cudaMemcpyDeviceToHost, stream);
+  }
+  Error fillZero(void *dst, size_t bytes, Stream &stream) override {
+    if (!bytes)
+      return Error::success();
+    return check(cudaMemsetAsync(dst, 0, bytes,
+                                 static_cast<CudaStream &>(stream).handle()),
+                 "cudaMemsetAsync");
+  }
+
+  Error launch(KernelFn kernel, const KernelContext &ctx,
+               Stream &stream) override {
+    KernelContext onStream = ctx;
+    onStream.stream = &stream;
+    if (Error err = kernel(onStream))
+      return err;
+    // A bad launch configuration is reported here, not at the next sync.
+    return check(cudaPeekAtLastError(), "a kernel launch");
+  }
+
+private:
+  static constexpr size_t kStagingBytes = 8 << 20;
+
+  /// Copies in chunks through the pinned staging buffer.
+  Error copy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
+             Stream &stream) {
+    cudaStream_t s = static_cast<CudaStream &>(stream).handle();
+    if (!staging && cudaMallocHost(&staging, kStagingBytes) != cudaSuccess) {
+      cudaGetLastError();
+      staging = nullptr;
+      // Without pinned memory: a synchronous copy from pageable memory.
+      if (Error err = check(cudaStreamSynchronize(s), "cudaStreamSynchronize"))
+        return err;
+      return check(cudaMemcpy(dst, src, bytes, kind), "cudaMemcpy");
+    }
+    for (size_t done = 0; done < bytes; done += kStagingBytes) {
+      size_t n = std::min(kStagingBytes, bytes - done);
+      if (kind == cudaMemcpyHostToDevice) {
+        // The previous chunk's copy must be done before staging is reused.
+        if (Error err =
+                check(cudaStreamSynchronize(s), "cudaStreamSynchronize"))
+          return err;
+        std::memcpy(staging, static_cast<const char *>(src) + done, n);
+        if (Error err = check(cudaMemcpyAsync(static_cast<char *>(dst) + done,
+                                              staging, n, kind, s),
+                              "cudaMemcpyAsync"))
+          return err;
+      } else {
+        if (Error err = check(
+                cudaMemcpyAsync(staging, static_cast<const char *>(src) + done,
+                                n, kind, s),
+                "cudaMemcpyAsync"))
+          return err;
+        if (Error err =
+                check(cudaStreamSynchronize(s), "cudaStreamSynchronize"))
+          return err;
+        std::memcpy(static_cast<char *>(dst) + done, staging, n);
+      }
+    }
+    return check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+  }
+
+  int device;
+  void *staging = nullptr;
+};
+
+} // namespace
+
+Expected<int> deviceCount(std::string *why) {
+  int count = 0;
+  cudaError_t status = cudaGetDeviceCount(&count);
+  if (status == cudaErrorNoDevice || status == cudaErrorInsufficientDriver) {
+    cudaGetLastError();
+    if (!why)
+      return 0;
+    // The runtime says "insufficient driver" also when there is no driver.
+    void *driver = status == cudaErrorInsufficientDriver
+                       ? dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL)
+                       : nullptr;
+    if (status == cudaErrorInsufficientDriver && !driver)
+      *why = "no NVIDIA driver is installed: libcuda.so.1 cannot be loaded";
+    else
+      *why = std::string(cudaGetErrorName(status)) + ": " +
+             cudaGetErrorString(status);
+    if (driver)
+      dlclose(driver);
+    return 0;
+  }
+  if (Error err = check(status, "cudaGetDeviceCount"))
+    return std::move(err);
+  if (count == 0 && why)
+    *why = "cudaGetDeviceCount returned 0";
+  return count;
+}
+
+Expected<std::unique_ptr<KernelBackend>> createBackend(int device) {
+  if (Error err = check(cudaSetDevice(device), "cudaSetDevice"))
+    return std::move(err);
+  // Creates the context now, so that a broken device fails here and not in
+  // the first allocation.
+  if (Error err = check(cudaFree(nullptr), "creating the CUDA context"))
+    return std::move(err);
+  return std::make_unique<CudaBackend>(device);
+}
+
+} // namespace shardc::rt::cuda
+
+static void writeMessage(const std::string &msg, char *error, size_t size) {
+  if (!error || size == 0)
+    return;
+  size_t n = std::min(msg.size(), size - 1);
+  std::memcpy(error, msg.data(), n);
+  error[n] = '\0';
+}
+
+extern "C" int shard_cuda_plugin_abi(void) { return SHARD_CUDA_PLUGIN_ABI; }
+
+extern "C" int shard_cuda_device_count(char *error, size_t errorSize) {
+  std::string why;
+  llvm::Expected<int> count = shardc::rt::cuda::deviceCount(&why);
+  if (!count) {
+    writeMessage(llvm::toString(count.takeError()), error, errorSize);
+    return -1;
+  }
+  writeMessage(why, error, errorSize);
+  return *count;
+}
+
+extern "C" shardc::rt::KernelBackend *
+shard_cuda_create_backend(int device, char *error, size_t errorSize) {
+  auto backend = shardc::rt::cuda::createBackend(device);
+  if (!backend) {
+    writeMessage(llvm::toString(backend.takeError()), error, errorSize);
+    return nullptr;
+  }
+  return backend->release();
+}

@@ -1,0 +1,70 @@
+//===- CudaBackend.h - The CUDA backend -------------------------*- C++ -*-===//
+//
+// Private to the CUDA plugin (runtime/cuda/CudaPlugin.h): streams and events
+// as cudaStream_t and cudaEvent_t, device memory from cudaMalloc (the one
+// arena per rank the executor allocates, plan/MemoryPlan.h), copies through
+// pinned host staging, and the table of CUDA kernels. A kernel entry point
+// has the CPU kernels' signature (runtime/Backend.h) and queues its work on
+// cudaStreamOf(ctx): it returns before the work runs, and an error it
+// returns is a launch error; errors while running surface at the next
+// synchronize.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SHARDC_RUNTIME_CUDA_CUDABACKEND_H
+#define SHARDC_RUNTIME_CUDA_CUDABACKEND_H
+
+#include "runtime/Backend.h"
+
+#include "llvm/Support/Error.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <utility>
+#include <vector>
+
+namespace shardc::rt::cuda {
+
+/// An error naming the CUDA call that failed and its message, or success.
+llvm::Error check(cudaError_t status, const char *what);
+
+/// A cudaStream_t and the library handles bound to it, created on first
+/// use: cuBLAS for the matrix products. Kernels reach it through
+/// cudaStreamOf(ctx) / streamOf(ctx).
+class CudaStream : public Stream {
+public:
+  explicit CudaStream(cudaStream_t stream) : stream(stream) {}
+  ~CudaStream() override;
+  llvm::Error synchronize() override;
+  cudaStream_t handle() const { return stream; }
+  /// The stream's cuBLAS handle: default math (no TF32 unless asked for,
+  /// for parity with the CPU backend), its workspace on this stream.
+  llvm::Expected<cublasHandle_t> blas();
+
+private:
+  cudaStream_t stream;
+  cublasHandle_t blasHandle = nullptr;
+};
+
+/// The stream a kernel queues its work on.
+cudaStream_t cudaStreamOf(const KernelContext &ctx);
+CudaStream &streamOf(const KernelContext &ctx);
+
+/// An error naming the cuBLAS call that failed, or success.
+llvm::Error checkBlas(cublasStatus_t status, const char *what);
+
+/// Every (op type, kernel) pair the CUDA backend provides.
+const std::vector<std::pair<llvm::StringRef, KernelFn>> &kernelTable();
+
+/// The backend on device `device`, or an error naming the CUDA call that
+/// failed.
+llvm::Expected<std::unique_ptr<KernelBackend>> createBackend(int device);
+
+/// The number of visible devices (cudaGetDeviceCount); 0 with `why` set when
+/// the driver reports none.
+llvm::Expected<int> deviceCount(std::string *why);
+
+} // namespace shardc::rt::cuda
+
+#endif // SHARDC_RUNTIME_CUDA_CUDABACKEND_H

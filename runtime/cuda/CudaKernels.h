@@ -1,0 +1,158 @@
+//===- CudaKernels.h - CUDA kernel entry points and helpers -----*- C++ -*-===//
+//
+// Private to runtime/cuda: the launch geometry, the broadcast indexer and
+// the kernel entry points that Kernels.cu registers. Entry points check
+// their operands with the CPU kernels' checks (runtime/cpu/KernelUtil.h), so
+// both backends refuse the same operands with the same messages.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SHARDC_RUNTIME_CUDA_CUDAKERNELS_H
+#define SHARDC_RUNTIME_CUDA_CUDAKERNELS_H
+
+#include "runtime/cpu/KernelUtil.h"
+#include "runtime/cuda/CudaBackend.h"
+#include "runtime/kernels/HostDevice.h"
+
+#include <array>
+#include <cstdint>
+
+namespace shardc::rt::cuda {
+
+/// Threads per block of the elementwise kernels; grid-stride loops let a
+/// bounded grid cover any number of elements.
+constexpr int kBlock = 256;
+inline unsigned blocksFor(int64_t n) {
+  int64_t blocks = (n + kBlock - 1) / kBlock;
+  return static_cast<unsigned>(blocks < 1 ? 1
+                                          : (blocks > 65535 ? 65535 : blocks));
+}
+
+/// Most dimensions a broadcast can have after merging contiguous ones.
+constexpr int kMaxDims = 8;
+
+/// Maps an element of a dense output to the offsets of N inputs read with
+/// arbitrary (broadcast) strides. Dimensions are innermost first, merged
+/// where every operand is contiguous across them, size-1 ones dropped.
+template <int N> struct Indexer {
+  int rank = 0;
+  int64_t dims[kMaxDims] = {};
+  int64_t strides[N][kMaxDims] = {};
+
+  SHARDC_HOST_DEVICE void offsets(int64_t out, int64_t (&off)[N]) const {
+    for (int k = 0; k < N; ++k)
+      off[k] = 0;
+    for (int d = 0; d < rank; ++d) {
+      int64_t i = out % dims[d];
+      out /= dims[d];
+      for (int k = 0; k < N; ++k)
+        off[k] += i * strides[k][d];
+    }
+  }
+};
+
+/// The indexer for an output of `shape` and inputs with `inStrides` (per
+/// dimension of `shape`, from cpu::broadcastTo), or an error naming the op
+/// when more than kMaxDims dimensions remain.
+template <int N>
+llvm::Error makeIndexer(const KernelContext &ctx, llvm::ArrayRef<int64_t> shape,
+                        const std::array<llvm::ArrayRef<int64_t>, N> &inStrides,
+                        Indexer<N> &ix) {
+  ix = Indexer<N>();
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+    if (shape[d] == 1)
+      continue;
+    bool merge = ix.rank > 0;
+    for (int k = 0; k < N && merge; ++k)
+      merge =
+          inStrides[k][d] == ix.strides[k][ix.rank - 1] * ix.dims[ix.rank - 1];
+    if (merge) {
+      ix.dims[ix.rank - 1] *= shape[d];
+      continue;
+    }
+    if (ix.rank == kMaxDims)
+      return ctx.error("the CUDA backend broadcasts over at most " +
+                       llvm::Twine(kMaxDims) +
+                       " dimensions (after merging contiguous ones); this "
+                       "op has more");
+    ix.dims[ix.rank] = shape[d];
+    for (int k = 0; k < N; ++k)
+      ix.strides[k][ix.rank] = inStrides[k][d];
+    ++ix.rank;
+  }
+  return llvm::Error::success();
+}
+
+/// Checks the launch that was just queued.
+inline llvm::Error checkLaunch(const KernelContext &ctx) {
+  cudaError_t status = cudaGetLastError();
+  if (status == cudaSuccess)
+    return llvm::Error::success();
+  return ctx.error(llvm::Twine("the CUDA kernel launch failed: ") +
+                   cudaGetErrorName(status) + " (" +
+                   cudaGetErrorString(status) + ")");
+}
+
+// Elementwise.cu
+llvm::Error copyKernel(const KernelContext &ctx);
+llvm::Error addKernel(const KernelContext &ctx);
+llvm::Error subKernel(const KernelContext &ctx);
+llvm::Error mulKernel(const KernelContext &ctx);
+llvm::Error divKernel(const KernelContext &ctx);
+llvm::Error maxKernel(const KernelContext &ctx);
+llvm::Error minKernel(const KernelContext &ctx);
+llvm::Error equalKernel(const KernelContext &ctx);
+llvm::Error greaterKernel(const KernelContext &ctx);
+llvm::Error lessKernel(const KernelContext &ctx);
+llvm::Error greaterOrEqualKernel(const KernelContext &ctx);
+llvm::Error lessOrEqualKernel(const KernelContext &ctx);
+llvm::Error andKernel(const KernelContext &ctx);
+llvm::Error orKernel(const KernelContext &ctx);
+llvm::Error xorKernel(const KernelContext &ctx);
+llvm::Error whereKernel(const KernelContext &ctx);
+llvm::Error sqrtKernel(const KernelContext &ctx);
+llvm::Error expKernel(const KernelContext &ctx);
+llvm::Error logKernel(const KernelContext &ctx);
+llvm::Error erfKernel(const KernelContext &ctx);
+llvm::Error tanhKernel(const KernelContext &ctx);
+llvm::Error sigmoidKernel(const KernelContext &ctx);
+llvm::Error softplusKernel(const KernelContext &ctx);
+llvm::Error absKernel(const KernelContext &ctx);
+llvm::Error negKernel(const KernelContext &ctx);
+llvm::Error reluKernel(const KernelContext &ctx);
+llvm::Error signKernel(const KernelContext &ctx);
+llvm::Error floorKernel(const KernelContext &ctx);
+llvm::Error ceilKernel(const KernelContext &ctx);
+llvm::Error sinKernel(const KernelContext &ctx);
+llvm::Error cosKernel(const KernelContext &ctx);
+llvm::Error notKernel(const KernelContext &ctx);
+llvm::Error reluGradKernel(const KernelContext &ctx);
+llvm::Error sigmoidGradKernel(const KernelContext &ctx);
+llvm::Error tanhGradKernel(const KernelContext &ctx);
+
+// DataMovement.cu
+llvm::Error transposeKernel(const KernelContext &ctx);
+llvm::Error expandKernel(const KernelContext &ctx);
+llvm::Error sliceKernel(const KernelContext &ctx);
+llvm::Error sliceGradKernel(const KernelContext &ctx);
+llvm::Error concatKernel(const KernelContext &ctx);
+llvm::Error splitKernel(const KernelContext &ctx);
+
+// MatMul.cu
+llvm::Error gemmKernel(const KernelContext &ctx);
+llvm::Error matMulKernel(const KernelContext &ctx);
+
+// Reduce.cu
+llvm::Error reduceSumKernel(const KernelContext &ctx);
+llvm::Error reduceMeanKernel(const KernelContext &ctx);
+llvm::Error reduceMaxKernel(const KernelContext &ctx);
+llvm::Error reduceMinKernel(const KernelContext &ctx);
+llvm::Error argMaxKernel(const KernelContext &ctx);
+
+// Optimizer.cu
+llvm::Error sgdUpdateKernel(const KernelContext &ctx);
+llvm::Error adamUpdateKernel(const KernelContext &ctx);
+llvm::Error incrementKernel(const KernelContext &ctx);
+
+} // namespace shardc::rt::cuda
+
+#endif // SHARDC_RUNTIME_CUDA_CUDAKERNELS_H

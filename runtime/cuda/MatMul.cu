@@ -1,0 +1,179 @@
+//===- MatMul.cu - Gemm and MatMul on CUDA --------------------------------===//
+//
+// f32 and f64 products go to cuBLAS (the stream's handle, default math: no
+// TF32); integer products, which only shape arithmetic produces, use a plain
+// kernel with wrap-around arithmetic. Shapes are checked as the CPU kernels
+// check them (runtime/cpu/MatMul.cpp).
+//
+// cuBLAS is column-major: a row-major C = op(A) op(B) is computed as the
+// column-major C^T = op(B)^T op(A)^T, which reads the same memory.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cuda/CudaKernels.h"
+
+#include <type_traits>
+
+namespace shardc::rt::cuda {
+
+namespace {
+
+template <typename T>
+__global__ void integerGemmElements(bool transA, bool transB, int64_t m,
+                                    int64_t n, int64_t k, T alpha, const T *a,
+                                    int64_t lda, const T *b, int64_t ldb,
+                                    T beta, T *c, int64_t ldc) {
+  using U = std::make_unsigned_t<T>;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < m * n;
+       e += int64_t(blockDim.x) * gridDim.x) {
+    int64_t i = e / n, j = e % n;
+    U acc = beta == 0 ? U(0) : U(beta) * U(c[i * ldc + j]);
+    for (int64_t p = 0; p < k; ++p) {
+      U av = U(transA ? a[p * lda + i] : a[i * lda + p]);
+      U bv = U(transB ? b[j * ldb + p] : b[p * ldb + j]);
+      acc += U(alpha) * av * bv;
+    }
+    c[i * ldc + j] = static_cast<T>(acc);
+  }
+}
+
+template <typename T> __global__ void scaleElements(T *c, int64_t n, T beta) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(blockDim.x) * gridDim.x)
+    c[i] = beta == T(0) ? T(0) : beta * c[i];
+}
+
+/// Y = broadcast(C), before the product accumulates into it.
+template <typename T>
+__global__ void broadcastCopy(const T *src, T *dst, int64_t n, Indexer<1> ix) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(blockDim.x) * gridDim.x) {
+    int64_t off[1];
+    ix.offsets(i, off);
+    dst[i] = src[off[0]];
+  }
+}
+
+/// Row-major C (m x n, leading dimension ldc) = alpha op(A) op(B) + beta C,
+/// `count` times with matrices `strideA`, `strideB`, `strideC` elements
+/// apart.
+template <typename T>
+llvm::Error gemm(const KernelContext &ctx, bool transA, bool transB, int64_t m,
+                 int64_t n, int64_t k, T alpha, const T *a, int64_t lda,
+                 int64_t strideA, const T *b, int64_t ldb, int64_t strideB,
+                 T beta, T *c, int64_t ldc, int64_t strideC, int64_t count) {
+  if (m == 0 || n == 0 || count == 0)
+    return llvm::Error::success();
+  cudaStream_t s = cudaStreamOf(ctx);
+  if (k == 0) {
+    // No product: C = beta C for each matrix (contiguous here).
+    scaleElements<<<blocksFor(m * n * count), kBlock, 0, s>>>(c, m * n * count,
+                                                              beta);
+    return checkLaunch(ctx);
+  }
+  if constexpr (std::is_integral_v<T>) {
+    for (int64_t i = 0; i < count; ++i)
+      integerGemmElements<<<blocksFor(m * n), kBlock, 0, s>>>(
+          transA, transB, m, n, k, alpha, a + i * strideA, lda, b + i * strideB,
+          ldb, beta, c + i * strideC, ldc);
+    return checkLaunch(ctx);
+  } else {
+    constexpr int64_t kMax = 0x7fffffff;
+    if (m > kMax || n > kMax || k > kMax || lda > kMax || ldb > kMax ||
+        ldc > kMax || count > kMax)
+      return ctx.error("a matrix dimension exceeds cuBLAS's 2^31 - 1");
+    llvm::Expected<cublasHandle_t> h = streamOf(ctx).blas();
+    if (!h)
+      return ctx.error(llvm::toString(h.takeError()));
+    // Column-major C^T (n x m) = op(B)^T (n x k) op(A)^T (k x m).
+    cublasOperation_t opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasStatus_t status;
+    int ni = int(n), mi = int(m), ki = int(k);
+    int ldbi = int(std::max<int64_t>(ldb, 1)),
+        ldai = int(std::max<int64_t>(lda, 1)),
+        ldci = int(std::max<int64_t>(ldc, 1));
+    if constexpr (std::is_same_v<T, float>)
+      status = cublasSgemmStridedBatched(*h, opB, opA, ni, mi, ki, &alpha, b,
+                                         ldbi, strideB, a, ldai, strideA, &beta,
+                                         c, ldci, strideC, int(count));
+    else
+      status = cublasDgemmStridedBatched(*h, opB, opA, ni, mi, ki, &alpha, b,
+                                         ldbi, strideB, a, ldai, strideA, &beta,
+                                         c, ldci, strideC, int(count));
+    if (llvm::Error err = checkBlas(status, "cublas<T>gemmStridedBatched"))
+      return ctx.error(llvm::toString(std::move(err)));
+    return llvm::Error::success();
+  }
+}
+
+using GemmTypes =
+    cpu::DTypeList<DType::F32, DType::F64, DType::I64, DType::I32>;
+
+} // namespace
+
+llvm::Error gemmKernel(const KernelContext &ctx) {
+  cpu::GemmGeometry g;
+  SHARDC_CPU_TRY(cpu::checkGemm(ctx, g));
+  const TensorView &a = ctx.inputs[0];
+  const TensorView &b = ctx.inputs[1];
+  const TensorView &y = ctx.outputs[0];
+  Indexer<1> ix;
+  if (g.hasC)
+    SHARDC_CPU_TRY(makeIndexer<1>(ctx, y.shape, {g.cStrides}, ix));
+  return cpu::dispatchIn(
+      GemmTypes{}, ctx, a.dtype, "A", [&](auto tag) -> llvm::Error {
+        using T = typename decltype(tag)::type;
+        T *out = y.as<T>();
+        T betaT = static_cast<T>(g.beta);
+        if (g.hasC && betaT != T(0)) {
+          if (y.numel() > 0) {
+            broadcastCopy<<<blocksFor(y.numel()), kBlock, 0,
+                            cudaStreamOf(ctx)>>>(ctx.inputs[2].as<T>(), out,
+                                                 y.numel(), ix);
+            SHARDC_CPU_TRY(checkLaunch(ctx));
+          }
+        } else {
+          betaT = T(0);
+        }
+        return gemm<T>(ctx, g.transA, g.transB, g.m, g.n, g.k,
+                       static_cast<T>(g.alpha), a.as<T>(), a.shape[1], 0,
+                       b.as<T>(), b.shape[1], 0, betaT, out, g.n, 0, 1);
+      });
+}
+
+llvm::Error matMulKernel(const KernelContext &ctx) {
+  cpu::MatMulGeometry g;
+  SHARDC_CPU_TRY(cpu::checkMatMul(ctx, g));
+  const TensorView &a = ctx.inputs[0];
+  const TensorView &b = ctx.inputs[1];
+  const TensorView &y = ctx.outputs[0];
+  int64_t m = g.m, n = g.n, k = g.k;
+  return cpu::dispatchIn(
+      GemmTypes{}, ctx, a.dtype, "A", [&](auto tag) -> llvm::Error {
+        using T = typename decltype(tag)::type;
+        const T *pa = a.as<T>();
+        const T *pb = b.as<T>();
+        T *py = y.as<T>();
+        // One B for every batch and A not broadcast: fold the batch into M.
+        if (g.bShared && g.aFull)
+          return gemm<T>(ctx, false, false, g.batchCount * m, n, k, T(1), pa, k,
+                         0, pb, n, 0, T(0), py, n, 0, 1);
+        // Batches that step uniformly: one strided-batched call.
+        if ((g.aFull || g.aShared) && (g.bFull || g.bShared))
+          return gemm<T>(ctx, false, false, m, n, k, T(1), pa, k,
+                         g.aShared ? 0 : m * k, pb, n, g.bShared ? 0 : k * n,
+                         T(0), py, n, m * n, g.batchCount);
+        // General broadcasting: one product per batch.
+        llvm::Error err = llvm::Error::success();
+        g.forEachBatch([&](int64_t bi, int64_t oa, int64_t ob) {
+          if (!err) // Error's operator= is [[nodiscard]] to nvcc.
+            static_cast<void>(err = gemm<T>(ctx, false, false, m, n, k, T(1),
+                                            pa + oa * m * k, k, 0,
+                                            pb + ob * k * n, n, 0, T(0),
+                                            py + bi * m * n, n, 0, 1));
+        });
+        return err;
+      });
+}
+
+} // namespace shardc::rt::cuda

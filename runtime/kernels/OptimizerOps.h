@@ -1,0 +1,118 @@
+//===- OptimizerOps.h - Optimizer arithmetic for every backend --*- C++ -*-===//
+//
+// The per-element updates of SGDUpdate and AdamUpdate (docs/ops.md), written
+// once for the CPU kernels (runtime/cpu/Optimizer.cpp) and the CUDA kernels
+// (runtime/cuda/Optimizer.cu), following PyTorch 1.13's single-tensor
+// ("for-loop") torch.optim.SGD, Adam and AdamW.
+//
+// Scalars follow PyTorch's split: what Python computes (bias corrections,
+// step size, 1 - beta) is computed in double from the step counter, then
+// converted to the element type once, as ATen converts a Python scalar
+// operand; the elementwise math runs in the element type with ATen's
+// operation order. The CPU computes the scalars once per op; a CUDA block
+// computes them once per block from the step counter in device memory.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SHARDC_RUNTIME_KERNELS_OPTIMIZEROPS_H
+#define SHARDC_RUNTIME_KERNELS_OPTIMIZEROPS_H
+
+#include "runtime/kernels/HostDevice.h"
+
+#include <cmath>
+
+namespace shardc::rt::ops {
+
+/// SGDUpdate's attributes.
+struct SgdHyper {
+  double lr = 0.01, momentum = 0, dampening = 0, weightDecay = 0;
+  bool nesterov = false;
+};
+
+/// torch.optim.SGD (maximize=False), per element:
+///   d = grad + weight_decay * param                  (if weight_decay != 0)
+///   buf = step <= 1 ? d : momentum * buf + (1 - dampening) * d
+///   d = nesterov ? d + momentum * buf : buf          (if momentum != 0)
+///   param = param - lr * d
+template <typename T> struct SgdStep {
+  T wd, mom, oneMinusDamp, negLr;
+  bool hasWd, hasMomentum, nesterov, first;
+
+  SHARDC_HOST_DEVICE static SgdStep make(const SgdHyper &h, double step) {
+    SgdStep s;
+    s.wd = static_cast<T>(h.weightDecay);
+    s.mom = static_cast<T>(h.momentum);
+    s.oneMinusDamp = static_cast<T>(1.0 - h.dampening);
+    s.negLr = static_cast<T>(-h.lr);
+    s.hasWd = h.weightDecay != 0.0;
+    s.hasMomentum = h.momentum != 0.0;
+    s.nesterov = h.nesterov;
+    s.first = step <= 1.0;
+    return s;
+  }
+  /// The new parameter; with momentum, also the new buffer `b` from `buf`
+  /// (ignored otherwise).
+  SHARDC_HOST_DEVICE T apply(T p, T g, T buf, T &b) const {
+    T d = g;
+    if (hasWd)
+      d = d + wd * p;
+    if (hasMomentum) {
+      b = first ? d : buf * mom + oneMinusDamp * d;
+      d = nesterov ? d + mom * b : b;
+    }
+    return p + negLr * d;
+  }
+};
+
+/// AdamUpdate's attributes.
+struct AdamHyper {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0;
+  bool decoupled = false;
+};
+
+/// torch.optim.Adam / AdamW (amsgrad=False, maximize=False), per element:
+///   AdamW: param *= 1 - lr * weight_decay
+///   Adam:  grad += weight_decay * param              (if weight_decay != 0)
+///   exp_avg = beta1 * exp_avg + (1 - beta1) * grad
+///   exp_avg_sq = beta2 * exp_avg_sq + (1 - beta2) * grad * grad
+///   denom = sqrt(exp_avg_sq) / sqrt(1 - beta2^step) + eps
+///   param -= lr / (1 - beta1^step) * exp_avg / denom
+template <typename T> struct AdamStep {
+  T decay, wd, b1, b2, oneMinusB1, oneMinusB2, bc2Sqrt, eps, negStepSize;
+  bool decoupled, hasWd;
+
+  SHARDC_HOST_DEVICE static AdamStep make(const AdamHyper &h, double step) {
+    // What torch computes in Python floats.
+    double biasCorrection1 = 1.0 - std::pow(h.beta1, step);
+    double biasCorrection2 = 1.0 - std::pow(h.beta2, step);
+    AdamStep s;
+    s.decay = static_cast<T>(1.0 - h.lr * h.weightDecay);
+    s.wd = static_cast<T>(h.weightDecay);
+    s.b1 = static_cast<T>(h.beta1);
+    s.b2 = static_cast<T>(h.beta2);
+    s.oneMinusB1 = static_cast<T>(1.0 - h.beta1);
+    s.oneMinusB2 = static_cast<T>(1.0 - h.beta2);
+    s.bc2Sqrt = static_cast<T>(std::sqrt(biasCorrection2));
+    s.eps = static_cast<T>(h.eps);
+    s.negStepSize = static_cast<T>(-(h.lr / biasCorrection1));
+    s.decoupled = h.decoupled;
+    s.hasWd = h.weightDecay != 0.0;
+    return s;
+  }
+  SHARDC_HOST_DEVICE void apply(T p, T g, T m, T v, T &newP, T &newM,
+                                T &newV) const {
+    if (decoupled)
+      p = p * decay;
+    else if (hasWd)
+      g = g + wd * p;
+    m = m * b1 + oneMinusB1 * g;
+    v = v * b2 + oneMinusB2 * g * g;
+    T denom = std::sqrt(v) / bc2Sqrt + eps;
+    newM = m;
+    newV = v;
+    newP = p + negStepSize * m / denom;
+  }
+};
+
+} // namespace shardc::rt::ops
+
+#endif // SHARDC_RUNTIME_KERNELS_OPTIMIZEROPS_H
