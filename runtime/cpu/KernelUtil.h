@@ -418,6 +418,14 @@ llvm::Error averagePoolKernel(const KernelContext &ctx);
 llvm::Error globalAveragePoolKernel(const KernelContext &ctx);
 
 // Normalization.cpp
+/// Softmax-like ops along one axis: `outer` x `inner` lines of `n` elements
+/// `inner` apart. The checks of Softmax/LogSoftmax and of their gradients
+/// (shared with the CUDA kernels).
+struct LineGeometry {
+  int64_t outer = 0, n = 0, inner = 0;
+};
+llvm::Error checkSoftmax(const KernelContext &ctx, LineGeometry &g);
+llvm::Error checkSoftmaxGrad(const KernelContext &ctx, LineGeometry &g);
 llvm::Error softmaxKernel(const KernelContext &ctx);
 llvm::Error logSoftmaxKernel(const KernelContext &ctx);
 llvm::Error layerNormalizationKernel(const KernelContext &ctx);

@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/KernelUtil.h"
+#include "runtime/kernels/LineOps.h"
 
 #include <vector>
 
@@ -12,57 +13,21 @@ namespace shardc::rt::cpu {
 namespace {
 
 llvm::Error softmaxImpl(const KernelContext &ctx, bool logarithm) {
-  SHARDC_CPU_TRY(requireInput(ctx, 0, "input"));
-  SHARDC_CPU_TRY(requireOutput(ctx, 0, "output"));
+  LineGeometry g;
+  SHARDC_CPU_TRY(checkSoftmax(ctx, g));
   const TensorView &x = ctx.inputs[0];
   const TensorView &y = ctx.outputs[0];
-  SHARDC_CPU_TRY(requireType(ctx, y, x.dtype, "output"));
-  SHARDC_CPU_TRY(requireShape(ctx, y, x.shape, "output"));
-  int64_t rank = x.rank();
-  int64_t axis = ctx.attrs.getInt("axis", -1);
-  if (axis < 0)
-    axis += rank;
-  if (axis < 0 || axis >= rank)
-    return ctx.error("axis " + llvm::Twine(ctx.attrs.getInt("axis", -1)) +
-                     " out of range for rank " + llvm::Twine(rank));
-  int64_t outer = product(x.shape, 0, axis);
-  int64_t n = x.shape[axis];
-  int64_t inner = product(x.shape, axis + 1, rank);
-  return dispatchIn(
-      FloatTypes{}, ctx, x.dtype, "input", [&](auto tag) -> llvm::Error {
-        using T = typename decltype(tag)::type;
-        for (int64_t o = 0; o < outer; ++o) {
-          for (int64_t i = 0; i < inner; ++i) {
-            const T *px = x.as<T>() + o * n * inner + i;
-            T *py = y.as<T>() + o * n * inner + i;
-            T maxV = -std::numeric_limits<T>::infinity();
-            for (int64_t j = 0; j < n; ++j)
-              maxV = std::max(maxV, px[j * inner]);
-            if (std::isinf(maxV))
-              maxV = T(0); // All -inf (or +inf): avoid inf - inf.
-            // exp in T's precision (exact enough once shifted by the max),
-            // sums in double.
-            double sum = 0.0;
-            if (logarithm) {
-              for (int64_t j = 0; j < n; ++j)
-                sum += std::exp(px[j * inner] - maxV);
-              double shift = static_cast<double>(maxV) + std::log(sum);
-              for (int64_t j = 0; j < n; ++j)
-                py[j * inner] = static_cast<T>(px[j * inner] - shift);
-            } else {
-              for (int64_t j = 0; j < n; ++j) {
-                T e = std::exp(px[j * inner] - maxV);
-                py[j * inner] = e;
-                sum += e;
-              }
-              T scale = static_cast<T>(1.0 / sum);
-              for (int64_t j = 0; j < n; ++j)
-                py[j * inner] *= scale;
-            }
-          }
-        }
-        return llvm::Error::success();
-      });
+  return dispatchIn(FloatTypes{}, ctx, x.dtype, "input",
+                    [&](auto tag) -> llvm::Error {
+                      using T = typename decltype(tag)::type;
+                      for (int64_t o = 0; o < g.outer; ++o)
+                        for (int64_t i = 0; i < g.inner; ++i) {
+                          int64_t base = o * g.n * g.inner + i;
+                          ops::softmaxLine(x.as<T>() + base, y.as<T>() + base,
+                                           g.n, g.inner, logarithm);
+                        }
+                      return llvm::Error::success();
+                    });
 }
 
 /// Expands `v` (numpy-broadcastable to `shape`, after dropping leading 1s
@@ -313,55 +278,22 @@ llvm::Error checkStatInput(const KernelContext &ctx, size_t i,
   return requireNumel(ctx, t, numel, name);
 }
 
-/// Softmax and LogSoftmax backward from the forward output Y along `axis`:
-///   softmax:    dX = Y * (dY - sum(dY * Y))
-///   logsoftmax: dX = dY - exp(Y) * sum(dY)
-/// (PyTorch's _softmax_backward_data / _log_softmax_backward_data); the sums
-/// accumulate in double.
+/// Softmax and LogSoftmax backward (ops::softmaxGradLine).
 llvm::Error softmaxGradImpl(const KernelContext &ctx, bool logarithm) {
-  SHARDC_CPU_TRY(requireInput(ctx, 0, "dY"));
-  SHARDC_CPU_TRY(requireInput(ctx, 1, "Y"));
-  SHARDC_CPU_TRY(requireOutput(ctx, 0, "dX"));
+  LineGeometry g;
+  SHARDC_CPU_TRY(checkSoftmaxGrad(ctx, g));
   const TensorView &dy = ctx.inputs[0];
   const TensorView &y = ctx.inputs[1];
   const TensorView &dx = ctx.outputs[0];
-  SHARDC_CPU_TRY(requireType(ctx, y, dy.dtype, "Y"));
-  SHARDC_CPU_TRY(requireType(ctx, dx, dy.dtype, "dX"));
-  SHARDC_CPU_TRY(requireShape(ctx, y, dy.shape, "Y"));
-  SHARDC_CPU_TRY(requireShape(ctx, dx, dy.shape, "dX"));
-  int64_t rank = dy.rank();
-  if (rank == 0)
-    return ctx.error("'dY' must have at least one dimension");
-  int64_t axis;
-  SHARDC_CPU_TRY(readAxis(ctx, rank, -1, axis));
-  int64_t outer = product(dy.shape, 0, axis);
-  int64_t n = dy.shape[axis];
-  int64_t inner = product(dy.shape, axis + 1, rank);
   return dispatchIn(
       FloatTypes{}, ctx, dy.dtype, "dY", [&](auto tag) -> llvm::Error {
         using T = typename decltype(tag)::type;
-        for (int64_t o = 0; o < outer; ++o) {
-          for (int64_t i = 0; i < inner; ++i) {
-            int64_t base = o * n * inner + i;
-            const T *pdy = dy.as<T>() + base;
-            const T *py = y.as<T>() + base;
-            T *pdx = dx.as<T>() + base;
-            double sum = 0.0;
-            if (logarithm) {
-              for (int64_t j = 0; j < n; ++j)
-                sum += pdy[j * inner];
-              T s = static_cast<T>(sum);
-              for (int64_t j = 0; j < n; ++j)
-                pdx[j * inner] = pdy[j * inner] - std::exp(py[j * inner]) * s;
-            } else {
-              for (int64_t j = 0; j < n; ++j)
-                sum += static_cast<double>(pdy[j * inner]) * py[j * inner];
-              T s = static_cast<T>(sum);
-              for (int64_t j = 0; j < n; ++j)
-                pdx[j * inner] = py[j * inner] * (pdy[j * inner] - s);
-            }
+        for (int64_t o = 0; o < g.outer; ++o)
+          for (int64_t i = 0; i < g.inner; ++i) {
+            int64_t base = o * g.n * g.inner + i;
+            ops::softmaxGradLine(dy.as<T>() + base, y.as<T>() + base,
+                                 dx.as<T>() + base, g.n, g.inner, logarithm);
           }
-        }
         return llvm::Error::success();
       });
 }
@@ -592,6 +524,48 @@ llvm::Error batchNormGradKernel(const KernelContext &ctx) {
         }
         return llvm::Error::success();
       });
+}
+
+llvm::Error checkSoftmax(const KernelContext &ctx, LineGeometry &g) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "input"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "output"));
+  const TensorView &x = ctx.inputs[0];
+  const TensorView &y = ctx.outputs[0];
+  SHARDC_CPU_TRY(requireType(ctx, y, x.dtype, "output"));
+  SHARDC_CPU_TRY(requireShape(ctx, y, x.shape, "output"));
+  int64_t rank = x.rank();
+  int64_t axis = ctx.attrs.getInt("axis", -1);
+  if (axis < 0)
+    axis += rank;
+  if (axis < 0 || axis >= rank)
+    return ctx.error("axis " + llvm::Twine(ctx.attrs.getInt("axis", -1)) +
+                     " out of range for rank " + llvm::Twine(rank));
+  g.outer = product(x.shape, 0, axis);
+  g.n = x.shape[axis];
+  g.inner = product(x.shape, axis + 1, rank);
+  return llvm::Error::success();
+}
+
+llvm::Error checkSoftmaxGrad(const KernelContext &ctx, LineGeometry &g) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "dY"));
+  SHARDC_CPU_TRY(requireInput(ctx, 1, "Y"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "dX"));
+  const TensorView &dy = ctx.inputs[0];
+  const TensorView &y = ctx.inputs[1];
+  const TensorView &dx = ctx.outputs[0];
+  SHARDC_CPU_TRY(requireType(ctx, y, dy.dtype, "Y"));
+  SHARDC_CPU_TRY(requireType(ctx, dx, dy.dtype, "dX"));
+  SHARDC_CPU_TRY(requireShape(ctx, y, dy.shape, "Y"));
+  SHARDC_CPU_TRY(requireShape(ctx, dx, dy.shape, "dX"));
+  int64_t rank = dy.rank();
+  if (rank == 0)
+    return ctx.error("'dY' must have at least one dimension");
+  int64_t axis;
+  SHARDC_CPU_TRY(readAxis(ctx, rank, -1, axis));
+  g.outer = product(dy.shape, 0, axis);
+  g.n = dy.shape[axis];
+  g.inner = product(dy.shape, axis + 1, rank);
+  return llvm::Error::success();
 }
 
 } // namespace shardc::rt::cpu

@@ -148,6 +148,12 @@ llvm::Error reduceMaxKernel(const KernelContext &ctx);
 llvm::Error reduceMinKernel(const KernelContext &ctx);
 llvm::Error argMaxKernel(const KernelContext &ctx);
 
+// Softmax.cu
+llvm::Error softmaxKernel(const KernelContext &ctx);
+llvm::Error logSoftmaxKernel(const KernelContext &ctx);
+llvm::Error softmaxGradKernel(const KernelContext &ctx);
+llvm::Error logSoftmaxGradKernel(const KernelContext &ctx);
+
 // Optimizer.cu
 llvm::Error sgdUpdateKernel(const KernelContext &ctx);
 llvm::Error adamUpdateKernel(const KernelContext &ctx);

@@ -447,6 +447,23 @@ TEST(CudaKernelsTest, DataMovementMatchesCpu) {
   }
 }
 
+TEST(CudaKernelsTest, SoftmaxMatchesCpu) {
+  for (DType t : kFloat)
+    for (int64_t axis : {-1, 1, 0}) {
+      AttrMap attrs;
+      attrs.set("axis", AttrValue::ofInt(axis));
+      // exp and log of the device may differ from the host's in the last
+      // bits; the sums run in one order on both.
+      Tolerance tol =
+          t == DType::F32 ? Tolerance{8, 1e-5} : Tolerance{8, 1e-13};
+      for (const char *op : {"Softmax", "LogSoftmax"})
+        expectSameAsCpu(op, {{t, {6, 50, 7}}}, {{t, {6, 50, 7}}}, tol, attrs);
+      for (const char *op : {"SoftmaxGrad", "LogSoftmaxGrad"})
+        expectSameAsCpu(op, {{t, {6, 50, 7}}, {t, {6, 50, 7}}},
+                        {{t, {6, 50, 7}}}, tol, attrs);
+    }
+}
+
 TEST(CudaKernelsTest, CopiesMatchCpu) {
   for (const char *op : {"Identity", "Reshape"})
     for (DType t : {DType::F32, DType::I64, DType::U8})
