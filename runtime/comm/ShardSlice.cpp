@@ -13,8 +13,7 @@
 
 namespace shardc::rt::cpu {
 
-/// ShardSlice: this rank's chunk of a 1-d buffer (ZeRO's local partition).
-llvm::Error shardSliceKernel(const KernelContext &ctx) {
+llvm::Error checkShardSlice(const KernelContext &ctx, size_t &bytes) {
   const TensorView &in = ctx.input(0);
   if (ctx.outputs.size() != 1 || in.rank() != 1 || ctx.outputs[0].rank() != 1 ||
       in.dtype != ctx.outputs[0].dtype)
@@ -25,9 +24,18 @@ llvm::Error shardSliceKernel(const KernelContext &ctx) {
     return ctx.error("input of " + llvm::Twine(in.numel()) +
                      " elements is not " + llvm::Twine(ctx.worldSize) +
                      " shards of " + llvm::Twine(out.numel()));
-  size_t bytes = out.bytes();
+  bytes = out.bytes();
+  return llvm::Error::success();
+}
+
+/// ShardSlice: this rank's chunk of a 1-d buffer (ZeRO's local partition).
+llvm::Error shardSliceKernel(const KernelContext &ctx) {
+  size_t bytes = 0;
+  SHARDC_CPU_TRY(checkShardSlice(ctx, bytes));
   if (bytes)
-    std::memcpy(out.data, static_cast<const char *>(in.data) + ctx.rank * bytes,
+    std::memcpy(ctx.outputs[0].data,
+                static_cast<const char *>(ctx.inputs[0].data) +
+                    ctx.rank * bytes,
                 bytes);
   return llvm::Error::success();
 }

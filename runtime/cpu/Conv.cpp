@@ -4,9 +4,11 @@
 // im2col matrix (C/group * prod(kernel)) x prod(output spatial) multiplied by
 // the group's weights (M/group x C/group * prod(kernel)) with BLAS. A 1x1
 // kernel with unit stride and no padding multiplies the input directly.
+// The operand checks (checkConv, checkConvGradInput, checkConvGradWeight)
+// are shared with the CUDA kernels (runtime/cpu/ConvPool.h).
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/cpu/KernelUtil.h"
+#include "runtime/cpu/ConvPool.h"
 
 #include <algorithm>
 #include <vector>
@@ -161,17 +163,6 @@ void col2im(const T *col, int64_t channels, llvm::ArrayRef<int64_t> inShape,
   }
 }
 
-/// The geometry of a convolution X (N,C,in...) * W (M,C/group,k...) ->
-/// Y (N,M,out...), checked against the attributes. Used by the gradient
-/// kernels, which get all three shapes from their operands.
-struct ConvGeometry {
-  int64_t batch = 0, channels = 0, m = 0, cg = 0, group = 1;
-  WindowAttrs w;
-  llvm::SmallVector<int64_t, 3> inShape, outShape;
-  /// A 1x1 kernel with unit strides and no padding: im2col is the identity.
-  bool direct = false;
-};
-
 llvm::Error convGeometry(const KernelContext &ctx,
                          llvm::ArrayRef<int64_t> xShape, llvm::StringRef xName,
                          llvm::ArrayRef<int64_t> wShape, llvm::StringRef wName,
@@ -219,14 +210,14 @@ llvm::Error convGeometry(const KernelContext &ctx,
 
 } // namespace
 
-llvm::Error convKernel(const KernelContext &ctx) {
+llvm::Error checkConv(const KernelContext &ctx, ConvGeometry &g) {
   SHARDC_CPU_TRY(requireInput(ctx, 0, "X"));
   SHARDC_CPU_TRY(requireInput(ctx, 1, "W"));
   SHARDC_CPU_TRY(requireOutput(ctx, 0, "Y"));
   const TensorView &x = ctx.inputs[0];
   const TensorView &wt = ctx.inputs[1];
   const TensorView &y = ctx.outputs[0];
-  bool hasBias = ctx.hasInput(2);
+  g.hasBias = ctx.hasInput(2);
   int64_t rank = x.rank();
   if (rank < 3)
     return ctx.error("'X' of shape " + shapeToString(x.shape) +
@@ -237,86 +228,44 @@ llvm::Error convKernel(const KernelContext &ctx) {
   SHARDC_CPU_TRY(requireType(ctx, wt, x.dtype, "W"));
   SHARDC_CPU_TRY(requireType(ctx, y, x.dtype, "Y"));
   int64_t ns = rank - 2;
-  int64_t batch = x.shape[0], channels = x.shape[1];
-  int64_t m = wt.shape[0], cg = wt.shape[1];
-  int64_t group = ctx.attrs.getInt("group", 1);
-  if (group < 1 || cg * group != channels || m % group != 0)
-    return ctx.error("group " + llvm::Twine(group) + " does not fit 'X' " +
+  g.batch = x.shape[0];
+  g.channels = x.shape[1];
+  g.m = wt.shape[0];
+  g.cg = wt.shape[1];
+  g.group = ctx.attrs.getInt("group", 1);
+  if (g.group < 1 || g.cg * g.group != g.channels || g.m % g.group != 0)
+    return ctx.error("group " + llvm::Twine(g.group) + " does not fit 'X' " +
                      shapeToString(x.shape) + " and 'W' " +
                      shapeToString(wt.shape));
-  WindowAttrs w;
   llvm::ArrayRef<int64_t> wKernel =
       llvm::ArrayRef<int64_t>(wt.shape).drop_front(2);
-  SHARDC_CPU_TRY(readWindowAttrs(ctx, ns, wKernel, true, w));
+  SHARDC_CPU_TRY(readWindowAttrs(ctx, ns, wKernel, true, g.w));
 
-  llvm::ArrayRef<int64_t> inShape =
-      llvm::ArrayRef<int64_t>(x.shape).drop_front(2);
-  llvm::SmallVector<int64_t, 6> expected = {batch, m};
+  g.inShape.assign(x.shape.begin() + 2, x.shape.end());
+  llvm::SmallVector<int64_t, 6> expected = {g.batch, g.m};
+  g.direct = true;
   for (int64_t d = 0; d < ns; ++d) {
-    int64_t span = w.dilations[d] * (w.kernel[d] - 1) + 1;
-    int64_t padded = inShape[d] + w.padBegin[d] + w.padEnd[d];
+    int64_t span = g.w.dilations[d] * (g.w.kernel[d] - 1) + 1;
+    int64_t padded = g.inShape[d] + g.w.padBegin[d] + g.w.padEnd[d];
     if (padded < span)
-      return ctx.error("kernel " + shapeToString(w.kernel) +
+      return ctx.error("kernel " + shapeToString(g.w.kernel) +
                        " is larger than the padded input on spatial axis " +
                        llvm::Twine(d));
-    expected.push_back((padded - span) / w.strides[d] + 1);
+    expected.push_back((padded - span) / g.w.strides[d] + 1);
+    g.direct &= g.w.kernel[d] == 1 && g.w.strides[d] == 1 &&
+                g.w.padBegin[d] == 0 && g.w.padEnd[d] == 0;
   }
   SHARDC_CPU_TRY(requireShape(ctx, y, expected, "Y"));
-  if (hasBias) {
+  if (g.hasBias) {
     SHARDC_CPU_TRY(requireInput(ctx, 2, "B"));
     SHARDC_CPU_TRY(requireType(ctx, ctx.inputs[2], x.dtype, "B"));
-    SHARDC_CPU_TRY(requireShape(ctx, ctx.inputs[2], {m}, "B"));
+    SHARDC_CPU_TRY(requireShape(ctx, ctx.inputs[2], {g.m}, "B"));
   }
-  llvm::ArrayRef<int64_t> outShape =
-      llvm::ArrayRef<int64_t>(expected).drop_front(2);
-
-  return dispatchIn(FloatTypes{}, ctx, x.dtype, "X",
-                    [&](auto tag) -> llvm::Error {
-                      using T = typename decltype(tag)::type;
-                      int64_t inSize = numElements(inShape);
-                      int64_t outSize = numElements(outShape);
-                      int64_t kprod = numElements(w.kernel);
-                      int64_t rows = cg * kprod;
-                      int64_t mg = m / group;
-                      bool direct = true;
-                      for (int64_t d = 0; d < ns; ++d)
-                        direct &= w.kernel[d] == 1 && w.strides[d] == 1 &&
-                                  w.padBegin[d] == 0 && w.padEnd[d] == 0;
-                      std::vector<T> col;
-                      if (!direct)
-                        col.resize(static_cast<size_t>(rows * outSize));
-                      const T *px = x.as<T>();
-                      const T *pw = wt.as<T>();
-                      T *py = y.as<T>();
-                      for (int64_t n = 0; n < batch; ++n) {
-                        for (int64_t g = 0; g < group; ++g) {
-                          const T *xg = px + (n * channels + g * cg) * inSize;
-                          const T *colp = xg;
-                          if (!direct) {
-                            im2col(xg, cg, inShape, outShape, w, col.data());
-                            colp = col.data();
-                          }
-                          gemm(false, false, mg, outSize, rows, T(1),
-                               pw + g * mg * rows, rows, colp, outSize, T(0),
-                               py + (n * m + g * mg) * outSize, outSize);
-                        }
-                      }
-                      if (hasBias) {
-                        const T *pb = ctx.inputs[2].as<T>();
-                        for (int64_t n = 0; n < batch; ++n)
-                          for (int64_t c = 0; c < m; ++c) {
-                            T *row = py + (n * m + c) * outSize;
-                            T bv = pb[c];
-                            for (int64_t i = 0; i < outSize; ++i)
-                              row[i] += bv;
-                          }
-                      }
-                      return llvm::Error::success();
-                    });
+  g.outShape.assign(expected.begin() + 2, expected.end());
+  return llvm::Error::success();
 }
 
-/// dX = col2im(W_g^T * dY_g) per image and group (a transposed convolution).
-llvm::Error convGradInputKernel(const KernelContext &ctx) {
+llvm::Error checkConvGradInput(const KernelContext &ctx, ConvGeometry &g) {
   SHARDC_CPU_TRY(requireInput(ctx, 0, "dY"));
   SHARDC_CPU_TRY(requireInput(ctx, 1, "W"));
   SHARDC_CPU_TRY(requireOutput(ctx, 0, "dX"));
@@ -325,9 +274,74 @@ llvm::Error convGradInputKernel(const KernelContext &ctx) {
   const TensorView &dx = ctx.outputs[0];
   SHARDC_CPU_TRY(requireType(ctx, wt, dy.dtype, "W"));
   SHARDC_CPU_TRY(requireType(ctx, dx, dy.dtype, "dX"));
+  return convGeometry(ctx, dx.shape, "dX", wt.shape, "W", dy.shape, "dY", g);
+}
+
+llvm::Error checkConvGradWeight(const KernelContext &ctx, ConvGeometry &g) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "dY"));
+  SHARDC_CPU_TRY(requireInput(ctx, 1, "X"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "dW"));
+  const TensorView &dy = ctx.inputs[0];
+  const TensorView &x = ctx.inputs[1];
+  const TensorView &dw = ctx.outputs[0];
+  SHARDC_CPU_TRY(requireType(ctx, x, dy.dtype, "X"));
+  SHARDC_CPU_TRY(requireType(ctx, dw, dy.dtype, "dW"));
+  return convGeometry(ctx, x.shape, "X", dw.shape, "dW", dy.shape, "dY", g);
+}
+
+llvm::Error convKernel(const KernelContext &ctx) {
   ConvGeometry g;
-  SHARDC_CPU_TRY(
-      convGeometry(ctx, dx.shape, "dX", wt.shape, "W", dy.shape, "dY", g));
+  SHARDC_CPU_TRY(checkConv(ctx, g));
+  const TensorView &x = ctx.inputs[0];
+  const TensorView &wt = ctx.inputs[1];
+  const TensorView &y = ctx.outputs[0];
+  return dispatchIn(
+      FloatTypes{}, ctx, x.dtype, "X", [&](auto tag) -> llvm::Error {
+        using T = typename decltype(tag)::type;
+        int64_t inSize = numElements(g.inShape);
+        int64_t outSize = numElements(g.outShape);
+        int64_t rows = g.cg * numElements(g.w.kernel);
+        int64_t mg = g.m / g.group;
+        std::vector<T> col;
+        if (!g.direct)
+          col.resize(static_cast<size_t>(rows * outSize));
+        const T *px = x.as<T>();
+        const T *pw = wt.as<T>();
+        T *py = y.as<T>();
+        for (int64_t n = 0; n < g.batch; ++n) {
+          for (int64_t gi = 0; gi < g.group; ++gi) {
+            const T *xg = px + (n * g.channels + gi * g.cg) * inSize;
+            const T *colp = xg;
+            if (!g.direct) {
+              im2col(xg, g.cg, g.inShape, g.outShape, g.w, col.data());
+              colp = col.data();
+            }
+            gemm(false, false, mg, outSize, rows, T(1), pw + gi * mg * rows,
+                 rows, colp, outSize, T(0), py + (n * g.m + gi * mg) * outSize,
+                 outSize);
+          }
+        }
+        if (g.hasBias) {
+          const T *pb = ctx.inputs[2].as<T>();
+          for (int64_t n = 0; n < g.batch; ++n)
+            for (int64_t c = 0; c < g.m; ++c) {
+              T *row = py + (n * g.m + c) * outSize;
+              T bv = pb[c];
+              for (int64_t i = 0; i < outSize; ++i)
+                row[i] += bv;
+            }
+        }
+        return llvm::Error::success();
+      });
+}
+
+/// dX = col2im(W_g^T * dY_g) per image and group (a transposed convolution).
+llvm::Error convGradInputKernel(const KernelContext &ctx) {
+  ConvGeometry g;
+  SHARDC_CPU_TRY(checkConvGradInput(ctx, g));
+  const TensorView &dy = ctx.inputs[0];
+  const TensorView &wt = ctx.inputs[1];
+  const TensorView &dx = ctx.outputs[0];
   return dispatchIn(
       FloatTypes{}, ctx, dy.dtype, "dY", [&](auto tag) -> llvm::Error {
         using T = typename decltype(tag)::type;
@@ -361,17 +375,11 @@ llvm::Error convGradInputKernel(const KernelContext &ctx) {
 
 /// dW_g = sum over images of dY_g * im2col(X_g)^T.
 llvm::Error convGradWeightKernel(const KernelContext &ctx) {
-  SHARDC_CPU_TRY(requireInput(ctx, 0, "dY"));
-  SHARDC_CPU_TRY(requireInput(ctx, 1, "X"));
-  SHARDC_CPU_TRY(requireOutput(ctx, 0, "dW"));
+  ConvGeometry g;
+  SHARDC_CPU_TRY(checkConvGradWeight(ctx, g));
   const TensorView &dy = ctx.inputs[0];
   const TensorView &x = ctx.inputs[1];
   const TensorView &dw = ctx.outputs[0];
-  SHARDC_CPU_TRY(requireType(ctx, x, dy.dtype, "X"));
-  SHARDC_CPU_TRY(requireType(ctx, dw, dy.dtype, "dW"));
-  ConvGeometry g;
-  SHARDC_CPU_TRY(
-      convGeometry(ctx, x.shape, "X", dw.shape, "dW", dy.shape, "dY", g));
   return dispatchIn(
       FloatTypes{}, ctx, dy.dtype, "dY", [&](auto tag) -> llvm::Error {
         using T = typename decltype(tag)::type;

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/KernelUtil.h"
+#include "runtime/kernels/LossOps.h"
 
 #include <algorithm>
 
@@ -146,7 +147,7 @@ llvm::Error identityKernel(const KernelContext &ctx) { return copyKernel(ctx); }
 
 llvm::Error reshapeKernel(const KernelContext &ctx) { return copyKernel(ctx); }
 
-llvm::Error triluKernel(const KernelContext &ctx) {
+llvm::Error checkTrilu(const KernelContext &ctx, TriluGeometry &g) {
   SHARDC_CPU_TRY(requireInput(ctx, 0, "input"));
   SHARDC_CPU_TRY(requireOutput(ctx, 0, "output"));
   const TensorView &x = ctx.inputs[0];
@@ -154,26 +155,51 @@ llvm::Error triluKernel(const KernelContext &ctx) {
   SHARDC_CPU_TRY(requireType(ctx, y, x.dtype, "output"));
   if (x.shape.size() < 2 || y.shape != x.shape)
     return ctx.error("input and output must have one shape of rank >= 2");
-  int64_t k = ctx.attrs.getInt("k", 0);
-  bool upper = ctx.attrs.getInt("upper", 1) != 0;
-  int64_t rows = x.shape[x.shape.size() - 2], cols = x.shape.back();
-  int64_t matrices = rows != 0 && cols != 0 ? x.numel() / (rows * cols) : 0;
+  g.k = ctx.attrs.getInt("k", 0);
+  g.upper = ctx.attrs.getInt("upper", 1) != 0;
+  g.rows = x.shape[x.shape.size() - 2];
+  g.cols = x.shape.back();
+  return llvm::Error::success();
+}
+
+llvm::Error triluKernel(const KernelContext &ctx) {
+  TriluGeometry g;
+  SHARDC_CPU_TRY(checkTrilu(ctx, g));
+  const TensorView &x = ctx.inputs[0];
+  const TensorView &y = ctx.outputs[0];
   return dispatchBySize(ctx, x.dtype, "input", [&](auto tag) -> llvm::Error {
     using T = typename decltype(tag)::type;
     const T *px = x.as<T>();
     T *py = y.as<T>();
-    for (int64_t m = 0; m < matrices; ++m)
-      for (int64_t i = 0; i < rows; ++i)
-        for (int64_t j = 0; j < cols; ++j) {
-          int64_t at = (m * rows + i) * cols + j;
-          bool keep = upper ? j - i >= k : j - i <= k;
-          py[at] = keep ? px[at] : T(0);
-        }
+    for (int64_t at = 0, e = x.numel(); at < e; ++at)
+      py[at] = g.keeps(at) ? px[at] : T(0);
     return llvm::Error::success();
   });
 }
 
-llvm::Error rangeKernel(const KernelContext &ctx) {
+template <typename T>
+llvm::Error checkRangeCount(const KernelContext &ctx, T start, T limit,
+                            T delta) {
+  if (delta == T(0))
+    return ctx.error("delta is zero");
+  double count = std::ceil((static_cast<double>(limit) - start) / delta);
+  int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
+  if (n != ctx.outputs[0].shape[0])
+    return ctx.error("start, limit and delta give " + llvm::Twine(n) +
+                     " elements, but the output holds " +
+                     llvm::Twine(ctx.outputs[0].shape[0]));
+  return llvm::Error::success();
+}
+template llvm::Error checkRangeCount(const KernelContext &, float, float,
+                                     float);
+template llvm::Error checkRangeCount(const KernelContext &, double, double,
+                                     double);
+template llvm::Error checkRangeCount(const KernelContext &, int64_t, int64_t,
+                                     int64_t);
+template llvm::Error checkRangeCount(const KernelContext &, int32_t, int32_t,
+                                     int32_t);
+
+llvm::Error checkRange(const KernelContext &ctx) {
   SHARDC_CPU_TRY(requireInput(ctx, 0, "start"));
   SHARDC_CPU_TRY(requireInput(ctx, 1, "limit"));
   SHARDC_CPU_TRY(requireInput(ctx, 2, "delta"));
@@ -187,20 +213,20 @@ llvm::Error rangeKernel(const KernelContext &ctx) {
   if (y.rank() != 1)
     return ctx.error("output must have rank 1, got shape " +
                      shapeToString(y.shape));
-  using Types = DTypeList<DType::F32, DType::F64, DType::I64, DType::I32>;
+  return dispatchIn(RangeTypes{}, ctx, y.dtype, "output",
+                    [](auto) { return llvm::Error::success(); });
+}
+
+llvm::Error rangeKernel(const KernelContext &ctx) {
+  SHARDC_CPU_TRY(checkRange(ctx));
+  const TensorView &y = ctx.outputs[0];
   return dispatchIn(
-      Types{}, ctx, y.dtype, "output", [&](auto tag) -> llvm::Error {
+      RangeTypes{}, ctx, y.dtype, "output", [&](auto tag) -> llvm::Error {
         using T = typename decltype(tag)::type;
         T start = *ctx.inputs[0].as<T>(), limit = *ctx.inputs[1].as<T>();
         T delta = *ctx.inputs[2].as<T>();
-        if (delta == T(0))
-          return ctx.error("delta is zero");
-        double count = std::ceil((static_cast<double>(limit) - start) / delta);
-        int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
-        if (n != y.shape[0])
-          return ctx.error("start, limit and delta give " + llvm::Twine(n) +
-                           " elements, but the output holds " +
-                           llvm::Twine(y.shape[0]));
+        SHARDC_CPU_TRY(checkRangeCount(ctx, start, limit, delta));
+        int64_t n = y.shape[0];
         T *py = y.as<T>();
         for (int64_t i = 0; i < n; ++i)
           py[i] = static_cast<T>(start + static_cast<T>(i) * delta);
@@ -255,68 +281,89 @@ llvm::Error transposeKernel(const KernelContext &ctx) {
   });
 }
 
-/// Gather's and GatherGrad's indices (i64 or i32) as non-negative int64,
-/// each checked against [-axisDim, axisDim).
+/// Gather's and GatherGrad's indices (i64 or i32, checked) as non-negative
+/// int64, each checked against [-axisDim, axisDim).
 static llvm::Error normalizeIndices(const KernelContext &ctx,
-                                    const TensorView &indices, int64_t axis,
-                                    int64_t axisDim,
+                                    const TensorView &indices,
+                                    const GatherGeometry &g,
                                     llvm::SmallVectorImpl<int64_t> &idx) {
-  int64_t count = indices.numel();
-  idx.resize(count);
-  if (indices.dtype == DType::I64) {
-    for (int64_t i = 0; i < count; ++i)
-      idx[i] = indices.as<int64_t>()[i];
-  } else if (indices.dtype == DType::I32) {
-    for (int64_t i = 0; i < count; ++i)
-      idx[i] = indices.as<int32_t>()[i];
-  } else {
-    return unsupportedType(ctx, indices.dtype, "'indices'");
-  }
-  for (int64_t i = 0; i < count; ++i) {
-    int64_t v = idx[i];
-    if (v < -axisDim || v >= axisDim)
-      return ctx.error("index " + llvm::Twine(v) + " out of range [" +
-                       llvm::Twine(-axisDim) + ", " + llvm::Twine(axisDim) +
-                       ") on axis " + llvm::Twine(axis));
-    if (v < 0)
-      idx[i] = v + axisDim;
+  idx.resize(g.count);
+  for (int64_t i = 0; i < g.count; ++i) {
+    int64_t v = ops::loadIndex(indices.data, g.wideIndices, i);
+    if (v < -g.axisDim || v >= g.axisDim)
+      return indexOutOfRange(ctx, v, g);
+    idx[i] = v < 0 ? v + g.axisDim : v;
   }
   return llvm::Error::success();
 }
 
-llvm::Error gatherKernel(const KernelContext &ctx) {
+llvm::Error indexOutOfRange(const KernelContext &ctx, int64_t index,
+                            const GatherGeometry &g) {
+  return ctx.error("index " + llvm::Twine(index) + " out of range [" +
+                   llvm::Twine(-g.axisDim) + ", " + llvm::Twine(g.axisDim) +
+                   ") on axis " + llvm::Twine(g.axis));
+}
+
+/// The geometry of data (outer, axisDim, inner) gathered at `indices`
+/// into `gathered` (outer, indices..., inner); `gathered` must have that
+/// shape (named `gatheredName`).
+static llvm::Error
+gatherGeometry(const KernelContext &ctx, const TensorView &data,
+               const TensorView &indices, const TensorView &gathered,
+               llvm::StringRef gatheredName, GatherGeometry &g) {
+  SHARDC_CPU_TRY(getAxis(ctx, data.rank(), g.axis));
+  llvm::SmallVector<int64_t, 6> shape(data.shape.begin(),
+                                      data.shape.begin() + g.axis);
+  shape.append(indices.shape.begin(), indices.shape.end());
+  shape.append(data.shape.begin() + g.axis + 1, data.shape.end());
+  SHARDC_CPU_TRY(requireShape(ctx, gathered, shape, gatheredName));
+  if (indices.dtype != DType::I64 && indices.dtype != DType::I32)
+    return unsupportedType(ctx, indices.dtype, "'indices'");
+  g.wideIndices = indices.dtype == DType::I64;
+  g.outer = product(data.shape, 0, g.axis);
+  g.axisDim = data.shape[g.axis];
+  g.inner = product(data.shape, g.axis + 1, data.rank());
+  g.count = indices.numel();
+  return llvm::Error::success();
+}
+
+llvm::Error checkGather(const KernelContext &ctx, GatherGeometry &g) {
   SHARDC_CPU_TRY(requireInput(ctx, 0, "data"));
   SHARDC_CPU_TRY(requireInput(ctx, 1, "indices"));
   SHARDC_CPU_TRY(requireOutput(ctx, 0, "output"));
   const TensorView &data = ctx.inputs[0];
-  const TensorView &indices = ctx.inputs[1];
   const TensorView &y = ctx.outputs[0];
   SHARDC_CPU_TRY(requireType(ctx, y, data.dtype, "output"));
-  int64_t axis;
-  SHARDC_CPU_TRY(getAxis(ctx, data.rank(), axis));
-  llvm::SmallVector<int64_t, 6> outShape(data.shape.begin(),
-                                         data.shape.begin() + axis);
-  outShape.append(indices.shape.begin(), indices.shape.end());
-  outShape.append(data.shape.begin() + axis + 1, data.shape.end());
-  SHARDC_CPU_TRY(requireShape(ctx, y, outShape, "output"));
+  return gatherGeometry(ctx, data, ctx.inputs[1], y, "output", g);
+}
 
-  int64_t outer = product(data.shape, 0, axis);
-  int64_t axisDim = data.shape[axis];
-  size_t innerBytes =
-      static_cast<size_t>(product(data.shape, axis + 1, data.rank())) *
-      dtypeSize(data.dtype);
-  int64_t count = indices.numel();
+llvm::Error checkGatherGrad(const KernelContext &ctx, GatherGeometry &g) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "dY"));
+  SHARDC_CPU_TRY(requireInput(ctx, 1, "indices"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "dData"));
+  const TensorView &dy = ctx.inputs[0];
+  const TensorView &dData = ctx.outputs[0];
+  SHARDC_CPU_TRY(requireType(ctx, dData, dy.dtype, "dData"));
+  SHARDC_CPU_TRY(gatherGeometry(ctx, dData, ctx.inputs[1], dy, "dY", g));
+  return dispatchIn(FloatTypes{}, ctx, dy.dtype, "dY",
+                    [](auto) { return llvm::Error::success(); });
+}
 
+llvm::Error gatherKernel(const KernelContext &ctx) {
+  GatherGeometry g;
+  SHARDC_CPU_TRY(checkGather(ctx, g));
+  const TensorView &data = ctx.inputs[0];
+  size_t innerBytes = static_cast<size_t>(g.inner) * dtypeSize(data.dtype);
   // Normalize and check the indices once.
   llvm::SmallVector<int64_t, 16> idx;
-  SHARDC_CPU_TRY(normalizeIndices(ctx, indices, axis, axisDim, idx));
+  SHARDC_CPU_TRY(normalizeIndices(ctx, ctx.inputs[1], g, idx));
   if (innerBytes == 0)
     return llvm::Error::success();
   const char *src = data.as<const char>();
-  char *dst = y.as<char>();
-  for (int64_t o = 0; o < outer; ++o) {
-    const char *block = src + o * axisDim * innerBytes;
-    for (int64_t i = 0; i < count; ++i) {
+  char *dst = ctx.outputs[0].as<char>();
+  for (int64_t o = 0; o < g.outer; ++o) {
+    const char *block = src + o * g.axisDim * innerBytes;
+    for (int64_t i = 0; i < g.count; ++i) {
       std::memcpy(dst, block + idx[i] * innerBytes, innerBytes);
       dst += innerBytes;
     }
@@ -469,38 +516,23 @@ llvm::Error expandKernel(const KernelContext &ctx) {
 /// dData zero-filled, then the rows of dY scatter-added at the normalized
 /// indices along `axis` (repeated indices accumulate).
 llvm::Error gatherGradKernel(const KernelContext &ctx) {
-  SHARDC_CPU_TRY(requireInput(ctx, 0, "dY"));
-  SHARDC_CPU_TRY(requireInput(ctx, 1, "indices"));
-  SHARDC_CPU_TRY(requireOutput(ctx, 0, "dData"));
+  GatherGeometry g;
+  SHARDC_CPU_TRY(checkGatherGrad(ctx, g));
   const TensorView &dy = ctx.inputs[0];
-  const TensorView &indices = ctx.inputs[1];
   const TensorView &dData = ctx.outputs[0];
-  SHARDC_CPU_TRY(requireType(ctx, dData, dy.dtype, "dData"));
-  int64_t axis;
-  SHARDC_CPU_TRY(getAxis(ctx, dData.rank(), axis));
-  llvm::SmallVector<int64_t, 6> gradShape(dData.shape.begin(),
-                                          dData.shape.begin() + axis);
-  gradShape.append(indices.shape.begin(), indices.shape.end());
-  gradShape.append(dData.shape.begin() + axis + 1, dData.shape.end());
-  SHARDC_CPU_TRY(requireShape(ctx, dy, gradShape, "dY"));
-  int64_t outer = product(dData.shape, 0, axis);
-  int64_t axisDim = dData.shape[axis];
-  int64_t inner = product(dData.shape, axis + 1, dData.rank());
-  int64_t count = indices.numel();
-
   llvm::SmallVector<int64_t, 16> idx;
-  SHARDC_CPU_TRY(normalizeIndices(ctx, indices, axis, axisDim, idx));
+  SHARDC_CPU_TRY(normalizeIndices(ctx, ctx.inputs[1], g, idx));
   return dispatchIn(FloatTypes{}, ctx, dy.dtype, "dY",
                     [&](auto tag) -> llvm::Error {
                       using T = typename decltype(tag)::type;
                       const T *src = dy.as<T>();
                       T *pd = dData.as<T>();
                       std::fill(pd, pd + dData.numel(), T(0));
-                      for (int64_t o = 0; o < outer; ++o) {
-                        T *block = pd + o * axisDim * inner;
-                        for (int64_t i = 0; i < count; ++i, src += inner) {
-                          T *dst = block + idx[i] * inner;
-                          for (int64_t j = 0; j < inner; ++j)
+                      for (int64_t o = 0; o < g.outer; ++o) {
+                        T *block = pd + o * g.axisDim * g.inner;
+                        for (int64_t i = 0; i < g.count; ++i, src += g.inner) {
+                          T *dst = block + idx[i] * g.inner;
+                          for (int64_t j = 0; j < g.inner; ++j)
                             dst[j] += src[j];
                         }
                       }

@@ -108,44 +108,6 @@ llvm::Error binaryKernel(const KernelContext &ctx, Op op, bool checkZero) {
 // Pow
 //===----------------------------------------------------------------------===//
 
-/// x^y for integers by squaring, wrapping on overflow. A negative exponent
-/// gives 0 except for bases 1 and -1.
-template <typename T, typename E> T integerPow(T x, E y) {
-  using U = UnsignedOf<T>;
-  if (y < 0) {
-    if (x == 1)
-      return 1;
-    if (x == -1)
-      return (y % 2) ? T(-1) : T(1);
-    return 0;
-  }
-  U result = 1, base = U(x);
-  while (y > 0) {
-    if (y & 1)
-      result *= base;
-    base *= base;
-    y >>= 1;
-  }
-  return static_cast<T>(result);
-}
-
-template <typename TX, typename TY> TX powValue(TX x, TY y) {
-  if constexpr (std::is_integral_v<TX> && std::is_integral_v<TY>) {
-    return integerPow(x, y);
-  } else {
-    double r = std::pow(static_cast<double>(x), static_cast<double>(y));
-    if constexpr (std::is_integral_v<TX>) {
-      if (std::isnan(r))
-        return 0;
-      if (r <= static_cast<double>(std::numeric_limits<TX>::lowest()))
-        return std::numeric_limits<TX>::lowest();
-      if (r >= static_cast<double>(std::numeric_limits<TX>::max()))
-        return std::numeric_limits<TX>::max();
-    }
-    return static_cast<TX>(r);
-  }
-}
-
 /// The comparisons and boolean logic: C(bool) = op(A, B), broadcasting.
 template <typename Types, typename Op>
 llvm::Error compareKernel(const KernelContext &ctx, Types types, Op op) {
@@ -236,17 +198,25 @@ llvm::Error xorKernel(const KernelContext &ctx) {
   return compareKernel(ctx, BoolTypes{}, ops::XorOp{});
 }
 
-llvm::Error powKernel(const KernelContext &ctx) {
+llvm::Error checkPowOperands(const KernelContext &ctx,
+                             llvm::SmallVectorImpl<int64_t> &sx,
+                             llvm::SmallVectorImpl<int64_t> &sy) {
   SHARDC_CPU_TRY(requireInput(ctx, 0, "X"));
   SHARDC_CPU_TRY(requireInput(ctx, 1, "Y"));
   SHARDC_CPU_TRY(requireOutput(ctx, 0, "Z"));
   const TensorView &x = ctx.inputs[0];
-  const TensorView &y = ctx.inputs[1];
   const TensorView &z = ctx.outputs[0];
   SHARDC_CPU_TRY(requireType(ctx, z, x.dtype, "Z"));
-  llvm::SmallVector<int64_t, 6> sx, sy;
   SHARDC_CPU_TRY(broadcastTo(ctx, x, z.shape, "X", sx));
-  SHARDC_CPU_TRY(broadcastTo(ctx, y, z.shape, "Y", sy));
+  return broadcastTo(ctx, ctx.inputs[1], z.shape, "Y", sy);
+}
+
+llvm::Error powKernel(const KernelContext &ctx) {
+  llvm::SmallVector<int64_t, 6> sx, sy;
+  SHARDC_CPU_TRY(checkPowOperands(ctx, sx, sy));
+  const TensorView &x = ctx.inputs[0];
+  const TensorView &y = ctx.inputs[1];
+  const TensorView &z = ctx.outputs[0];
   std::array<llvm::ArrayRef<int64_t>, 2> strides = {sx, sy};
   return dispatchIn(
       ArithTypes{}, ctx, x.dtype, "X", [&](auto xtag) -> llvm::Error {
@@ -261,8 +231,8 @@ llvm::Error powKernel(const KernelContext &ctx) {
                             [&](int64_t o, const int64_t *in, int64_t n,
                                 const int64_t *s) {
                               for (int64_t i = 0; i < n; ++i)
-                                pz[o + i] = powValue(px[in[0] + i * s[0]],
-                                                     py[in[1] + i * s[1]]);
+                                pz[o + i] = ops::powValue(px[in[0] + i * s[0]],
+                                                          py[in[1] + i * s[1]]);
                             });
               return llvm::Error::success();
             });
@@ -344,26 +314,26 @@ llvm::Error notKernel(const KernelContext &ctx) {
   return unaryKernel(ctx, BoolTypes{}, NotOp{});
 }
 
-llvm::Error dropoutKernel(const KernelContext &ctx) {
+llvm::Error checkDropout(const KernelContext &ctx, DropoutGeometry &g) {
   SHARDC_CPU_TRY(requireInput(ctx, 0, "data"));
   SHARDC_CPU_TRY(requireOutput(ctx, 0, "output"));
   const TensorView &x = ctx.inputs[0];
   const TensorView &y = ctx.outputs[0];
   SHARDC_CPU_TRY(requireType(ctx, y, x.dtype, "output"));
   SHARDC_CPU_TRY(requireShape(ctx, y, x.shape, "output"));
-  uint8_t *mask = nullptr;
-  if (ctx.hasOutput(1)) {
+  g.hasMask = ctx.hasOutput(1);
+  if (g.hasMask) {
     SHARDC_CPU_TRY(requireType(ctx, ctx.outputs[1], DType::Bool, "mask"));
     SHARDC_CPU_TRY(requireShape(ctx, ctx.outputs[1], x.shape, "mask"));
-    mask = ctx.outputs[1].as<uint8_t>();
   }
-  double ratio = ctx.attrs.getFloat("ratio", 0.5);
-  if (!(ratio >= 0.0 && ratio < 1.0))
+  g.ratio = ctx.attrs.getFloat("ratio", 0.5);
+  if (!(g.ratio >= 0.0 && g.ratio < 1.0))
     return ctx.error("ratio must be in [0, 1), got " +
-                     llvm::Twine(std::to_string(ratio)));
+                     llvm::Twine(std::to_string(g.ratio)));
   int64_t site = ctx.attrs.getInt("site", 0);
   if (site < 0 || site > int64_t(UINT32_MAX))
     return ctx.error("site must be in [0, 2^32), got " + llvm::Twine(site));
+  g.site = static_cast<uint32_t>(site);
   int64_t axis = ctx.attrs.getInt("batch_axis", 0);
   if (axis < -1 || axis >= x.rank())
     return ctx.error("batch_axis " + llvm::Twine(axis) +
@@ -376,18 +346,29 @@ llvm::Error dropoutKernel(const KernelContext &ctx) {
   // This rank's input is [outer, chunk]: the axes before `axis` and the
   // first batch_outer groups of `axis` make the outer rows, each holding
   // this rank's samples. The global batch's input is [outer, world * chunk]
-  // with this rank's slab at rank * chunk, so element i of outer row o is
-  // global element (o * world + rank) * chunk + i. Without a batch axis,
-  // every rank draws the global tensor's mask itself.
-  int64_t outer = 1, chunk = x.numel();
-  uint64_t world = 1, rank = 0;
+  // with this rank's slab at rank * chunk. Without a batch axis, every rank
+  // draws the global tensor's mask itself.
+  g.outer = 1;
+  g.chunk = x.numel();
+  g.world = 1;
+  g.rank = 0;
   if (axis >= 0) {
-    outer = product(x.shape, 0, static_cast<size_t>(axis)) * batchOuter;
-    chunk = outer > 0 ? x.numel() / outer : 0;
-    world = static_cast<uint64_t>(std::max(ctx.worldSize, 1));
-    rank = static_cast<uint64_t>(ctx.rank);
+    g.outer = product(x.shape, 0, static_cast<size_t>(axis)) * batchOuter;
+    g.chunk = g.outer > 0 ? x.numel() / g.outer : 0;
+    g.world = static_cast<uint64_t>(std::max(ctx.worldSize, 1));
+    g.rank = static_cast<uint64_t>(ctx.rank);
   }
-  uint64_t threshold = dropoutThreshold(ratio);
+  g.threshold = dropoutThreshold(g.ratio);
+  return dispatchIn(FloatTypes{}, ctx, x.dtype, "data",
+                    [](auto) { return llvm::Error::success(); });
+}
+
+llvm::Error dropoutKernel(const KernelContext &ctx) {
+  DropoutGeometry g;
+  SHARDC_CPU_TRY(checkDropout(ctx, g));
+  const TensorView &x = ctx.inputs[0];
+  const TensorView &y = ctx.outputs[0];
+  uint8_t *mask = g.hasMask ? ctx.outputs[1].as<uint8_t>() : nullptr;
   return dispatchIn(
       FloatTypes{}, ctx, x.dtype, "data", [&](auto tag) -> llvm::Error {
         using T = typename decltype(tag)::type;
@@ -395,16 +376,14 @@ llvm::Error dropoutKernel(const KernelContext &ctx) {
         T *py = y.as<T>();
         // Multiplying by 0 rather than writing 0 keeps NaN and inf, as
         // ONNX's x * mask / (1 - ratio) does.
-        const T scale = static_cast<T>(1.0 / (1.0 - ratio));
-        for (int64_t o = 0; o < outer; ++o) {
-          uint64_t g = (static_cast<uint64_t>(o) * world + rank) *
-                       static_cast<uint64_t>(chunk);
+        const T scale = static_cast<T>(1.0 / (1.0 - g.ratio));
+        for (int64_t o = 0; o < g.outer; ++o) {
+          uint64_t gi = g.globalIndex(o * g.chunk);
           Philox4x32Block words{};
-          for (int64_t i = o * chunk, e = i + chunk; i < e; ++i, ++g) {
-            if (g % 4 == 0 || i == o * chunk)
-              words = dropoutBlock(ctx.seed, ctx.step,
-                                   static_cast<uint32_t>(site), g / 4);
-            bool keep = words.v[g % 4] >= threshold;
+          for (int64_t i = o * g.chunk, e = i + g.chunk; i < e; ++i, ++gi) {
+            if (gi % 4 == 0 || i == o * g.chunk)
+              words = dropoutBlock(ctx.seed, ctx.step, g.site, gi / 4);
+            bool keep = words.v[gi % 4] >= g.threshold;
             py[i] = px[i] * (keep ? scale : T(0));
             if (mask)
               mask[i] = keep;
@@ -414,12 +393,16 @@ llvm::Error dropoutKernel(const KernelContext &ctx) {
       });
 }
 
-llvm::Error castKernel(const KernelContext &ctx) {
+llvm::Error checkCastOperands(const KernelContext &ctx) {
   SHARDC_CPU_TRY(requireInput(ctx, 0, "input"));
   SHARDC_CPU_TRY(requireOutput(ctx, 0, "output"));
+  return requireNumel(ctx, ctx.outputs[0], ctx.inputs[0].numel(), "output");
+}
+
+llvm::Error castKernel(const KernelContext &ctx) {
+  SHARDC_CPU_TRY(checkCastOperands(ctx));
   const TensorView &x = ctx.inputs[0];
   const TensorView &y = ctx.outputs[0];
-  SHARDC_CPU_TRY(requireNumel(ctx, y, x.numel(), "output"));
   return dispatchIn(
       CastTypes{}, ctx, x.dtype, "input", [&](auto from) -> llvm::Error {
         constexpr DType From = decltype(from)::dtype;

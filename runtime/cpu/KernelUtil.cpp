@@ -9,68 +9,6 @@ llvm::Error unsupportedType(const KernelContext &ctx, DType t,
                    operand);
 }
 
-float halfToFloat(uint16_t h) {
-  uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t mant = h & 0x3ffu;
-  uint32_t bits;
-  if (exp == 0) {
-    if (mant == 0) {
-      bits = sign;
-    } else {
-      // Subnormal: normalize.
-      int e = -1;
-      do {
-        ++e;
-        mant <<= 1;
-      } while ((mant & 0x400u) == 0);
-      bits = sign | static_cast<uint32_t>(127 - 15 - e) << 23 |
-             (mant & 0x3ffu) << 13;
-    }
-  } else if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | mant << 13;
-  } else {
-    bits = sign | (exp + 127 - 15) << 23 | mant << 13;
-  }
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
-}
-
-uint16_t floatToHalf(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof(bits));
-  uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
-  uint32_t absBits = bits & 0x7fffffffu;
-  if (absBits >= 0x7f800000u) // Inf or NaN (keep NaN quiet).
-    return sign | 0x7c00u | (absBits > 0x7f800000u ? 0x200u : 0u);
-  if (absBits >= 0x477ff000u) // Rounds to a value beyond the half range.
-    return sign | 0x7c00u;
-  if (absBits < 0x38800000u) {
-    // Half subnormal or zero: value = mant * 2^-24.
-    if (absBits < 0x33000000u) // Below half of the smallest subnormal.
-      return sign;
-    uint32_t exp = absBits >> 23;
-    uint32_t mant = (absBits & 0x7fffffu) | 0x800000u;
-    // The value is mant * 2^(exp - 150); in units of 2^-24 (the smallest
-    // half subnormal) that is mant * 2^(exp - 126) = mant >> (126 - exp).
-    uint32_t shift = 126 - exp;
-    uint32_t q = mant >> shift;
-    uint32_t rem = mant & ((1u << shift) - 1);
-    uint32_t halfway = 1u << (shift - 1);
-    if (rem > halfway || (rem == halfway && (q & 1u)))
-      ++q;
-    return sign | static_cast<uint16_t>(q);
-  }
-  // Normal: rebias the exponent and round the mantissa to 10 bits.
-  uint32_t v = absBits - 0x38000000u; // exp - 112 (127 - 15) in place.
-  uint32_t q = v >> 13;
-  uint32_t rem = v & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (q & 1u)))
-    ++q; // May carry into the exponent, which is the right result.
-  return sign | static_cast<uint16_t>(q);
-}
-
 llvm::Error requireInput(const KernelContext &ctx, size_t i,
                          llvm::StringRef name) {
   if (!ctx.hasInput(i))

@@ -10,6 +10,7 @@
 #define SHARDC_RUNTIME_CPU_KERNELUTIL_H
 
 #include "runtime/Backend.h"
+#include "runtime/kernels/CastOps.h"
 #include "runtime/kernels/OptimizerOps.h"
 
 #include "llvm/ADT/ArrayRef.h"
@@ -36,17 +37,7 @@ namespace shardc::rt::cpu {
 // Element types
 //===----------------------------------------------------------------------===//
 
-/// The C++ storage type of a DType. Bool is one byte holding 0 or 1 (read as
-/// uint8_t so that any non-zero byte means true); F16 is its raw bit pattern.
-template <DType D> struct StorageOf;
-template <> struct StorageOf<DType::F32> { using type = float; };
-template <> struct StorageOf<DType::F64> { using type = double; };
-template <> struct StorageOf<DType::I64> { using type = int64_t; };
-template <> struct StorageOf<DType::I32> { using type = int32_t; };
-template <> struct StorageOf<DType::I8> { using type = int8_t; };
-template <> struct StorageOf<DType::U8> { using type = uint8_t; };
-template <> struct StorageOf<DType::Bool> { using type = uint8_t; };
-template <> struct StorageOf<DType::F16> { using type = uint16_t; };
+using ops::StorageOf;
 
 /// A compile-time element type handed to dispatch callbacks.
 template <DType D> struct DTag {
@@ -109,41 +100,9 @@ llvm::Error dispatchBySize(const KernelContext &ctx, DType t,
   }
 }
 
-/// IEEE half <-> float conversions (round to nearest even).
-float halfToFloat(uint16_t h);
-uint16_t floatToHalf(float f);
-
-/// Converts one value to the storage type of `To`, following ONNX Cast:
-/// float to integer truncates toward zero (NaN gives 0, out-of-range values
-/// saturate), anything to bool is `!= 0`, integer narrowing wraps.
-template <DType To, DType From>
-typename StorageOf<To>::type convertValue(typename StorageOf<From>::type v) {
-  using ToT = typename StorageOf<To>::type;
-  if constexpr (From == DType::F16) {
-    return convertValue<To, DType::F32>(halfToFloat(v));
-  } else if constexpr (To == DType::Bool) {
-    return v != 0 ? 1 : 0;
-  } else if constexpr (From == DType::Bool) {
-    return convertValue<To, DType::U8>(v != 0 ? 1 : 0);
-  } else if constexpr (To == DType::F16) {
-    return floatToHalf(static_cast<float>(v));
-  } else if constexpr (std::is_floating_point_v<ToT>) {
-    return static_cast<ToT>(v);
-  } else if constexpr (std::is_floating_point_v<
-                           typename StorageOf<From>::type>) {
-    if (std::isnan(v))
-      return 0;
-    double t = std::trunc(static_cast<double>(v));
-    if (t <= static_cast<double>(std::numeric_limits<ToT>::lowest()))
-      return std::numeric_limits<ToT>::lowest();
-    if (t >= static_cast<double>(std::numeric_limits<ToT>::max()))
-      return std::numeric_limits<ToT>::max();
-    return static_cast<ToT>(t);
-  } else {
-    // Integer to integer: modular, as numpy's astype.
-    return static_cast<ToT>(v);
-  }
-}
+using ops::convertValue;
+using ops::floatToHalf;
+using ops::halfToFloat;
 
 //===----------------------------------------------------------------------===//
 // Operand checks
@@ -364,8 +323,44 @@ llvm::Error checkConcatParts(const KernelContext &ctx, const TensorView &whole,
                              llvm::ArrayRef<TensorView> parts,
                              llvm::StringRef partsName, int64_t &axis);
 
+/// Trilu over the last two dimensions (rows x cols) of each matrix.
+struct TriluGeometry {
+  int64_t rows = 0, cols = 0, k = 0;
+  bool upper = true;
+  /// Whether flat element `at` is kept.
+  SHARDC_HOST_DEVICE bool keeps(int64_t at) const {
+    int64_t i = (at / cols) % rows, j = at % cols;
+    return upper ? j - i >= k : j - i <= k;
+  }
+};
+llvm::Error checkTrilu(const KernelContext &ctx, TriluGeometry &g);
+
+/// Range: the operands (checkRange), then, once start, limit and delta are
+/// known, the element count they give against the output's
+/// (checkRangeCount; instantiated for the RangeTypes).
+using RangeTypes = DTypeList<DType::F32, DType::F64, DType::I64, DType::I32>;
+llvm::Error checkRange(const KernelContext &ctx);
+template <typename T>
+llvm::Error checkRangeCount(const KernelContext &ctx, T start, T limit,
+                            T delta);
+
+/// Gather (and GatherGrad): data as outer x axisDim x inner, `count`
+/// indices (i64 when `wideIndices`, else i32) in [-axisDim, axisDim),
+/// checked while the kernels run (indexOutOfRange).
+struct GatherGeometry {
+  int64_t axis = 0, outer = 0, axisDim = 0, inner = 0, count = 0;
+  bool wideIndices = true;
+};
+llvm::Error checkGather(const KernelContext &ctx, GatherGeometry &g);
+llvm::Error checkGatherGrad(const KernelContext &ctx, GatherGeometry &g);
+llvm::Error indexOutOfRange(const KernelContext &ctx, int64_t index,
+                            const GatherGeometry &g);
+
 // runtime/comm/ShardSlice.cpp (the rank-local part of sharding)
 llvm::Error shardSliceKernel(const KernelContext &ctx);
+/// ShardSlice's operands: this rank's chunk of `bytes` bytes starts at
+/// rank * bytes of the input.
+llvm::Error checkShardSlice(const KernelContext &ctx, size_t &bytes);
 
 // MatMul.cpp
 llvm::Error gemmKernel(const KernelContext &ctx);
@@ -428,6 +423,28 @@ llvm::Error checkSoftmax(const KernelContext &ctx, LineGeometry &g);
 llvm::Error checkSoftmaxGrad(const KernelContext &ctx, LineGeometry &g);
 llvm::Error softmaxKernel(const KernelContext &ctx);
 llvm::Error logSoftmaxKernel(const KernelContext &ctx);
+/// LayerNormalization and LayerNormGrad (shared with the CUDA kernels):
+/// `rows` x `cols` with cols the normalized shape's elements; Scale's (and
+/// B's) strides over the normalized shape (they may broadcast to it); the
+/// optional operands present. Statistics are f32 or f64 whatever X is.
+struct LayerNormGeometry {
+  int64_t rows = 0, cols = 0;
+  double epsilon = 1e-5;
+  llvm::SmallVector<int64_t, 6> normShape, scaleStrides, biasStrides;
+  bool hasBias = false, wantMean = false, wantInvStd = false;
+  bool wantDx = false, wantDScale = false, wantDBias = false;
+};
+llvm::Error checkLayerNorm(const KernelContext &ctx, LayerNormGeometry &g);
+llvm::Error checkLayerNormGrad(const KernelContext &ctx, LayerNormGeometry &g);
+/// BatchNormalization and BatchNormGrad: X (batch, channels, spatial...).
+struct BatchNormGeometry {
+  int64_t batch = 0, channels = 0, spatial = 0;
+  bool training = false, unbiasedVar = false;
+  bool hasRunningMean = false, hasRunningVar = false;
+  double epsilon = 1e-5, momentum = 0.9;
+};
+llvm::Error checkBatchNorm(const KernelContext &ctx, BatchNormGeometry &g);
+llvm::Error checkBatchNormGrad(const KernelContext &ctx, BatchNormGeometry &g);
 llvm::Error layerNormalizationKernel(const KernelContext &ctx);
 llvm::Error batchNormalizationKernel(const KernelContext &ctx);
 
@@ -456,7 +473,56 @@ llvm::Error reduceMaxKernel(const KernelContext &ctx);
 llvm::Error reduceMinKernel(const KernelContext &ctx);
 llvm::Error argMaxKernel(const KernelContext &ctx);
 
+// Elementwise.cpp
+/// Dropout's checked operands (shared with the CUDA kernel): the input is
+/// `outer` rows of `chunk` elements, this rank's slab of a global batch of
+/// `world` slabs per row; element i's mask word is drawn for its global
+/// index (runtime/Philox.h), so every backend and world size draws the
+/// same mask for the same sample.
+struct DropoutGeometry {
+  double ratio = 0.5;
+  uint32_t site = 0;
+  int64_t outer = 1, chunk = 0;
+  uint64_t world = 1, rank = 0;
+  uint64_t threshold = 0;
+  bool hasMask = false;
+  /// The global index of this rank's element `i` (row-major over outer
+  /// rows of chunk elements).
+  SHARDC_HOST_DEVICE uint64_t globalIndex(int64_t i) const {
+    int64_t o = chunk ? i / chunk : 0;
+    return (static_cast<uint64_t>(o) * world + rank) *
+               static_cast<uint64_t>(chunk) +
+           static_cast<uint64_t>(i - o * chunk);
+  }
+};
+llvm::Error checkDropout(const KernelContext &ctx, DropoutGeometry &g);
+/// Pow's operands: Z has X's type; X's and Y's strides broadcast to Z.
+llvm::Error checkPowOperands(const KernelContext &ctx,
+                             llvm::SmallVectorImpl<int64_t> &sx,
+                             llvm::SmallVectorImpl<int64_t> &sy);
+/// Cast's operands: as many output elements as input elements.
+llvm::Error checkCastOperands(const KernelContext &ctx);
+
 // Loss.cpp
+/// SoftmaxCrossEntropyLoss / NegativeLogLikelihoodLoss's checked operands
+/// (shared with the CUDA kernels): scores (N, C, D...) as `batch` x
+/// `classes` x `inner`, the reduction and the optional operands. Targets
+/// are checked to be classes while the kernels run (targetOutOfRange).
+enum class LossReduction { None, Sum, Mean };
+struct LossGeometry {
+  int64_t batch = 0, classes = 0, inner = 0;
+  LossReduction reduction = LossReduction::Mean;
+  bool hasIgnore = false;
+  int64_t ignoreIndex = 0;
+  bool hasWeights = false;
+  bool wantLogProb = false;
+  bool wideTargets = true; // i64 targets; i32 otherwise.
+};
+llvm::Error checkLoss(const KernelContext &ctx, bool softmax, LossGeometry &g);
+llvm::Error checkLossGrad(const KernelContext &ctx, bool softmax,
+                          LossGeometry &g);
+llvm::Error targetOutOfRange(const KernelContext &ctx, int64_t target,
+                             int64_t position, int64_t classes);
 llvm::Error softmaxCrossEntropyLossKernel(const KernelContext &ctx);
 llvm::Error negativeLogLikelihoodLossKernel(const KernelContext &ctx);
 

@@ -83,14 +83,30 @@ llvm::Error logSoftmaxKernel(const KernelContext &ctx) {
   return softmaxImpl(ctx, /*logarithm=*/true);
 }
 
-llvm::Error layerNormalizationKernel(const KernelContext &ctx) {
+/// The strides of parameter `v` (numpy-broadcastable to `shape` after
+/// dropping leading 1s beyond its rank) over `shape`.
+static llvm::Error paramStrides(const KernelContext &ctx, const TensorView &v,
+                                llvm::ArrayRef<int64_t> shape,
+                                llvm::StringRef name,
+                                llvm::SmallVectorImpl<int64_t> &strides) {
+  llvm::ArrayRef<int64_t> vShape = v.shape;
+  while (vShape.size() > shape.size() && vShape.front() == 1)
+    vShape = vShape.drop_front();
+  if (!broadcastStrides(vShape, shape, strides))
+    return ctx.error("'" + name + "' of shape " + shapeToString(v.shape) +
+                     " does not broadcast to the normalized shape " +
+                     shapeToString(shape));
+  return llvm::Error::success();
+}
+
+llvm::Error checkLayerNorm(const KernelContext &ctx, LayerNormGeometry &g) {
   SHARDC_CPU_TRY(requireInput(ctx, 0, "X"));
   SHARDC_CPU_TRY(requireInput(ctx, 1, "Scale"));
   SHARDC_CPU_TRY(requireOutput(ctx, 0, "Y"));
   const TensorView &x = ctx.inputs[0];
   const TensorView &scale = ctx.inputs[1];
   const TensorView &y = ctx.outputs[0];
-  bool hasBias = ctx.hasInput(2);
+  g.hasBias = ctx.hasInput(2);
   SHARDC_CPU_TRY(requireType(ctx, scale, x.dtype, "Scale"));
   SHARDC_CPU_TRY(requireType(ctx, y, x.dtype, "Y"));
   SHARDC_CPU_TRY(requireShape(ctx, y, x.shape, "Y"));
@@ -101,20 +117,40 @@ llvm::Error layerNormalizationKernel(const KernelContext &ctx) {
   if (axis < 0 || axis >= rank)
     return ctx.error("axis " + llvm::Twine(ctx.attrs.getInt("axis", -1)) +
                      " out of range for rank " + llvm::Twine(rank));
-  double epsilon = ctx.attrs.getFloat("epsilon", 1e-5);
-  int64_t rows = product(x.shape, 0, axis);
-  int64_t cols = product(x.shape, axis, rank);
-  llvm::ArrayRef<int64_t> normShape =
-      llvm::ArrayRef<int64_t>(x.shape).drop_front(axis);
-  bool wantMean = ctx.hasOutput(1), wantInv = ctx.hasOutput(2);
-  if (wantMean)
-    SHARDC_CPU_TRY(checkStatOutput(ctx, 1, "Mean", rows));
-  if (wantInv)
-    SHARDC_CPU_TRY(checkStatOutput(ctx, 2, "InvStdDev", rows));
-  if (hasBias) {
+  g.epsilon = ctx.attrs.getFloat("epsilon", 1e-5);
+  g.rows = product(x.shape, 0, axis);
+  g.cols = product(x.shape, axis, rank);
+  g.normShape.assign(x.shape.begin() + axis, x.shape.end());
+  g.wantMean = ctx.hasOutput(1);
+  g.wantInvStd = ctx.hasOutput(2);
+  if (g.wantMean)
+    SHARDC_CPU_TRY(checkStatOutput(ctx, 1, "Mean", g.rows));
+  if (g.wantInvStd)
+    SHARDC_CPU_TRY(checkStatOutput(ctx, 2, "InvStdDev", g.rows));
+  if (g.hasBias) {
     SHARDC_CPU_TRY(requireInput(ctx, 2, "B"));
     SHARDC_CPU_TRY(requireType(ctx, ctx.inputs[2], x.dtype, "B"));
   }
+  SHARDC_CPU_TRY(dispatchIn(FloatTypes{}, ctx, x.dtype, "X",
+                            [](auto) { return llvm::Error::success(); }));
+  SHARDC_CPU_TRY(
+      paramStrides(ctx, scale, g.normShape, "Scale", g.scaleStrides));
+  if (g.hasBias)
+    SHARDC_CPU_TRY(
+        paramStrides(ctx, ctx.inputs[2], g.normShape, "B", g.biasStrides));
+  return llvm::Error::success();
+}
+
+llvm::Error layerNormalizationKernel(const KernelContext &ctx) {
+  LayerNormGeometry g;
+  SHARDC_CPU_TRY(checkLayerNorm(ctx, g));
+  const TensorView &x = ctx.inputs[0];
+  const TensorView &scale = ctx.inputs[1];
+  const TensorView &y = ctx.outputs[0];
+  bool hasBias = g.hasBias, wantMean = g.wantMean, wantInv = g.wantInvStd;
+  int64_t rows = g.rows, cols = g.cols;
+  double epsilon = g.epsilon;
+  llvm::ArrayRef<int64_t> normShape = g.normShape;
 
   return dispatchIn(
       FloatTypes{}, ctx, x.dtype, "X", [&](auto tag) -> llvm::Error {
@@ -150,7 +186,7 @@ llvm::Error layerNormalizationKernel(const KernelContext &ctx) {
       });
 }
 
-llvm::Error batchNormalizationKernel(const KernelContext &ctx) {
+llvm::Error checkBatchNorm(const KernelContext &ctx, BatchNormGeometry &g) {
   static const char *const names[] = {"X", "scale", "B", "input_mean",
                                       "input_var"};
   for (size_t i = 0; i < 5; ++i)
@@ -161,28 +197,43 @@ llvm::Error batchNormalizationKernel(const KernelContext &ctx) {
   if (x.rank() < 2)
     return ctx.error("'X' of shape " + shapeToString(x.shape) +
                      " must be (N, C, ...)");
-  int64_t channels = x.shape[1];
+  g.channels = x.shape[1];
   for (size_t i = 1; i < 5; ++i) {
     SHARDC_CPU_TRY(requireType(ctx, ctx.inputs[i], x.dtype, names[i]));
-    SHARDC_CPU_TRY(requireShape(ctx, ctx.inputs[i], {channels}, names[i]));
+    SHARDC_CPU_TRY(requireShape(ctx, ctx.inputs[i], {g.channels}, names[i]));
   }
   SHARDC_CPU_TRY(requireType(ctx, y, x.dtype, "Y"));
   SHARDC_CPU_TRY(requireShape(ctx, y, x.shape, "Y"));
-  bool training = ctx.attrs.getInt("training_mode", 0) != 0;
-  double epsilon = ctx.attrs.getFloat("epsilon", 1e-5);
-  double momentum = ctx.attrs.getFloat("momentum", 0.9);
+  g.training = ctx.attrs.getInt("training_mode", 0) != 0;
+  g.epsilon = ctx.attrs.getFloat("epsilon", 1e-5);
+  g.momentum = ctx.attrs.getFloat("momentum", 0.9);
   // PyTorch-style training updates running_var with the unbiased variance.
-  bool unbiasedVar = ctx.attrs.getInt("unbiased_var", 0) != 0;
+  g.unbiasedVar = ctx.attrs.getInt("unbiased_var", 0) != 0;
   static const char *const outNames[] = {"Y", "running_mean", "running_var"};
   for (size_t i = 1; i < 3; ++i) {
     if (!ctx.hasOutput(i))
       continue;
     SHARDC_CPU_TRY(requireOutput(ctx, i, outNames[i]));
     SHARDC_CPU_TRY(requireType(ctx, ctx.outputs[i], x.dtype, outNames[i]));
-    SHARDC_CPU_TRY(requireShape(ctx, ctx.outputs[i], {channels}, outNames[i]));
+    SHARDC_CPU_TRY(
+        requireShape(ctx, ctx.outputs[i], {g.channels}, outNames[i]));
   }
-  int64_t batch = x.shape[0];
-  int64_t spatial = product(x.shape, 2, x.rank());
+  g.hasRunningMean = ctx.hasOutput(1);
+  g.hasRunningVar = ctx.hasOutput(2);
+  g.batch = x.shape[0];
+  g.spatial = product(x.shape, 2, x.rank());
+  return dispatchIn(FloatTypes{}, ctx, x.dtype, "X",
+                    [](auto) { return llvm::Error::success(); });
+}
+
+llvm::Error batchNormalizationKernel(const KernelContext &ctx) {
+  BatchNormGeometry g;
+  SHARDC_CPU_TRY(checkBatchNorm(ctx, g));
+  const TensorView &x = ctx.inputs[0];
+  const TensorView &y = ctx.outputs[0];
+  int64_t channels = g.channels, batch = g.batch, spatial = g.spatial;
+  bool training = g.training, unbiasedVar = g.unbiasedVar;
+  double epsilon = g.epsilon, momentum = g.momentum;
 
   return dispatchIn(
       FloatTypes{}, ctx, x.dtype, "X", [&](auto tag) -> llvm::Error {
@@ -317,7 +368,7 @@ llvm::Error logSoftmaxGradKernel(const KernelContext &ctx) {
 ///   dScale += dY * (X - mu) * a, dB += dY
 /// accumulated in double. Scale may broadcast to the normalized shape; its
 /// gradient is then summed over the broadcast dimensions.
-llvm::Error layerNormGradKernel(const KernelContext &ctx) {
+llvm::Error checkLayerNormGrad(const KernelContext &ctx, LayerNormGeometry &g) {
   SHARDC_CPU_TRY(requireInput(ctx, 0, "dY"));
   SHARDC_CPU_TRY(requireInput(ctx, 1, "X"));
   SHARDC_CPU_TRY(requireInput(ctx, 2, "Scale"));
@@ -332,12 +383,11 @@ llvm::Error layerNormGradKernel(const KernelContext &ctx) {
     return ctx.error("'X' must have at least one dimension");
   int64_t axis;
   SHARDC_CPU_TRY(readAxis(ctx, rank, -1, axis));
-  int64_t rows = product(x.shape, 0, axis);
-  int64_t cols = product(x.shape, axis, rank);
-  llvm::ArrayRef<int64_t> normShape =
-      llvm::ArrayRef<int64_t>(x.shape).drop_front(axis);
-  SHARDC_CPU_TRY(checkStatInput(ctx, 3, "Mean", rows));
-  SHARDC_CPU_TRY(checkStatInput(ctx, 4, "InvStdDev", rows));
+  g.rows = product(x.shape, 0, axis);
+  g.cols = product(x.shape, axis, rank);
+  g.normShape.assign(x.shape.begin() + axis, x.shape.end());
+  SHARDC_CPU_TRY(checkStatInput(ctx, 3, "Mean", g.rows));
+  SHARDC_CPU_TRY(checkStatInput(ctx, 4, "InvStdDev", g.rows));
   static const char *const outNames[] = {"dX", "dScale", "dB"};
   for (size_t i = 0; i < 3; ++i) {
     if (!ctx.hasOutput(i))
@@ -350,18 +400,27 @@ llvm::Error layerNormGradKernel(const KernelContext &ctx) {
                                 outNames[i]));
   }
   // Where each element of the normalized shape lands in Scale's shape.
-  llvm::ArrayRef<int64_t> scaleShape = scale.shape;
-  while (scaleShape.size() > normShape.size() && scaleShape.front() == 1)
-    scaleShape = scaleShape.drop_front();
-  llvm::SmallVector<int64_t, 6> scaleStrides;
-  if (!broadcastStrides(scaleShape, normShape, scaleStrides))
-    return ctx.error("'Scale' of shape " + shapeToString(scale.shape) +
-                     " does not broadcast to the normalized shape " +
-                     shapeToString(normShape));
+  SHARDC_CPU_TRY(
+      paramStrides(ctx, scale, g.normShape, "Scale", g.scaleStrides));
+  g.wantDx = ctx.hasOutput(0);
+  g.wantDScale = ctx.hasOutput(1);
+  g.wantDBias = ctx.hasOutput(2);
+  return dispatchIn(FloatTypes{}, ctx, dy.dtype, "dY",
+                    [](auto) { return llvm::Error::success(); });
+}
+
+llvm::Error layerNormGradKernel(const KernelContext &ctx) {
+  LayerNormGeometry g;
+  SHARDC_CPU_TRY(checkLayerNormGrad(ctx, g));
+  const TensorView &dy = ctx.inputs[0];
+  const TensorView &x = ctx.inputs[1];
+  const TensorView &scale = ctx.inputs[2];
   const TensorView &mean = ctx.inputs[3];
   const TensorView &invStd = ctx.inputs[4];
-  bool wantDx = ctx.hasOutput(0), wantDScale = ctx.hasOutput(1),
-       wantDB = ctx.hasOutput(2);
+  int64_t rows = g.rows, cols = g.cols;
+  llvm::ArrayRef<int64_t> normShape = g.normShape;
+  llvm::ArrayRef<int64_t> scaleStrides = g.scaleStrides;
+  bool wantDx = g.wantDx, wantDScale = g.wantDScale, wantDB = g.wantDBias;
 
   return dispatchIn(
       FloatTypes{}, ctx, dy.dtype, "dY", [&](auto tag) -> llvm::Error {
@@ -425,7 +484,7 @@ llvm::Error layerNormGradKernel(const KernelContext &ctx) {
 ///   dScale = dotp * invstd, dB = sum
 /// In training mean and invstd = 1/sqrt(var + eps) are the batch statistics
 /// (population variance) recomputed from X; in inference the given ones.
-llvm::Error batchNormGradKernel(const KernelContext &ctx) {
+llvm::Error checkBatchNormGrad(const KernelContext &ctx, BatchNormGeometry &g) {
   static const char *const names[] = {"dY", "X", "scale", "mean", "var"};
   for (size_t i = 0; i < 5; ++i)
     SHARDC_CPU_TRY(requireInput(ctx, i, names[i]));
@@ -436,10 +495,10 @@ llvm::Error batchNormGradKernel(const KernelContext &ctx) {
                      " must be (N, C, ...)");
   SHARDC_CPU_TRY(requireType(ctx, dy, x.dtype, "dY"));
   SHARDC_CPU_TRY(requireShape(ctx, dy, x.shape, "dY"));
-  int64_t channels = x.shape[1];
+  g.channels = x.shape[1];
   for (size_t i = 2; i < 5; ++i) {
     SHARDC_CPU_TRY(requireType(ctx, ctx.inputs[i], x.dtype, names[i]));
-    SHARDC_CPU_TRY(requireShape(ctx, ctx.inputs[i], {channels}, names[i]));
+    SHARDC_CPU_TRY(requireShape(ctx, ctx.inputs[i], {g.channels}, names[i]));
   }
   static const char *const outNames[] = {"dX", "dScale", "dB"};
   for (size_t i = 0; i < 3; ++i) {
@@ -449,14 +508,26 @@ llvm::Error batchNormGradKernel(const KernelContext &ctx) {
     SHARDC_CPU_TRY(requireType(ctx, ctx.outputs[i], x.dtype, outNames[i]));
     SHARDC_CPU_TRY(requireShape(ctx, ctx.outputs[i],
                                 i == 0 ? llvm::ArrayRef<int64_t>(x.shape)
-                                       : llvm::ArrayRef<int64_t>(channels),
+                                       : llvm::ArrayRef<int64_t>(g.channels),
                                 outNames[i]));
   }
-  bool training = ctx.attrs.getInt("training_mode", 0) != 0;
-  double epsilon = ctx.attrs.getFloat("epsilon", 1e-5);
-  int64_t batch = x.shape[0];
-  int64_t spatial = product(x.shape, 2, x.rank());
+  g.training = ctx.attrs.getInt("training_mode", 0) != 0;
+  g.epsilon = ctx.attrs.getFloat("epsilon", 1e-5);
+  g.batch = x.shape[0];
+  g.spatial = product(x.shape, 2, x.rank());
+  return dispatchIn(FloatTypes{}, ctx, x.dtype, "X",
+                    [](auto) { return llvm::Error::success(); });
+}
+
+llvm::Error batchNormGradKernel(const KernelContext &ctx) {
+  BatchNormGeometry g;
+  SHARDC_CPU_TRY(checkBatchNormGrad(ctx, g));
+  const TensorView &dy = ctx.inputs[0];
+  const TensorView &x = ctx.inputs[1];
+  int64_t channels = g.channels, batch = g.batch, spatial = g.spatial;
   int64_t count = batch * spatial;
+  bool training = g.training;
+  double epsilon = g.epsilon;
 
   return dispatchIn(
       FloatTypes{}, ctx, x.dtype, "X", [&](auto tag) -> llvm::Error {

@@ -6,10 +6,12 @@
 // output shape (which encodes ceil_mode) is taken from the output view. A
 // window with no in-bounds element (possible only with ceil_mode and a
 // stride larger than the kernel) yields the type's lowest value (MaxPool,
-// index -1) or 0 (AveragePool).
+// index -1) or 0 (AveragePool). The operand checks (checkMaxPool,
+// checkAveragePool, ...) are shared with the CUDA kernels
+// (runtime/cpu/ConvPool.h).
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/cpu/KernelUtil.h"
+#include "runtime/cpu/ConvPool.h"
 
 #include <algorithm>
 #include <vector>
@@ -51,7 +53,7 @@ AxisWindows buildAxisWindows(int64_t in, int64_t out, int64_t kernel,
   return a;
 }
 
-/// Shared checks and window tables of MaxPool and AveragePool.
+/// The window tables of MaxPool and AveragePool.
 struct PoolSetup {
   int64_t planes = 0; // N * C
   llvm::SmallVector<int64_t, 3> inShape, outShape;
@@ -59,8 +61,24 @@ struct PoolSetup {
   std::vector<AxisWindows> axes;
 };
 
-llvm::Error setupPool(const KernelContext &ctx, const TensorView &x,
-                      const TensorView &y, PoolSetup &p) {
+PoolSetup setupPool(const PoolGeometry &g) {
+  PoolSetup p;
+  p.planes = g.planes;
+  p.inShape = g.inShape;
+  p.outShape = g.outShape;
+  p.inSize = g.inSize;
+  p.outSize = g.outSize;
+  for (size_t d = 0; d < g.inShape.size(); ++d)
+    p.axes.push_back(buildAxisWindows(
+        g.inShape[d], g.outShape[d], g.w.kernel[d], g.w.strides[d],
+        g.w.dilations[d], g.w.padBegin[d], g.w.padEnd[d]));
+  return p;
+}
+
+/// The checks MaxPool and AveragePool (and AveragePoolGrad, as the pool
+/// dX -> dY) share.
+llvm::Error checkPoolWindows(const KernelContext &ctx, const TensorView &x,
+                             const TensorView &y, PoolGeometry &p) {
   int64_t rank = x.rank();
   if (rank < 3)
     return ctx.error("'X' of shape " + shapeToString(x.shape) +
@@ -69,22 +87,18 @@ llvm::Error setupPool(const KernelContext &ctx, const TensorView &x,
     return ctx.error("'Y' of shape " + shapeToString(y.shape) +
                      " does not match 'X' " + shapeToString(x.shape));
   int64_t ns = rank - 2;
-  WindowAttrs w;
-  SHARDC_CPU_TRY(readWindowAttrs(ctx, ns, {}, false, w));
+  SHARDC_CPU_TRY(readWindowAttrs(ctx, ns, {}, false, p.w));
   p.planes = x.shape[0] * x.shape[1];
   p.inShape.assign(x.shape.begin() + 2, x.shape.end());
   p.outShape.assign(y.shape.begin() + 2, y.shape.end());
   p.inSize = numElements(p.inShape);
   p.outSize = numElements(p.outShape);
   for (int64_t d = 0; d < ns; ++d) {
-    int64_t span = w.dilations[d] * (w.kernel[d] - 1) + 1;
-    if (span > p.inShape[d] + w.padBegin[d] + w.padEnd[d])
-      return ctx.error("kernel " + shapeToString(w.kernel) +
+    int64_t span = p.w.dilations[d] * (p.w.kernel[d] - 1) + 1;
+    if (span > p.inShape[d] + p.w.padBegin[d] + p.w.padEnd[d])
+      return ctx.error("kernel " + shapeToString(p.w.kernel) +
                        " is larger than the padded input on spatial axis " +
                        llvm::Twine(d));
-    p.axes.push_back(buildAxisWindows(p.inShape[d], p.outShape[d], w.kernel[d],
-                                      w.strides[d], w.dilations[d],
-                                      w.padBegin[d], w.padEnd[d]));
   }
   return llvm::Error::success();
 }
@@ -169,24 +183,91 @@ llvm::SmallVector<int64_t, 6> colMajorStrides(llvm::ArrayRef<int64_t> shape) {
 
 } // namespace
 
-llvm::Error maxPoolKernel(const KernelContext &ctx) {
+llvm::Error checkMaxPool(const KernelContext &ctx, PoolGeometry &p) {
   SHARDC_CPU_TRY(requireInput(ctx, 0, "X"));
   SHARDC_CPU_TRY(requireOutput(ctx, 0, "Y"));
   const TensorView &x = ctx.inputs[0];
   const TensorView &y = ctx.outputs[0];
   SHARDC_CPU_TRY(requireType(ctx, y, x.dtype, "Y"));
-  bool wantIndices = ctx.hasOutput(1);
-  if (wantIndices) {
+  p.wantIndices = ctx.hasOutput(1);
+  if (p.wantIndices) {
     SHARDC_CPU_TRY(requireOutput(ctx, 1, "Indices"));
     SHARDC_CPU_TRY(requireType(ctx, ctx.outputs[1], DType::I64, "Indices"));
     SHARDC_CPU_TRY(requireShape(ctx, ctx.outputs[1], y.shape, "Indices"));
   }
-  int64_t storageOrder = ctx.attrs.getInt("storage_order", 0);
-  if (storageOrder != 0 && storageOrder != 1)
+  p.storageOrder = ctx.attrs.getInt("storage_order", 0);
+  if (p.storageOrder != 0 && p.storageOrder != 1)
     return ctx.error("storage_order must be 0 or 1, got " +
-                     llvm::Twine(storageOrder));
-  PoolSetup p;
-  SHARDC_CPU_TRY(setupPool(ctx, x, y, p));
+                     llvm::Twine(p.storageOrder));
+  return checkPoolWindows(ctx, x, y, p);
+}
+
+llvm::Error checkAveragePool(const KernelContext &ctx, PoolGeometry &p) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "X"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "Y"));
+  const TensorView &x = ctx.inputs[0];
+  const TensorView &y = ctx.outputs[0];
+  SHARDC_CPU_TRY(requireType(ctx, y, x.dtype, "Y"));
+  p.includePad = ctx.attrs.getInt("count_include_pad", 0) != 0;
+  return checkPoolWindows(ctx, x, y, p);
+}
+
+llvm::Error checkAveragePoolGrad(const KernelContext &ctx, PoolGeometry &p) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "dY"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "dX"));
+  const TensorView &dy = ctx.inputs[0];
+  const TensorView &dx = ctx.outputs[0];
+  SHARDC_CPU_TRY(requireType(ctx, dx, dy.dtype, "dX"));
+  p.includePad = ctx.attrs.getInt("count_include_pad", 0) != 0;
+  return checkPoolWindows(ctx, dx, dy, p);
+}
+
+llvm::Error checkGlobalAveragePool(const KernelContext &ctx, int64_t &planes,
+                                   int64_t &size) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "X"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "Y"));
+  const TensorView &x = ctx.inputs[0];
+  const TensorView &y = ctx.outputs[0];
+  SHARDC_CPU_TRY(requireType(ctx, y, x.dtype, "Y"));
+  if (x.rank() < 2)
+    return ctx.error("'X' of shape " + shapeToString(x.shape) +
+                     " must be (N, C, ...)");
+  llvm::SmallVector<int64_t, 6> expected = {x.shape[0], x.shape[1]};
+  expected.append(x.rank() - 2, 1);
+  SHARDC_CPU_TRY(requireShape(ctx, y, expected, "Y"));
+  planes = x.shape[0] * x.shape[1];
+  size = product(x.shape, 2, x.rank());
+  return llvm::Error::success();
+}
+
+llvm::Error checkMaxPoolGrad(const KernelContext &ctx) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "dY"));
+  SHARDC_CPU_TRY(requireInput(ctx, 1, "Indices"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "dX"));
+  const TensorView &dy = ctx.inputs[0];
+  const TensorView &indices = ctx.inputs[1];
+  const TensorView &dx = ctx.outputs[0];
+  SHARDC_CPU_TRY(requireType(ctx, indices, DType::I64, "Indices"));
+  SHARDC_CPU_TRY(requireShape(ctx, indices, dy.shape, "Indices"));
+  SHARDC_CPU_TRY(requireType(ctx, dx, dy.dtype, "dX"));
+  return llvm::Error::success();
+}
+
+llvm::Error maxPoolIndexOutOfRange(const KernelContext &ctx, int64_t index,
+                                   int64_t position) {
+  return ctx.error("index " + llvm::Twine(index) + " at position " +
+                   llvm::Twine(position) + " is outside 'dX' of shape " +
+                   shapeToString(ctx.outputs[0].shape));
+}
+
+llvm::Error maxPoolKernel(const KernelContext &ctx) {
+  PoolGeometry g;
+  SHARDC_CPU_TRY(checkMaxPool(ctx, g));
+  const TensorView &x = ctx.inputs[0];
+  const TensorView &y = ctx.outputs[0];
+  bool wantIndices = g.wantIndices;
+  int64_t storageOrder = g.storageOrder;
+  PoolSetup p = setupPool(g);
   llvm::SmallVector<int64_t, 6> rowStrides = rowMajorStrides(p.inShape);
   llvm::SmallVector<int64_t, 6> colStrides = colMajorStrides(p.inShape);
 
@@ -241,14 +322,12 @@ llvm::Error maxPoolKernel(const KernelContext &ctx) {
 }
 
 llvm::Error averagePoolKernel(const KernelContext &ctx) {
-  SHARDC_CPU_TRY(requireInput(ctx, 0, "X"));
-  SHARDC_CPU_TRY(requireOutput(ctx, 0, "Y"));
+  PoolGeometry g;
+  SHARDC_CPU_TRY(checkAveragePool(ctx, g));
   const TensorView &x = ctx.inputs[0];
   const TensorView &y = ctx.outputs[0];
-  SHARDC_CPU_TRY(requireType(ctx, y, x.dtype, "Y"));
-  bool includePad = ctx.attrs.getInt("count_include_pad", 0) != 0;
-  PoolSetup p;
-  SHARDC_CPU_TRY(setupPool(ctx, x, y, p));
+  bool includePad = g.includePad;
+  PoolSetup p = setupPool(g);
   llvm::SmallVector<int64_t, 6> rowStrides = rowMajorStrides(p.inShape);
 
   return dispatchIn(
@@ -275,19 +354,10 @@ llvm::Error averagePoolKernel(const KernelContext &ctx) {
 }
 
 llvm::Error globalAveragePoolKernel(const KernelContext &ctx) {
-  SHARDC_CPU_TRY(requireInput(ctx, 0, "X"));
-  SHARDC_CPU_TRY(requireOutput(ctx, 0, "Y"));
+  int64_t planes = 0, size = 0;
+  SHARDC_CPU_TRY(checkGlobalAveragePool(ctx, planes, size));
   const TensorView &x = ctx.inputs[0];
   const TensorView &y = ctx.outputs[0];
-  SHARDC_CPU_TRY(requireType(ctx, y, x.dtype, "Y"));
-  if (x.rank() < 2)
-    return ctx.error("'X' of shape " + shapeToString(x.shape) +
-                     " must be (N, C, ...)");
-  llvm::SmallVector<int64_t, 6> expected = {x.shape[0], x.shape[1]};
-  expected.append(x.rank() - 2, 1);
-  SHARDC_CPU_TRY(requireShape(ctx, y, expected, "Y"));
-  int64_t planes = x.shape[0] * x.shape[1];
-  int64_t size = product(x.shape, 2, x.rank());
   return dispatchIn(
       FloatTypes{}, ctx, x.dtype, "X", [&](auto tag) -> llvm::Error {
         using T = typename decltype(tag)::type;
@@ -305,48 +375,39 @@ llvm::Error globalAveragePoolKernel(const KernelContext &ctx) {
 /// dX zero-filled, then dX.flat[Indices[i]] += dY[i]; index -1 (a window
 /// without in-bounds elements) contributes nothing.
 llvm::Error maxPoolGradKernel(const KernelContext &ctx) {
-  SHARDC_CPU_TRY(requireInput(ctx, 0, "dY"));
-  SHARDC_CPU_TRY(requireInput(ctx, 1, "Indices"));
-  SHARDC_CPU_TRY(requireOutput(ctx, 0, "dX"));
+  SHARDC_CPU_TRY(checkMaxPoolGrad(ctx));
   const TensorView &dy = ctx.inputs[0];
   const TensorView &indices = ctx.inputs[1];
   const TensorView &dx = ctx.outputs[0];
-  SHARDC_CPU_TRY(requireType(ctx, indices, DType::I64, "Indices"));
-  SHARDC_CPU_TRY(requireShape(ctx, indices, dy.shape, "Indices"));
-  SHARDC_CPU_TRY(requireType(ctx, dx, dy.dtype, "dX"));
   int64_t total = dx.numel();
-  return dispatchIn(
-      FloatTypes{}, ctx, dy.dtype, "dY", [&](auto tag) -> llvm::Error {
-        using T = typename decltype(tag)::type;
-        const T *pdy = dy.as<T>();
-        const int64_t *pi = indices.as<int64_t>();
-        T *pdx = dx.as<T>();
-        std::fill(pdx, pdx + total, T(0));
-        for (int64_t i = 0, e = dy.numel(); i < e; ++i) {
-          int64_t at = pi[i];
-          if (at == -1)
-            continue;
-          if (at < 0 || at >= total)
-            return ctx.error("index " + llvm::Twine(at) + " at position " +
-                             llvm::Twine(i) + " is outside 'dX' of shape " +
-                             shapeToString(dx.shape));
-          pdx[at] += pdy[i];
-        }
-        return llvm::Error::success();
-      });
+  return dispatchIn(FloatTypes{}, ctx, dy.dtype, "dY",
+                    [&](auto tag) -> llvm::Error {
+                      using T = typename decltype(tag)::type;
+                      const T *pdy = dy.as<T>();
+                      const int64_t *pi = indices.as<int64_t>();
+                      T *pdx = dx.as<T>();
+                      std::fill(pdx, pdx + total, T(0));
+                      for (int64_t i = 0, e = dy.numel(); i < e; ++i) {
+                        int64_t at = pi[i];
+                        if (at == -1)
+                          continue;
+                        if (at < 0 || at >= total)
+                          return maxPoolIndexOutOfRange(ctx, at, i);
+                        pdx[at] += pdy[i];
+                      }
+                      return llvm::Error::success();
+                    });
 }
 
 /// The adjoint of averagePoolKernel: every dY element is spread over the
 /// in-bounds elements of its window, divided by the forward's divisor.
 llvm::Error averagePoolGradKernel(const KernelContext &ctx) {
-  SHARDC_CPU_TRY(requireInput(ctx, 0, "dY"));
-  SHARDC_CPU_TRY(requireOutput(ctx, 0, "dX"));
+  PoolGeometry g;
+  SHARDC_CPU_TRY(checkAveragePoolGrad(ctx, g));
   const TensorView &dy = ctx.inputs[0];
   const TensorView &dx = ctx.outputs[0];
-  SHARDC_CPU_TRY(requireType(ctx, dx, dy.dtype, "dX"));
-  bool includePad = ctx.attrs.getInt("count_include_pad", 0) != 0;
-  PoolSetup p;
-  SHARDC_CPU_TRY(setupPool(ctx, dx, dy, p));
+  bool includePad = g.includePad;
+  PoolSetup p = setupPool(g);
   llvm::SmallVector<int64_t, 6> rowStrides = rowMajorStrides(p.inShape);
 
   return dispatchIn(

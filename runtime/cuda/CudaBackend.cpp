@@ -4,6 +4,7 @@
 
 #include "llvm/ADT/Twine.h"
 
+#include <algorithm>
 #include <cstring>
 #include <dlfcn.h>
 #include <string>
@@ -35,7 +36,40 @@ Error checkBlas(cublasStatus_t status, const char *what) {
 CudaStream::~CudaStream() {
   if (blasHandle)
     cublasDestroy(blasHandle);
+  if (scratchBase)
+    cudaFreeAsync(scratchBase, stream);
+  cudaStreamSynchronize(stream);
   cudaStreamDestroy(stream);
+}
+
+Expected<void *> CudaStream::scratch(size_t bytes) {
+  if (bytes <= scratchBytes)
+    return scratchBase;
+  // Round up, so that a growing sequence of requests reallocates rarely.
+  size_t want = std::max(bytes, 2 * scratchBytes);
+  want = (want + 255) / 256 * 256;
+  if (scratchBase) {
+    if (Error err = check(cudaFreeAsync(scratchBase, stream),
+                          "cudaFreeAsync (scratch)"))
+      return std::move(err);
+    scratchBase = nullptr;
+    scratchBytes = 0;
+  }
+  void *p = nullptr;
+  if (Error err = check(cudaMallocAsync(&p, want, stream),
+                        "cudaMallocAsync (kernel scratch)"))
+    return std::move(err);
+  scratchBase = p;
+  scratchBytes = want;
+  return scratchBase;
+}
+
+Error CudaStream::readBack(void *dst, const void *src, size_t bytes) {
+  if (Error err = check(
+          cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream),
+          "cudaMemcpyAsync (device to host)"))
+    return err;
+  return synchronize();
 }
 
 Expected<cublasHandle_t> CudaStream::blas() {

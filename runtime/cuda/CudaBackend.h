@@ -41,10 +41,20 @@ public:
   /// The stream's cuBLAS handle: default math (no TF32 unless asked for,
   /// for parity with the CPU backend), its workspace on this stream.
   llvm::Expected<cublasHandle_t> blas();
+  /// Device scratch of at least `bytes`, for the kernel being queued (the
+  /// next kernel on this stream may reuse it: stream order keeps them
+  /// apart). Grown stream-ordered, never shrunk.
+  llvm::Expected<void *> scratch(size_t bytes);
+  /// Waits for the stream and copies `bytes` of device memory at `src` to
+  /// `dst` on the host: for the few kernels that must look at a result
+  /// before they return (a loss's out-of-range target).
+  llvm::Error readBack(void *dst, const void *src, size_t bytes);
 
 private:
   cudaStream_t stream;
   cublasHandle_t blasHandle = nullptr;
+  void *scratchBase = nullptr;
+  size_t scratchBytes = 0;
 };
 
 /// The stream a kernel queues its work on.

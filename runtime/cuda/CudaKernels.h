@@ -92,6 +92,53 @@ inline llvm::Error checkLaunch(const KernelContext &ctx) {
                    cudaGetErrorString(status) + ")");
 }
 
+/// Data-dependent errors (a class target or an index out of range) cannot
+/// fail a thread: threads record the first bad position in a scratch word
+/// (atomicMin; kNoBadPosition when none), which the kernel reads back after
+/// its launch and turns into the CPU kernel's error.
+constexpr unsigned long long kNoBadPosition = ~0ull;
+
+/// Sets `word` (device memory) to kNoBadPosition on the kernel's stream.
+inline llvm::Error resetBadPosition(const KernelContext &ctx,
+                                    unsigned long long *word) {
+  return check(cudaMemsetAsync(word, 0xff, sizeof *word, cudaStreamOf(ctx)),
+               "cudaMemsetAsync (bad position)");
+}
+
+/// Waits for the kernel and reads the recorded position: -1 when none, else
+/// the position and the i64/i32 value of `values` there (the bad target or
+/// index).
+inline llvm::Error readBadPosition(const KernelContext &ctx,
+                                   const unsigned long long *word,
+                                   const void *values, bool wide,
+                                   int64_t &position, int64_t &value) {
+  unsigned long long p = kNoBadPosition;
+  CudaStream &stream = streamOf(ctx);
+  SHARDC_CPU_TRY(stream.readBack(&p, word, sizeof p));
+  position = p == kNoBadPosition ? -1 : static_cast<int64_t>(p);
+  value = 0;
+  if (position < 0)
+    return llvm::Error::success();
+  if (wide)
+    return stream.readBack(
+        &value, static_cast<const int64_t *>(values) + position, sizeof value);
+  int32_t v32 = 0;
+  SHARDC_CPU_TRY(stream.readBack(
+      &v32, static_cast<const int32_t *>(values) + position, sizeof v32));
+  value = v32;
+  return llvm::Error::success();
+}
+
+/// Row-major C (m x n, leading dimension ldc) = alpha op(A) op(B) + beta C,
+/// `count` times with matrices `strideA`, `strideB`, `strideC` elements
+/// apart: cuBLAS for f32 and f64, a plain kernel for integers (MatMul.cu,
+/// which instantiates float and double for the other kernels).
+template <typename T>
+llvm::Error gemm(const KernelContext &ctx, bool transA, bool transB, int64_t m,
+                 int64_t n, int64_t k, T alpha, const T *a, int64_t lda,
+                 int64_t strideA, const T *b, int64_t ldb, int64_t strideB,
+                 T beta, T *c, int64_t ldc, int64_t strideC, int64_t count);
+
 // Elementwise.cu
 llvm::Error copyKernel(const KernelContext &ctx);
 llvm::Error addKernel(const KernelContext &ctx);
@@ -125,9 +172,24 @@ llvm::Error ceilKernel(const KernelContext &ctx);
 llvm::Error sinKernel(const KernelContext &ctx);
 llvm::Error cosKernel(const KernelContext &ctx);
 llvm::Error notKernel(const KernelContext &ctx);
+llvm::Error powKernel(const KernelContext &ctx);
+llvm::Error castKernel(const KernelContext &ctx);
+llvm::Error dropoutKernel(const KernelContext &ctx);
 llvm::Error reluGradKernel(const KernelContext &ctx);
 llvm::Error sigmoidGradKernel(const KernelContext &ctx);
 llvm::Error tanhGradKernel(const KernelContext &ctx);
+
+// Conv.cu
+llvm::Error convKernel(const KernelContext &ctx);
+llvm::Error convGradInputKernel(const KernelContext &ctx);
+llvm::Error convGradWeightKernel(const KernelContext &ctx);
+
+// Pool.cu
+llvm::Error maxPoolKernel(const KernelContext &ctx);
+llvm::Error averagePoolKernel(const KernelContext &ctx);
+llvm::Error globalAveragePoolKernel(const KernelContext &ctx);
+llvm::Error maxPoolGradKernel(const KernelContext &ctx);
+llvm::Error averagePoolGradKernel(const KernelContext &ctx);
 
 // DataMovement.cu
 llvm::Error transposeKernel(const KernelContext &ctx);
@@ -136,6 +198,11 @@ llvm::Error sliceKernel(const KernelContext &ctx);
 llvm::Error sliceGradKernel(const KernelContext &ctx);
 llvm::Error concatKernel(const KernelContext &ctx);
 llvm::Error splitKernel(const KernelContext &ctx);
+llvm::Error triluKernel(const KernelContext &ctx);
+llvm::Error rangeKernel(const KernelContext &ctx);
+llvm::Error gatherKernel(const KernelContext &ctx);
+llvm::Error gatherGradKernel(const KernelContext &ctx);
+llvm::Error shardSliceKernel(const KernelContext &ctx);
 
 // MatMul.cu
 llvm::Error gemmKernel(const KernelContext &ctx);
@@ -153,6 +220,18 @@ llvm::Error softmaxKernel(const KernelContext &ctx);
 llvm::Error logSoftmaxKernel(const KernelContext &ctx);
 llvm::Error softmaxGradKernel(const KernelContext &ctx);
 llvm::Error logSoftmaxGradKernel(const KernelContext &ctx);
+
+// Loss.cu
+llvm::Error softmaxCrossEntropyLossKernel(const KernelContext &ctx);
+llvm::Error negativeLogLikelihoodLossKernel(const KernelContext &ctx);
+llvm::Error softmaxCrossEntropyLossGradKernel(const KernelContext &ctx);
+llvm::Error negativeLogLikelihoodLossGradKernel(const KernelContext &ctx);
+
+// Normalization.cu
+llvm::Error layerNormalizationKernel(const KernelContext &ctx);
+llvm::Error layerNormGradKernel(const KernelContext &ctx);
+llvm::Error batchNormalizationKernel(const KernelContext &ctx);
+llvm::Error batchNormGradKernel(const KernelContext &ctx);
 
 // Optimizer.cu
 llvm::Error sgdUpdateKernel(const KernelContext &ctx);

@@ -1,11 +1,16 @@
 //===- Elementwise.cu - Elementwise CUDA kernels --------------------------===//
 //
 // Binary arithmetic, comparisons and logic with numpy broadcasting, Where,
-// unary math and the activation gradients: one thread per output element
-// (grid-stride), the element functions of runtime/kernels/ElementOps.h.
+// Pow, Cast, Dropout, unary math and the activation gradients: one thread
+// per output element (grid-stride), the element functions of
+// runtime/kernels/ElementOps.h and CastOps.h, and Dropout's Philox words
+// (runtime/Philox.h) drawn for each element's global index, so the masks are
+// the CPU backend's.
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/Philox.h"
 #include "runtime/cuda/CudaKernels.h"
+#include "runtime/kernels/CastOps.h"
 #include "runtime/kernels/ElementOps.h"
 
 #include <vector>
@@ -119,6 +124,38 @@ __global__ void whereElements(const uint8_t *cond, const T *x, const T *y, T *z,
     int64_t off[3];
     ix.offsets(i, off);
     z[i] = cond[off[0]] ? x[off[1]] : y[off[2]];
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Pow, Cast, Dropout
+//===----------------------------------------------------------------------===//
+
+template <typename TX, typename TY>
+__global__ void powElements(const TX *x, const TY *y, TX *z, int64_t n,
+                            Indexer<2> ix) {
+  GRID_STRIDE_LOOP(i, n) {
+    int64_t off[2];
+    ix.offsets(i, off);
+    z[i] = ops::powValue(x[off[0]], y[off[1]]);
+  }
+}
+
+template <DType To, DType From>
+__global__ void castElements(const typename ops::StorageOf<From>::type *x,
+                             typename ops::StorageOf<To>::type *y, int64_t n) {
+  GRID_STRIDE_LOOP(i, n) { y[i] = ops::convertValue<To, From>(x[i]); }
+}
+
+template <typename T>
+__global__ void dropoutElements(const T *x, T *y, uint8_t *mask, int64_t n,
+                                cpu::DropoutGeometry g, uint64_t seed,
+                                uint64_t step, T scale) {
+  GRID_STRIDE_LOOP(i, n) {
+    bool keep = dropoutKeep(seed, step, g.site, g.globalIndex(i), g.threshold);
+    y[i] = x[i] * (keep ? scale : T(0));
+    if (mask)
+      mask[i] = keep;
   }
 }
 
@@ -248,6 +285,73 @@ llvm::Error whereKernel(const KernelContext &ctx) {
         cond.as<uint8_t>(), x.as<T>(), y.as<T>(), z.as<T>(), n, ix);
     return checkLaunch(ctx);
   });
+}
+
+llvm::Error powKernel(const KernelContext &ctx) {
+  llvm::SmallVector<int64_t, 6> sx, sy;
+  SHARDC_CPU_TRY(cpu::checkPowOperands(ctx, sx, sy));
+  const TensorView &x = ctx.inputs[0];
+  const TensorView &y = ctx.inputs[1];
+  const TensorView &z = ctx.outputs[0];
+  Indexer<2> ix;
+  SHARDC_CPU_TRY(makeIndexer<2>(ctx, z.shape, {sx, sy}, ix));
+  return dispatchIn(
+      cpu::ArithTypes{}, ctx, x.dtype, "X", [&](auto xtag) -> llvm::Error {
+        using TX = typename decltype(xtag)::type;
+        return dispatchIn(
+            cpu::ArithTypes{}, ctx, y.dtype, "Y",
+            [&](auto ytag) -> llvm::Error {
+              using TY = typename decltype(ytag)::type;
+              int64_t n = z.numel();
+              if (n == 0)
+                return llvm::Error::success();
+              powElements<<<blocksFor(n), kBlock, 0, cudaStreamOf(ctx)>>>(
+                  x.as<TX>(), y.as<TY>(), z.as<TX>(), n, ix);
+              return checkLaunch(ctx);
+            });
+      });
+}
+
+llvm::Error castKernel(const KernelContext &ctx) {
+  SHARDC_CPU_TRY(cpu::checkCastOperands(ctx));
+  const TensorView &x = ctx.inputs[0];
+  const TensorView &y = ctx.outputs[0];
+  return dispatchIn(
+      cpu::CastTypes{}, ctx, x.dtype, "input", [&](auto from) -> llvm::Error {
+        constexpr DType From = decltype(from)::dtype;
+        using TF = typename decltype(from)::type;
+        return dispatchIn(
+            cpu::CastTypes{}, ctx, y.dtype, "output",
+            [&](auto to) -> llvm::Error {
+              constexpr DType To = decltype(to)::dtype;
+              using TT = typename decltype(to)::type;
+              int64_t n = x.numel();
+              if (n == 0)
+                return llvm::Error::success();
+              castElements<To, From>
+                  <<<blocksFor(n), kBlock, 0, cudaStreamOf(ctx)>>>(
+                      x.as<TF>(), y.as<TT>(), n);
+              return checkLaunch(ctx);
+            });
+      });
+}
+
+llvm::Error dropoutKernel(const KernelContext &ctx) {
+  cpu::DropoutGeometry g;
+  SHARDC_CPU_TRY(cpu::checkDropout(ctx, g));
+  const TensorView &x = ctx.inputs[0];
+  uint8_t *mask = g.hasMask ? ctx.outputs[1].as<uint8_t>() : nullptr;
+  return dispatchIn(
+      cpu::FloatTypes{}, ctx, x.dtype, "data", [&](auto tag) -> llvm::Error {
+        using T = typename decltype(tag)::type;
+        int64_t n = x.numel();
+        if (n == 0)
+          return llvm::Error::success();
+        dropoutElements<<<blocksFor(n), kBlock, 0, cudaStreamOf(ctx)>>>(
+            x.as<T>(), ctx.outputs[0].as<T>(), mask, n, g, ctx.seed, ctx.step,
+            static_cast<T>(1.0 / (1.0 - g.ratio)));
+        return checkLaunch(ctx);
+      });
 }
 
 llvm::Error sqrtKernel(const KernelContext &ctx) {

@@ -53,9 +53,8 @@ __global__ void broadcastCopy(const T *src, T *dst, int64_t n, Indexer<1> ix) {
   }
 }
 
-/// Row-major C (m x n, leading dimension ldc) = alpha op(A) op(B) + beta C,
-/// `count` times with matrices `strideA`, `strideB`, `strideC` elements
-/// apart.
+} // namespace
+
 template <typename T>
 llvm::Error gemm(const KernelContext &ctx, bool transA, bool transB, int64_t m,
                  int64_t n, int64_t k, T alpha, const T *a, int64_t lda,
@@ -105,6 +104,19 @@ llvm::Error gemm(const KernelContext &ctx, bool transA, bool transB, int64_t m,
     return llvm::Error::success();
   }
 }
+
+template llvm::Error gemm<float>(const KernelContext &, bool, bool, int64_t,
+                                 int64_t, int64_t, float, const float *,
+                                 int64_t, int64_t, const float *, int64_t,
+                                 int64_t, float, float *, int64_t, int64_t,
+                                 int64_t);
+template llvm::Error gemm<double>(const KernelContext &, bool, bool, int64_t,
+                                  int64_t, int64_t, double, const double *,
+                                  int64_t, int64_t, const double *, int64_t,
+                                  int64_t, double, double *, int64_t, int64_t,
+                                  int64_t);
+
+namespace {
 
 using GemmTypes =
     cpu::DTypeList<DType::F32, DType::F64, DType::I64, DType::I32>;

@@ -21,6 +21,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 namespace shardc::rt::ops {
@@ -273,6 +274,46 @@ struct TanhGradOp {
     return dy * (T(1) - y * y);
   }
 };
+
+/// x^y for integers by squaring, wrapping on overflow. A negative exponent
+/// gives 0 except for bases 1 and -1.
+template <typename T, typename E> SHARDC_HOST_DEVICE T integerPow(T x, E y) {
+  using U = UnsignedOf<T>;
+  if (y < 0) {
+    if (x == 1)
+      return 1;
+    if (x == -1)
+      return (y % 2) ? T(-1) : T(1);
+    return 0;
+  }
+  U result = 1, base = U(x);
+  while (y > 0) {
+    if (y & 1)
+      result *= base;
+    base *= base;
+    y >>= 1;
+  }
+  return static_cast<T>(result);
+}
+
+/// Pow of one element pair: exact by squaring for two integers; otherwise
+/// in double, an integer result saturating (NaN gives 0).
+template <typename TX, typename TY> SHARDC_HOST_DEVICE TX powValue(TX x, TY y) {
+  if constexpr (std::is_integral_v<TX> && std::is_integral_v<TY>) {
+    return integerPow(x, y);
+  } else {
+    double r = std::pow(static_cast<double>(x), static_cast<double>(y));
+    if constexpr (std::is_integral_v<TX>) {
+      if (std::isnan(r))
+        return 0;
+      if (r <= static_cast<double>(std::numeric_limits<TX>::lowest()))
+        return std::numeric_limits<TX>::lowest();
+      if (r >= static_cast<double>(std::numeric_limits<TX>::max()))
+        return std::numeric_limits<TX>::max();
+    }
+    return static_cast<TX>(r);
+  }
+}
 
 } // namespace shardc::rt::ops
 

@@ -7,222 +7,14 @@
 // which ctest counts as skipped (test/CMakeLists.txt).
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/cpu/Kernels.h"
-#include "runtime/cuda/CudaBackend.h"
+#include "test/unit/cuda/CudaTestUtil.h"
 
-#include "gtest/gtest.h"
-
-#include <cmath>
-#include <cstdio>
-#include <cstring>
-#include <limits>
-#include <optional>
-#include <random>
-#include <string>
-#include <type_traits>
-#include <vector>
+#include <set>
 
 using namespace shardc::rt;
+using namespace shardc::rt::cudatest;
 
 namespace {
-
-KernelBackend &gpu() {
-  static std::unique_ptr<KernelBackend> backend = [] {
-    auto b = cuda::createBackend(0);
-    if (!b) {
-      std::fprintf(stderr, "%s\n", llvm::toString(b.takeError()).c_str());
-      std::abort();
-    }
-    return std::move(*b);
-  }();
-  return *backend;
-}
-
-/// Host bytes of `n` random elements of `dtype`, special values first
-/// (zeros of both signs, NaN, infinities, a subnormal, integer minimums).
-/// `nonZero` keeps integers away from 0 (divisors).
-std::vector<uint8_t> randomBytes(DType dtype, int64_t n, std::mt19937 &rng,
-                                 bool nonZero = false) {
-  std::vector<uint8_t> bytes(n * dtypeSize(dtype));
-  std::uniform_real_distribution<double> real(-4, 4);
-  const double specials[] = {0.0,
-                             -0.0,
-                             std::numeric_limits<double>::quiet_NaN(),
-                             std::numeric_limits<double>::infinity(),
-                             -std::numeric_limits<double>::infinity(),
-                             1e-40};
-  for (int64_t i = 0; i < n; ++i) {
-    double v = i < 6 ? specials[i] : real(rng);
-    auto put = [&](auto x) { std::memcpy(&bytes[i * sizeof x], &x, sizeof x); };
-    int64_t r = static_cast<int64_t>(rng() % 200) - 100;
-    if (nonZero && r == 0)
-      r = 7;
-    switch (dtype) {
-    case DType::F32:
-      put(static_cast<float>(v));
-      break;
-    case DType::F64:
-      put(v);
-      break;
-    case DType::I64:
-      put(i == 0 && !nonZero ? std::numeric_limits<int64_t>::min() : r);
-      break;
-    case DType::I32:
-      put(i == 0 && !nonZero ? std::numeric_limits<int32_t>::min()
-                             : static_cast<int32_t>(r));
-      break;
-    case DType::I8:
-      put(static_cast<int8_t>(r));
-      break;
-    case DType::U8:
-      put(static_cast<uint8_t>(nonZero ? 1 + rng() % 255 : rng() % 256));
-      break;
-    case DType::Bool:
-      put(static_cast<uint8_t>(rng() % 2));
-      break;
-    default:
-      for (size_t b = 0; b < dtypeSize(dtype); ++b)
-        bytes[i * dtypeSize(dtype) + b] = static_cast<uint8_t>(rng());
-    }
-  }
-  return bytes;
-}
-
-/// An operand of a kernel under test; DType::Undefined is an absent one.
-struct Operand {
-  DType dtype = DType::Undefined;
-  std::vector<int64_t> shape;
-  bool nonZero = false;
-  /// Every element this value (a float type) instead of random ones.
-  std::optional<double> fill;
-};
-
-std::vector<uint8_t> inputBytes(const Operand &op, std::mt19937 &rng) {
-  int64_t n = numElements(op.shape);
-  if (!op.fill)
-    return randomBytes(op.dtype, n, rng, op.nonZero);
-  std::vector<uint8_t> bytes(n * dtypeSize(op.dtype));
-  for (int64_t i = 0; i < n; ++i) {
-    if (op.dtype == DType::F32) {
-      float f = static_cast<float>(*op.fill);
-      std::memcpy(&bytes[i * 4], &f, 4);
-    } else {
-      double d = *op.fill;
-      std::memcpy(&bytes[i * 8], &d, 8);
-    }
-  }
-  return bytes;
-}
-
-/// How close a float CUDA result must be: equal (0), or within `ulps` units
-/// in the last place (transcendental functions: the device's math library
-/// may round differently).
-struct Tolerance {
-  int ulps = 0;
-  /// Or, when set, within this absolute difference (sums whose order
-  /// differs between cuBLAS and OpenBLAS).
-  double abs = 0;
-};
-
-template <typename T> int64_t ulpDistance(T a, T b) {
-  using I = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;
-  I ia, ib;
-  std::memcpy(&ia, &a, sizeof a);
-  std::memcpy(&ib, &b, sizeof b);
-  if (ia < 0)
-    ia = std::numeric_limits<I>::min() - ia;
-  if (ib < 0)
-    ib = std::numeric_limits<I>::min() - ib;
-  return ia > ib ? int64_t(ia) - ib : int64_t(ib) - ia;
-}
-
-template <typename T>
-void expectClose(const std::vector<uint8_t> &gpuBytes,
-                 const std::vector<uint8_t> &cpuBytes, Tolerance tol) {
-  int ulps = tol.ulps;
-  size_t n = cpuBytes.size() / sizeof(T);
-  int failures = 0;
-  for (size_t i = 0; i < n && failures < 5; ++i) {
-    T g, c;
-    std::memcpy(&g, &gpuBytes[i * sizeof(T)], sizeof(T));
-    std::memcpy(&c, &cpuBytes[i * sizeof(T)], sizeof(T));
-    bool ok = (std::isnan(g) && std::isnan(c)) || ulpDistance(g, c) <= ulps ||
-              (tol.abs > 0 && std::fabs(double(g) - double(c)) <= tol.abs);
-    if (!ok) {
-      ++failures;
-      ADD_FAILURE() << "element " << i << ": cuda " << g << ", cpu " << c;
-    }
-  }
-}
-
-/// Runs `opType` on both backends with random `inputs` and compares every
-/// output.
-void expectSameAsCpu(llvm::StringRef opType, std::vector<Operand> inputs,
-                     std::vector<Operand> outputs, Tolerance tol = {},
-                     AttrMap attrs = {}) {
-  std::string what = (opType + " (" + dtypeName(inputs[0].dtype) + " " +
-                      shapeToString(inputs[0].shape) + ")")
-                         .str();
-  SCOPED_TRACE(what);
-  std::mt19937 rng(42);
-  KernelBackend &dev = gpu();
-  std::unique_ptr<Stream> stream = dev.createStream();
-  ASSERT_TRUE(stream);
-  std::vector<std::vector<uint8_t>> hostIn, cpuOut;
-  std::vector<TensorView> cpuInViews, cpuOutViews, gpuInViews, gpuOutViews;
-  std::vector<void *> deviceMemory;
-  hostIn.reserve(inputs.size());
-  for (const Operand &op : inputs) {
-    if (op.dtype == DType::Undefined) {
-      cpuInViews.emplace_back();
-      gpuInViews.emplace_back();
-      continue;
-    }
-    hostIn.push_back(inputBytes(op, rng));
-    cpuInViews.emplace_back(op.dtype, op.shape, hostIn.back().data());
-    void *d = llvm::cantFail(dev.allocate(hostIn.back().size()));
-    deviceMemory.push_back(d);
-    ASSERT_FALSE(llvm::errorToBool(dev.copyToDevice(
-        d, hostIn.back().data(), hostIn.back().size(), *stream)));
-    gpuInViews.emplace_back(op.dtype, op.shape, d);
-  }
-  cpuOut.reserve(outputs.size());
-  for (const Operand &op : outputs) {
-    size_t bytes = numElements(op.shape) * dtypeSize(op.dtype);
-    cpuOut.emplace_back(bytes, 0xA5);
-    cpuOutViews.emplace_back(op.dtype, op.shape, cpuOut.back().data());
-    void *d = llvm::cantFail(dev.allocate(bytes));
-    deviceMemory.push_back(d);
-    ASSERT_FALSE(llvm::errorToBool(dev.fillZero(d, bytes, *stream)));
-    gpuOutViews.emplace_back(op.dtype, op.shape, d);
-  }
-  KernelContext cpuCtx{opType, "cpu", attrs, cpuInViews, cpuOutViews};
-  ASSERT_FALSE(llvm::errorToBool(cpu::runKernel(cpuCtx)));
-  KernelContext gpuCtx{opType, "gpu", attrs, gpuInViews, gpuOutViews};
-  KernelFn fn = dev.lookup(opType);
-  ASSERT_NE(fn, nullptr) << "no CUDA kernel for " << opType.str();
-  ASSERT_FALSE(llvm::errorToBool(dev.launch(fn, gpuCtx, *stream)));
-  for (size_t k = 0; k < outputs.size(); ++k) {
-    std::vector<uint8_t> gpuOut(cpuOut[k].size());
-    ASSERT_FALSE(llvm::errorToBool(dev.copyToHost(
-        gpuOut.data(), gpuOutViews[k].data, gpuOut.size(), *stream)));
-    // Floats: NaN matches any NaN (the host and device libraries set
-    // different payloads and signs); otherwise within `tol`.
-    if (outputs[k].dtype != DType::F32 && outputs[k].dtype != DType::F64)
-      EXPECT_EQ(gpuOut, cpuOut[k]) << "output " << k;
-    else if (outputs[k].dtype == DType::F32)
-      expectClose<float>(gpuOut, cpuOut[k], tol);
-    else
-      expectClose<double>(gpuOut, cpuOut[k], tol);
-  }
-  for (void *d : deviceMemory)
-    dev.deallocate(d);
-}
-
-const DType kNumeric[] = {DType::F32, DType::F64, DType::I64,
-                          DType::I32, DType::I8,  DType::U8};
-const DType kSigned[] = {DType::F32, DType::F64, DType::I64, DType::I32};
-const DType kFloat[] = {DType::F32, DType::F64};
 
 /// Output shape, A shape, B shape: equal, scalar, row and column
 /// broadcasts, and a broadcast of both sides.
@@ -464,6 +256,83 @@ TEST(CudaKernelsTest, SoftmaxMatchesCpu) {
     }
 }
 
+TEST(CudaKernelsTest, LossesMatchCpu) {
+  // (N, C) and (N, C, D) scores, i64 and i32 targets, every reduction, with
+  // and without class weights and an ignored class.
+  const std::vector<std::vector<int64_t>> shapes = {{37, 11}, {5, 7, 9}};
+  for (DType t : kFloat)
+    for (const std::vector<int64_t> &shape : shapes)
+      for (DType targetType : {DType::I64, DType::I32})
+        for (const char *reduction : {"mean", "sum", "none"})
+          for (bool weighted : {false, true})
+            for (bool ignore : {false, true}) {
+              AttrMap attrs;
+              attrs.set("reduction", AttrValue::ofString(reduction));
+              if (ignore)
+                attrs.set("ignore_index", AttrValue::ofInt(3));
+              std::vector<int64_t> targetShape = {shape[0]};
+              targetShape.insert(targetShape.end(), shape.begin() + 2,
+                                 shape.end());
+              std::vector<int64_t> lossShape =
+                  llvm::StringRef(reduction) == "none" ? targetShape
+                                                       : std::vector<int64_t>{};
+              Operand scores{t, shape};
+              Operand targets{targetType, targetShape};
+              targets.below = shape[1];
+              Operand weights = weighted ? Operand{t, {shape[1]}} : Operand{};
+              Tolerance tol =
+                  t == DType::F32 ? Tolerance{8, 1e-5} : Tolerance{8, 1e-12};
+              expectSameAsCpu("SoftmaxCrossEntropyLoss",
+                              {scores, targets, weights},
+                              {{t, lossShape}, {t, shape}}, tol, attrs);
+              expectSameAsCpu("NegativeLogLikelihoodLoss",
+                              {scores, targets, weights}, {{t, lossShape}}, tol,
+                              attrs);
+              for (const char *op : {"SoftmaxCrossEntropyLossGrad",
+                                     "NegativeLogLikelihoodLossGrad"})
+                expectSameAsCpu(op, {{t, lossShape}, scores, targets, weights},
+                                {{t, shape}}, tol, attrs);
+            }
+}
+
+TEST(CudaKernelsTest, OutOfRangeTargetIsTheCpuError) {
+  KernelBackend &dev = gpu();
+  std::unique_ptr<Stream> stream = dev.createStream();
+  std::vector<float> scores(4 * 3, 0.5f);
+  std::vector<int64_t> targets = {0, 2, 7, 1};
+  float loss = 0;
+  auto run = [&](KernelBackend *backend) {
+    std::vector<TensorView> in, out;
+    void *ds = scores.data(), *dt = targets.data(), *dl = &loss;
+    if (backend) {
+      ds = llvm::cantFail(dev.allocate(scores.size() * 4));
+      dt = llvm::cantFail(dev.allocate(targets.size() * 8));
+      dl = llvm::cantFail(dev.allocate(4));
+      EXPECT_FALSE(llvm::errorToBool(
+          dev.copyToDevice(ds, scores.data(), scores.size() * 4, *stream)));
+      EXPECT_FALSE(llvm::errorToBool(
+          dev.copyToDevice(dt, targets.data(), targets.size() * 8, *stream)));
+    }
+    in.emplace_back(DType::F32, std::vector<int64_t>{4, 3}, ds);
+    in.emplace_back(DType::I64, std::vector<int64_t>{4}, dt);
+    out.emplace_back(DType::F32, std::vector<int64_t>{}, dl);
+    AttrMap attrs;
+    KernelContext ctx{"SoftmaxCrossEntropyLoss", "loss", attrs, in, out};
+    llvm::Error err = backend ? dev.launch(dev.lookup(ctx.opType), ctx, *stream)
+                              : cpu::runKernel(ctx);
+    std::string message = err ? llvm::toString(std::move(err)) : "";
+    if (backend)
+      for (void *p : {ds, dt, dl})
+        dev.deallocate(p);
+    return message;
+  };
+  std::string cpuMessage = run(nullptr);
+  EXPECT_NE(cpuMessage.find("target 7 at position 2 is outside [0, 3)"),
+            std::string::npos)
+      << cpuMessage;
+  EXPECT_EQ(run(&dev), cpuMessage);
+}
+
 TEST(CudaKernelsTest, CopiesMatchCpu) {
   for (const char *op : {"Identity", "Reshape"})
     for (DType t : {DType::F32, DType::I64, DType::U8})
@@ -493,13 +362,184 @@ TEST(CudaKernelsTest, IntegerDivisionByZeroIsAnError) {
 }
 
 /// Every CUDA kernel is one the CPU backend has (the CPU is the reference).
-TEST(CudaKernelsTest, EveryCudaOpHasACpuKernel) {
-  for (const auto &[type, fn] : cuda::kernelTable()) {
-    bool found = false;
-    for (const auto &[cpuType, cpuFn] : cpu::kernelTable())
-      found = found || cpuType == type;
-    EXPECT_TRUE(found) << type.str();
+// The two backends run the same ops: every plan the CPU backend runs has a
+// kernel for each of its ops on the CUDA backend. Needs no GPU (main runs
+// this suite alone when there is none).
+TEST(CudaTableTest, TheBackendsHaveTheSameOps) {
+  std::set<std::string> cpuOps, cudaOps;
+  for (const auto &entry : cpu::kernelTable())
+    cpuOps.insert(entry.first.str());
+  for (const auto &entry : cuda::kernelTable())
+    EXPECT_TRUE(cudaOps.insert(entry.first.str()).second)
+        << "registered twice: " << entry.first.str();
+  for (const std::string &op : cpuOps)
+    EXPECT_TRUE(cudaOps.count(op)) << "no CUDA kernel for " << op;
+  for (const std::string &op : cudaOps)
+    EXPECT_TRUE(cpuOps.count(op)) << "no CPU kernel for " << op;
+}
+
+AttrMap intAttrs(std::initializer_list<std::pair<const char *, int64_t>> kv) {
+  AttrMap attrs;
+  for (const auto &[k, v] : kv)
+    attrs.set(k, AttrValue::ofInt(v));
+  return attrs;
+}
+
+TEST(CudaKernelsTest, PowMatchesCpu) {
+  for (DType x : kSigned)
+    for (DType y : kSigned) {
+      // Integer powers are exact on both; float ones go through pow.
+      Tolerance tol{2};
+      expectSameAsCpu("Pow", {{x, {3, 4, 5}}, {y, {4, 1}}}, {{x, {3, 4, 5}}},
+                      tol);
+    }
+}
+
+TEST(CudaKernelsTest, CastMatchesCpu) {
+  const DType types[] = {DType::F32,  DType::F64, DType::I64, DType::I32,
+                         DType::Bool, DType::U8,  DType::I8,  DType::F16};
+  for (DType from : types)
+    for (DType to : types)
+      expectSameAsCpu("Cast", {{from, {1000}}}, {{to, {1000}}});
+}
+
+TEST(CudaKernelsTest, DropoutDrawsTheCpuMasks) {
+  for (DType t : kFloat)
+    for (int64_t axis : {0, 1, -1}) {
+      AttrMap attrs = intAttrs({{"batch_axis", axis}, {"site", 7}});
+      attrs.set("ratio", AttrValue::ofFloat(0.3));
+      expectSameAsCpu("Dropout", {{t, {8, 13, 5}}},
+                      {{t, {8, 13, 5}}, {DType::Bool, {8, 13, 5}}}, Tolerance{},
+                      attrs);
+    }
+}
+
+TEST(CudaKernelsTest, LayerNormMatchesCpu) {
+  // Sums in a different order than the CPU's sequential ones.
+  for (DType t : kFloat) {
+    Tolerance tol =
+        t == DType::F32 ? Tolerance{16, 1e-4} : Tolerance{16, 1e-11};
+    DType stat = DType::F32;
+    // Normalized over the last axis; over the last two with a Scale that
+    // broadcasts; without a bias.
+    expectSameAsCpu("LayerNormalization",
+                    {{t, {6, 300}}, {t, {300}}, {t, {300}}},
+                    {{t, {6, 300}}, {stat, {6, 1}}, {stat, {6, 1}}}, tol,
+                    intAttrs({{"axis", -1}}));
+    expectSameAsCpu("LayerNormalization",
+                    {{t, {4, 5, 6}}, {t, {5, 1}}, {t, {6}}},
+                    {{t, {4, 5, 6}}, {DType::F64, {4, 1, 1}}, {}}, tol,
+                    intAttrs({{"axis", 1}}));
+    expectSameAsCpu("LayerNormalization", {{t, {7, 33}}, {t, {33}}},
+                    {{t, {7, 33}}}, tol, intAttrs({{"axis", 1}}));
+    // Backward: dY, X, Scale, Mean, InvStdDev -> dX, dScale, dB.
+    for (DType statType : {DType::F32, DType::F64}) {
+      Operand mean{statType, {6, 1}};
+      Operand invStd{statType, {6, 1}};
+      invStd.fill = 1.7;
+      expectSameAsCpu("LayerNormGrad",
+                      {{t, {6, 300}}, {t, {6, 300}}, {t, {300}}, mean, invStd},
+                      {{t, {6, 300}}, {t, {300}}, {t, {300}}}, tol,
+                      intAttrs({{"axis", -1}}));
+    }
+    Operand mean{DType::F32, {4}};
+    Operand invStd{DType::F32, {4}};
+    invStd.fill = 0.6;
+    expectSameAsCpu("LayerNormGrad",
+                    {{t, {4, 5, 6}}, {t, {4, 5, 6}}, {t, {5, 1}}, mean, invStd},
+                    {{t, {4, 5, 6}}, {t, {5, 1}}, {}}, tol,
+                    intAttrs({{"axis", 1}}));
   }
+}
+
+TEST(CudaKernelsTest, BatchNormMatchesCpu) {
+  for (DType t : kFloat) {
+    Tolerance tol =
+        t == DType::F32 ? Tolerance{16, 1e-4} : Tolerance{16, 1e-11};
+    Operand var{t, {5}};
+    var.fill = 0.8;
+    for (int64_t training : {0, 1}) {
+      AttrMap attrs =
+          intAttrs({{"training_mode", training}, {"unbiased_var", training}});
+      attrs.set("momentum", AttrValue::ofFloat(0.9));
+      expectSameAsCpu("BatchNormalization",
+                      {{t, {3, 5, 7, 9}}, {t, {5}}, {t, {5}}, {t, {5}}, var},
+                      {{t, {3, 5, 7, 9}}, {t, {5}}, {t, {5}}}, tol, attrs);
+      expectSameAsCpu(
+          "BatchNormGrad",
+          {{t, {3, 5, 7, 9}}, {t, {3, 5, 7, 9}}, {t, {5}}, {t, {5}}, var},
+          {{t, {3, 5, 7, 9}}, {t, {5}}, {t, {5}}}, tol, attrs);
+    }
+  }
+}
+
+TEST(CudaKernelsTest, IndexingMatchesCpu) {
+  for (DType t : {DType::F32, DType::F64, DType::I64, DType::U8}) {
+    // Trilu, both halves, with a diagonal offset.
+    for (int64_t upper : {0, 1})
+      expectSameAsCpu("Trilu", {{t, {3, 7, 5}}}, {{t, {3, 7, 5}}}, Tolerance{},
+                      intAttrs({{"upper", upper}, {"k", upper ? 1 : -2}}));
+  }
+  for (DType t : kFloat) {
+    for (DType it : {DType::I64, DType::I32}) {
+      // An embedding lookup (axis 0) and a gather along a middle axis, with
+      // repeated indices; and their gradients, which add the repeats.
+      Operand rows{it, {4, 9}};
+      rows.below = 11;
+      expectSameAsCpu("Gather", {{t, {11, 6}}, rows}, {{t, {4, 9, 6}}});
+      expectSameAsCpu("GatherGrad", {{t, {4, 9, 6}}, rows}, {{t, {11, 6}}},
+                      Tolerance{}, intAttrs({{"axis", 0}}));
+      Operand middle{it, {5}};
+      middle.below = 3;
+      expectSameAsCpu("Gather", {{t, {2, 3, 4}}, middle}, {{t, {2, 5, 4}}},
+                      Tolerance{}, intAttrs({{"axis", 1}}));
+      expectSameAsCpu("GatherGrad", {{t, {2, 5, 4}}, middle}, {{t, {2, 3, 4}}},
+                      Tolerance{}, intAttrs({{"axis", 1}}));
+    }
+    Operand start{t, {}}, limit{t, {}}, delta{t, {}};
+    start.fill = -2.5;
+    limit.fill = 7.0;
+    delta.fill = 0.5;
+    expectSameAsCpu("Range", {start, limit, delta}, {{t, {19}}});
+  }
+  expectSameAsCpu("ShardSlice", {{DType::F32, {12}}}, {{DType::F32, {12}}});
+}
+
+TEST(CudaKernelsTest, OutOfRangeIndexIsTheCpuError) {
+  KernelBackend &dev = gpu();
+  std::unique_ptr<Stream> stream = dev.createStream();
+  std::vector<float> data(5 * 2, 1.0f), out(3 * 2);
+  std::vector<int32_t> indices = {4, -6, 0};
+  auto run = [&](bool onGpu) {
+    void *pd = data.data(), *pi = indices.data(), *po = out.data();
+    if (onGpu) {
+      pd = llvm::cantFail(dev.allocate(data.size() * 4));
+      pi = llvm::cantFail(dev.allocate(indices.size() * 4));
+      po = llvm::cantFail(dev.allocate(out.size() * 4));
+      EXPECT_FALSE(llvm::errorToBool(
+          dev.copyToDevice(pd, data.data(), data.size() * 4, *stream)));
+      EXPECT_FALSE(llvm::errorToBool(
+          dev.copyToDevice(pi, indices.data(), indices.size() * 4, *stream)));
+    }
+    std::vector<TensorView> in, outs;
+    in.emplace_back(DType::F32, std::vector<int64_t>{5, 2}, pd);
+    in.emplace_back(DType::I32, std::vector<int64_t>{3}, pi);
+    outs.emplace_back(DType::F32, std::vector<int64_t>{3, 2}, po);
+    AttrMap attrs;
+    KernelContext ctx{"Gather", "embed", attrs, in, outs};
+    llvm::Error err = onGpu ? dev.launch(dev.lookup("Gather"), ctx, *stream)
+                            : cpu::runKernel(ctx);
+    std::string message = err ? llvm::toString(std::move(err)) : "";
+    if (onGpu)
+      for (void *p : {pd, pi, po})
+        dev.deallocate(p);
+    return message;
+  };
+  std::string cpuMessage = run(false);
+  EXPECT_NE(cpuMessage.find("index -6 out of range [-5, 5) on axis 0"),
+            std::string::npos)
+      << cpuMessage;
+  EXPECT_EQ(run(true), cpuMessage);
 }
 
 TEST(CudaKernelsTest, ErrorsNameTheOp) {
@@ -549,6 +589,13 @@ TEST(CudaBackendTest, OutOfMemoryIsAnError) {
 
 int main(int argc, char **argv) {
   ::testing::InitGoogleTest(&argc, argv);
+  // --tables-only: the checks of the kernel tables, which need no GPU (the
+  // ctest cuda.tables runs them in every CUDA build).
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--tables-only") {
+      ::testing::GTEST_FLAG(filter) = "CudaTableTest.*";
+      return RUN_ALL_TESTS();
+    }
   std::string why;
   llvm::Expected<int> count = cuda::deviceCount(&why);
   if (!count) {
