@@ -66,6 +66,7 @@ namespace {
 struct CudaPlugin {
   decltype(&shard_cuda_device_count) deviceCount = nullptr;
   decltype(&shard_cuda_create_backend) create = nullptr;
+  decltype(&shard_cuda_create_nccl_communicator) createNccl = nullptr;
   std::string path;
   std::string error;
 };
@@ -105,7 +106,10 @@ const CudaPlugin &loadCudaPlugin() {
         dlsym(handle, "shard_cuda_device_count"));
     plugin.create = reinterpret_cast<decltype(&shard_cuda_create_backend)>(
         dlsym(handle, "shard_cuda_create_backend"));
-    if (!abi || !plugin.deviceCount || !plugin.create) {
+    plugin.createNccl =
+        reinterpret_cast<decltype(&shard_cuda_create_nccl_communicator)>(
+            dlsym(handle, "shard_cuda_create_nccl_communicator"));
+    if (!abi || !plugin.deviceCount || !plugin.create || !plugin.createNccl) {
       plugin.error = plugin.path + " is not a Shard CUDA plugin";
       plugin.deviceCount = nullptr;
       return;
@@ -122,6 +126,11 @@ const CudaPlugin &loadCudaPlugin() {
 }
 
 } // namespace
+
+/// The GPU of the rank with index `localRank` on its host, among `count`.
+static int deviceOfLocalRank(int localRank, int count) {
+  return localRank >= 0 ? localRank % count : 0;
+}
 
 int localRankFromEnvironment(int rank) {
   for (const char *name :
@@ -161,12 +170,33 @@ createBackend(DeviceKind kind, int localRank, std::string *why) {
     return fallBack("no CUDA GPU is visible to this process (" +
                     std::string(message) +
                     "; check nvidia-smi and CUDA_VISIBLE_DEVICES)");
-  int device = localRank >= 0 ? localRank % count : 0;
+  int device = deviceOfLocalRank(localRank, count);
   KernelBackend *backend = plugin.create(device, message, sizeof(message));
   if (!backend)
     return makeError("--device " + deviceKindName(kind) + ": GPU " +
                      Twine(device) + ": " + message);
   return std::unique_ptr<KernelBackend>(backend);
+}
+
+Expected<std::unique_ptr<Communicator>>
+createDeviceCommunicator(const KernelBackend &backend, Communicator &host,
+                         int localRank, double timeoutSeconds) {
+  if (backend.name() != "cuda")
+    return nullptr;
+  const CudaPlugin &plugin = loadCudaPlugin();
+  char message[512] = "";
+  int count =
+      plugin.deviceCount ? plugin.deviceCount(message, sizeof(message)) : 0;
+  if (!plugin.createNccl || count <= 0)
+    return makeError(
+        "the NCCL communicator needs the CUDA backend: " +
+        (plugin.error.empty() ? std::string(message) : plugin.error));
+  Communicator *comm =
+      plugin.createNccl(&host, deviceOfLocalRank(localRank, count),
+                        timeoutSeconds, message, sizeof(message));
+  if (!comm)
+    return makeError(Twine("NCCL: ") + message);
+  return std::unique_ptr<Communicator>(comm);
 }
 
 } // namespace shardc::rt

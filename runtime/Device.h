@@ -14,6 +14,7 @@
 #define SHARDC_RUNTIME_DEVICE_H
 
 #include "runtime/Backend.h"
+#include "runtime/comm/Communicator.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -44,6 +45,14 @@ int localRankFromEnvironment(int rank);
 /// DeviceKind::Auto, the reason the CPU was chosen (empty when CUDA was).
 llvm::Expected<std::unique_ptr<KernelBackend>>
 createBackend(DeviceKind kind, int localRank, std::string *why = nullptr);
+
+/// The communicator for ranks running on `backend`: for the CUDA backend,
+/// an NCCL communicator over the ranks of `host` (which carries its
+/// bootstrap and the host-memory collectives, and must outlive it); for the
+/// CPU backend none (null): `host` itself serves.
+llvm::Expected<std::unique_ptr<Communicator>>
+createDeviceCommunicator(const KernelBackend &backend, Communicator &host,
+                         int localRank, double timeoutSeconds);
 
 } // namespace shardc::rt
 

@@ -111,29 +111,22 @@ cudaStream_t cudaStreamOf(const KernelContext &ctx) {
   return streamOf(ctx).handle();
 }
 
+CudaEvent::~CudaEvent() { cudaEventDestroy(event); }
+Error CudaEvent::record(Stream &stream) {
+  return check(
+      cudaEventRecord(event, static_cast<CudaStream &>(stream).handle()),
+      "cudaEventRecord");
+}
+Error CudaEvent::wait(Stream &stream) {
+  return check(
+      cudaStreamWaitEvent(static_cast<CudaStream &>(stream).handle(), event, 0),
+      "cudaStreamWaitEvent");
+}
+Error CudaEvent::synchronize() {
+  return check(cudaEventSynchronize(event), "cudaEventSynchronize");
+}
+
 namespace {
-
-class CudaEvent : public Event {
-public:
-  explicit CudaEvent(cudaEvent_t event) : event(event) {}
-  ~CudaEvent() override { cudaEventDestroy(event); }
-  Error record(Stream &stream) override {
-    return check(
-        cudaEventRecord(event, static_cast<CudaStream &>(stream).handle()),
-        "cudaEventRecord");
-  }
-  Error wait(Stream &stream) override {
-    return check(cudaStreamWaitEvent(static_cast<CudaStream &>(stream).handle(),
-                                     event, 0),
-                 "cudaStreamWaitEvent");
-  }
-  Error synchronize() override {
-    return check(cudaEventSynchronize(event), "cudaEventSynchronize");
-  }
-
-private:
-  cudaEvent_t event;
-};
 
 /// The CUDA backend of one device. Copies go through a pinned staging
 /// buffer so that cudaMemcpyAsync is asynchronous to the device and ordered
@@ -325,4 +318,17 @@ shard_cuda_create_backend(int device, char *error, size_t errorSize) {
     return nullptr;
   }
   return backend->release();
+}
+
+extern "C" shardc::rt::Communicator *
+shard_cuda_create_nccl_communicator(shardc::rt::Communicator *host, int device,
+                                    double timeoutSeconds, char *error,
+                                    size_t errorSize) {
+  auto comm =
+      shardc::rt::cuda::createNcclCommunicator(*host, device, timeoutSeconds);
+  if (!comm) {
+    writeMessage(llvm::toString(comm.takeError()), error, errorSize);
+    return nullptr;
+  }
+  return comm->release();
 }

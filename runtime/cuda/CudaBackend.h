@@ -14,6 +14,7 @@
 #define SHARDC_RUNTIME_CUDA_CUDABACKEND_H
 
 #include "runtime/Backend.h"
+#include "runtime/comm/Communicator.h"
 
 #include "llvm/Support/Error.h"
 
@@ -57,6 +58,21 @@ private:
   size_t scratchBytes = 0;
 };
 
+/// A cudaEvent_t. The NCCL communicator orders its stream against the
+/// compute stream with the executor's events, so it reaches the handle.
+class CudaEvent : public Event {
+public:
+  explicit CudaEvent(cudaEvent_t event) : event(event) {}
+  ~CudaEvent() override;
+  llvm::Error record(Stream &stream) override;
+  llvm::Error wait(Stream &stream) override;
+  llvm::Error synchronize() override;
+  cudaEvent_t handle() const { return event; }
+
+private:
+  cudaEvent_t event;
+};
+
 /// The stream a kernel queues its work on.
 cudaStream_t cudaStreamOf(const KernelContext &ctx);
 CudaStream &streamOf(const KernelContext &ctx);
@@ -74,6 +90,12 @@ llvm::Expected<std::unique_ptr<KernelBackend>> createBackend(int device);
 /// The number of visible devices (cudaGetDeviceCount); 0 with `why` set when
 /// the driver reports none.
 llvm::Expected<int> deviceCount(std::string *why);
+
+/// The NCCL communicator of this rank's GPU `device` over the ranks of
+/// `host`, which carries its bootstrap and its host-memory collectives
+/// (NcclCommunicator.cpp). `host` must outlive it.
+llvm::Expected<std::unique_ptr<Communicator>>
+createNcclCommunicator(Communicator &host, int device, double timeoutSeconds);
 
 } // namespace shardc::rt::cuda
 

@@ -19,11 +19,12 @@
 #include <cstddef>
 
 namespace shardc::rt {
+class Communicator;
 class KernelBackend;
 } // namespace shardc::rt
 
 /// Bumped whenever an entry point, KernelBackend or KernelContext changes.
-#define SHARD_CUDA_PLUGIN_ABI 1
+#define SHARD_CUDA_PLUGIN_ABI 2
 
 extern "C" {
 /// SHARD_CUDA_PLUGIN_ABI of the build the plugin comes from.
@@ -37,6 +38,14 @@ int shard_cuda_device_count(char *error, size_t errorSize);
 /// message in `error`.
 shardc::rt::KernelBackend *shard_cuda_create_backend(int device, char *error,
                                                      size_t errorSize);
+/// Creates the NCCL communicator of GPU `device` over the ranks of `host`
+/// (runtime/cuda/NcclCommunicator.cpp), which must outlive it; collectives
+/// in flight longer than `timeoutSeconds` (0: never) end the job. Returns
+/// the communicator, owned by the caller, or nullptr with a message.
+shardc::rt::Communicator *
+shard_cuda_create_nccl_communicator(shardc::rt::Communicator *host, int device,
+                                    double timeoutSeconds, char *error,
+                                    size_t errorSize);
 }
 
 #endif // SHARDC_RUNTIME_CUDA_CUDAPLUGIN_H

@@ -686,19 +686,28 @@ static Error checkMemoryAvailable(rt::Communicator &comm, const plan::Plan &p) {
   return Error::success();
 }
 
-static Error runMain(rt::Communicator &comm) {
+static Error runMain(rt::Communicator &hostComm) {
   if (Error err = checkOutputPaths())
     return err;
   // The device first: a missing GPU is reported before any plan is read.
   std::string cpuBecause;
-  Expected<std::unique_ptr<rt::KernelBackend>> backendOr = rt::createBackend(
-      deviceKind, rt::localRankFromEnvironment(comm.rank()), &cpuBecause);
+  int localRank = rt::localRankFromEnvironment(hostComm.rank());
+  Expected<std::unique_ptr<rt::KernelBackend>> backendOr =
+      rt::createBackend(deviceKind, localRank, &cpuBecause);
   if (!backendOr)
     return backendOr.takeError();
   std::unique_ptr<rt::KernelBackend> backend = std::move(*backendOr);
-  if (!cpuBecause.empty() && comm.rank() == 0)
+  if (!cpuBecause.empty() && hostComm.rank() == 0)
     llvm::errs() << "shardrun: --device auto: running on the CPU: "
                  << cpuBecause << "\n";
+  // On GPUs the collectives of device buffers go to NCCL; host ones (and
+  // the NCCL bootstrap) stay on the host communicator.
+  Expected<std::unique_ptr<rt::Communicator>> deviceComm =
+      rt::createDeviceCommunicator(*backend, hostComm, localRank,
+                                   collectiveTimeout);
+  if (!deviceComm)
+    return deviceComm.takeError();
+  rt::Communicator &comm = *deviceComm ? **deviceComm : hostComm;
   Expected<std::unique_ptr<plan::LoadedPlan>> loaded = loadAndAgree(comm);
   if (!loaded)
     return loaded.takeError();
