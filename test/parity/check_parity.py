@@ -188,6 +188,12 @@ def compare_weights(want, got, masks, rtol=WEIGHT_RTOL, atol=WEIGHT_ATOL, stats=
     return failed
 
 
+def plan_key(name, optimizer, sharding):
+    """The directory name of a precompiled plan (--compile-to, --compiled)."""
+    return "-".join([name, optimizer] + [f.lstrip("-").replace("=", "")
+                                         for f in sharding])
+
+
 def train(args, name, cfg, work, sharding, env=None):
     """Compiles the example with the config's hyperparameters and the
     `sharding` flags, trains it in WORK (shardrun with `env` added to its
@@ -197,11 +203,17 @@ def train(args, name, cfg, work, sharding, env=None):
     plan = os.path.join(work, "plan")
     log = os.path.join(work, "run.jsonl")
     trained = os.path.join(work, "trained.onnx")
-    run([args.shardc, os.path.join(args.example, f"{name}.onnx"), "-o", plan]
-        + shardc_flags(cfg) + sharding + args.shardc_arg, "shardc")
+    if args.compile_to or args.compiled:
+        plan = os.path.join(args.compile_to or args.compiled,
+                            plan_key(name, args.optimizer, sharding))
+    if not args.compiled:
+        run([args.shardc, os.path.join(args.example, f"{name}.onnx"), "-o", plan]
+            + shardc_flags(cfg) + sharding + args.shardc_arg, "shardc")
+    if args.compile_to:
+        return None, None
     run([args.shardrun, plan, "--data", os.path.join(args.example, "data"),
          "--steps", str(cfg["steps"]), "--log", log, "--export", trained,
-         "--progress", "off"], "shardrun", env)
+         "--progress", "off"] + args.shardrun_arg, "shardrun", env)
     return read_losses(log), {i.name: numpy_helper.to_array(i)
                               for i in onnx.load(trained).graph.initializer}
 
@@ -248,8 +260,17 @@ def compare_stages(stage, losses0, weights0, losses, weights, masks):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--shardc", required=True)
-    ap.add_argument("--shardrun", required=True)
+    ap.add_argument("--shardc", help="the compiler (not with --compiled)")
+    ap.add_argument("--shardrun", help="the runtime (not with --compile-to)")
+    ap.add_argument("--shardrun-arg", action="append", default=[], metavar="ARG",
+                    help="one more shardrun flag, e.g. --shardrun-arg=--device=cuda "
+                         "(repeatable)")
+    ap.add_argument("--compile-to", metavar="DIR",
+                    help="only compile the check's plan into DIR/NAME-OPT[-...] and stop "
+                         "(for a machine without the compiler: scripts/gpu_bundle.sh)")
+    ap.add_argument("--compiled", metavar="DIR",
+                    help="run the plan precompiled by --compile-to into DIR instead of "
+                         "compiling it")
     ap.add_argument("--example", required=True, help="example directory, e.g. examples/mlp")
     ap.add_argument("--optimizer", required=True, help="a reference in DIR/reference, e.g. sgd")
     ap.add_argument("--world-size", type=int, metavar="N",
@@ -270,6 +291,14 @@ def main():
         ap.error("--zero-stage needs --world-size")
     if args.against_stage0 and args.zero_stage is None:
         ap.error("--against-stage0 needs --zero-stage")
+    if args.compile_to and args.compiled:
+        ap.error("--compile-to and --compiled are exclusive")
+    if (args.compile_to or args.compiled) and args.against_stage0:
+        ap.error("--compile-to and --compiled check one plan: no --against-stage0")
+    if not args.compiled and not args.shardc:
+        ap.error("--shardc is needed (or --compiled DIR)")
+    if not args.compile_to and not args.shardrun:
+        ap.error("--shardrun is needed (or --compile-to DIR)")
 
     name = os.path.basename(os.path.normpath(args.example))
     world = args.world_size or 1
@@ -303,6 +332,9 @@ def main():
         work = args.keep or tmp
         # Against the reference with the MPI's own choice of algorithms.
         got_losses, got_weights = train(args, name, cfg, work, sharding)
+        if args.compile_to:
+            print(f"compiled {what} into {args.compile_to}")
+            return 0
         if stage0:
             losses_k, weights_k = got_losses, got_weights
             if fixed:
