@@ -68,6 +68,11 @@ public:
   virtual void deallocate(void *ptr) = 0;
   virtual std::unique_ptr<Stream> createStream() = 0;
   virtual std::unique_ptr<Event> createEvent() = 0;
+  /// An event that measures time on the device (Event::microsSince), for
+  /// the trace of a backend whose kernels run after their launch; null on
+  /// backends that run kernels as they are queued, whose host clock is
+  /// their time.
+  virtual std::unique_ptr<Event> createTimingEvent() { return nullptr; }
 
   /// Copies `bytes` from host memory into memory from allocate() (toDevice)
   /// or back (toHost), in order with the work queued on `stream`. Both

@@ -144,7 +144,8 @@ int localRankFromEnvironment(int rank) {
 }
 
 Expected<std::unique_ptr<KernelBackend>>
-createBackend(DeviceKind kind, int localRank, std::string *why) {
+createBackend(DeviceKind kind, int localRank, const DeviceOptions &options,
+              std::string *why) {
   if (why)
     why->clear();
   if (kind == DeviceKind::Cpu)
@@ -171,7 +172,8 @@ createBackend(DeviceKind kind, int localRank, std::string *why) {
                     std::string(message) +
                     "; check nvidia-smi and CUDA_VISIBLE_DEVICES)");
   int device = deviceOfLocalRank(localRank, count);
-  KernelBackend *backend = plugin.create(device, message, sizeof(message));
+  KernelBackend *backend = plugin.create(
+      device, options.tf32 ? SHARD_CUDA_TF32 : 0u, message, sizeof(message));
   if (!backend)
     return makeError("--device " + deviceKindName(kind) + ": GPU " +
                      Twine(device) + ": " + message);

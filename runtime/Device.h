@@ -43,8 +43,15 @@ int localRankFromEnvironment(int rank);
 /// The backend for `kind` on this rank. `localRank` is the rank's index
 /// among the ranks of its host (what picks its GPU). `why` receives, for
 /// DeviceKind::Auto, the reason the CPU was chosen (empty when CUDA was).
+/// What shardrun's flags ask of a device backend.
+struct DeviceOptions {
+  /// float32 matrix products on TF32 tensor cores (CUDA; off by default:
+  /// results then match the CPU backend's to float32 rounding).
+  bool tf32 = false;
+};
 llvm::Expected<std::unique_ptr<KernelBackend>>
-createBackend(DeviceKind kind, int localRank, std::string *why = nullptr);
+createBackend(DeviceKind kind, int localRank, const DeviceOptions &options,
+              std::string *why = nullptr);
 
 /// The communicator for ranks running on `backend`: for the CUDA backend,
 /// an NCCL communicator over the ranks of `host` (which carries its

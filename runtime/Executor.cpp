@@ -451,6 +451,9 @@ Error Executor::run() {
   struct LeaveOps {
     ~LeaveOps() { progress::leaveOps(); }
   } leaveOps;
+  if (tracing)
+    if (Error err = startDeviceTrace())
+      return err;
   for (size_t j = 0; j < steps.size(); ++j) {
     Step &step = steps[j];
     progress::enterOp(static_cast<int32_t>(j), step.type.c_str());
@@ -463,12 +466,19 @@ Error Executor::run() {
     if (profiling)
       start = Clock::now();
     double traceStart = tracing ? nowMicros() : 0;
+    if (traceAnchor)
+      if (Error err = stepTimers[j].first->record(*computeStream))
+        return err;
     if (Error err = runStep(step))
       return makeError("op " + Twine(j) + " of " + Twine(steps.size()) +
                        " failed: " + toString(std::move(err)));
-    if (tracing)
+    if (traceAnchor) {
+      if (Error err = stepTimers[j].second->record(*computeStream))
+        return err;
+    } else if (tracing) {
       events.push_back(
           {step.label, step.category, traceStart, nowMicros() - traceStart});
+    }
     for (int32_t id : memoryPlan.freeAfter[j])
       freeTemp(id);
     if (profiling) {
@@ -481,7 +491,48 @@ Error Executor::run() {
       ++opProfiles[j].calls;
     }
   }
-  return computeStream->synchronize();
+  if (Error err = computeStream->synchronize())
+    return err;
+  return finishDeviceTrace();
+}
+
+Error Executor::startDeviceTrace() {
+  if (!traceAnchor) {
+    traceAnchor = backend.createTimingEvent();
+    if (!traceAnchor)
+      return Error::success(); // Host times are the kernels' times.
+    stepTimers.resize(steps.size());
+    for (auto &[start, end] : stepTimers) {
+      start = backend.createTimingEvent();
+      end = backend.createTimingEvent();
+      if (!start || !end)
+        return makeError("cannot create the trace's timing events");
+    }
+  }
+  // The anchor: a point of the compute stream reached at a known host time.
+  if (Error err = traceAnchor->record(*computeStream))
+    return err;
+  if (Error err = traceAnchor->synchronize())
+    return err;
+  traceAnchorUs = nowMicros();
+  return Error::success();
+}
+
+Error Executor::finishDeviceTrace() {
+  if (!traceAnchor)
+    return Error::success();
+  for (size_t j = 0; j < steps.size(); ++j) {
+    Expected<double> start = stepTimers[j].first->microsSince(*traceAnchor);
+    if (!start)
+      return start.takeError();
+    Expected<double> length =
+        stepTimers[j].second->microsSince(*stepTimers[j].first);
+    if (!length)
+      return length.takeError();
+    events.push_back(
+        {steps[j].label, steps[j].category, traceAnchorUs + *start, *length});
+  }
+  return Error::success();
 }
 
 } // namespace shardc::rt

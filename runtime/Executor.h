@@ -247,6 +247,15 @@ private:
   std::vector<std::optional<CollectiveHandle>> inFlight;
   bool tracing = false;
   std::vector<TraceEvent> events;
+  /// On a backend whose kernels run after their launch, the trace's times
+  /// come from events recorded around each step (start, end), measured from
+  /// `traceAnchor`, reached at `traceAnchorUs`.
+  std::unique_ptr<Event> traceAnchor;
+  double traceAnchorUs = 0;
+  std::vector<std::pair<std::unique_ptr<Event>, std::unique_ptr<Event>>>
+      stepTimers;
+  llvm::Error startDeviceTrace();
+  llvm::Error finishDeviceTrace();
   uint64_t randomSeed = 0;
   uint64_t globalStep = 0;
 };

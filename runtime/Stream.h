@@ -42,6 +42,12 @@ public:
   /// (cudaEventSynchronize). May be called from any thread, while no thread
   /// records the event.
   virtual llvm::Error synchronize() = 0;
+  /// Microseconds from `earlier`'s recorded point to this event's, both
+  /// reached (cudaEventElapsedTime); only for events of
+  /// KernelBackend::createTimingEvent().
+  virtual llvm::Expected<double> microsSince(const Event &earlier) const {
+    return llvm::createStringError("this event does not measure time");
+  }
 };
 
 } // namespace shardc::rt

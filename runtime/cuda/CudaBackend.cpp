@@ -84,8 +84,10 @@ Expected<cublasHandle_t> CudaStream::blas() {
   }
   // Products in the element type's own precision (no TF32: parity with the
   // CPU backend), and results that do not depend on the run (no atomics).
-  if (Error err = checkBlas(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH),
-                            "cublasSetMathMode")) {
+  if (Error err =
+          checkBlas(cublasSetMathMode(h, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                              : CUBLAS_DEFAULT_MATH),
+                    "cublasSetMathMode")) {
     cublasDestroy(h);
     return std::move(err);
   }
@@ -125,6 +127,15 @@ Error CudaEvent::wait(Stream &stream) {
 Error CudaEvent::synchronize() {
   return check(cudaEventSynchronize(event), "cudaEventSynchronize");
 }
+Expected<double> CudaEvent::microsSince(const Event &earlier) const {
+  float ms = 0;
+  if (Error err = check(
+          cudaEventElapsedTime(
+              &ms, static_cast<const CudaEvent &>(earlier).handle(), event),
+          "cudaEventElapsedTime"))
+    return std::move(err);
+  return 1000.0 * ms;
+}
 
 namespace {
 
@@ -134,7 +145,7 @@ namespace {
 /// interface promises.
 class CudaBackend : public KernelBackend {
 public:
-  explicit CudaBackend(int device) : device(device) {
+  CudaBackend(int device, bool tf32) : device(device), tf32(tf32) {
     for (const auto &[type, fn] : kernelTable())
       registerKernel(type, fn);
   }
@@ -167,11 +178,17 @@ public:
     cudaStream_t s = nullptr;
     if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
       return nullptr;
-    return std::make_unique<CudaStream>(s);
+    return std::make_unique<CudaStream>(s, tf32);
   }
   std::unique_ptr<Event> createEvent() override {
     cudaEvent_t e = nullptr;
     if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess)
+      return nullptr;
+    return std::make_unique<CudaEvent>(e);
+  }
+  std::unique_ptr<Event> createTimingEvent() override {
+    cudaEvent_t e = nullptr;
+    if (cudaEventCreate(&e) != cudaSuccess)
       return nullptr;
     return std::make_unique<CudaEvent>(e);
   }
@@ -245,6 +262,7 @@ private:
   }
 
   int device;
+  bool tf32;
   void *staging = nullptr;
 };
 
@@ -277,14 +295,14 @@ Expected<int> deviceCount(std::string *why) {
   return count;
 }
 
-Expected<std::unique_ptr<KernelBackend>> createBackend(int device) {
+Expected<std::unique_ptr<KernelBackend>> createBackend(int device, bool tf32) {
   if (Error err = check(cudaSetDevice(device), "cudaSetDevice"))
     return std::move(err);
   // Creates the context now, so that a broken device fails here and not in
   // the first allocation.
   if (Error err = check(cudaFree(nullptr), "creating the CUDA context"))
     return std::move(err);
-  return std::make_unique<CudaBackend>(device);
+  return std::make_unique<CudaBackend>(device, tf32);
 }
 
 } // namespace shardc::rt::cuda
@@ -311,8 +329,10 @@ extern "C" int shard_cuda_device_count(char *error, size_t errorSize) {
 }
 
 extern "C" shardc::rt::KernelBackend *
-shard_cuda_create_backend(int device, char *error, size_t errorSize) {
-  auto backend = shardc::rt::cuda::createBackend(device);
+shard_cuda_create_backend(int device, unsigned flags, char *error,
+                          size_t errorSize) {
+  auto backend =
+      shardc::rt::cuda::createBackend(device, flags & SHARD_CUDA_TF32);
   if (!backend) {
     writeMessage(llvm::toString(backend.takeError()), error, errorSize);
     return nullptr;

@@ -35,12 +35,13 @@ llvm::Error check(cudaError_t status, const char *what);
 /// cudaStreamOf(ctx) / streamOf(ctx).
 class CudaStream : public Stream {
 public:
-  explicit CudaStream(cudaStream_t stream) : stream(stream) {}
+  CudaStream(cudaStream_t stream, bool tf32) : stream(stream), tf32(tf32) {}
   ~CudaStream() override;
   llvm::Error synchronize() override;
   cudaStream_t handle() const { return stream; }
-  /// The stream's cuBLAS handle: default math (no TF32 unless asked for,
-  /// for parity with the CPU backend), its workspace on this stream.
+  /// The stream's cuBLAS handle: default math (no TF32 unless the backend
+  /// was created with it, for parity with the CPU backend), its workspace
+  /// on this stream.
   llvm::Expected<cublasHandle_t> blas();
   /// Device scratch of at least `bytes`, for the kernel being queued (the
   /// next kernel on this stream may reuse it: stream order keeps them
@@ -53,6 +54,7 @@ public:
 
 private:
   cudaStream_t stream;
+  bool tf32;
   cublasHandle_t blasHandle = nullptr;
   void *scratchBase = nullptr;
   size_t scratchBytes = 0;
@@ -67,6 +69,7 @@ public:
   llvm::Error record(Stream &stream) override;
   llvm::Error wait(Stream &stream) override;
   llvm::Error synchronize() override;
+  llvm::Expected<double> microsSince(const Event &earlier) const override;
   cudaEvent_t handle() const { return event; }
 
 private:
@@ -85,7 +88,10 @@ const std::vector<std::pair<llvm::StringRef, KernelFn>> &kernelTable();
 
 /// The backend on device `device`, or an error naming the CUDA call that
 /// failed.
-llvm::Expected<std::unique_ptr<KernelBackend>> createBackend(int device);
+/// `tf32`: float32 matrix products may use TF32 tensor cores (10-bit
+/// mantissa inputs; faster, not bit-comparable with the CPU backend).
+llvm::Expected<std::unique_ptr<KernelBackend>> createBackend(int device,
+                                                             bool tf32 = false);
 
 /// The number of visible devices (cudaGetDeviceCount); 0 with `why` set when
 /// the driver reports none.

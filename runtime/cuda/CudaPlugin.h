@@ -33,10 +33,14 @@ int shard_cuda_plugin_abi(void);
 /// message in `error` (at most `errorSize` bytes, NUL-terminated) when the
 /// driver cannot be asked.
 int shard_cuda_device_count(char *error, size_t errorSize);
+/// Flags of shard_cuda_create_backend: float32 products on TF32 tensor
+/// cores (shardrun --tf32).
+#define SHARD_CUDA_TF32 1u
 /// Creates the backend on CUDA device `device` (an index among the visible
-/// devices). Returns the backend, owned by the caller, or nullptr with a
-/// message in `error`.
-shardc::rt::KernelBackend *shard_cuda_create_backend(int device, char *error,
+/// devices) with SHARD_CUDA_* `flags`. Returns the backend, owned by the
+/// caller, or nullptr with a message in `error`.
+shardc::rt::KernelBackend *shard_cuda_create_backend(int device, unsigned flags,
+                                                     char *error,
                                                      size_t errorSize);
 /// Creates the NCCL communicator of GPU `device` over the ranks of `host`
 /// (runtime/cuda/NcclCommunicator.cpp), which must outlive it; collectives

@@ -16,6 +16,12 @@
 // world size 1. The NCCL unique id travels over it too (rank 0 creates it,
 // an allgather hands it to every rank).
 //
+// Trace. Each collective is bracketed by two timing events on the NCCL
+// stream; the watchdog turns them into CollectiveRecords once complete,
+// timed from an anchor event reached at a known host time, so the Chrome
+// trace shows NCCL on its own stream beside the kernels (which the
+// executor times the same way on the compute stream).
+//
 // Failures. NCCL reports a failed peer or a broken link asynchronously: a
 // watchdog thread polls ncclCommGetAsyncError and the completion events of
 // the collectives in flight. On an error, or when a collective has been in
@@ -44,6 +50,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace shardc::rt::cuda {
@@ -112,8 +119,26 @@ public:
     SHARDC_CPU_TRY(
         ncclError(ncclCommInitRank(&comm, host.worldSize(), id, host.rank()),
                   "ncclCommInitRank"));
+    // The anchor of the trace's times: a point of the NCCL stream reached
+    // at a known host time (nowMicros).
+    SHARDC_CPU_TRY(check(cudaEventCreate(&anchor), "cudaEventCreate"));
+    SHARDC_CPU_TRY(check(cudaEventRecord(anchor, stream), "cudaEventRecord"));
+    SHARDC_CPU_TRY(check(cudaEventSynchronize(anchor), "cudaEventSynchronize"));
+    anchorUs = nowMicros();
     watchdog = std::thread([this] { watch(); });
     return llvm::Error::success();
+  }
+
+  std::vector<CollectiveRecord> takeRecords() override {
+    std::lock_guard<std::mutex> lock(mu);
+    // Those completed since the watchdog last looked are recorded too.
+    for (auto it = inFlight.begin(); it != inFlight.end();) {
+      if (it->second.waited && cudaEventQuery(it->second.done) == cudaSuccess)
+        it = retire(it);
+      else
+        ++it;
+    }
+    return std::exchange(records, {});
   }
 
   ~NcclCommunicator() override {
@@ -126,10 +151,14 @@ public:
       watchdog.join();
     if (stream)
       cudaStreamSynchronize(stream);
-    for (auto &[h, f] : inFlight)
+    for (auto &[h, f] : inFlight) {
+      cudaEventDestroy(f.begin);
       cudaEventDestroy(f.done);
+    }
     for (cudaEvent_t e : freeEvents)
       cudaEventDestroy(e);
+    if (anchor)
+      cudaEventDestroy(anchor);
     if (comm)
       ncclCommDestroy(comm);
     if (stream)
@@ -256,7 +285,8 @@ public:
 
 private:
   struct Flight {
-    cudaEvent_t done = nullptr;
+    cudaEvent_t begin = nullptr, done = nullptr;
+    double queuedUs = 0;
     CollectiveKind kind = CollectiveKind::AllReduce;
     int64_t bytes = 0;
     std::chrono::steady_clock::time_point started;
@@ -290,28 +320,64 @@ private:
           check(cudaStreamWaitEvent(
                     stream, static_cast<CudaEvent *>(inputReady)->handle(), 0),
                 "cudaStreamWaitEvent (before NCCL)"));
+    double queuedUs = nowMicros();
+    cudaEvent_t begin = nullptr, done = nullptr;
+    SHARDC_CPU_TRY(takeEvent(begin));
+    SHARDC_CPU_TRY(takeEvent(done));
+    SHARDC_CPU_TRY(check(cudaEventRecord(begin, stream), "cudaEventRecord"));
     SHARDC_CPU_TRY(ncclError(call(), detail::collectiveKindName(kind)));
-    cudaEvent_t done = nullptr;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      if (!freeEvents.empty()) {
-        done = freeEvents.back();
-        freeEvents.pop_back();
-      }
-    }
-    if (!done)
-      SHARDC_CPU_TRY(
-          check(cudaEventCreateWithFlags(&done, cudaEventDisableTiming),
-                "cudaEventCreateWithFlags (NCCL)"));
     SHARDC_CPU_TRY(check(cudaEventRecord(done, stream), "cudaEventRecord"));
     std::lock_guard<std::mutex> lock(mu);
     CollectiveHandle h = nextHandle++;
     Flight &f = inFlight[h];
+    f.begin = begin;
     f.done = done;
+    f.queuedUs = queuedUs;
     f.kind = kind;
     f.bytes = bytes;
     f.started = std::chrono::steady_clock::now();
     return h;
+  }
+
+  /// A timing event from the pool, or a new one.
+  llvm::Error takeEvent(cudaEvent_t &e) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!freeEvents.empty()) {
+        e = freeEvents.back();
+        freeEvents.pop_back();
+        return llvm::Error::success();
+      }
+    }
+    return check(cudaEventCreate(&e), "cudaEventCreate (NCCL)");
+  }
+
+  /// Records a completed, waited-for collective and pools its events
+  /// (under `mu`).
+  std::map<CollectiveHandle, Flight>::iterator
+  retire(std::map<CollectiveHandle, Flight>::iterator it) {
+    record(it->first, it->second);
+    freeEvents.push_back(it->second.begin);
+    freeEvents.push_back(it->second.done);
+    return inFlight.erase(it);
+  }
+
+  /// The trace record of a completed collective (under `mu`).
+  void record(CollectiveHandle h, const Flight &f) {
+    if (records.size() >= kMaxRecords)
+      return;
+    float begin = 0, end = 0;
+    if (cudaEventElapsedTime(&begin, anchor, f.begin) != cudaSuccess ||
+        cudaEventElapsedTime(&end, anchor, f.done) != cudaSuccess)
+      return;
+    CollectiveRecord r;
+    r.kind = detail::collectiveKindName(f.kind);
+    r.handle = h;
+    r.bytes = f.bytes;
+    r.queuedUs = f.queuedUs;
+    r.startUs = anchorUs + 1000.0 * begin;
+    r.endUs = anchorUs + 1000.0 * end;
+    records.push_back(std::move(r));
   }
 
   /// The watchdog: retires completed collectives, and ends the job on an
@@ -329,8 +395,7 @@ private:
         Flight &f = it->second;
         cudaError_t state = cudaEventQuery(f.done);
         if (state == cudaSuccess && f.waited) {
-          freeEvents.push_back(f.done);
-          it = inFlight.erase(it);
+          it = retire(it);
           continue;
         }
         double seconds = std::chrono::duration<double>(now - f.started).count();
@@ -370,6 +435,9 @@ private:
   double timeoutSeconds;
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
+  cudaEvent_t anchor = nullptr;
+  double anchorUs = 0;
+  std::vector<CollectiveRecord> records;
   std::thread watchdog;
   std::mutex mu;
   std::condition_variable wake;

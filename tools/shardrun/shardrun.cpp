@@ -3,8 +3,9 @@
 //   shardrun PLAN_DIR --input NAME=FILE.npy ... [--output-dir DIR]
 //
 // Loads and validates the plan, binds every graph input from a .npy file,
-// runs one step on the CPU backend, prints one line per graph output and
-// writes each output to DIR/<output name>.npy. Every error is one line
+// runs one step on the chosen backend (--device), prints one line per graph
+// output and writes each output to DIR/<output name>.npy (or, with --data,
+// trains). Every error is one line
 // "shardrun: error: ..." on stderr and exit code 1.
 //
 //===----------------------------------------------------------------------===//
@@ -128,6 +129,19 @@ static cl::opt<rt::DeviceKind> deviceKind(
                clEnumValN(rt::DeviceKind::Auto, "auto",
                           "cuda when a GPU is visible, else cpu")),
     cl::cat(shardrunCategory));
+
+static cl::opt<bool> tf32(
+    "tf32",
+    cl::desc("With --device cuda: float32 matrix products on TF32 tensor "
+             "cores (faster; inputs rounded to 10-bit mantissas, so results "
+             "no longer match the CPU's to float32 rounding)"),
+    cl::init(false), cl::cat(shardrunCategory));
+
+static rt::DeviceOptions deviceOptions() {
+  rt::DeviceOptions options;
+  options.tf32 = tf32;
+  return options;
+}
 
 static cl::OptionCategory distCategory("ranks, memory and tracing");
 static cl::opt<int> nproc(
@@ -689,11 +703,13 @@ static Error checkMemoryAvailable(rt::Communicator &comm, const plan::Plan &p) {
 static Error runMain(rt::Communicator &hostComm) {
   if (Error err = checkOutputPaths())
     return err;
+  if (tf32 && deviceKind == rt::DeviceKind::Cpu)
+    return makeError("--tf32 is for GPUs: add --device cuda (or auto)");
   // The device first: a missing GPU is reported before any plan is read.
   std::string cpuBecause;
   int localRank = rt::localRankFromEnvironment(hostComm.rank());
   Expected<std::unique_ptr<rt::KernelBackend>> backendOr =
-      rt::createBackend(deviceKind, localRank, &cpuBecause);
+      rt::createBackend(deviceKind, localRank, deviceOptions(), &cpuBecause);
   if (!backendOr)
     return backendOr.takeError();
   std::unique_ptr<rt::KernelBackend> backend = std::move(*backendOr);
@@ -890,7 +906,8 @@ int main(int argc, char **argv) {
   llvm::raw_string_ostream cmdErrorStream(cmdErrors);
   bool parsed = cl::ParseCommandLineOptions(
       argc, argv,
-      "shardrun: runs a Shard plan on the CPU\n\n"
+      "shardrun: runs a Shard plan on CPUs (MPI) or GPUs (--device cuda: "
+      "CUDA, NCCL)\n\n"
       "  shardrun PLAN_DIR --input NAME=FILE.npy ... --output-dir DIR\n"
       "  shardrun PLAN_DIR --data DIR --steps N [--log run.jsonl] "
       "[--export trained.onnx]\n\n"
