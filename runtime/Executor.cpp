@@ -466,13 +466,14 @@ Error Executor::run() {
     if (profiling)
       start = Clock::now();
     double traceStart = tracing ? nowMicros() : 0;
-    if (traceAnchor)
+    bool deviceTrace = tracing && traceAnchor;
+    if (deviceTrace)
       if (Error err = stepTimers[j].first->record(*computeStream))
         return err;
     if (Error err = runStep(step))
       return makeError("op " + Twine(j) + " of " + Twine(steps.size()) +
                        " failed: " + toString(std::move(err)));
-    if (traceAnchor) {
+    if (deviceTrace) {
       if (Error err = stepTimers[j].second->record(*computeStream))
         return err;
     } else if (tracing) {
@@ -498,16 +499,19 @@ Error Executor::run() {
 
 Error Executor::startDeviceTrace() {
   if (!traceAnchor) {
-    traceAnchor = backend.createTimingEvent();
-    if (!traceAnchor)
+    std::unique_ptr<Event> anchor = backend.createTimingEvent();
+    if (!anchor)
       return Error::success(); // Host times are the kernels' times.
-    stepTimers.resize(steps.size());
-    for (auto &[start, end] : stepTimers) {
+    std::vector<std::pair<std::unique_ptr<Event>, std::unique_ptr<Event>>>
+        timers(steps.size());
+    for (auto &[start, end] : timers) {
       start = backend.createTimingEvent();
       end = backend.createTimingEvent();
       if (!start || !end)
         return makeError("cannot create the trace's timing events");
     }
+    traceAnchor = std::move(anchor);
+    stepTimers = std::move(timers);
   }
   // The anchor: a point of the compute stream reached at a known host time.
   if (Error err = traceAnchor->record(*computeStream))
@@ -519,7 +523,7 @@ Error Executor::startDeviceTrace() {
 }
 
 Error Executor::finishDeviceTrace() {
-  if (!traceAnchor)
+  if (!tracing || !traceAnchor)
     return Error::success();
   for (size_t j = 0; j < steps.size(); ++j) {
     Expected<double> start = stepTimers[j].first->microsSince(*traceAnchor);

@@ -37,43 +37,15 @@ namespace shardc::rt::cuda {
 
 namespace {
 
-/// Most spatial dimensions of a convolution on CUDA.
-constexpr int kMaxSpatial = kMaxDims;
-
 /// Bytes of column scratch one call aims to stay within.
 constexpr int64_t kColumnBudget = int64_t(64) << 20;
 
 /// The window geometry of cpu::ConvGeometry as a kernel argument.
-struct ConvDims {
-  int ns = 0;
-  int64_t in[kMaxSpatial] = {}, out[kMaxSpatial] = {};
-  int64_t kernel[kMaxSpatial] = {}, strides[kMaxSpatial] = {};
-  int64_t dilations[kMaxSpatial] = {}, padBegin[kMaxSpatial] = {};
-  /// prod(in), prod(out), prod(kernel).
-  int64_t inSize = 0, outSize = 0, kprod = 0;
-};
+using ConvDims = WindowDims;
 
 llvm::Error makeConvDims(const KernelContext &ctx, const cpu::ConvGeometry &g,
                          ConvDims &d) {
-  size_t ns = g.inShape.size();
-  if (ns > static_cast<size_t>(kMaxSpatial))
-    return ctx.error("the CUDA backend convolves over at most " +
-                     llvm::Twine(kMaxSpatial) + " spatial dimensions, not " +
-                     llvm::Twine(ns));
-  d = ConvDims();
-  d.ns = static_cast<int>(ns);
-  for (size_t s = 0; s < ns; ++s) {
-    d.in[s] = g.inShape[s];
-    d.out[s] = g.outShape[s];
-    d.kernel[s] = g.w.kernel[s];
-    d.strides[s] = g.w.strides[s];
-    d.dilations[s] = g.w.dilations[s];
-    d.padBegin[s] = g.w.padBegin[s];
-  }
-  d.inSize = numElements(g.inShape);
-  d.outSize = numElements(g.outShape);
-  d.kprod = numElements(g.w.kernel);
-  return llvm::Error::success();
+  return makeWindowDims(ctx, g.inShape, g.outShape, g.w, "convolves", d);
 }
 
 /// col (images*channels planes of kprod x outSize) from x (images*channels

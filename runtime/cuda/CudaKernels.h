@@ -82,6 +82,69 @@ llvm::Error makeIndexer(const KernelContext &ctx, llvm::ArrayRef<int64_t> shape,
   return llvm::Error::success();
 }
 
+/// Most spatial dimensions of a convolution or a pool on CUDA.
+constexpr int kMaxSpatial = kMaxDims;
+
+/// The sliding window of Conv and the pools as a kernel argument: the
+/// spatial shapes of input and output and cpu::WindowAttrs, in fixed arrays;
+/// prod(in), prod(out) and prod(kernel).
+struct WindowDims {
+  int ns = 0;
+  int64_t in[kMaxSpatial] = {}, out[kMaxSpatial] = {};
+  int64_t kernel[kMaxSpatial] = {}, strides[kMaxSpatial] = {};
+  int64_t dilations[kMaxSpatial] = {};
+  int64_t padBegin[kMaxSpatial] = {}, padEnd[kMaxSpatial] = {};
+  int64_t inSize = 0, outSize = 0, kprod = 0;
+};
+
+/// Fills `d`, or returns an error for more than kMaxSpatial spatial
+/// dimensions ("the CUDA backend <verb> over at most ...").
+inline llvm::Error makeWindowDims(const KernelContext &ctx,
+                                  llvm::ArrayRef<int64_t> inShape,
+                                  llvm::ArrayRef<int64_t> outShape,
+                                  const cpu::WindowAttrs &w,
+                                  llvm::StringRef verb, WindowDims &d) {
+  size_t ns = inShape.size();
+  if (ns > static_cast<size_t>(kMaxSpatial))
+    return ctx.error("the CUDA backend " + verb + " over at most " +
+                     llvm::Twine(kMaxSpatial) + " spatial dimensions, not " +
+                     llvm::Twine(ns));
+  d = WindowDims();
+  d.ns = static_cast<int>(ns);
+  for (size_t s = 0; s < ns; ++s) {
+    d.in[s] = inShape[s];
+    d.out[s] = outShape[s];
+    d.kernel[s] = w.kernel[s];
+    d.strides[s] = w.strides[s];
+    d.dilations[s] = w.dilations[s];
+    d.padBegin[s] = w.padBegin[s];
+    d.padEnd[s] = w.padEnd[s];
+  }
+  d.inSize = numElements(inShape);
+  d.outSize = numElements(outShape);
+  d.kprod = numElements(w.kernel);
+  return llvm::Error::success();
+}
+
+#if defined(__CUDACC__)
+/// The sum over the block of each thread's `v`, returned to every thread:
+/// a fixed tree over `shared` (blockDim.x doubles, a power of two), so the
+/// order depends only on the block size. Every thread of the block must
+/// call it.
+__device__ inline double blockSum(double v, double *shared) {
+  shared[threadIdx.x] = v;
+  __syncthreads();
+  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride)
+      shared[threadIdx.x] += shared[threadIdx.x + stride];
+    __syncthreads();
+  }
+  double total = shared[0];
+  __syncthreads();
+  return total;
+}
+#endif
+
 /// Checks the launch that was just queued.
 inline llvm::Error checkLaunch(const KernelContext &ctx) {
   cudaError_t status = cudaGetLastError();

@@ -70,29 +70,20 @@ __global__ void lossTerms(LossArgs<T> a, T *lossNone, T *logProb,
 }
 
 /// Sums `count` doubles in one block: each thread a strided partial sum,
-/// then a tree; the result in thread 0. The order depends only on count.
-__device__ double blockSum(const double *v, int64_t count, double *shared) {
+/// then blockSum's tree. The order depends only on count.
+__device__ double sumOfValues(const double *v, int64_t count, double *shared) {
   double acc = 0.0;
   for (int64_t j = threadIdx.x; j < count; j += blockDim.x)
     acc += v[j];
-  shared[threadIdx.x] = acc;
-  __syncthreads();
-  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
-    if (threadIdx.x < stride)
-      shared[threadIdx.x] += shared[threadIdx.x + stride];
-    __syncthreads();
-  }
-  double total = shared[0];
-  __syncthreads();
-  return total;
+  return blockSum(acc, shared);
 }
 
 template <typename T>
 __global__ void reduceLoss(const double *values, const double *weights,
                            int64_t count, bool mean, T *loss) {
   __shared__ double shared[kSumBlock];
-  double total = blockSum(values, count, shared);
-  double weightSum = mean ? blockSum(weights, count, shared) : 1.0;
+  double total = sumOfValues(values, count, shared);
+  double weightSum = mean ? sumOfValues(weights, count, shared) : 1.0;
   if (threadIdx.x == 0)
     loss[0] = static_cast<T>(mean ? total / weightSum : total); // 0/0: NaN
 }
@@ -116,15 +107,9 @@ __global__ void countedWeights(LossArgs<T> a, double *weightSum,
     }
     acc += weightOf(a, t);
   }
-  shared[threadIdx.x] = acc;
-  __syncthreads();
-  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
-    if (threadIdx.x < stride)
-      shared[threadIdx.x] += shared[threadIdx.x + stride];
-    __syncthreads();
-  }
+  double total = blockSum(acc, shared);
   if (threadIdx.x == 0)
-    weightSum[0] = shared[0];
+    weightSum[0] = total;
 }
 
 template <typename T>

@@ -49,6 +49,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -125,6 +126,7 @@ public:
     SHARDC_CPU_TRY(check(cudaEventRecord(anchor, stream), "cudaEventRecord"));
     SHARDC_CPU_TRY(check(cudaEventSynchronize(anchor), "cudaEventSynchronize"));
     anchorUs = nowMicros();
+    anchoredAt = std::chrono::steady_clock::now();
     watchdog = std::thread([this] { watch(); });
     return llvm::Error::success();
   }
@@ -159,7 +161,7 @@ public:
       cudaEventDestroy(e);
     if (anchor)
       cudaEventDestroy(anchor);
-    if (comm)
+    if (comm && !aborting)
       ncclCommDestroy(comm);
     if (stream)
       cudaStreamDestroy(stream);
@@ -227,13 +229,19 @@ public:
 
   llvm::Error wait(CollectiveHandle handle, Stream *computeStream) override {
     cudaEvent_t done = nullptr;
+    std::optional<CollectiveHandle> hostHandle;
     {
       std::lock_guard<std::mutex> lock(mu);
       if (auto it = forwarded.find(handle); it != forwarded.end()) {
-        CollectiveHandle hostHandle = it->second;
+        hostHandle = it->second;
         forwarded.erase(it);
-        return host.wait(hostHandle, computeStream);
       }
+    }
+    // The host wait blocks: not under the lock the watchdog needs.
+    if (hostHandle)
+      return host.wait(*hostHandle, computeStream);
+    {
+      std::lock_guard<std::mutex> lock(mu);
       auto it = inFlight.find(handle);
       if (it == inFlight.end())
         return llvm::createStringError(
@@ -263,8 +271,7 @@ public:
   llvm::Error barrier() override { return host.barrier(); }
 
   [[noreturn]] void abort(int code) override {
-    if (comm)
-      ncclCommAbort(comm);
+    abortNccl();
     host.abort(code);
     std::abort(); // host.abort does not return.
   }
@@ -274,7 +281,8 @@ public:
     if (!failure.empty())
       return llvm::createStringError(failure);
     ncclResult_t state = ncclSuccess;
-    if (comm && ncclCommGetAsyncError(comm, &state) == ncclSuccess &&
+    if (comm && !aborting &&
+        ncclCommGetAsyncError(comm, &state) == ncclSuccess &&
         state != ncclSuccess && state != ncclInProgress) {
       failure = std::string("NCCL reported an asynchronous error: ") +
                 ncclGetErrorString(state);
@@ -289,7 +297,9 @@ private:
     double queuedUs = 0;
     CollectiveKind kind = CollectiveKind::AllReduce;
     int64_t bytes = 0;
-    std::chrono::steady_clock::time_point started;
+    /// When the watchdog first saw `begin` reached: the collective's
+    /// inputs were ready and NCCL had it (the timeout counts from here).
+    std::optional<std::chrono::steady_clock::time_point> started;
     bool waited = false;
   };
 
@@ -322,12 +332,23 @@ private:
                 "cudaStreamWaitEvent (before NCCL)"));
     double queuedUs = nowMicros();
     cudaEvent_t begin = nullptr, done = nullptr;
-    SHARDC_CPU_TRY(takeEvent(begin));
-    SHARDC_CPU_TRY(takeEvent(done));
-    SHARDC_CPU_TRY(check(cudaEventRecord(begin, stream), "cudaEventRecord"));
-    SHARDC_CPU_TRY(ncclError(call(), detail::collectiveKindName(kind)));
-    SHARDC_CPU_TRY(check(cudaEventRecord(done, stream), "cudaEventRecord"));
+    llvm::Error err = takeEvent(begin);
+    if (!err)
+      err = takeEvent(done);
+    if (!err)
+      err = check(cudaEventRecord(begin, stream), "cudaEventRecord");
+    if (!err)
+      err = ncclError(call(), detail::collectiveKindName(kind));
+    if (!err)
+      err = check(cudaEventRecord(done, stream), "cudaEventRecord");
     std::lock_guard<std::mutex> lock(mu);
+    if (err) {
+      // Nothing was started: the events go back to the pool.
+      for (cudaEvent_t e : {begin, done})
+        if (e)
+          freeEvents.push_back(e);
+      return std::move(err);
+    }
     CollectiveHandle h = nextHandle++;
     Flight &f = inFlight[h];
     f.begin = begin;
@@ -335,7 +356,6 @@ private:
     f.queuedUs = queuedUs;
     f.kind = kind;
     f.bytes = bytes;
-    f.started = std::chrono::steady_clock::now();
     return h;
   }
 
@@ -398,7 +418,11 @@ private:
           it = retire(it);
           continue;
         }
-        double seconds = std::chrono::duration<double>(now - f.started).count();
+        if (!f.started && cudaEventQuery(f.begin) == cudaSuccess)
+          f.started = now;
+        double seconds =
+            f.started ? std::chrono::duration<double>(now - *f.started).count()
+                      : 0.0;
         if (state == cudaErrorNotReady && timeoutSeconds > 0 &&
             seconds > timeoutSeconds && fatal.empty())
           fatal = std::string("the NCCL ") +
@@ -413,8 +437,11 @@ private:
                   cudaGetErrorName(state);
         ++it;
       }
+      if (inFlight.empty())
+        reanchor(now);
       ncclResult_t async = ncclSuccess;
-      if (fatal.empty() && ncclCommGetAsyncError(comm, &async) == ncclSuccess &&
+      if (fatal.empty() && !aborting &&
+          ncclCommGetAsyncError(comm, &async) == ncclSuccess &&
           async != ncclSuccess && async != ncclInProgress)
         fatal = std::string("NCCL reported an asynchronous error: ") +
                 ncclGetErrorString(async);
@@ -425,9 +452,28 @@ private:
                          ": " + fatal + "; ending the job\n";
       std::fputs(line.c_str(), stderr);
       lock.unlock();
-      ncclCommAbort(comm);
+      abortNccl();
       host.abort(1);
     }
+  }
+
+  /// ncclCommAbort, once (the watchdog and a failing caller may both end
+  /// the job): it releases kernels waiting for a dead peer.
+  void abortNccl() {
+    if (comm && !aborting.exchange(true))
+      ncclCommAbort(comm);
+  }
+
+  /// With nothing in flight, a new anchor for the trace times (under `mu`):
+  /// cudaEventElapsedTime's float milliseconds lose precision far from it.
+  void reanchor(std::chrono::steady_clock::time_point now) {
+    if (now - anchoredAt < std::chrono::seconds(60))
+      return;
+    if (cudaEventRecord(anchor, stream) != cudaSuccess ||
+        cudaEventSynchronize(anchor) != cudaSuccess)
+      return;
+    anchorUs = nowMicros();
+    anchoredAt = now;
   }
 
   Communicator &host;
@@ -437,6 +483,8 @@ private:
   cudaStream_t stream = nullptr;
   cudaEvent_t anchor = nullptr;
   double anchorUs = 0;
+  std::chrono::steady_clock::time_point anchoredAt;
+  std::atomic<bool> aborting{false};
   std::vector<CollectiveRecord> records;
   std::thread watchdog;
   std::mutex mu;

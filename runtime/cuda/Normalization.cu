@@ -25,21 +25,6 @@ namespace {
 /// Threads of the one-row / one-channel blocks.
 constexpr int kRowBlock = 256;
 
-/// The sum over the block of each thread's `v`, returned to every thread.
-/// `shared` holds kRowBlock doubles.
-__device__ double blockSum(double v, double *shared) {
-  shared[threadIdx.x] = v;
-  __syncthreads();
-  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
-    if (threadIdx.x < stride)
-      shared[threadIdx.x] += shared[threadIdx.x + stride];
-    __syncthreads();
-  }
-  double total = shared[0];
-  __syncthreads();
-  return total;
-}
-
 /// Element `i` of a parameter read through its broadcast indexer.
 template <typename T> struct Param {
   const T *data;

@@ -38,42 +38,18 @@ namespace shardc::rt::cuda {
 
 namespace {
 
-/// Most spatial dimensions of a pool on CUDA.
-constexpr int kMaxSpatial = kMaxDims;
-
-/// No out-of-range index seen.
-constexpr unsigned long long kNoBadIndex = ~0ull;
-
 /// The window geometry of cpu::PoolGeometry as a kernel argument.
-struct PoolDims {
-  int ns = 0;
-  int64_t in[kMaxSpatial] = {}, out[kMaxSpatial] = {};
-  int64_t kernel[kMaxSpatial] = {}, strides[kMaxSpatial] = {};
-  int64_t dilations[kMaxSpatial] = {};
-  int64_t padBegin[kMaxSpatial] = {}, padEnd[kMaxSpatial] = {};
+struct PoolDims : WindowDims {
   /// Row-major and column-major strides of the input's spatial dims.
   int64_t rowStride[kMaxSpatial] = {}, colStride[kMaxSpatial] = {};
-  int64_t planes = 0, inSize = 0, outSize = 0;
+  int64_t planes = 0;
 };
 
 llvm::Error makePoolDims(const KernelContext &ctx, const cpu::PoolGeometry &g,
                          PoolDims &d) {
-  size_t ns = g.inShape.size();
-  if (ns > static_cast<size_t>(kMaxSpatial))
-    return ctx.error("the CUDA backend pools over at most " +
-                     llvm::Twine(kMaxSpatial) + " spatial dimensions, not " +
-                     llvm::Twine(ns));
   d = PoolDims();
-  d.ns = static_cast<int>(ns);
-  for (size_t s = 0; s < ns; ++s) {
-    d.in[s] = g.inShape[s];
-    d.out[s] = g.outShape[s];
-    d.kernel[s] = g.w.kernel[s];
-    d.strides[s] = g.w.strides[s];
-    d.dilations[s] = g.w.dilations[s];
-    d.padBegin[s] = g.w.padBegin[s];
-    d.padEnd[s] = g.w.padEnd[s];
-  }
+  SHARDC_CPU_TRY(makeWindowDims(ctx, g.inShape, g.outShape, g.w, "pools", d));
+  size_t ns = g.inShape.size();
   int64_t row = 1, col = 1;
   for (size_t s = ns; s-- > 0;) {
     d.rowStride[s] = row;
@@ -458,10 +434,10 @@ llvm::Error maxPoolGradKernel(const KernelContext &ctx) {
             foreign);
         SHARDC_CPU_TRY(checkLaunch(ctx));
         // Fail as the CPU kernel does on the first index outside dX.
-        unsigned long long position = kNoBadIndex;
+        unsigned long long position = kNoBadPosition;
         CudaStream &cs = streamOf(ctx);
         SHARDC_CPU_TRY(cs.readBack(&position, badPosition, sizeof(position)));
-        if (position == kNoBadIndex)
+        if (position == kNoBadPosition)
           return llvm::Error::success();
         int64_t i = static_cast<int64_t>(position), at = 0;
         SHARDC_CPU_TRY(cs.readBack(&at, indices.as<int64_t>() + i, sizeof(at)));

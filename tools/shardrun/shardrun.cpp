@@ -18,6 +18,7 @@
 #include "runtime/comm/Communicator.h"
 #include "runtime/comm/Progress.h"
 #include "runtime/comm/RankGuard.h"
+#include "runtime/kernels/CastOps.h"
 #include "tools/shardrun/Launcher.h"
 
 #include "runtime/cpu/Kernels.h"
@@ -200,32 +201,6 @@ static std::string sanitizeFileName(StringRef name) {
   return s;
 }
 
-/// IEEE half to float.
-static float halfToFloat(uint16_t h) {
-  uint32_t sign = uint32_t(h & 0x8000) << 16;
-  int exp = (h >> 10) & 0x1f;
-  uint32_t mant = h & 0x3ff;
-  uint32_t bits;
-  if (exp == 0x1f) {
-    bits = sign | 0x7f800000 | (mant << 13);
-  } else if (exp != 0) {
-    bits = sign | (uint32_t(exp + 112) << 23) | (mant << 13);
-  } else if (mant == 0) {
-    bits = sign;
-  } else {
-    // Subnormal: normalize.
-    int e = -1;
-    do {
-      ++e;
-      mant <<= 1;
-    } while (!(mant & 0x400));
-    bits = sign | (uint32_t(112 - e) << 23) | ((mant & 0x3ff) << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
 /// Element `i` of `t` as a double.
 static double elementAt(const rt::TensorView &t, int64_t i) {
   const char *p = static_cast<const char *>(t.data);
@@ -240,7 +215,7 @@ static double elementAt(const rt::TensorView &t, int64_t i) {
   case rt::DType::F64:
     return load(double());
   case rt::DType::F16:
-    return halfToFloat(load(uint16_t()));
+    return rt::ops::halfToFloat(load(uint16_t()));
   case rt::DType::I64:
     return static_cast<double>(load(int64_t()));
   case rt::DType::I32:
