@@ -1,10 +1,11 @@
 //===- Backend.h - Kernel backends ------------------------------*- C++ -*-===//
 //
 // The executor talks to devices only through these interfaces. The CPU
-// backend runs kernels synchronously on the calling thread; a CUDA backend
-// would implement the same interfaces with cudaStream_t / cudaEvent_t
-// (runtime/Stream.h), so the executor's schedule (kernels on a compute
-// stream, collectives ordered against it by events) does not change.
+// backend runs kernels synchronously on the calling thread; the CUDA backend
+// (runtime/cuda, a plugin) implements the same interfaces with cudaStream_t
+// and cudaEvent_t (runtime/Stream.h), so the executor's schedule (kernels on
+// a compute stream, collectives ordered against it by events) does not
+// change.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SHARDC_RUNTIME_BACKEND_H

@@ -9,7 +9,7 @@
 //
 // On the CPU backend work runs on the calling thread when it is queued, so
 // every operation here returns at once: an event is complete as soon as it is
-// recorded. A CUDA backend would map them onto cudaStream_t and cudaEvent_t.
+// recorded. The CUDA backend maps them onto cudaStream_t and cudaEvent_t.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SHARDC_RUNTIME_STREAM_H

@@ -1,7 +1,7 @@
 //===- CommSupport.h - Shared pieces of the communicators -------*- C++ -*-===//
 //
 // Internal to runtime/comm: argument validation shared by every communicator,
-// and the error macro family that turns MPI (later NCCL, CUDA) result codes
+// and the error macro family that turns MPI (and NCCL) result codes
 // into llvm::Error with the failing call and its file:line.
 //
 //===----------------------------------------------------------------------===//

@@ -5,8 +5,9 @@
 // hands the operation to the communicator and returns at once; wait orders
 // what comes after it behind the collective's completion. Implementations:
 // MPI on CPU (a communication thread drives MPI, which only progresses when
-// called) and a single-rank communicator for world size 1; an NCCL
-// communicator for GPUs would implement the same interface.
+// called), a single-rank communicator for world size 1, and on GPUs an NCCL
+// communicator in the CUDA plugin (runtime/cuda/NcclCommunicator.cpp) that
+// hands host-memory collectives to one of the other two.
 //
 // Ordering against the compute stream (runtime/Stream.h). The executor's
 // kernels write a collective's input and read its output on a compute
@@ -94,7 +95,7 @@ public:
 
   virtual int rank() const = 0;
   virtual int worldSize() const = 0;
-  /// "mpi" or "self" (an NCCL communicator would be "nccl").
+  /// "mpi", "self" or "nccl".
   virtual llvm::StringRef name() const = 0;
 
   /// Start calls check their arguments and return an error (no collective
