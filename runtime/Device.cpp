@@ -34,7 +34,9 @@ llvm::StringRef deviceKindName(DeviceKind kind) {
 
 static constexpr const char *kPluginName = "libshard-cuda.so";
 
-/// Candidate paths of the plugin, in search order.
+/// Where the CUDA plugin is looked for, in order: $SHARD_CUDA_PLUGIN if set,
+/// else libshard-cuda.so in the running executable's directory and in its
+/// ../lib.
 static std::vector<std::string> pluginCandidates() {
   if (const char *env = std::getenv("SHARD_CUDA_PLUGIN"); env && *env)
     return {env};
@@ -50,13 +52,6 @@ static std::vector<std::string> pluginCandidates() {
     paths.push_back(lib.str().str());
   }
   return paths;
-}
-
-std::string describeCudaPluginSearch() {
-  std::string s;
-  for (const std::string &p : pluginCandidates())
-    s += (s.empty() ? "" : ", ") + p;
-  return s.empty() ? std::string(kPluginName) : s;
 }
 
 namespace {

@@ -30,11 +30,6 @@ enum class DeviceKind { Cpu, Cuda, Auto };
 /// "cpu", "cuda" or "auto".
 llvm::StringRef deviceKindName(DeviceKind kind);
 
-/// Where the CUDA plugin is looked for: $SHARD_CUDA_PLUGIN if set, else
-/// libshard-cuda.so in the directory of the running executable and in
-/// its ../lib.
-std::string describeCudaPluginSearch();
-
 /// This process's index among the ranks on its host, from what the
 /// launcher set (Open MPI's OMPI_COMM_WORLD_LOCAL_RANK, MPICH's
 /// MPI_LOCALRANKID, Slurm's SLURM_LOCALID), else `rank`.
