@@ -35,10 +35,6 @@ AttrMap windowAttrs(Shape kernel, Shape strides = {}, Shape pads = {},
   return attrs;
 }
 
-Tolerance productTolerance(DType t) {
-  return t == DType::F32 ? Tolerance{0, 1e-3} : Tolerance{0, 1e-11};
-}
-
 /// One convolution: X, W and Y shapes, its attributes, whether it has a
 /// bias.
 struct ConvCase {

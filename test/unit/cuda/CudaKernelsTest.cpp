@@ -131,10 +131,6 @@ TEST(CudaKernelsTest, OptimizersMatchCpu) {
     expectSameAsCpu("Increment", {{t, {}}}, {{t, {}}});
 }
 
-Tolerance productTolerance(DType t) {
-  return t == DType::F32 ? Tolerance{0, 1e-3} : Tolerance{0, 1e-11};
-}
-
 TEST(CudaKernelsTest, MatMulMatchesCpu) {
   // A shape, B shape, Y shape.
   const std::vector<std::vector<int64_t>> cases[] = {

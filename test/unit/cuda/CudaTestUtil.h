@@ -233,6 +233,12 @@ inline void expectSameAsCpu(llvm::StringRef opType, std::vector<Operand> inputs,
     dev.deallocate(d);
 }
 
+/// Matrix products (Gemm, MatMul, Conv): cuBLAS sums in another order than
+/// OpenBLAS.
+inline Tolerance productTolerance(DType t) {
+  return t == DType::F32 ? Tolerance{0, 1e-3} : Tolerance{0, 1e-11};
+}
+
 inline const DType kNumeric[] = {DType::F32, DType::F64, DType::I64,
                                  DType::I32, DType::I8,  DType::U8};
 inline const DType kSigned[] = {DType::F32, DType::F64, DType::I64, DType::I32};
