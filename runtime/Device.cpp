@@ -167,8 +167,10 @@ createBackend(DeviceKind kind, int localRank, const DeviceOptions &options,
                     std::string(message) +
                     "; check nvidia-smi and CUDA_VISIBLE_DEVICES)");
   int device = deviceOfLocalRank(localRank, count);
-  KernelBackend *backend = plugin.create(
-      device, options.tf32 ? SHARD_CUDA_TF32 : 0u, message, sizeof(message));
+  unsigned flags = (options.tf32 ? SHARD_CUDA_TF32 : 0u) |
+                   (options.cudnn ? 0u : SHARD_CUDA_NO_CUDNN);
+  KernelBackend *backend =
+      plugin.create(device, flags, message, sizeof(message));
   if (!backend)
     return makeError("--device " + deviceKindName(kind) + ": GPU " +
                      Twine(device) + ": " + message);

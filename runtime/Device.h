@@ -40,9 +40,13 @@ int localRankFromEnvironment(int rank);
 /// DeviceKind::Auto, the reason the CPU was chosen (empty when CUDA was).
 /// What shardrun's flags ask of a device backend.
 struct DeviceOptions {
-  /// float32 matrix products on TF32 tensor cores (CUDA; off by default:
-  /// results then match the CPU backend's to float32 rounding).
+  /// float32 matrix products and convolutions on TF32 tensor cores (CUDA;
+  /// off by default: results then match the CPU backend's to float32
+  /// rounding).
   bool tf32 = false;
+  /// Conv and BatchNorm through cuDNN where it takes their operands (CUDA;
+  /// on by default), else the backend's own kernels.
+  bool cudnn = true;
 };
 llvm::Expected<std::unique_ptr<KernelBackend>>
 createBackend(DeviceKind kind, int localRank, const DeviceOptions &options,

@@ -7,7 +7,9 @@
 #      communicator at one rank), then again under compute-sanitizer memcheck;
 #   2. the parity matrix at world size 1 with --device cuda: every example
 #      and optimizer against the committed PyTorch references, at the fp32
-#      tolerances of the CPU runs (test/parity/check_parity.py);
+#      tolerances of the CPU runs (test/parity/check_parity.py); the CNN
+#      once more with --cudnn=false (its Conv and BatchNorm on Shard's own
+#      kernels instead of cuDNN's);
 #   3. the GPT step time against PyTorch on the same GPU
 #      (bench/gpu_step_time.py).
 # Everything is printed and also written to $OUT (default /tmp/shard-gpu)
@@ -78,6 +80,18 @@ for ex in mlp cnn gpt mhagpt tenclm; do
       say "parity $ex $opt: FAILED"; tail -15 "$log" | tee -a "$summary"
     fi
   done
+done
+for opt in sgd adam adamw; do
+  log="$out/parity-cnn-$opt-own-kernels.txt"
+  if $python test/parity/check_parity.py --compiled "$root/plans" \
+      --shardrun "$root/bin/shardrun" --shardrun-arg=--device=cuda \
+      --shardrun-arg=--cudnn=false \
+      --example examples/cnn --optimizer "$opt" >"$log" 2>&1; then
+    say "parity cnn $opt --cudnn=false: ok ($(grep -o 'loss-rel-err=[^ ]*' "$log"))"
+  else
+    parity_failed=$((parity_failed + 1))
+    say "parity cnn $opt --cudnn=false: FAILED"; tail -15 "$log" | tee -a "$summary"
+  fi
 done
 [ "$parity_failed" -eq 0 ] || failed=$((failed + 1))
 

@@ -18,6 +18,9 @@
 //    product per image (batched over the groups) accumulating with beta = 1
 //    in image order, as the CPU does.
 //
+// cuDNN runs the three instead where it takes the operands (Cudnn.h); the
+// kernels here are for the rest, and for shardrun --cudnn=false.
+//
 // A 1x1 kernel with unit strides and no padding skips im2col/col2im (the
 // input is its own column matrix). Column scratch is requested once per
 // kernel call (at most one scratch buffer is live) and covers as many
@@ -30,6 +33,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/ConvPool.h"
 #include "runtime/cuda/CudaKernels.h"
+#include "runtime/cuda/Cudnn.h"
 
 #include <algorithm>
 
@@ -197,7 +201,12 @@ llvm::Error convKernel(const KernelContext &ctx) {
         cudaStream_t stream = cudaStreamOf(ctx);
         int64_t rows = g.cg * d.kprod;
         int64_t mg = g.m / g.group;
-        if (rows == 0) {
+        llvm::Expected<bool> byCudnn = cudnnConv(ctx, g, x, wt, y);
+        if (!byCudnn)
+          return byCudnn.takeError();
+        if (*byCudnn) {
+          // Done; the bias follows.
+        } else if (rows == 0) {
           // No input channels: every product is empty.
           SHARDC_CPU_TRY(zeroFill(ctx, y));
         } else {
@@ -261,6 +270,9 @@ llvm::Error convGradInputKernel(const KernelContext &ctx) {
         SHARDC_CPU_TRY(makeConvDims(ctx, g, d));
         if (dx.numel() == 0)
           return llvm::Error::success();
+        llvm::Expected<bool> byCudnn = cudnnConvGradInput(ctx, g, dy, wt, dx);
+        if (!byCudnn || *byCudnn)
+          return byCudnn.takeError();
         int64_t rows = g.cg * d.kprod;
         int64_t mg = g.m / g.group;
         if (mg == 0) // No output channels: nothing flows back.
@@ -320,6 +332,9 @@ llvm::Error convGradWeightKernel(const KernelContext &ctx) {
           return llvm::Error::success();
         if (g.batch == 0)
           return zeroFill(ctx, dw);
+        llvm::Expected<bool> byCudnn = cudnnConvGradWeight(ctx, g, dy, x, dw);
+        if (!byCudnn || *byCudnn)
+          return byCudnn.takeError();
         int64_t rows = g.cg * d.kprod;
         int64_t mg = g.m / g.group;
         int64_t perImage = g.channels * d.kprod * d.outSize;

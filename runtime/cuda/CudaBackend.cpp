@@ -33,9 +33,19 @@ Error checkBlas(cublasStatus_t status, const char *what) {
           cublasGetStatusString(status) + ")");
 }
 
+Error checkDnn(cudnnStatus_t status, const char *what) {
+  if (status == CUDNN_STATUS_SUCCESS)
+    return Error::success();
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 Twine(what) +
+                                     " failed: " + cudnnGetErrorString(status));
+}
+
 CudaStream::~CudaStream() {
   if (blasHandle)
     cublasDestroy(blasHandle);
+  if (dnnHandle)
+    cudnnDestroy(dnnHandle);
   if (scratchBase)
     cudaFreeAsync(scratchBase, stream);
   cudaStreamSynchronize(stream);
@@ -84,10 +94,10 @@ Expected<cublasHandle_t> CudaStream::blas() {
   }
   // Products in the element type's own precision (no TF32: parity with the
   // CPU backend), and results that do not depend on the run (no atomics).
-  if (Error err =
-          checkBlas(cublasSetMathMode(h, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
-                                              : CUBLAS_DEFAULT_MATH),
-                    "cublasSetMathMode")) {
+  if (Error err = checkBlas(
+          cublasSetMathMode(h, options.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                            : CUBLAS_DEFAULT_MATH),
+          "cublasSetMathMode")) {
     cublasDestroy(h);
     return std::move(err);
   }
@@ -98,6 +108,20 @@ Expected<cublasHandle_t> CudaStream::blas() {
   }
   blasHandle = h;
   return blasHandle;
+}
+
+Expected<cudnnHandle_t> CudaStream::dnn() {
+  if (dnnHandle)
+    return dnnHandle;
+  cudnnHandle_t h = nullptr;
+  if (Error err = checkDnn(cudnnCreate(&h), "cudnnCreate"))
+    return std::move(err);
+  if (Error err = checkDnn(cudnnSetStream(h, stream), "cudnnSetStream")) {
+    cudnnDestroy(h);
+    return std::move(err);
+  }
+  dnnHandle = h;
+  return dnnHandle;
 }
 
 Error CudaStream::synchronize() {
@@ -145,7 +169,8 @@ namespace {
 /// interface promises.
 class CudaBackend : public KernelBackend {
 public:
-  CudaBackend(int device, bool tf32) : device(device), tf32(tf32) {
+  CudaBackend(int device, BackendOptions options)
+      : device(device), options(options) {
     for (const auto &[type, fn] : kernelTable())
       registerKernel(type, fn);
   }
@@ -178,7 +203,7 @@ public:
     cudaStream_t s = nullptr;
     if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
       return nullptr;
-    return std::make_unique<CudaStream>(s, tf32);
+    return std::make_unique<CudaStream>(s, options);
   }
   std::unique_ptr<Event> createEvent() override {
     cudaEvent_t e = nullptr;
@@ -262,7 +287,7 @@ private:
   }
 
   int device;
-  bool tf32;
+  BackendOptions options;
   void *staging = nullptr;
 };
 
@@ -295,14 +320,15 @@ Expected<int> deviceCount(std::string *why) {
   return count;
 }
 
-Expected<std::unique_ptr<KernelBackend>> createBackend(int device, bool tf32) {
+Expected<std::unique_ptr<KernelBackend>> createBackend(int device,
+                                                       BackendOptions options) {
   if (Error err = check(cudaSetDevice(device), "cudaSetDevice"))
     return std::move(err);
   // Creates the context now, so that a broken device fails here and not in
   // the first allocation.
   if (Error err = check(cudaFree(nullptr), "creating the CUDA context"))
     return std::move(err);
-  return std::make_unique<CudaBackend>(device, tf32);
+  return std::make_unique<CudaBackend>(device, options);
 }
 
 } // namespace shardc::rt::cuda
@@ -331,8 +357,10 @@ extern "C" int shard_cuda_device_count(char *error, size_t errorSize) {
 extern "C" shardc::rt::KernelBackend *
 shard_cuda_create_backend(int device, unsigned flags, char *error,
                           size_t errorSize) {
-  auto backend =
-      shardc::rt::cuda::createBackend(device, flags & SHARD_CUDA_TF32);
+  shardc::rt::cuda::BackendOptions options;
+  options.tf32 = flags & SHARD_CUDA_TF32;
+  options.cudnn = !(flags & SHARD_CUDA_NO_CUDNN);
+  auto backend = shardc::rt::cuda::createBackend(device, options);
   if (!backend) {
     writeMessage(llvm::toString(backend.takeError()), error, errorSize);
     return nullptr;

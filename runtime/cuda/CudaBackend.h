@@ -20,7 +20,9 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
+#include <cudnn.h>
 
+#include <map>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -30,19 +32,50 @@ namespace shardc::rt::cuda {
 /// An error naming the CUDA call that failed and its message, or success.
 llvm::Error check(cudaError_t status, const char *what);
 
+/// How the backend computes (shardrun --tf32, --cudnn).
+struct BackendOptions {
+  /// float32 matrix products and convolutions may use TF32 tensor cores
+  /// (10-bit mantissa inputs; faster, not bit-comparable with the CPU
+  /// backend).
+  bool tf32 = false;
+  /// Conv and training-mode BatchNorm go through cuDNN where it takes their
+  /// operands (runtime/cuda/Cudnn.h); off, or where it does not, the
+  /// backend's own kernels run.
+  bool cudnn = true;
+};
+
+/// The cuDNN convolution algorithm chosen for one geometry: `algo` is a
+/// cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t, or -1 when no algorithm
+/// qualifies and the backend's own kernel runs instead; `math` its
+/// cudnnMathType_t; `workspace` its scratch bytes.
+struct ConvAlgorithm {
+  int algo = -1;
+  int math = 0;
+  size_t workspace = 0;
+};
+
 /// A cudaStream_t and the library handles bound to it, created on first
-/// use: cuBLAS for the matrix products. Kernels reach it through
-/// cudaStreamOf(ctx) / streamOf(ctx).
+/// use: cuBLAS for the matrix products, cuDNN for convolutions and batch
+/// normalization. Kernels reach it through cudaStreamOf(ctx) /
+/// streamOf(ctx).
 class CudaStream : public Stream {
 public:
-  CudaStream(cudaStream_t stream, bool tf32) : stream(stream), tf32(tf32) {}
+  CudaStream(cudaStream_t stream, BackendOptions options)
+      : stream(stream), options(options) {}
   ~CudaStream() override;
   llvm::Error synchronize() override;
   cudaStream_t handle() const { return stream; }
+  const BackendOptions &backendOptions() const { return options; }
   /// The stream's cuBLAS handle: default math (no TF32 unless the backend
   /// was created with it, for parity with the CPU backend), its workspace
   /// on this stream.
   llvm::Expected<cublasHandle_t> blas();
+  /// The stream's cuDNN handle, bound to this stream.
+  llvm::Expected<cudnnHandle_t> dnn();
+  /// The convolution algorithms chosen so far on this stream, by geometry
+  /// (runtime/cuda/Cudnn.cpp): cuDNN's heuristics are asked once per
+  /// geometry, and the same geometry always runs the same algorithm.
+  std::map<std::vector<int64_t>, ConvAlgorithm> convAlgorithms;
   /// Device scratch of at least `bytes`, for the kernel being queued (the
   /// next kernel on this stream may reuse it: stream order keeps them
   /// apart). Grown stream-ordered, never shrunk.
@@ -54,8 +87,9 @@ public:
 
 private:
   cudaStream_t stream;
-  bool tf32;
+  BackendOptions options;
   cublasHandle_t blasHandle = nullptr;
+  cudnnHandle_t dnnHandle = nullptr;
   void *scratchBase = nullptr;
   size_t scratchBytes = 0;
 };
@@ -82,16 +116,16 @@ CudaStream &streamOf(const KernelContext &ctx);
 
 /// An error naming the cuBLAS call that failed, or success.
 llvm::Error checkBlas(cublasStatus_t status, const char *what);
+/// An error naming the cuDNN call that failed, or success.
+llvm::Error checkDnn(cudnnStatus_t status, const char *what);
 
 /// Every (op type, kernel) pair the CUDA backend provides.
 const std::vector<std::pair<llvm::StringRef, KernelFn>> &kernelTable();
 
 /// The backend on device `device`, or an error naming the CUDA call that
 /// failed.
-/// `tf32`: float32 matrix products may use TF32 tensor cores (10-bit
-/// mantissa inputs; faster, not bit-comparable with the CPU backend).
-llvm::Expected<std::unique_ptr<KernelBackend>> createBackend(int device,
-                                                             bool tf32 = false);
+llvm::Expected<std::unique_ptr<KernelBackend>>
+createBackend(int device, BackendOptions options = {});
 
 /// The number of visible devices (cudaGetDeviceCount); 0 with `why` set when
 /// the driver reports none.

@@ -24,7 +24,7 @@ class KernelBackend;
 } // namespace shardc::rt
 
 /// Bumped whenever an entry point, KernelBackend or KernelContext changes.
-#define SHARD_CUDA_PLUGIN_ABI 2
+#define SHARD_CUDA_PLUGIN_ABI 3
 
 extern "C" {
 /// SHARD_CUDA_PLUGIN_ABI of the build the plugin comes from.
@@ -34,8 +34,10 @@ int shard_cuda_plugin_abi(void);
 /// driver cannot be asked.
 int shard_cuda_device_count(char *error, size_t errorSize);
 /// Flags of shard_cuda_create_backend: float32 products on TF32 tensor
-/// cores (shardrun --tf32).
+/// cores (shardrun --tf32); the backend's own Conv and BatchNorm kernels
+/// instead of cuDNN's (shardrun --cudnn=false).
 #define SHARD_CUDA_TF32 1u
+#define SHARD_CUDA_NO_CUDNN 2u
 /// Creates the backend on CUDA device `device` (an index among the visible
 /// devices) with SHARD_CUDA_* `flags`. Returns the backend, owned by the
 /// caller, or nullptr with a message in `error`.

@@ -10,10 +10,13 @@
 // LayerNorm parameter gradients are column sums over rows: one thread per
 // normalized element walking the rows in order, then (when Scale broadcasts
 // to the normalized shape) one thread per Scale element summing its
-// columns in order.
+// columns in order. Training-mode BatchNorm goes through cuDNN where it
+// takes the operands (Cudnn.h); these kernels are for the rest, and for
+// shardrun --cudnn=false.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/CudaKernels.h"
+#include "runtime/cuda/Cudnn.h"
 
 #include <algorithm>
 #include <cmath>
@@ -371,6 +374,9 @@ llvm::Error batchNormalizationKernel(const KernelContext &ctx) {
   const TensorView &x = ctx.inputs[0];
   if (g.channels == 0)
     return llvm::Error::success();
+  llvm::Expected<bool> byCudnn = cudnnBatchNorm(ctx, g);
+  if (!byCudnn || *byCudnn)
+    return byCudnn.takeError();
   return cpu::dispatchIn(
       cpu::FloatTypes{}, ctx, x.dtype, "X", [&](auto tag) -> llvm::Error {
         using T = typename decltype(tag)::type;
@@ -390,6 +396,9 @@ llvm::Error batchNormGradKernel(const KernelContext &ctx) {
   const TensorView &x = ctx.inputs[1];
   if (g.channels == 0)
     return llvm::Error::success();
+  llvm::Expected<bool> byCudnn = cudnnBatchNormGrad(ctx, g);
+  if (!byCudnn || *byCudnn)
+    return byCudnn.takeError();
   return cpu::dispatchIn(
       cpu::FloatTypes{}, ctx, x.dtype, "X", [&](auto tag) -> llvm::Error {
         using T = typename decltype(tag)::type;

@@ -133,14 +133,23 @@ static cl::opt<rt::DeviceKind> deviceKind(
 
 static cl::opt<bool> tf32(
     "tf32",
-    cl::desc("With --device cuda: float32 matrix products on TF32 tensor "
-             "cores (faster; inputs rounded to 10-bit mantissas, so results "
-             "no longer match the CPU's to float32 rounding)"),
+    cl::desc("With --device cuda: float32 matrix products and convolutions "
+             "on TF32 tensor cores (faster; inputs rounded to 10-bit "
+             "mantissas, so results no longer match the CPU's to float32 "
+             "rounding)"),
     cl::init(false), cl::cat(shardrunCategory));
+
+static cl::opt<bool> cudnn(
+    "cudnn",
+    cl::desc("With --device cuda: Conv and BatchNorm through cuDNN where it "
+             "takes their operands (default); --cudnn=false runs Shard's own "
+             "kernels for them"),
+    cl::init(true), cl::cat(shardrunCategory));
 
 static rt::DeviceOptions deviceOptions() {
   rt::DeviceOptions options;
   options.tf32 = tf32;
+  options.cudnn = cudnn;
   return options;
 }
 
@@ -680,6 +689,8 @@ static Error runMain(rt::Communicator &hostComm) {
     return err;
   if (tf32 && deviceKind == rt::DeviceKind::Cpu)
     return makeError("--tf32 is for GPUs: add --device cuda (or auto)");
+  if (cudnn.getNumOccurrences() && deviceKind == rt::DeviceKind::Cpu)
+    return makeError("--cudnn is for GPUs: add --device cuda (or auto)");
   // The device first: a missing GPU is reported before any plan is read.
   std::string cpuBecause;
   int localRank = rt::localRankFromEnvironment(hostComm.rank());

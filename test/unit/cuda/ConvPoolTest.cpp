@@ -96,31 +96,52 @@ std::vector<ConvCase> convCases() {
   };
 }
 
+/// Every case on both convolution paths: cuDNN (where it takes the case:
+/// symmetric pads) and the backend's own kernels.
 TEST(CudaConvTest, ConvMatchesCpu) {
-  for (const ConvCase &c : convCases())
-    for (DType t : kFloat) {
-      SCOPED_TRACE(c.what);
-      Operand bias = c.bias ? Operand{t, {c.w[0]}} : Operand{};
-      expectSameAsCpu("Conv", {{t, c.x}, {t, c.w}, bias}, {{t, c.y}},
-                      productTolerance(t), c.attrs);
-    }
+  for (bool cudnn : {true, false})
+    for (const ConvCase &c : convCases())
+      for (DType t : kFloat) {
+        SCOPED_TRACE(std::string(c.what) + (cudnn ? ", cuDNN" : ", own"));
+        Operand bias = c.bias ? Operand{t, {c.w[0]}} : Operand{};
+        expectSameAsCpu("Conv", {{t, c.x}, {t, c.w}, bias}, {{t, c.y}},
+                        productTolerance(t), c.attrs, &gpu(cudnn));
+      }
 }
 
 TEST(CudaConvTest, ConvGradInputMatchesCpu) {
-  for (const ConvCase &c : convCases())
-    for (DType t : kFloat) {
-      SCOPED_TRACE(c.what);
-      expectSameAsCpu("ConvGradInput", {{t, c.y}, {t, c.w}}, {{t, c.x}},
-                      productTolerance(t), c.attrs);
-    }
+  for (bool cudnn : {true, false})
+    for (const ConvCase &c : convCases())
+      for (DType t : kFloat) {
+        SCOPED_TRACE(std::string(c.what) + (cudnn ? ", cuDNN" : ", own"));
+        expectSameAsCpu("ConvGradInput", {{t, c.y}, {t, c.w}}, {{t, c.x}},
+                        productTolerance(t), c.attrs, &gpu(cudnn));
+      }
 }
 
 TEST(CudaConvTest, ConvGradWeightMatchesCpu) {
-  for (const ConvCase &c : convCases())
-    for (DType t : kFloat) {
-      SCOPED_TRACE(c.what);
-      expectSameAsCpu("ConvGradWeight", {{t, c.y}, {t, c.x}}, {{t, c.w}},
-                      productTolerance(t), c.attrs);
+  for (bool cudnn : {true, false})
+    for (const ConvCase &c : convCases())
+      for (DType t : kFloat) {
+        SCOPED_TRACE(std::string(c.what) + (cudnn ? ", cuDNN" : ", own"));
+        expectSameAsCpu("ConvGradWeight", {{t, c.y}, {t, c.x}}, {{t, c.w}},
+                        productTolerance(t), c.attrs, &gpu(cudnn));
+      }
+}
+
+/// The same operands give the same bytes on every run, on both paths (the
+/// gradients are where nondeterministic algorithms would sum with atomics).
+TEST(CudaConvTest, Reproducible) {
+  for (bool cudnn : {true, false})
+    for (const ConvCase &c : convCases()) {
+      SCOPED_TRACE(std::string(c.what) + (cudnn ? ", cuDNN" : ", own"));
+      DType t = DType::F32;
+      expectReproducible(gpu(cudnn), "Conv", {{t, c.x}, {t, c.w}}, {{t, c.y}},
+                         c.attrs);
+      expectReproducible(gpu(cudnn), "ConvGradInput", {{t, c.y}, {t, c.w}},
+                         {{t, c.x}}, c.attrs);
+      expectReproducible(gpu(cudnn), "ConvGradWeight", {{t, c.y}, {t, c.x}},
+                         {{t, c.w}}, c.attrs);
     }
 }
 

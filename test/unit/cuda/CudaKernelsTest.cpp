@@ -448,25 +448,59 @@ TEST(CudaKernelsTest, LayerNormMatchesCpu) {
   }
 }
 
+/// Training mode runs through cuDNN (float32, both running statistics,
+/// unbiased) unless it is off; inference mode and float64 run the own
+/// kernels either way.
 TEST(CudaKernelsTest, BatchNormMatchesCpu) {
-  for (DType t : kFloat) {
-    Tolerance tol =
-        t == DType::F32 ? Tolerance{16, 1e-4} : Tolerance{16, 1e-11};
-    Operand var{t, {5}};
-    var.fill = 0.8;
-    for (int64_t training : {0, 1}) {
-      AttrMap attrs =
-          intAttrs({{"training_mode", training}, {"unbiased_var", training}});
-      attrs.set("momentum", AttrValue::ofFloat(0.9));
+  for (bool cudnn : {true, false})
+    for (DType t : kFloat) {
+      SCOPED_TRACE(cudnn ? "cuDNN" : "own kernels");
+      Tolerance tol =
+          t == DType::F32 ? Tolerance{16, 1e-4} : Tolerance{16, 1e-11};
+      Operand var{t, {5}};
+      var.fill = 0.8;
+      for (int64_t training : {0, 1}) {
+        AttrMap attrs =
+            intAttrs({{"training_mode", training}, {"unbiased_var", training}});
+        attrs.set("momentum", AttrValue::ofFloat(0.9));
+        expectSameAsCpu("BatchNormalization",
+                        {{t, {3, 5, 7, 9}}, {t, {5}}, {t, {5}}, {t, {5}}, var},
+                        {{t, {3, 5, 7, 9}}, {t, {5}}, {t, {5}}}, tol, attrs,
+                        &gpu(cudnn));
+        expectSameAsCpu(
+            "BatchNormGrad",
+            {{t, {3, 5, 7, 9}}, {t, {3, 5, 7, 9}}, {t, {5}}, {t, {5}}, var},
+            {{t, {3, 5, 7, 9}}, {t, {5}}, {t, {5}}}, tol, attrs, &gpu(cudnn));
+        // A 2-D X (batch, channels), as after a Linear layer, and a 5-D one.
+        expectSameAsCpu("BatchNormalization",
+                        {{t, {16, 5}}, {t, {5}}, {t, {5}}, {t, {5}}, var},
+                        {{t, {16, 5}}, {t, {5}}, {t, {5}}}, tol, attrs,
+                        &gpu(cudnn));
+        expectSameAsCpu("BatchNormGrad",
+                        {{t, {2, 5, 3, 4, 3}},
+                         {t, {2, 5, 3, 4, 3}},
+                         {t, {5}},
+                         {t, {5}},
+                         var},
+                        {{t, {2, 5, 3, 4, 3}}, {t, {5}}, {t, {5}}}, tol, attrs,
+                        &gpu(cudnn));
+      }
+      // Training without running statistics, and ONNX's biased running
+      // variance (the own kernel, even with cuDNN on).
+      AttrMap noRunning = intAttrs({{"training_mode", 1}});
       expectSameAsCpu("BatchNormalization",
                       {{t, {3, 5, 7, 9}}, {t, {5}}, {t, {5}}, {t, {5}}, var},
-                      {{t, {3, 5, 7, 9}}, {t, {5}}, {t, {5}}}, tol, attrs);
-      expectSameAsCpu(
-          "BatchNormGrad",
-          {{t, {3, 5, 7, 9}}, {t, {3, 5, 7, 9}}, {t, {5}}, {t, {5}}, var},
-          {{t, {3, 5, 7, 9}}, {t, {5}}, {t, {5}}}, tol, attrs);
+                      {{t, {3, 5, 7, 9}}}, tol, noRunning, &gpu(cudnn));
+      expectSameAsCpu("BatchNormalization",
+                      {{t, {3, 5, 7, 9}}, {t, {5}}, {t, {5}}, {t, {5}}, var},
+                      {{t, {3, 5, 7, 9}}, {t, {5}}, {t, {5}}}, tol, noRunning,
+                      &gpu(cudnn));
+      AttrMap training = intAttrs({{"training_mode", 1}, {"unbiased_var", 1}});
+      expectReproducible(
+          gpu(cudnn), "BatchNormGrad",
+          {{t, {8, 5, 7, 9}}, {t, {8, 5, 7, 9}}, {t, {5}}, {t, {5}}, var},
+          {{t, {8, 5, 7, 9}}, {t, {5}}, {t, {5}}}, training);
     }
-  }
 }
 
 TEST(CudaKernelsTest, IndexingMatchesCpu) {

@@ -25,16 +25,22 @@
 
 namespace shardc::rt::cudatest {
 
-inline KernelBackend &gpu() {
-  static std::unique_ptr<KernelBackend> backend = [] {
-    auto b = cuda::createBackend(0);
+/// The backend on device 0; `cudnn` false: with its own Conv and BatchNorm
+/// kernels instead of cuDNN's (shardrun --cudnn=false).
+inline KernelBackend &gpu(bool cudnn = true) {
+  auto make = [](bool cudnn) {
+    cuda::BackendOptions options;
+    options.cudnn = cudnn;
+    auto b = cuda::createBackend(0, options);
     if (!b) {
       std::fprintf(stderr, "%s\n", llvm::toString(b.takeError()).c_str());
       std::abort();
     }
     return std::move(*b);
-  }();
-  return *backend;
+  };
+  static std::unique_ptr<KernelBackend> withCudnn = make(true);
+  static std::unique_ptr<KernelBackend> withoutCudnn = make(false);
+  return cudnn ? *withCudnn : *withoutCudnn;
 }
 
 /// Host bytes of `n` random elements of `dtype`, special values first
@@ -169,20 +175,18 @@ void expectClose(const std::vector<uint8_t> &gpuBytes,
   }
 }
 
-/// Runs `opType` on both backends with random `inputs` and compares every
-/// output.
-inline void expectSameAsCpu(llvm::StringRef opType, std::vector<Operand> inputs,
-                            std::vector<Operand> outputs, Tolerance tol = {},
-                            AttrMap attrs = {}) {
-  std::string what = (opType + " (" + dtypeName(inputs[0].dtype) + " " +
-                      shapeToString(inputs[0].shape) + ")")
-                         .str();
-  SCOPED_TRACE(what);
+/// Runs `opType` with random `inputs` (the same for the same operands) on
+/// `dev`, and on the CPU when `cpuOut` is given; `gpuOut` receives the
+/// device's outputs.
+inline void runOp(KernelBackend &dev, llvm::StringRef opType,
+                  const std::vector<Operand> &inputs,
+                  const std::vector<Operand> &outputs, const AttrMap &attrs,
+                  std::vector<std::vector<uint8_t>> &gpuOut,
+                  std::vector<std::vector<uint8_t>> *cpuOut) {
   std::mt19937 rng(42);
-  KernelBackend &dev = gpu();
   std::unique_ptr<Stream> stream = dev.createStream();
   ASSERT_TRUE(stream);
-  std::vector<std::vector<uint8_t>> hostIn, cpuOut;
+  std::vector<std::vector<uint8_t>> hostIn, hostOut;
   std::vector<TensorView> cpuInViews, cpuOutViews, gpuInViews, gpuOutViews;
   std::vector<void *> deviceMemory;
   hostIn.reserve(inputs.size());
@@ -200,37 +204,79 @@ inline void expectSameAsCpu(llvm::StringRef opType, std::vector<Operand> inputs,
         d, hostIn.back().data(), hostIn.back().size(), *stream)));
     gpuInViews.emplace_back(op.dtype, op.shape, d);
   }
-  cpuOut.reserve(outputs.size());
+  hostOut.reserve(outputs.size());
   for (const Operand &op : outputs) {
+    if (op.dtype == DType::Undefined) {
+      hostOut.emplace_back();
+      cpuOutViews.emplace_back();
+      gpuOutViews.emplace_back();
+      continue;
+    }
     size_t bytes = numElements(op.shape) * dtypeSize(op.dtype);
-    cpuOut.emplace_back(bytes, 0xA5);
-    cpuOutViews.emplace_back(op.dtype, op.shape, cpuOut.back().data());
+    hostOut.emplace_back(bytes, 0xA5);
+    cpuOutViews.emplace_back(op.dtype, op.shape, hostOut.back().data());
     void *d = llvm::cantFail(dev.allocate(bytes));
     deviceMemory.push_back(d);
     ASSERT_FALSE(llvm::errorToBool(dev.fillZero(d, bytes, *stream)));
     gpuOutViews.emplace_back(op.dtype, op.shape, d);
   }
-  KernelContext cpuCtx{opType, "cpu", attrs, cpuInViews, cpuOutViews};
-  ASSERT_FALSE(llvm::errorToBool(cpu::runKernel(cpuCtx)));
+  if (cpuOut) {
+    KernelContext cpuCtx{opType, "cpu", attrs, cpuInViews, cpuOutViews};
+    ASSERT_FALSE(llvm::errorToBool(cpu::runKernel(cpuCtx)));
+    *cpuOut = hostOut;
+  }
   KernelContext gpuCtx{opType, "gpu", attrs, gpuInViews, gpuOutViews};
   KernelFn fn = dev.lookup(opType);
   ASSERT_NE(fn, nullptr) << "no CUDA kernel for " << opType.str();
   ASSERT_FALSE(llvm::errorToBool(dev.launch(fn, gpuCtx, *stream)));
+  gpuOut.assign(outputs.size(), {});
   for (size_t k = 0; k < outputs.size(); ++k) {
-    std::vector<uint8_t> gpuOut(cpuOut[k].size());
-    ASSERT_FALSE(llvm::errorToBool(dev.copyToHost(
-        gpuOut.data(), gpuOutViews[k].data, gpuOut.size(), *stream)));
-    // Floats: NaN matches any NaN (the host and device libraries set
-    // different payloads and signs); otherwise within `tol`.
-    if (outputs[k].dtype != DType::F32 && outputs[k].dtype != DType::F64)
-      EXPECT_EQ(gpuOut, cpuOut[k]) << "output " << k;
-    else if (outputs[k].dtype == DType::F32)
-      expectClose<float>(gpuOut, cpuOut[k], tol);
-    else
-      expectClose<double>(gpuOut, cpuOut[k], tol);
+    gpuOut[k].resize(hostOut[k].size());
+    if (!gpuOut[k].empty())
+      ASSERT_FALSE(llvm::errorToBool(dev.copyToHost(
+          gpuOut[k].data(), gpuOutViews[k].data, gpuOut[k].size(), *stream)));
   }
   for (void *d : deviceMemory)
     dev.deallocate(d);
+}
+
+/// Runs `opType` on the CPU and on `dev` (default: gpu()) with random
+/// `inputs` and compares every output.
+inline void expectSameAsCpu(llvm::StringRef opType, std::vector<Operand> inputs,
+                            std::vector<Operand> outputs, Tolerance tol = {},
+                            AttrMap attrs = {}, KernelBackend *dev = nullptr) {
+  std::string what = (opType + " (" + dtypeName(inputs[0].dtype) + " " +
+                      shapeToString(inputs[0].shape) + ")")
+                         .str();
+  SCOPED_TRACE(what);
+  std::vector<std::vector<uint8_t>> gpuOut, cpuOut;
+  runOp(dev ? *dev : gpu(), opType, inputs, outputs, attrs, gpuOut, &cpuOut);
+  if (testing::Test::HasFatalFailure())
+    return;
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    // Floats: NaN matches any NaN (the host and device libraries set
+    // different payloads and signs); otherwise within `tol`.
+    if (outputs[k].dtype != DType::F32 && outputs[k].dtype != DType::F64)
+      EXPECT_EQ(gpuOut[k], cpuOut[k]) << "output " << k;
+    else if (outputs[k].dtype == DType::F32)
+      expectClose<float>(gpuOut[k], cpuOut[k], tol);
+    else
+      expectClose<double>(gpuOut[k], cpuOut[k], tol);
+  }
+}
+
+/// Runs `opType` on `dev` twice with the same inputs and expects the same
+/// bytes: no result may depend on scheduling.
+inline void expectReproducible(KernelBackend &dev, llvm::StringRef opType,
+                               const std::vector<Operand> &inputs,
+                               const std::vector<Operand> &outputs,
+                               const AttrMap &attrs = {}) {
+  SCOPED_TRACE((opType + " run twice").str());
+  std::vector<std::vector<uint8_t>> first, second;
+  runOp(dev, opType, inputs, outputs, attrs, first, nullptr);
+  runOp(dev, opType, inputs, outputs, attrs, second, nullptr);
+  for (size_t k = 0; k < outputs.size(); ++k)
+    EXPECT_TRUE(first[k] == second[k]) << "output " << k << " differs";
 }
 
 /// Matrix products (Gemm, MatMul, Conv): cuBLAS sums in another order than
