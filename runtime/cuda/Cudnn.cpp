@@ -28,7 +28,10 @@
 // infinity over a whole tile), within kWorkspaceBudget, qualify; without
 // --tf32 the math is CUDNN_FMA_MATH (no tensor cores for float32), as the
 // cuBLAS products use no TF32. Batch normalization uses
-// CUDNN_BATCHNORM_SPATIAL, not SPATIAL_PERSISTENT, whose sums use atomics.
+// CUDNN_BATCHNORM_SPATIAL, not SPATIAL_PERSISTENT, whose faster reduction
+// can overflow on large values. A shape or parameter cuDNN declines
+// (CUDNN_STATUS_NOT_SUPPORTED or BAD_PARAM) runs the own kernel; any other
+// cuDNN failure is the op's error.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/Cudnn.h"
@@ -48,9 +51,25 @@ using llvm::Expected;
 /// qualify.
 constexpr size_t kWorkspaceBudget = size_t(256) << 20;
 
-#define SHARDC_DNN_TRY(call)                                                   \
-  if (Error err = checkDnn(call, #call))                                       \
-  return std::move(err)
+/// The largest batch cuDNN's batch normalization is given.
+constexpr int64_t kMaxBatchNormBatch = 880801;
+
+/// Whether cuDNN declined the operands (a shape or parameter it does not
+/// support) rather than failing: then the own kernel runs instead.
+bool declined(cudnnStatus_t status) {
+  int category = CUDNN_STATUS_CATEGORY(status);
+  return category == CUDNN_STATUS_NOT_SUPPORTED ||
+         category == CUDNN_STATUS_BAD_PARAM;
+}
+
+/// In a function returning Expected<bool>: `call`, returning false (the
+/// own kernel runs) when cuDNN declines and an error when it fails.
+#define SHARDC_DNN_OR_DECLINE(call)                                            \
+  if (cudnnStatus_t status_ = (call); status_ != CUDNN_STATUS_SUCCESS) {       \
+    if (declined(status_))                                                     \
+      return false;                                                            \
+    return checkDnn(status_, #call);                                           \
+  }
 
 /// An owned cuDNN descriptor of type D, destroyed with `destroy`.
 template <typename D, cudnnStatus_t (*destroy)(D)> struct Descriptor {
@@ -168,26 +187,26 @@ Expected<bool> describeConv(const KernelContext &ctx,
     return strides;
   };
   int rank = static_cast<int>(xDims.size());
-  SHARDC_DNN_TRY(cudnnCreateTensorDescriptor(&d.x.handle));
-  SHARDC_DNN_TRY(cudnnSetTensorNdDescriptor(
+  SHARDC_DNN_OR_DECLINE(cudnnCreateTensorDescriptor(&d.x.handle));
+  SHARDC_DNN_OR_DECLINE(cudnnSetTensorNdDescriptor(
       d.x.handle, d.type, rank, xDims.data(), packed(xDims).data()));
-  SHARDC_DNN_TRY(cudnnCreateTensorDescriptor(&d.y.handle));
-  SHARDC_DNN_TRY(cudnnSetTensorNdDescriptor(
+  SHARDC_DNN_OR_DECLINE(cudnnCreateTensorDescriptor(&d.y.handle));
+  SHARDC_DNN_OR_DECLINE(cudnnSetTensorNdDescriptor(
       d.y.handle, d.type, rank, yDims.data(), packed(yDims).data()));
-  SHARDC_DNN_TRY(cudnnCreateFilterDescriptor(&d.w.handle));
-  SHARDC_DNN_TRY(cudnnSetFilterNdDescriptor(
+  SHARDC_DNN_OR_DECLINE(cudnnCreateFilterDescriptor(&d.w.handle));
+  SHARDC_DNN_OR_DECLINE(cudnnSetFilterNdDescriptor(
       d.w.handle, d.type, CUDNN_TENSOR_NCHW, rank, wDims.data()));
-  SHARDC_DNN_TRY(cudnnCreateConvolutionDescriptor(&d.conv.handle));
-  SHARDC_DNN_TRY(cudnnSetConvolutionNdDescriptor(
+  SHARDC_DNN_OR_DECLINE(cudnnCreateConvolutionDescriptor(&d.conv.handle));
+  SHARDC_DNN_OR_DECLINE(cudnnSetConvolutionNdDescriptor(
       d.conv.handle, static_cast<int>(dims), pads.data(), strides.data(),
       dilations.data(), CUDNN_CROSS_CORRELATION, d.type));
-  SHARDC_DNN_TRY(
+  SHARDC_DNN_OR_DECLINE(
       cudnnSetConvolutionGroupCount(d.conv.handle, static_cast<int>(g.group)));
-  SHARDC_DNN_TRY(cudnnSetConvolutionMathType(d.conv.handle, d.math));
+  SHARDC_DNN_OR_DECLINE(cudnnSetConvolutionMathType(d.conv.handle, d.math));
   // cuDNN must see the output shape the CPU kernels computed (it always
   // should; a difference means a geometry cuDNN reads otherwise).
   llvm::SmallVector<int, 5> expect(rank);
-  SHARDC_DNN_TRY(cudnnGetConvolutionNdForwardOutputDim(
+  SHARDC_DNN_OR_DECLINE(cudnnGetConvolutionNdForwardOutputDim(
       d.conv.handle, d.x.handle, d.w.handle, rank, expect.data()));
   if (llvm::ArrayRef<int>(expect) != llvm::ArrayRef<int>(yDims))
     return false;
@@ -215,9 +234,11 @@ bool qualifies(const Perf &p, bool direct, cudnnMathType_t asked) {
 
 /// The algorithm for key `key` (its first element the direction), asking
 /// `heuristics` (which fills an array of Perf and a count) the first time.
-template <typename Perf, typename Heuristics, typename Direct>
+template <typename Perf, typename MaxCount, typename Heuristics,
+          typename Direct>
 Expected<ConvAlgorithm> chooseAlgorithm(const KernelContext &ctx,
-                                        ConvDescriptors &d, int direction,
+                                        cudnnHandle_t h, ConvDescriptors &d,
+                                        int direction, MaxCount maxCount,
                                         Heuristics heuristics, Direct direct) {
   std::vector<int64_t> key = d.key;
   key.insert(key.begin(), direction);
@@ -225,12 +246,21 @@ Expected<ConvAlgorithm> chooseAlgorithm(const KernelContext &ctx,
   auto it = cache.find(key);
   if (it != cache.end())
     return it->second;
-  Perf perfs[8];
-  int returned = 0;
-  if (Error err = checkDnn(heuristics(perfs, 8, &returned),
-                           "cudnnGetConvolution*Algorithm_v7"))
-    return std::move(err);
   ConvAlgorithm choice;
+  int count = 0;
+  if (Error err = checkDnn(maxCount(h, &count),
+                           "cudnnGetConvolution*AlgorithmMaxCount"))
+    return std::move(err);
+  std::vector<Perf> perfs(std::max(count, 1));
+  int returned = 0;
+  cudnnStatus_t status =
+      heuristics(perfs.data(), static_cast<int>(perfs.size()), &returned);
+  if (declined(status)) {
+    cache.emplace(std::move(key), choice);
+    return choice;
+  }
+  if (Error err = checkDnn(status, "cudnnGetConvolution*Algorithm_v7"))
+    return std::move(err);
   for (int i = 0; i < returned; ++i) {
     if (qualifies(perfs[i], direct(perfs[i].algo), d.math)) {
       choice.algo = static_cast<int>(perfs[i].algo);
@@ -241,6 +271,21 @@ Expected<ConvAlgorithm> chooseAlgorithm(const KernelContext &ctx,
   }
   cache.emplace(std::move(key), choice);
   return choice;
+}
+
+/// The result of running direction `direction`'s chosen algorithm: true,
+/// or false when cuDNN declined after all (then never asked again for this
+/// geometry: the own kernel runs), or the error.
+Expected<bool> ran(const KernelContext &ctx, const ConvDescriptors &d,
+                   int direction, cudnnStatus_t status, const char *what) {
+  if (status == CUDNN_STATUS_SUCCESS)
+    return true;
+  if (!declined(status))
+    return checkDnn(status, what);
+  std::vector<int64_t> key = d.key;
+  key.insert(key.begin(), direction);
+  streamOf(ctx).convAlgorithms[key] = ConvAlgorithm();
+  return false;
 }
 
 /// The chosen algorithm's workspace and math type applied: `ws` receives
@@ -278,7 +323,7 @@ Expected<bool> cudnnConv(const KernelContext &ctx, const cpu::ConvGeometry &g,
   if (!h)
     return h.takeError();
   Expected<ConvAlgorithm> a = chooseAlgorithm<cudnnConvolutionFwdAlgoPerf_t>(
-      ctx, d, 0,
+      ctx, *h, d, 0, cudnnGetConvolutionForwardAlgorithmMaxCount,
       [&](cudnnConvolutionFwdAlgoPerf_t *perfs, int n, int *returned) {
         return cudnnGetConvolutionForwardAlgorithm_v7(
             *h, d.x.handle, d.w.handle, d.conv.handle, d.y.handle, n, returned,
@@ -298,11 +343,12 @@ Expected<bool> cudnnConv(const KernelContext &ctx, const cpu::ConvGeometry &g,
   if (Error err = prepare(ctx, d, *a, ws))
     return std::move(err);
   Scalars s(x.dtype);
-  SHARDC_DNN_TRY(cudnnConvolutionForward(
-      *h, s.one(), d.x.handle, x.data, d.w.handle, w.data, d.conv.handle,
-      static_cast<cudnnConvolutionFwdAlgo_t>(a->algo), ws, a->workspace,
-      s.zero(), d.y.handle, y.data));
-  return true;
+  return ran(ctx, d, 0,
+             cudnnConvolutionForward(
+                 *h, s.one(), d.x.handle, x.data, d.w.handle, w.data,
+                 d.conv.handle, static_cast<cudnnConvolutionFwdAlgo_t>(a->algo),
+                 ws, a->workspace, s.zero(), d.y.handle, y.data),
+             "cudnnConvolutionForward");
 }
 
 Expected<bool> cudnnConvGradInput(const KernelContext &ctx,
@@ -318,7 +364,7 @@ Expected<bool> cudnnConvGradInput(const KernelContext &ctx,
     return h.takeError();
   Expected<ConvAlgorithm> a =
       chooseAlgorithm<cudnnConvolutionBwdDataAlgoPerf_t>(
-          ctx, d, 1,
+          ctx, *h, d, 1, cudnnGetConvolutionBackwardDataAlgorithmMaxCount,
           [&](cudnnConvolutionBwdDataAlgoPerf_t *perfs, int n, int *returned) {
             return cudnnGetConvolutionBackwardDataAlgorithm_v7(
                 *h, d.w.handle, d.y.handle, d.conv.handle, d.x.handle, n,
@@ -335,11 +381,13 @@ Expected<bool> cudnnConvGradInput(const KernelContext &ctx,
   if (Error err = prepare(ctx, d, *a, ws))
     return std::move(err);
   Scalars s(dy.dtype);
-  SHARDC_DNN_TRY(cudnnConvolutionBackwardData(
-      *h, s.one(), d.w.handle, w.data, d.y.handle, dy.data, d.conv.handle,
-      static_cast<cudnnConvolutionBwdDataAlgo_t>(a->algo), ws, a->workspace,
-      s.zero(), d.x.handle, dx.data));
-  return true;
+  return ran(ctx, d, 1,
+             cudnnConvolutionBackwardData(
+                 *h, s.one(), d.w.handle, w.data, d.y.handle, dy.data,
+                 d.conv.handle,
+                 static_cast<cudnnConvolutionBwdDataAlgo_t>(a->algo), ws,
+                 a->workspace, s.zero(), d.x.handle, dx.data),
+             "cudnnConvolutionBackwardData");
 }
 
 Expected<bool> cudnnConvGradWeight(const KernelContext &ctx,
@@ -355,7 +403,7 @@ Expected<bool> cudnnConvGradWeight(const KernelContext &ctx,
     return h.takeError();
   Expected<ConvAlgorithm> a =
       chooseAlgorithm<cudnnConvolutionBwdFilterAlgoPerf_t>(
-          ctx, d, 2,
+          ctx, *h, d, 2, cudnnGetConvolutionBackwardFilterAlgorithmMaxCount,
           [&](cudnnConvolutionBwdFilterAlgoPerf_t *perfs, int n,
               int *returned) {
             return cudnnGetConvolutionBackwardFilterAlgorithm_v7(
@@ -373,11 +421,13 @@ Expected<bool> cudnnConvGradWeight(const KernelContext &ctx,
   if (Error err = prepare(ctx, d, *a, ws))
     return std::move(err);
   Scalars s(dy.dtype);
-  SHARDC_DNN_TRY(cudnnConvolutionBackwardFilter(
-      *h, s.one(), d.x.handle, x.data, d.y.handle, dy.data, d.conv.handle,
-      static_cast<cudnnConvolutionBwdFilterAlgo_t>(a->algo), ws, a->workspace,
-      s.zero(), d.w.handle, dw.data));
-  return true;
+  return ran(ctx, d, 2,
+             cudnnConvolutionBackwardFilter(
+                 *h, s.one(), d.x.handle, x.data, d.y.handle, dy.data,
+                 d.conv.handle,
+                 static_cast<cudnnConvolutionBwdFilterAlgo_t>(a->algo), ws,
+                 a->workspace, s.zero(), d.w.handle, dw.data),
+             "cudnnConvolutionBackwardFilter");
 }
 
 namespace {
@@ -395,17 +445,20 @@ Expected<bool> describeBatchNorm(const KernelContext &ctx,
   if (!streamOf(ctx).backendOptions().cudnn || !g.training || t != DType::F32 ||
       g.epsilon < CUDNN_BN_MIN_EPSILON)
     return false;
-  if (g.batch == 0 || g.channels == 0 || g.spatial == 0 || !fitsInt(g.batch) ||
+  // PyTorch keeps batches over 880801 from cuDNN's batch normalization,
+  // which fails on them.
+  if (g.batch == 0 || g.channels == 0 || g.spatial == 0 ||
+      g.batch > kMaxBatchNormBatch || !fitsInt(g.batch) ||
       !fitsInt(g.channels) || !fitsInt(g.spatial) ||
       !fitsInt(g.batch * g.channels * g.spatial))
     return false;
-  SHARDC_DNN_TRY(cudnnCreateTensorDescriptor(&d.x.handle));
-  SHARDC_DNN_TRY(cudnnSetTensor4dDescriptor(
+  SHARDC_DNN_OR_DECLINE(cudnnCreateTensorDescriptor(&d.x.handle));
+  SHARDC_DNN_OR_DECLINE(cudnnSetTensor4dDescriptor(
       d.x.handle, CUDNN_TENSOR_NCHW, type, static_cast<int>(g.batch),
       static_cast<int>(g.channels), static_cast<int>(g.spatial), 1));
-  SHARDC_DNN_TRY(cudnnCreateTensorDescriptor(&d.param.handle));
-  SHARDC_DNN_TRY(cudnnDeriveBNTensorDescriptor(d.param.handle, d.x.handle,
-                                               CUDNN_BATCHNORM_SPATIAL));
+  SHARDC_DNN_OR_DECLINE(cudnnCreateTensorDescriptor(&d.param.handle));
+  SHARDC_DNN_OR_DECLINE(cudnnDeriveBNTensorDescriptor(
+      d.param.handle, d.x.handle, CUDNN_BATCHNORM_SPATIAL));
   return true;
 }
 
@@ -450,7 +503,9 @@ Expected<bool> cudnnBatchNorm(const KernelContext &ctx,
         return std::move(err);
   }
   Scalars s(x.dtype);
-  SHARDC_DNN_TRY(cudnnBatchNormalizationForwardTraining(
+  // Declined, the own kernel rewrites every output, the running statistics
+  // copied above included.
+  SHARDC_DNN_OR_DECLINE(cudnnBatchNormalizationForwardTraining(
       *h, CUDNN_BATCHNORM_SPATIAL, s.one(), s.zero(), d.x.handle, x.data,
       d.x.handle, y.data, d.param.handle, ctx.inputs[1].data,
       ctx.inputs[2].data, 1.0 - g.momentum, runMean, runVar, g.epsilon, nullptr,
@@ -462,7 +517,8 @@ Expected<bool> cudnnBatchNormGrad(const KernelContext &ctx,
                                   const cpu::BatchNormGeometry &g) {
   const TensorView &dy = ctx.inputs[0];
   const TensorView &x = ctx.inputs[1];
-  if (!ctx.hasOutput(0) || !ctx.hasOutput(1) || !ctx.hasOutput(2))
+  if (!ctx.hasOutput(0) || !ctx.hasOutput(1) || !ctx.hasOutput(2) ||
+      ctx.outputs[0].data == dy.data || ctx.outputs[0].data == x.data)
     return false;
   BatchNormDescriptors d;
   Expected<bool> ok = describeBatchNorm(ctx, g, x.dtype, d);
@@ -474,7 +530,7 @@ Expected<bool> cudnnBatchNormGrad(const KernelContext &ctx,
   // No saved statistics: cuDNN computes the batch's from X, as the own
   // kernel does.
   Scalars s(x.dtype);
-  SHARDC_DNN_TRY(cudnnBatchNormalizationBackward(
+  SHARDC_DNN_OR_DECLINE(cudnnBatchNormalizationBackward(
       *h, CUDNN_BATCHNORM_SPATIAL, s.one(), s.zero(), s.one(), s.zero(),
       d.x.handle, x.data, d.x.handle, dy.data, d.x.handle, ctx.outputs[0].data,
       d.param.handle, ctx.inputs[2].data, ctx.outputs[1].data,

@@ -2,8 +2,9 @@
 //
 // Private to runtime/cuda. Each function runs one op through cuDNN when the
 // backend has cuDNN on (BackendOptions::cudnn) and cuDNN takes the op's
-// operands, and returns true; it returns false, having queued nothing, when
-// the caller's own kernel must run instead. The operands have been checked
+// operands, and returns true; it returns false when the caller's own kernel
+// must run instead (which rewrites anything queued before cuDNN declined:
+// BatchNormalization's running statistics). The operands have been checked
 // by the CPU kernels' checks (cpu::checkConv..., cpu::checkBatchNorm...)
 // before any of these is called.
 //
