@@ -38,6 +38,7 @@ reference above, in the same operations and files.
 import argparse
 import copy
 import json
+import math
 import os
 import re
 import sys
@@ -60,6 +61,14 @@ OPTIMIZERS = {
              "eps": 1e-8, "weight_decay": 0.0},
     "adamw": {"optimizer": "adamw", "lr": 1e-3, "beta1": 0.9, "beta2": 0.999,
               "eps": 1e-8, "weight_decay": 0.01},
+    # Learning-rate schedules (shardc --lr-schedule ...): LambdaLR with the
+    # factor of lr_factor, stepped after every optimizer step.
+    "sgd_linear": {"optimizer": "sgd", "lr": 0.05, "momentum": 0.9, "dampening": 0.0,
+                   "nesterov": False, "weight_decay": 1e-4, "lr_schedule": "linear",
+                   "warmup_steps": 5, "decay_steps": 15, "min_lr_ratio": 0.2},
+    "adamw_cosine": {"optimizer": "adamw", "lr": 1e-3, "beta1": 0.9, "beta2": 0.999,
+                     "eps": 1e-8, "weight_decay": 0.01, "lr_schedule": "cosine",
+                     "warmup_steps": 4, "decay_steps": 16, "min_lr_ratio": 0.1},
 }
 # Per-example changes to the above (none needed for the GPT: SGD at lr 0.05
 # brings its loss from 22.7 to 4.6 in 20 steps without diverging). The
@@ -132,6 +141,25 @@ def make_optimizer(cfg, params):
                eps=cfg["eps"], weight_decay=cfg["weight_decay"])
 
 
+def lr_factor(cfg, s):
+    """The learning-rate factor of optimizer step s (from 0) under the
+    config's schedule, as shardc documents it (docs/training.md): linear
+    warmup over W steps, then constant, or a linear or cosine decay that
+    reaches min_lr_ratio at step T and stays there."""
+    kind = cfg.get("lr_schedule", "constant")
+    w, t = cfg.get("warmup_steps", 0), cfg.get("decay_steps", 0)
+    r = cfg.get("min_lr_ratio", 0.0)
+    if s < w:
+        return (s + 1) / w
+    if kind == "constant":
+        return 1.0
+    if s >= t:
+        return r
+    if kind == "linear":
+        return max(r, (t - s) / (t - w))
+    return r + (1 - r) * (1 + math.cos(math.pi * (s - w) / (t - w))) / 2
+
+
 def batches(name, data_dir, world=1):
     """Yields, for each step, the micro-batch of each of `world` ranks: the
     step's global batch is world*B samples from step*world*B on, wrapping
@@ -152,11 +180,12 @@ def train(name, cfg, onnx_path, data_dir, shadow=False, exact=False, world=1):
     """Trains STEPS steps on `world` simulated data parallel ranks (see the
     module doc; world=1 is plain training, in the same operations). Returns
     the losses (mean over ranks), the final value of every initializer (with
-    rank 0's BatchNorm statistics) and, with `shadow`, each step's
-    rank-averaged gradients in float32 and as a float64 copy of the model
-    computes them at the same weights and micro-batches (name -> array
-    [step, *shape]). With `exact`, the update uses the averaged float64
-    gradients (rounded to float32) instead of the float32 ones."""
+    rank 0's BatchNorm statistics), with `shadow` each step's rank-averaged
+    gradients in float32 and as a float64 copy of the model computes them at
+    the same weights and micro-batches (name -> array [step, *shape]; else
+    None), and the learning rate of each step. With `exact`, the update uses
+    the averaged float64 gradients (rounded to float32) instead of the
+    float32 ones."""
     inits = load_initializers(onnx_path)
     model = build_model(name, inits)
     model.train()
@@ -169,6 +198,9 @@ def train(name, cfg, onnx_path, data_dir, shadow=False, exact=False, world=1):
             params[k] = p
     buffers = dict(model.named_buffers())
     opt = make_optimizer(cfg, params.values())
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(cfg, s)) \
+        if "lr_schedule" in cfg or "warmup_steps" in cfg else None
+    lrs = []
     shadow = shadow or exact
     model64 = copy.deepcopy(model).double() if shadow else None
     params64 = ({k: p for k, p in model64.named_parameters() if k in params}
@@ -209,8 +241,11 @@ def train(name, cfg, onnx_path, data_dir, shadow=False, exact=False, world=1):
                 g64[k].append((sum64[k] / world).numpy().copy())
             if exact:
                 p.grad.copy_(torch.from_numpy(g64[k][-1]))
+        lrs.append(opt.param_groups[0]["lr"])
         opt.step()
         opt.zero_grad()
+        if sched:
+            sched.step()
     with torch.no_grad():
         for k, b in buffers.items():
             b.copy_(rank_buffers[0][k])
@@ -218,7 +253,7 @@ def train(name, cfg, onnx_path, data_dir, shadow=False, exact=False, world=1):
     final = {k: state[k].detach().numpy().copy() for k in inits}
     grads = ({k: np.stack(v) for k, v in g32.items()},
              {k: np.stack(v) for k, v in g64.items()}) if shadow else None
-    return losses, final, grads
+    return losses, final, grads, lrs
 
 
 def noise_masks(name, cfg, onnx_path, data_dir, final, grads, world=1):
@@ -262,7 +297,7 @@ def noise_masks(name, cfg, onnx_path, data_dir, final, grads, world=1):
             m = np.abs(g32[k] - g64[k]).max(axis=0) > 0.01 * np.abs(g64[k]).max(axis=0)
             if m.any():
                 masks[k], why[k] = m, "gradient is rounding noise"
-    _, exact, _ = train(name, cfg, onnx_path, data_dir, exact=True, world=world)
+    _, exact, _, _ = train(name, cfg, onnx_path, data_dir, exact=True, world=world)
     for k, v in final.items():
         if not np.issubdtype(v.dtype, np.floating):
             continue
@@ -304,12 +339,15 @@ def main():
                 cfg["batch"] = export_examples.EXAMPLES[name][2]
                 if world > 1:  # the single-rank files predate the key
                     cfg["world_size"] = world
-                losses, final, grads = train(name, cfg, onnx_path, data_dir,
-                                             shadow=True, world=world)
+                losses, final, grads, lrs = train(name, cfg, onnx_path, data_dir,
+                                                  shadow=True, world=world)
                 masks = noise_masks(name, cfg, onnx_path, data_dir, final, grads, world)
                 stem = opt_name if world == 1 else f"ddp{world}_{opt_name}"
+                record = {"losses": losses, "config": cfg}
+                if "lr_schedule" in cfg or "warmup_steps" in cfg:
+                    record["lrs"] = lrs
                 with open(os.path.join(out, f"{stem}.json"), "w") as f:
-                    json.dump({"losses": losses, "config": cfg}, f, indent=1)
+                    json.dump(record, f, indent=1)
                     f.write("\n")
                 np.savez_compressed(os.path.join(out, f"{stem}_weights.npz"), **final)
                 np.savez_compressed(os.path.join(out, f"{stem}_gradmask.npz"), **masks)

@@ -34,6 +34,31 @@ def Shardc_LossReductionAttr
   let assemblyFormat = "`<` $value `>`";
 }
 
+def Shardc_LrSchedule : I32EnumAttr<"LrSchedule",
+    "how the learning rate decays after warmup", [
+      I32EnumAttrCase<"Constant", 0, "constant">,
+      I32EnumAttrCase<"Linear", 1, "linear">,
+      I32EnumAttrCase<"Cosine", 2, "cosine">
+    ]> {
+  let cppNamespace = "::shardc";
+  let genSpecializedAttr = 0;
+}
+
+def Shardc_LrScheduleAttr
+    : EnumAttr<Shardc_Dialect, Shardc_LrSchedule, "lr_schedule"> {
+  let summary = "Learning-rate schedule of an optimizer update";
+  let description = [{
+    The factor SGDUpdate and AdamUpdate multiply their `lr` by at optimizer
+    step s (counted from 0: the step counter minus one), with W =
+    `warmup_steps`, T = `decay_steps`, R = `min_lr_ratio`: (s + 1) / W while
+    s < W; then 1 (`constant`), max(R, (T - s) / (T - W)) (`linear`) or
+    R + (1 - R) (1 + cos(pi (s - W) / (T - W))) / 2 (`cosine`), and R once
+    s >= T, e.g. `{lr_schedule = #shardc.lr_schedule<cosine>}`. The plan
+    carries its name.
+  }];
+  let assemblyFormat = "`<` $value `>`";
+}
+
 def Shardc_MemoryCategory : I32EnumAttr<"MemoryCategory",
     "what a buffer holds, for memory planning and reports", [
       I32EnumAttrCase<"Params", 0, "params">,

@@ -971,6 +971,42 @@ LogicalResult AllReduceStartOp::verify() {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// Optimizer updates
+//===----------------------------------------------------------------------===//
+
+/// The learning-rate schedule attributes of SGDUpdate and AdamUpdate (see
+/// LrScheduleAttr): counts are not negative, a decaying schedule ends after
+/// its warmup, and the decay's parameters belong to a decaying schedule.
+template <typename UpdateOp>
+static LogicalResult verifyLrSchedule(UpdateOp op) {
+  LrSchedule kind = op.getLrSchedule().value_or(LrSchedule::Constant);
+  // Signed values: ODS reads I64Attr as uint64_t.
+  int64_t warmup =
+      op.getWarmupStepsAttr() ? op.getWarmupStepsAttr().getInt() : 0;
+  if (warmup < 0)
+    return op.emitOpError("warmup_steps must be >= 0, got ") << warmup;
+  if (kind == LrSchedule::Constant) {
+    if (op.getDecayStepsAttr() || op.getMinLrRatioAttr())
+      return op.emitOpError("decay_steps and min_lr_ratio need a linear or "
+                            "cosine lr_schedule");
+    return success();
+  }
+  if (!op.getDecayStepsAttr() || op.getDecayStepsAttr().getInt() <= warmup)
+    return op.emitOpError("a ")
+           << stringifyLrSchedule(kind)
+           << " lr_schedule needs decay_steps greater than warmup_steps ("
+           << warmup << ")";
+  double ratio =
+      op.getMinLrRatioAttr() ? op.getMinLrRatioAttr().getValueAsDouble() : 0.0;
+  if (!(ratio >= 0.0 && ratio <= 1.0))
+    return op.emitOpError("min_lr_ratio must be in [0, 1], got ") << ratio;
+  return success();
+}
+
+LogicalResult SGDUpdateOp::verify() { return verifyLrSchedule(*this); }
+LogicalResult AdamUpdateOp::verify() { return verifyLrSchedule(*this); }
+
 } // namespace shardc
 
 #define GET_OP_CLASSES

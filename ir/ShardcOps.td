@@ -1596,25 +1596,34 @@ def Shardc_SGDUpdateOp : Shardc_Op<"SGDUpdate", [Pure,
     `new_param = param - lr * d`. `param`, `grad`, `momentum_buffer` and both
     results share one float tensor type, and `step` is the f32 step counter
     after its `shardc.Increment`. The results replace `param` and
-    `momentum_buffer` in place at run time.
+    `momentum_buffer` in place at run time. Hyper-parameters are f64, as
+    PyTorch's are Python floats. With `lr_schedule` (and its
+    `warmup_steps`, `decay_steps`, `min_lr_ratio`; see LrScheduleAttr) the
+    learning rate of the step is `lr` times the schedule's factor.
 
     ```mlir
     %w1, %buf1 = shardc.SGDUpdate %w, %dw, %buf, %step
-        {dampening = 0.000000e+00 : f32, lr = 0.00999999977 : f32, momentum = 0.899999976 : f32,
-         nesterov = false, weight_decay = 0.000000e+00 : f32}
+        {dampening = 0.000000e+00 : f64, lr = 1.000000e-02 : f64,
+         momentum = 9.000000e-01 : f64, nesterov = false,
+         weight_decay = 0.000000e+00 : f64}
         : tensor<4x3xf32>, tensor<f32>
     ```
   }];
   let arguments = (ins Shardc_FloatTensor:$param, Shardc_FloatTensor:$grad,
                    Shardc_FloatTensor:$momentum_buffer,
-                   StaticShapeTensorOf<[F32]>:$step, F32Attr:$lr,
-                   F32Attr:$momentum, F32Attr:$dampening,
-                   F32Attr:$weight_decay, BoolAttr:$nesterov);
+                   StaticShapeTensorOf<[F32]>:$step, F64Attr:$lr,
+                   F64Attr:$momentum, F64Attr:$dampening,
+                   F64Attr:$weight_decay, BoolAttr:$nesterov,
+                   OptionalAttr<Shardc_LrScheduleAttr>:$lr_schedule,
+                   OptionalAttr<I64Attr>:$warmup_steps,
+                   OptionalAttr<I64Attr>:$decay_steps,
+                   OptionalAttr<F64Attr>:$min_lr_ratio);
   let results = (outs Shardc_FloatTensor:$new_param,
                  Shardc_FloatTensor:$new_momentum_buffer);
   let assemblyFormat = [{
     $param `,` $grad `,` $momentum_buffer `,` $step attr-dict `:` type($param) `,` type($step)
   }];
+  let hasVerifier = 1;
 }
 
 def Shardc_AdamUpdateOp : Shardc_Op<"AdamUpdate", [Pure,
@@ -1630,26 +1639,35 @@ def Shardc_AdamUpdateOp : Shardc_Op<"AdamUpdate", [Pure,
     `param -= lr / (1 - beta1^step) * exp_avg / (sqrt(exp_avg_sq) / sqrt(1 - beta2^step) + eps)`.
     All operands but `step` (the f32 counter after its `shardc.Increment`) and
     all results share one float tensor type; the results replace `param`,
-    `exp_avg` and `exp_avg_sq` in place at run time.
+    `exp_avg` and `exp_avg_sq` in place at run time. Hyper-parameters and
+    the optional learning-rate schedule are SGDUpdate's.
 
     ```mlir
     %w1, %m1, %v1 = shardc.AdamUpdate %w, %dw, %m, %v, %step
-        {beta1 = 0.899999976 : f32, beta2 = 9.990000e-01 : f32, decoupled = true,
-         eps = 9.99999993E-9 : f32, lr = 1.000000e-03 : f32, weight_decay = 0.00999999977 : f32}
+        {beta1 = 9.000000e-01 : f64, beta2 = 9.990000e-01 : f64,
+         decay_steps = 1000 : i64, decoupled = true, eps = 1.000000e-08 : f64,
+         lr = 1.000000e-03 : f64, lr_schedule = #shardc.lr_schedule<cosine>,
+         min_lr_ratio = 1.000000e-01 : f64, warmup_steps = 100 : i64,
+         weight_decay = 1.000000e-02 : f64}
         : tensor<4x3xf32>, tensor<f32>
     ```
   }];
   let arguments = (ins Shardc_FloatTensor:$param, Shardc_FloatTensor:$grad,
                    Shardc_FloatTensor:$exp_avg, Shardc_FloatTensor:$exp_avg_sq,
-                   StaticShapeTensorOf<[F32]>:$step, F32Attr:$lr,
-                   F32Attr:$beta1, F32Attr:$beta2, F32Attr:$eps,
-                   F32Attr:$weight_decay, BoolAttr:$decoupled);
+                   StaticShapeTensorOf<[F32]>:$step, F64Attr:$lr,
+                   F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps,
+                   F64Attr:$weight_decay, BoolAttr:$decoupled,
+                   OptionalAttr<Shardc_LrScheduleAttr>:$lr_schedule,
+                   OptionalAttr<I64Attr>:$warmup_steps,
+                   OptionalAttr<I64Attr>:$decay_steps,
+                   OptionalAttr<F64Attr>:$min_lr_ratio);
   let results = (outs Shardc_FloatTensor:$new_param,
                  Shardc_FloatTensor:$new_exp_avg,
                  Shardc_FloatTensor:$new_exp_avg_sq);
   let assemblyFormat = [{
     $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $step attr-dict `:` type($param) `,` type($step)
   }];
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//

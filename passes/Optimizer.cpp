@@ -42,6 +42,20 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
                      "zero dampening");
       return signalPassFailure();
     }
+    bool decays = lrSchedule != LrSchedule::Constant;
+    if (!decays && (decaySteps != 0 || minLrRatio != 0)) {
+      func.emitError("optimizer: decay-steps and min-lr-ratio are for a "
+                     "decaying schedule: add lr-schedule=linear or cosine");
+      return signalPassFailure();
+    }
+    if (decays && decaySteps <= warmupSteps) {
+      func.emitError("optimizer: a ")
+          << stringifyLrSchedule(lrSchedule)
+          << " lr-schedule needs decay-steps (the step at which it reaches "
+             "min-lr-ratio * lr) greater than warmup-steps ("
+          << warmupSteps.getValue() << "), got " << decaySteps.getValue();
+      return signalPassFailure();
+    }
 
     OpBuilder b(func.getContext());
     Block &body = func.getBody().front();
@@ -79,6 +93,17 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
                                 : b.getDictionaryAttr({}));
     }
 
+    // The schedule's attributes, on every update (absent: lr throughout).
+    LrScheduleAttr scheduleAttr =
+        decays ? LrScheduleAttr::get(b.getContext(), lrSchedule)
+               : LrScheduleAttr();
+    IntegerAttr warmupAttr =
+        warmupSteps > 0 ? b.getI64IntegerAttr(warmupSteps) : IntegerAttr();
+    IntegerAttr decayAttr =
+        decays ? b.getI64IntegerAttr(decaySteps) : IntegerAttr();
+    FloatAttr minRatioAttr =
+        decays ? b.getF64FloatAttr(minLrRatio) : FloatAttr();
+
     b.setInsertionPoint(ret);
     auto f32 = b.getF32Type();
     if (!gradResults.empty()) {
@@ -101,9 +126,10 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
           b.setInsertionPoint(ret);
           auto upd = b.create<SGDUpdateOp>(
               ploc, TypeRange{p.getType(), p.getType()}, p, grad, buf, newStep,
-              b.getF32FloatAttr(lr), b.getF32FloatAttr(momentum),
-              b.getF32FloatAttr(dampening), b.getF32FloatAttr(wd),
-              b.getBoolAttr(nesterov));
+              b.getF64FloatAttr(lr), b.getF64FloatAttr(momentum),
+              b.getF64FloatAttr(dampening), b.getF64FloatAttr(wd),
+              b.getBoolAttr(nesterov), scheduleAttr, warmupAttr, decayAttr,
+              minRatioAttr);
           updates.push_back({upd.getNewParam(), p.getArgNumber()});
           updates.push_back({upd.getNewMomentumBuffer(), buf.getArgNumber()});
         } else {
@@ -112,10 +138,11 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
           b.setInsertionPoint(ret);
           auto upd = b.create<AdamUpdateOp>(
               ploc, TypeRange{p.getType(), p.getType(), p.getType()}, p, grad,
-              m, v, newStep, b.getF32FloatAttr(lr), b.getF32FloatAttr(beta1),
-              b.getF32FloatAttr(beta2), b.getF32FloatAttr(eps),
-              b.getF32FloatAttr(wd),
-              b.getBoolAttr(optimizer == OptimizerKind::AdamW));
+              m, v, newStep, b.getF64FloatAttr(lr), b.getF64FloatAttr(beta1),
+              b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps),
+              b.getF64FloatAttr(wd),
+              b.getBoolAttr(optimizer == OptimizerKind::AdamW), scheduleAttr,
+              warmupAttr, decayAttr, minRatioAttr);
           updates.push_back({upd.getNewParam(), p.getArgNumber()});
           updates.push_back({upd.getNewExpAvg(), m.getArgNumber()});
           updates.push_back({upd.getNewExpAvgSq(), v.getArgNumber()});

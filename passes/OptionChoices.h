@@ -15,6 +15,7 @@
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/CommandLine.h"
 
+#include <cstdint>
 #include <string>
 
 namespace shardc {
@@ -24,6 +25,9 @@ enum class OptimizerKind { Sgd, Adam, AdamW };
 /// When ZeRO-3 prefetches the next unit's parameters in backward
 /// (`backward-prefetch`; FSDP's BackwardPrefetch).
 enum class BackwardPrefetch { Pre, Post, None };
+/// The learning-rate schedule (`lr-schedule`): the dialect's enumeration
+/// (ir/ShardcAttrs.td), which the update ops carry.
+enum class LrSchedule : uint32_t;
 
 /// PyTorch's name of an optimizer ("sgd", "adam", "adamw").
 llvm::StringRef optimizerName(OptimizerKind kind);
@@ -97,6 +101,12 @@ public:
 template <>
 class parser<shardc::BackwardPrefetch>
     : public shardc::detail::ChoiceParser<shardc::BackwardPrefetch> {
+public:
+  using ChoiceParser::ChoiceParser;
+};
+template <>
+class parser<shardc::LrSchedule>
+    : public shardc::detail::ChoiceParser<shardc::LrSchedule> {
 public:
   using ChoiceParser::ChoiceParser;
 };

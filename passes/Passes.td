@@ -106,9 +106,12 @@ def Optimizer : Pass<"shardc-optimizer", "mlir::ModuleOp"> {
     parameter SGD's momentum buffer or Adam's exp_avg/exp_avg_sq), and
     returns the updated parameters and state marked `shardc.updates = N` (the
     argument they replace, in place at run time). The update ops implement
-    PyTorch's SGD, Adam and AdamW exactly. BatchNormalization in training
-    mode also updates its running statistics in place, with PyTorch's
-    unbiased running variance.
+    PyTorch's SGD, Adam and AdamW exactly. With `lr-schedule`/`warmup-steps`
+    the updates carry the schedule (LrScheduleAttr): their learning rate is
+    a function of the step counter at run time, as torch.optim.lr_scheduler's
+    LambdaLR computes it. BatchNormalization in training mode also updates
+    its running statistics in place, with PyTorch's unbiased running
+    variance.
 
     Before: `return %loss, %dw : tensor<f32>, tensor<4xf32>` with
     `{shardc.grad_of = "w"}` on the second result.
@@ -142,6 +145,25 @@ def Optimizer : Pass<"shardc-optimizer", "mlir::ModuleOp"> {
            "[0, 1)">,
     BoundedOption<"eps", "eps", "double", /*default=*/"1e-8", "Adam epsilon (default 1e-8)",
            "[0, inf)">,
+    Option<"lrSchedule", "lr-schedule", "::shardc::LrSchedule",
+           /*default=*/"::shardc::LrSchedule::Constant",
+           "How the learning rate changes over the optimizer steps after warmup "
+           "(default constant)",
+           [{::llvm::cl::values(
+             clEnumValN(::shardc::LrSchedule::Constant, "constant", "lr throughout"),
+             clEnumValN(::shardc::LrSchedule::Linear, "linear",
+                        "linear decay to min-lr-ratio * lr at decay-steps"),
+             clEnumValN(::shardc::LrSchedule::Cosine, "cosine",
+                        "cosine decay to min-lr-ratio * lr at decay-steps"))}]>,
+    BoundedOption<"warmupSteps", "warmup-steps", "int64_t", /*default=*/"0",
+           "Optimizer steps of linear warmup: step s (from 0) uses lr * (s + 1) / W "
+           "(default 0)", "[0, inf)">,
+    BoundedOption<"decaySteps", "decay-steps", "int64_t", /*default=*/"0",
+           "The optimizer step at which a linear or cosine schedule reaches "
+           "min-lr-ratio * lr, counted from step 0 (warmup included)", "[0, inf)">,
+    BoundedOption<"minLrRatio", "min-lr-ratio", "double", /*default=*/"0.0",
+           "The learning rate a linear or cosine schedule decays to, as a fraction "
+           "of lr (default 0)", "[0, 1]">,
   ];
   let dependentDialects = ["::shardc::ShardcDialect"];
 }

@@ -751,22 +751,35 @@ enum class HyperKind {
   Beta,        ///< a float in [0, 1)
   Finite,      ///< a finite float
   Flag,        ///< an int, 0 or 1
+  Schedule,    ///< a string: constant, linear or cosine
+  Count,       ///< an int >= 0
+  Ratio,       ///< a float in [0, 1]
 };
 struct HyperAttr {
   const char *name;
   HyperKind kind;
+  /// Present on every op (else optional: the learning-rate schedule).
+  bool required = true;
 };
 const HyperAttr kAdamAttrs[] = {{"lr", HyperKind::NonNegative},
                                 {"beta1", HyperKind::Beta},
                                 {"beta2", HyperKind::Beta},
                                 {"eps", HyperKind::NonNegative},
                                 {"weight_decay", HyperKind::NonNegative},
-                                {"decoupled", HyperKind::Flag}};
+                                {"decoupled", HyperKind::Flag},
+                                {"lr_schedule", HyperKind::Schedule, false},
+                                {"warmup_steps", HyperKind::Count, false},
+                                {"decay_steps", HyperKind::Count, false},
+                                {"min_lr_ratio", HyperKind::Ratio, false}};
 const HyperAttr kSgdAttrs[] = {{"lr", HyperKind::NonNegative},
                                {"momentum", HyperKind::NonNegative},
                                {"dampening", HyperKind::Finite},
                                {"weight_decay", HyperKind::NonNegative},
-                               {"nesterov", HyperKind::Flag}};
+                               {"nesterov", HyperKind::Flag},
+                               {"lr_schedule", HyperKind::Schedule, false},
+                               {"warmup_steps", HyperKind::Count, false},
+                               {"decay_steps", HyperKind::Count, false},
+                               {"min_lr_ratio", HyperKind::Ratio, false}};
 
 /// The attributes an optimizer op type takes (empty: not an optimizer op).
 llvm::ArrayRef<HyperAttr> optimizerAttrs(StringRef type) {
@@ -800,6 +813,18 @@ Error validateOptimizerOp(const Plan &plan, int index) {
         return makeError(a + " must be an int 0 or 1");
       continue;
     }
+    if (h->kind == HyperKind::Schedule) {
+      if (attr.value_case() != Attribute::kS ||
+          (attr.s() != "constant" && attr.s() != "linear" &&
+           attr.s() != "cosine"))
+        return makeError(a + " must be constant, linear or cosine");
+      continue;
+    }
+    if (h->kind == HyperKind::Count) {
+      if (attr.value_case() != Attribute::kI || attr.i() < 0)
+        return makeError(a + " must be an int >= 0");
+      continue;
+    }
     if (attr.value_case() != Attribute::kF)
       return makeError(a + " must be a float");
     double v = attr.f();
@@ -808,15 +833,19 @@ Error validateOptimizerOp(const Plan &plan, int index) {
       ok = ok && v >= 0;
     if (h->kind == HyperKind::Beta)
       ok = ok && v >= 0 && v < 1;
+    if (h->kind == HyperKind::Ratio)
+      ok = ok && v >= 0 && v <= 1;
     if (!ok)
       return makeError(a + " is " + formatNumber(v) + "; it must be " +
                        (h->kind == HyperKind::Beta     ? "in [0, 1)"
+                        : h->kind == HyperKind::Ratio  ? "in [0, 1]"
                         : h->kind == HyperKind::Finite ? "finite"
                                                        : "finite and >= 0"));
   }
   for (const HyperAttr &h : schema)
-    if (llvm::none_of(op.attributes(),
-                      [&](const Attribute &x) { return x.name() == h.name; }))
+    if (h.required && llvm::none_of(op.attributes(), [&](const Attribute &x) {
+          return x.name() == h.name;
+        }))
       return makeError(what + ": attribute '" + h.name + "' is missing (" +
                        op.type() + " takes " + names + ")");
   return Error::success();
@@ -1497,6 +1526,7 @@ std::string describeHyperParameters(const Plan &plan) {
           std::string v =
               attr.value_case() == Attribute::kF   ? formatNumber(attr.f())
               : attr.value_case() == Attribute::kI ? std::to_string(attr.i())
+              : attr.value_case() == Attribute::kS ? attr.s()
                                                    : std::string("?");
           if (!llvm::is_contained(values, v))
             values.push_back(v);

@@ -23,27 +23,6 @@ Error makeError(const Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
 }
 
-AttrValue convertAttr(const plan::Attribute &attr) {
-  switch (attr.value_case()) {
-  case plan::Attribute::kI:
-    return AttrValue::ofInt(attr.i());
-  case plan::Attribute::kF:
-    return AttrValue::ofFloat(attr.f());
-  case plan::Attribute::kS:
-    return AttrValue::ofString(attr.s());
-  case plan::Attribute::kInts:
-    return AttrValue::ofInts(
-        {attr.ints().values().begin(), attr.ints().values().end()});
-  case plan::Attribute::kFloats:
-    return AttrValue::ofFloats(
-        {attr.floats().values().begin(), attr.floats().values().end()});
-  case plan::Attribute::VALUE_NOT_SET:
-    break;
-  }
-  // validatePlan rejects attributes without a value.
-  return AttrValue();
-}
-
 } // namespace
 
 std::string ValueInfo::typeString() const {
@@ -116,6 +95,27 @@ Executor::create(const plan::LoadedPlan &loaded, KernelBackend &backend,
     exec->opProfiles[j].name = exec->steps[j].name;
   }
   return std::move(exec);
+}
+
+AttrValue convertAttr(const plan::Attribute &attr) {
+  switch (attr.value_case()) {
+  case plan::Attribute::kI:
+    return AttrValue::ofInt(attr.i());
+  case plan::Attribute::kF:
+    return AttrValue::ofFloat(attr.f());
+  case plan::Attribute::kS:
+    return AttrValue::ofString(attr.s());
+  case plan::Attribute::kInts:
+    return AttrValue::ofInts(
+        {attr.ints().values().begin(), attr.ints().values().end()});
+  case plan::Attribute::kFloats:
+    return AttrValue::ofFloats(
+        {attr.floats().values().begin(), attr.floats().values().end()});
+  case plan::Attribute::VALUE_NOT_SET:
+    break;
+  }
+  // validatePlan rejects attributes without a value.
+  return AttrValue();
 }
 
 /// "op <index> (<type> '<name>')", how errors name an op of the plan.

@@ -51,6 +51,9 @@
 
 namespace shardc::rt {
 
+/// A plan op's attribute as kernels read it (KernelContext::attrs).
+AttrValue convertAttr(const plan::Attribute &attr);
+
 /// Name, element type and shape of a graph input or output.
 struct ValueInfo {
   std::string name;

@@ -1,5 +1,7 @@
 //===- Trainer.cpp - The training loop of shardrun ------------------------===//
 #include "runtime/Trainer.h"
+#include "runtime/cpu/KernelUtil.h"
+#include "runtime/kernels/OptimizerOps.h"
 
 #include "onnx/onnx_pb.h"
 
@@ -254,6 +256,50 @@ static Error checkParametersMatch(const plan::Plan &plan,
   return Error::success();
 }
 
+namespace {
+/// The learning rate the plan's optimizer updates apply, read from the
+/// first update's attributes by the kernels' own reader: what the log
+/// reports as "lr".
+struct LearningRate {
+  bool present = false;
+  double lr = 0;
+  ops::LrSchedule schedule;
+  /// At global step `step` (from 0), whose incremented counter is step + 1.
+  double at(uint64_t step) const {
+    return schedule.lrAt(lr, static_cast<double>(step + 1));
+  }
+};
+} // namespace
+
+static Expected<LearningRate> learningRateOf(const plan::Plan &plan) {
+  LearningRate rate;
+  for (const plan::Op &op : plan.ops()) {
+    bool sgd = op.type() == "SGDUpdate", adam = op.type() == "AdamUpdate";
+    if (!sgd && !adam)
+      continue;
+    AttrMap attrs;
+    for (const plan::Attribute &attr : op.attributes())
+      attrs.set(attr.name(), convertAttr(attr));
+    KernelContext ctx{op.type(), op.name(), attrs, {}, {}};
+    if (sgd) {
+      ops::SgdHyper h;
+      if (Error err = cpu::sgdHyper(ctx, h))
+        return std::move(err);
+      rate.lr = h.lr;
+      rate.schedule = h.schedule;
+    } else {
+      ops::AdamHyper h;
+      if (Error err = cpu::adamHyper(ctx, h))
+        return std::move(err);
+      rate.lr = h.lr;
+      rate.schedule = h.schedule;
+    }
+    rate.present = true;
+    break;
+  }
+  return rate;
+}
+
 Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
             const TrainOptions &options) {
   if (!plan.has_training())
@@ -287,6 +333,9 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
   Expected<Dataset> data = Dataset::load(options.dataDir, exec);
   if (!data)
     return data.takeError();
+  Expected<LearningRate> rate = learningRateOf(plan);
+  if (!rate)
+    return rate.takeError();
   int64_t batch = plan.training().micro_batch();
   size_t lossOutput = plan.training().loss_output();
   if (lossOutput >= exec.numOutputs() ||
@@ -436,8 +485,10 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
         return "null";
       };
       *log << "{\"step\": " << step + 1
-           << ", \"loss\": " << number("loss", loss)
-           << ", \"step_ms\": " << llvm::format("%.3f", ms)
+           << ", \"loss\": " << number("loss", loss);
+      if (rate->present)
+        *log << ", \"lr\": " << number("lr", rate->at(global));
+      *log << ", \"step_ms\": " << llvm::format("%.3f", ms)
            << ", \"samples_per_s\": " << llvm::format("%.1f", samplesPerSec)
            << ", \"samples_per_s_mean\": "
            << llvm::format("%.1f", meanSamplesPerSec)

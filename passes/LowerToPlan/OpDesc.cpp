@@ -33,6 +33,10 @@ FailureOr<OpDesc> describeOp(Operation *op) {
       desc.attrs.set(name.str(),
                      rt::AttrValue::ofString(
                          stringifyLossReduction(reduction.getValue()).str()));
+    } else if (auto schedule = dyn_cast<LrScheduleAttr>(attr)) {
+      desc.attrs.set(name.str(),
+                     rt::AttrValue::ofString(
+                         stringifyLrSchedule(schedule.getValue()).str()));
     } else if (auto i = dyn_cast<IntegerAttr>(attr)) {
       desc.attrs.set(name.str(), rt::AttrValue::ofInt(i.getInt()));
     } else if (auto f = dyn_cast<FloatAttr>(attr)) {

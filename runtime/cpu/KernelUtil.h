@@ -563,8 +563,9 @@ llvm::Error sgdUpdateKernel(const KernelContext &ctx);
 /// with the CUDA kernels. `hasBuffer`: a momentum buffer is passed.
 llvm::Error checkSgdOperands(const KernelContext &ctx, bool &hasBuffer);
 llvm::Error checkAdamOperands(const KernelContext &ctx);
-ops::SgdHyper sgdHyper(const KernelContext &ctx);
-ops::AdamHyper adamHyper(const KernelContext &ctx);
+/// Their hyper-parameters and learning-rate schedule, checked.
+llvm::Error sgdHyper(const KernelContext &ctx, ops::SgdHyper &h);
+llvm::Error adamHyper(const KernelContext &ctx, ops::AdamHyper &h);
 llvm::Error adamUpdateKernel(const KernelContext &ctx);
 llvm::Error incrementKernel(const KernelContext &ctx);
 

@@ -14,6 +14,8 @@
 #include "runtime/cpu/KernelUtil.h"
 #include "runtime/kernels/OptimizerOps.h"
 
+#include "llvm/Support/FormatVariadic.h"
+
 namespace shardc::rt::cpu {
 
 namespace {
@@ -46,27 +48,52 @@ llvm::Error requireState(const KernelContext &ctx, const TensorView &param,
 
 } // namespace
 
+llvm::Error readLrSchedule(const KernelContext &ctx, ops::LrSchedule &s) {
+  llvm::StringRef kind = ctx.attrs.getString("lr_schedule", "constant");
+  if (kind == "constant")
+    s.kind = ops::LrSchedule::Constant;
+  else if (kind == "linear")
+    s.kind = ops::LrSchedule::Linear;
+  else if (kind == "cosine")
+    s.kind = ops::LrSchedule::Cosine;
+  else
+    return ctx.error("unknown lr_schedule '" + kind +
+                     "' (constant, linear or cosine)");
+  s.warmup = ctx.attrs.getInt("warmup_steps", 0);
+  s.decay = ctx.attrs.getInt("decay_steps", 0);
+  s.minRatio = ctx.attrs.getFloat("min_lr_ratio", 0.0);
+  if (s.warmup < 0)
+    return ctx.error("warmup_steps must be >= 0, got " + llvm::Twine(s.warmup));
+  if (s.kind != ops::LrSchedule::Constant && s.decay <= s.warmup)
+    return ctx.error("a " + kind +
+                     " lr_schedule needs decay_steps greater than "
+                     "warmup_steps (" +
+                     llvm::Twine(s.warmup) + "), got " + llvm::Twine(s.decay));
+  if (!(s.minRatio >= 0.0 && s.minRatio <= 1.0))
+    return ctx.error("min_lr_ratio must be in [0, 1], got " +
+                     llvm::formatv("{0}", s.minRatio));
+  return llvm::Error::success();
+}
+
 /// The hyper-parameters of SGDUpdate and AdamUpdate, from its attributes
 /// (shared with the CUDA kernels).
-ops::SgdHyper sgdHyper(const KernelContext &ctx) {
-  ops::SgdHyper h;
+llvm::Error sgdHyper(const KernelContext &ctx, ops::SgdHyper &h) {
   h.lr = ctx.attrs.getFloat("lr", 0.01);
   h.momentum = ctx.attrs.getFloat("momentum", 0.0);
   h.dampening = ctx.attrs.getFloat("dampening", 0.0);
   h.weightDecay = ctx.attrs.getFloat("weight_decay", 0.0);
   h.nesterov = ctx.attrs.getInt("nesterov", 0) != 0;
-  return h;
+  return readLrSchedule(ctx, h.schedule);
 }
 
-ops::AdamHyper adamHyper(const KernelContext &ctx) {
-  ops::AdamHyper h;
+llvm::Error adamHyper(const KernelContext &ctx, ops::AdamHyper &h) {
   h.lr = ctx.attrs.getFloat("lr", 1e-3);
   h.beta1 = ctx.attrs.getFloat("beta1", 0.9);
   h.beta2 = ctx.attrs.getFloat("beta2", 0.999);
   h.eps = ctx.attrs.getFloat("eps", 1e-8);
   h.weightDecay = ctx.attrs.getFloat("weight_decay", 0.0);
   h.decoupled = ctx.attrs.getInt("decoupled", 0) != 0;
-  return h;
+  return readLrSchedule(ctx, h.schedule);
 }
 
 llvm::Error checkSgdOperands(const KernelContext &ctx, bool &hasBuffer) {
@@ -112,7 +139,8 @@ llvm::Error sgdUpdateKernel(const KernelContext &ctx) {
   const TensorView &grad = ctx.inputs[1];
   double step;
   SHARDC_CPU_TRY(readStep(ctx, 3, step));
-  ops::SgdHyper hyper = sgdHyper(ctx);
+  ops::SgdHyper hyper;
+  SHARDC_CPU_TRY(sgdHyper(ctx, hyper));
 
   return dispatchIn(
       FloatTypes{}, ctx, param.dtype, "param", [&](auto tag) -> llvm::Error {
@@ -150,7 +178,8 @@ llvm::Error adamUpdateKernel(const KernelContext &ctx) {
     return ctx.error("step " + std::to_string(step) +
                      " must be at least 1 (it is incremented before the "
                      "update)");
-  ops::AdamHyper hyper = adamHyper(ctx);
+  ops::AdamHyper hyper;
+  SHARDC_CPU_TRY(adamHyper(ctx, hyper));
 
   return dispatchIn(
       FloatTypes{}, ctx, param.dtype, "param", [&](auto tag) -> llvm::Error {

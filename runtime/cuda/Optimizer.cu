@@ -71,7 +71,8 @@ llvm::Error sgdUpdateKernel(const KernelContext &ctx) {
   const TensorView &param = ctx.inputs[0];
   const TensorView &grad = ctx.inputs[1];
   const TensorView &step = ctx.inputs[3];
-  ops::SgdHyper hyper = cpu::sgdHyper(ctx);
+  ops::SgdHyper hyper;
+  SHARDC_CPU_TRY(cpu::sgdHyper(ctx, hyper));
   int64_t n = param.numel();
   cudaStream_t s = cudaStreamOf(ctx);
   if (hyper.momentum == 0.0 && hasBuffer &&
@@ -106,7 +107,8 @@ llvm::Error adamUpdateKernel(const KernelContext &ctx) {
   SHARDC_CPU_TRY(cpu::checkAdamOperands(ctx));
   const TensorView &param = ctx.inputs[0];
   const TensorView &step = ctx.inputs[4];
-  ops::AdamHyper hyper = cpu::adamHyper(ctx);
+  ops::AdamHyper hyper;
+  SHARDC_CPU_TRY(cpu::adamHyper(ctx, hyper));
   int64_t n = param.numel();
   return cpu::dispatchIn(
       cpu::FloatTypes{}, ctx, param.dtype, "param",

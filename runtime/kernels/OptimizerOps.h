@@ -19,13 +19,58 @@
 #include "runtime/kernels/HostDevice.h"
 
 #include <cmath>
+#include <cstdint>
 
 namespace shardc::rt::ops {
+
+/// The learning-rate schedule of an update (its `lr_schedule`,
+/// `warmup_steps`, `decay_steps` and `min_lr_ratio` attributes; docs/ops.md).
+struct LrSchedule {
+  enum Kind { Constant, Linear, Cosine };
+  Kind kind = Constant;
+  int64_t warmup = 0, decay = 0;
+  double minRatio = 0;
+
+  /// The factor of the learning rate at optimizer step `s` (from 0), in
+  /// double as the lambda of torch.optim.lr_scheduler.LambdaLR computes it
+  /// in Python, term for term:
+  ///   s < W:  (s + 1) / W
+  ///   then    1 (constant); for linear and cosine, R once s >= T, else
+  ///           max(R, (T - s) / (T - W))                      (linear)
+  ///           R + (1 - R) * (1 + cos(pi * (s - W) / (T - W))) / 2 (cosine)
+  SHARDC_HOST_DEVICE double factor(int64_t s) const {
+    if (s < warmup)
+      return static_cast<double>(s + 1) / static_cast<double>(warmup);
+    if (kind == Constant)
+      return 1.0;
+    if (s >= decay)
+      return minRatio;
+    double span = static_cast<double>(decay - warmup);
+    if (kind == Linear) {
+      double f = static_cast<double>(decay - s) / span;
+      return f > minRatio ? f : minRatio;
+    }
+    // Python's math.pi.
+    const double pi = 3.141592653589793;
+    return minRatio +
+           (1.0 - minRatio) *
+               (1.0 + std::cos(pi * static_cast<double>(s - warmup) / span)) /
+               2.0;
+  }
+  /// The learning rate at the step whose (incremented) counter is `step`:
+  /// the first step's counter is 1.
+  SHARDC_HOST_DEVICE double lrAt(double lr, double step) const {
+    if (kind == Constant && warmup == 0)
+      return lr;
+    return lr * factor(static_cast<int64_t>(step) - 1);
+  }
+};
 
 /// SGDUpdate's attributes.
 struct SgdHyper {
   double lr = 0.01, momentum = 0, dampening = 0, weightDecay = 0;
   bool nesterov = false;
+  LrSchedule schedule;
 };
 
 /// torch.optim.SGD (maximize=False), per element:
@@ -38,11 +83,12 @@ template <typename T> struct SgdStep {
   bool hasWd, hasMomentum, nesterov, first;
 
   SHARDC_HOST_DEVICE static SgdStep make(const SgdHyper &h, double step) {
+    double lr = h.schedule.lrAt(h.lr, step);
     SgdStep s;
     s.wd = static_cast<T>(h.weightDecay);
     s.mom = static_cast<T>(h.momentum);
     s.oneMinusDamp = static_cast<T>(1.0 - h.dampening);
-    s.negLr = static_cast<T>(-h.lr);
+    s.negLr = static_cast<T>(-lr);
     s.hasWd = h.weightDecay != 0.0;
     s.hasMomentum = h.momentum != 0.0;
     s.nesterov = h.nesterov;
@@ -67,6 +113,7 @@ template <typename T> struct SgdStep {
 struct AdamHyper {
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0;
   bool decoupled = false;
+  LrSchedule schedule;
 };
 
 /// torch.optim.Adam / AdamW (amsgrad=False, maximize=False), per element:
@@ -82,10 +129,11 @@ template <typename T> struct AdamStep {
 
   SHARDC_HOST_DEVICE static AdamStep make(const AdamHyper &h, double step) {
     // What torch computes in Python floats.
+    double lr = h.schedule.lrAt(h.lr, step);
     double biasCorrection1 = 1.0 - std::pow(h.beta1, step);
     double biasCorrection2 = 1.0 - std::pow(h.beta2, step);
     AdamStep s;
-    s.decay = static_cast<T>(1.0 - h.lr * h.weightDecay);
+    s.decay = static_cast<T>(1.0 - lr * h.weightDecay);
     s.wd = static_cast<T>(h.weightDecay);
     s.b1 = static_cast<T>(h.beta1);
     s.b2 = static_cast<T>(h.beta2);
@@ -93,7 +141,7 @@ template <typename T> struct AdamStep {
     s.oneMinusB2 = static_cast<T>(1.0 - h.beta2);
     s.bc2Sqrt = static_cast<T>(std::sqrt(biasCorrection2));
     s.eps = static_cast<T>(h.eps);
-    s.negStepSize = static_cast<T>(-(h.lr / biasCorrection1));
+    s.negStepSize = static_cast<T>(-(lr / biasCorrection1));
     s.decoupled = h.decoupled;
     s.hasWd = h.weightDecay != 0.0;
     return s;

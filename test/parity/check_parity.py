@@ -35,6 +35,9 @@ LOSS_RTOL = 1e-4
 WEIGHT_RTOL = 1e-3
 WEIGHT_ATOL = 1e-5
 
+# The logged learning rate (9 significant digits) against LambdaLR's.
+LR_RTOL = 1e-8
+
 # Stage K against stage 0 (--against-stage0).
 STAGE_LOSS_RTOL = 1e-5
 STAGE_WEIGHT_RTOL = 1e-5
@@ -105,14 +108,19 @@ def run(cmd, what, env=None):
         raise SystemExit(f"FAILED: {what} exited with code {proc.returncode}")
 
 
-def read_losses(log_path):
+def read_log(log_path, key="loss"):
+    """Each step's `key` from a shardrun --log, in step order."""
     steps = {}
     with open(log_path) as f:
         for line in f:
             if line.strip():
                 rec = json.loads(line)
-                steps[int(rec["step"])] = float(rec["loss"])
+                steps[int(rec["step"])] = float(rec[key])
     return [steps[s] for s in sorted(steps)]
+
+
+def read_losses(log_path):
+    return read_log(log_path, "loss")
 
 
 def compare_losses(want, got, rtol=LOSS_RTOL, names=("reference", "shard")):
@@ -197,8 +205,8 @@ def plan_key(name, optimizer, sharding):
 def train(args, name, cfg, work, sharding, env=None):
     """Compiles the example with the config's hyperparameters and the
     `sharding` flags, trains it in WORK (shardrun with `env` added to its
-    environment); returns the logged losses and the exported model's
-    initializers."""
+    environment); returns the logged losses, the exported model's
+    initializers and the logged learning rates."""
     os.makedirs(work, exist_ok=True)
     plan = os.path.join(work, "plan")
     log = os.path.join(work, "run.jsonl")
@@ -210,12 +218,13 @@ def train(args, name, cfg, work, sharding, env=None):
         run([args.shardc, os.path.join(args.example, f"{name}.onnx"), "-o", plan]
             + shardc_flags(cfg) + sharding + args.shardc_arg, "shardc")
     if args.compile_to:
-        return None, None
+        return None, None, None
     run([args.shardrun, plan, "--data", os.path.join(args.example, "data"),
          "--steps", str(cfg["steps"]), "--log", log, "--export", trained,
          "--progress", "off"] + args.shardrun_arg, "shardrun", env)
     return read_losses(log), {i.name: numpy_helper.to_array(i)
-                              for i in onnx.load(trained).graph.initializer}
+                              for i in onnx.load(trained).graph.initializer}, \
+        read_log(log, "lr")
 
 
 def compare_stages(stage, losses0, weights0, losses, weights, masks):
@@ -331,18 +340,19 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         work = args.keep or tmp
         # Against the reference with the MPI's own choice of algorithms.
-        got_losses, got_weights = train(args, name, cfg, work, sharding)
+        got_losses, got_weights, got_lrs = train(args, name, cfg, work, sharding)
         if args.compile_to:
             print(f"compiled {what} into {args.compile_to}")
             return 0
         if stage0:
             losses_k, weights_k = got_losses, got_weights
             if fixed:
-                losses_k, weights_k = train(args, name, cfg,
-                                            os.path.join(work, "fixed-order"), sharding,
-                                            fixed)
-            losses0, weights0 = train(args, name, cfg, os.path.join(work, "stage0"),
-                                      [f"--world-size={world}", "--zero-stage=0"], fixed)
+                losses_k, weights_k, _ = train(args, name, cfg,
+                                               os.path.join(work, "fixed-order"),
+                                               sharding, fixed)
+            losses0, weights0, _ = train(args, name, cfg, os.path.join(work, "stage0"),
+                                         [f"--world-size={world}", "--zero-stage=0"],
+                                         fixed)
 
     print(f"\n{name} / {args.optimizer}{setup}: {cfg}")
     bad_steps, loss_err = compare_losses(ref["losses"], got_losses)
@@ -355,6 +365,13 @@ def main():
     if failed:
         problems.append(f"{len(failed)} trained initializers differ from PyTorch's by more "
                         f"than rtol {WEIGHT_RTOL:g}, atol {WEIGHT_ATOL:g}: {', '.join(failed)}")
+    if "lrs" in ref:
+        # The log prints 9 significant digits.
+        print("\nlearning rate of each step")
+        bad_lrs, _ = compare_losses(ref["lrs"], got_lrs, LR_RTOL)
+        if bad_lrs:
+            problems.append(f"{bad_lrs} logged learning rates differ from PyTorch's "
+                            f"LambdaLR by more than rtol {LR_RTOL:g}")
     summary = (f"loss-rel-err={loss_err:.2e} weight-abs-err={stats['max_abs']:.2e} "
                f"weight-err/tol={stats['max_tol']:.2f}")
     if stage0:

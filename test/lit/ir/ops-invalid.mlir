@@ -957,3 +957,39 @@ func.func @reduce_max_shape(%a: tensor<2x3xf32>) -> tensor<2x1xf32> {
   %0 = shardc.ReduceMax %a {axes = array<i64: 1>, keepdims = false} : tensor<2x3xf32> -> tensor<2x1xf32>
   return %0 : tensor<2x1xf32>
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Optimizer updates
+//===----------------------------------------------------------------------===//
+
+func.func @lr_warmup_negative(%w: tensor<2xf32>, %s: tensor<f32>) -> tensor<2xf32> {
+  // expected-error @+1 {{warmup_steps must be >= 0, got -1}}
+  %0, %1 = shardc.SGDUpdate %w, %w, %w, %s {dampening = 0.0, lr = 0.1, momentum = 0.0, nesterov = false, weight_decay = 0.0, warmup_steps = -1 : i64} : tensor<2xf32>, tensor<f32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+func.func @lr_decay_of_constant(%w: tensor<2xf32>, %s: tensor<f32>) -> tensor<2xf32> {
+  // expected-error @+1 {{decay_steps and min_lr_ratio need a linear or cosine lr_schedule}}
+  %0, %1 = shardc.SGDUpdate %w, %w, %w, %s {dampening = 0.0, lr = 0.1, momentum = 0.0, nesterov = false, weight_decay = 0.0, decay_steps = 10 : i64} : tensor<2xf32>, tensor<f32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+func.func @lr_decay_before_warmup_ends(%w: tensor<2xf32>, %s: tensor<f32>) -> tensor<2xf32> {
+  // expected-error @+1 {{a cosine lr_schedule needs decay_steps greater than warmup_steps (10)}}
+  %0, %1, %2 = shardc.AdamUpdate %w, %w, %w, %w, %s {beta1 = 0.9, beta2 = 0.999, decoupled = true, eps = 1.0e-8, lr = 0.001, weight_decay = 0.01, lr_schedule = #shardc.lr_schedule<cosine>, warmup_steps = 10 : i64, decay_steps = 10 : i64} : tensor<2xf32>, tensor<f32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+func.func @lr_min_ratio(%w: tensor<2xf32>, %s: tensor<f32>) -> tensor<2xf32> {
+  // expected-error @+1 {{min_lr_ratio must be in [0, 1], got 1.5}}
+  %0, %1 = shardc.SGDUpdate %w, %w, %w, %s {dampening = 0.0, lr = 0.1, momentum = 0.0, nesterov = false, weight_decay = 0.0, lr_schedule = #shardc.lr_schedule<linear>, decay_steps = 10 : i64, min_lr_ratio = 1.5} : tensor<2xf32>, tensor<f32>
+  return %0 : tensor<2xf32>
+}

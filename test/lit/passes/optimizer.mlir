@@ -1,5 +1,7 @@
 // RUN: shardc-opt %s -split-input-file -shardc-optimizer='optimizer=sgd lr=0.1 momentum=0.9 weight-decay=0.01' | FileCheck %s --check-prefix=SGD
 // RUN: shardc-opt %s -split-input-file -shardc-optimizer='optimizer=adamw lr=0.001' | FileCheck %s --check-prefix=ADAMW
+// RUN: shardc-opt %s -split-input-file -shardc-optimizer='optimizer=adam lr-schedule=cosine warmup-steps=100 decay-steps=1000 min-lr-ratio=0.1' | FileCheck %s --check-prefix=COSINE
+// RUN: shardc-opt %s -split-input-file -shardc-optimizer='optimizer=sgd warmup-steps=5' | FileCheck %s --check-prefix=WARMUP
 
 // The gradient result becomes an update of the parameter; optimizer state
 // (step counter, momentum buffer / exp_avg, exp_avg_sq) is new zero-initialized
@@ -12,7 +14,7 @@
 // SGD-SAME: shardc.optimizer = "sgd"
 // SGD: %[[S:.*]] = shardc.Increment %[[STEP]]
 // SGD: %[[NW:.*]], %[[NB:.*]] = shardc.SGDUpdate %[[W]], %[[G:.*]], %[[BUF]], %[[S]]
-// SGD-SAME: dampening = 0.000000e+00 : f32, lr = 1.000000e-01 : f32, momentum = 0.899999976 : f32, nesterov = false, weight_decay = 0.00999999977 : f32
+// SGD-SAME: {dampening = 0.000000e+00 : f64, lr = 1.000000e-01 : f64, momentum = 9.000000e-01 : f64, nesterov = false, weight_decay = 1.000000e-02 : f64}
 // SGD: return %{{.*}}, %[[S]], %[[NW]], %[[NB]]
 
 // AdamW defaults to weight decay 0.01 and is decoupled.
@@ -21,7 +23,22 @@
 // ADAMW-SAME: {shardc.state = "w.exp_avg_sq"}
 // ADAMW: shardc.AdamUpdate
 // ADAMW-SAME: decoupled = true
-// ADAMW-SAME: weight_decay = 0.00999999977 : f32
+// ADAMW-SAME: weight_decay = 1.000000e-02 : f64
+
+// A schedule travels on every update as attributes, evaluated at run time
+// from the step counter; without one the updates carry none.
+// COSINE-LABEL: func.func @main
+// COSINE: shardc.AdamUpdate
+// COSINE-SAME: decay_steps = 1000 : i64
+// COSINE-SAME: lr_schedule = #shardc.lr_schedule<cosine>
+// COSINE-SAME: min_lr_ratio = 1.000000e-01 : f64
+// COSINE-SAME: warmup_steps = 100 : i64
+// WARMUP-LABEL: func.func @main
+// WARMUP: shardc.SGDUpdate
+// WARMUP-NOT: lr_schedule
+// WARMUP-SAME: warmup_steps = 5 : i64
+// SGD-NOT: lr_schedule
+// SGD-NOT: warmup_steps
 func.func @main(%x: tensor<2xf32> {shardc.input = "x"},
                 %w: tensor<2xf32> {shardc.param = "w"}) -> (tensor<f32>, tensor<2xf32> {shardc.grad_of = "w"})
     attributes {shardc.output_names = ["loss"], shardc.loss = "loss"} {

@@ -60,10 +60,10 @@ func.func @main(%arg0: tensor<4xf32> {shardc.input = "x"}, %arg1: tensor<4xf32> 
   %26 = shardc.Slice %23 {shardc.category = #shardc.category<grads>, starts = array<i64: 4>, steps = array<i64: 1>} : tensor<8xf32> -> tensor<4xf32>
   %27 = shardc.Mul %26, %0 {shardc.category = #shardc.category<grads>} : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
   %28 = shardc.Increment %arg5 : tensor<f32>
-  %new_param, %new_momentum_buffer = shardc.SGDUpdate %arg1, %27, %arg6, %28 {dampening = 0.000000e+00 : f32, lr = 1.000000e-03 : f32, momentum = 0.000000e+00 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<4xf32>, tensor<f32>
-  %new_param_0, %new_momentum_buffer_1 = shardc.SGDUpdate %arg2, %25, %arg7, %28 {dampening = 0.000000e+00 : f32, lr = 1.000000e-03 : f32, momentum = 0.000000e+00 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<4xf32>, tensor<f32>
-  %new_param_2, %new_momentum_buffer_3 = shardc.SGDUpdate %arg3, %17, %arg8, %28 {dampening = 0.000000e+00 : f32, lr = 1.000000e-03 : f32, momentum = 0.000000e+00 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<4xf32>, tensor<f32>
-  %new_param_4, %new_momentum_buffer_5 = shardc.SGDUpdate %arg4, %15, %arg9, %28 {dampening = 0.000000e+00 : f32, lr = 1.000000e-03 : f32, momentum = 0.000000e+00 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<4xf32>, tensor<f32>
+  %new_param, %new_momentum_buffer = shardc.SGDUpdate %arg1, %27, %arg6, %28 {dampening = 0.000000e+00, lr = 1.000000e-03, momentum = 0.000000e+00, nesterov = false, weight_decay = 0.000000e+00} : tensor<4xf32>, tensor<f32>
+  %new_param_0, %new_momentum_buffer_1 = shardc.SGDUpdate %arg2, %25, %arg7, %28 {dampening = 0.000000e+00, lr = 1.000000e-03, momentum = 0.000000e+00, nesterov = false, weight_decay = 0.000000e+00} : tensor<4xf32>, tensor<f32>
+  %new_param_2, %new_momentum_buffer_3 = shardc.SGDUpdate %arg3, %17, %arg8, %28 {dampening = 0.000000e+00, lr = 1.000000e-03, momentum = 0.000000e+00, nesterov = false, weight_decay = 0.000000e+00} : tensor<4xf32>, tensor<f32>
+  %new_param_4, %new_momentum_buffer_5 = shardc.SGDUpdate %arg4, %15, %arg9, %28 {dampening = 0.000000e+00, lr = 1.000000e-03, momentum = 0.000000e+00, nesterov = false, weight_decay = 0.000000e+00} : tensor<4xf32>, tensor<f32>
   return %6, %28, %new_param, %new_momentum_buffer, %new_param_0, %new_momentum_buffer_1, %new_param_2, %new_momentum_buffer_3, %new_param_4, %new_momentum_buffer_5 : tensor<f32>, tensor<f32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
 }
 
@@ -239,9 +239,9 @@ func.func @main(%arg0: tensor<4xf32> {shardc.input = "x"}, %arg1: tensor<f32> {s
   %38 = shardc.CollectiveWait %37 {shardc.category = #shardc.category<grads>} : tensor<2xf32>
   %39 = shardc.Mul %38, %0 {shardc.category = #shardc.category<grads>} : (tensor<2xf32>, tensor<f32>) -> tensor<2xf32>
   %40 = shardc.Increment %arg1 : tensor<f32>
-  %new_param, %new_momentum_buffer = shardc.SGDUpdate %arg2, %39, %arg3, %40 {dampening = 0.000000e+00 : f32, lr = 1.000000e-03 : f32, momentum = 0.000000e+00 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<2xf32>, tensor<f32>
-  %new_param_0, %new_momentum_buffer_1 = shardc.SGDUpdate %arg4, %35, %arg5, %40 {dampening = 0.000000e+00 : f32, lr = 1.000000e-03 : f32, momentum = 0.000000e+00 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<2xf32>, tensor<f32>
-  %new_param_2, %new_momentum_buffer_3 = shardc.SGDUpdate %arg6, %28, %arg7, %40 {dampening = 0.000000e+00 : f32, lr = 1.000000e-03 : f32, momentum = 0.000000e+00 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<2xf32>, tensor<f32>
-  %new_param_4, %new_momentum_buffer_5 = shardc.SGDUpdate %arg8, %21, %arg9, %40 {dampening = 0.000000e+00 : f32, lr = 1.000000e-03 : f32, momentum = 0.000000e+00 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<2xf32>, tensor<f32>
+  %new_param, %new_momentum_buffer = shardc.SGDUpdate %arg2, %39, %arg3, %40 {dampening = 0.000000e+00, lr = 1.000000e-03, momentum = 0.000000e+00, nesterov = false, weight_decay = 0.000000e+00} : tensor<2xf32>, tensor<f32>
+  %new_param_0, %new_momentum_buffer_1 = shardc.SGDUpdate %arg4, %35, %arg5, %40 {dampening = 0.000000e+00, lr = 1.000000e-03, momentum = 0.000000e+00, nesterov = false, weight_decay = 0.000000e+00} : tensor<2xf32>, tensor<f32>
+  %new_param_2, %new_momentum_buffer_3 = shardc.SGDUpdate %arg6, %28, %arg7, %40 {dampening = 0.000000e+00, lr = 1.000000e-03, momentum = 0.000000e+00, nesterov = false, weight_decay = 0.000000e+00} : tensor<2xf32>, tensor<f32>
+  %new_param_4, %new_momentum_buffer_5 = shardc.SGDUpdate %arg8, %21, %arg9, %40 {dampening = 0.000000e+00, lr = 1.000000e-03, momentum = 0.000000e+00, nesterov = false, weight_decay = 0.000000e+00} : tensor<2xf32>, tensor<f32>
   return %14, %40, %new_momentum_buffer, %new_param, %new_momentum_buffer_1, %new_param_0, %new_momentum_buffer_3, %new_param_2, %new_momentum_buffer_5, %new_param_4 : tensor<f32>, tensor<f32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>
 }

@@ -5,6 +5,6 @@ func.func @main(%arg0: tensor<2xf32> {shardc.input = "x"}, %arg1: tensor<2xf32> 
   %0 = shardc.Mul %arg0, %arg1 : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
   %1 = shardc.ReduceSum %0 {axes = array<i64: 0>, keepdims = false} : tensor<2xf32> -> tensor<f32>
   %2 = shardc.Increment %arg2 : tensor<f32>
-  %new_param, %new_momentum_buffer = shardc.SGDUpdate %arg1, %arg0, %arg3, %2 {dampening = 0.000000e+00 : f32, lr = 1.000000e-01 : f32, momentum = 0.000000e+00 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<2xf32>, tensor<f32>
+  %new_param, %new_momentum_buffer = shardc.SGDUpdate %arg1, %arg0, %arg3, %2 {dampening = 0.000000e+00, lr = 1.000000e-01, momentum = 0.000000e+00, nesterov = false, weight_decay = 0.000000e+00} : tensor<2xf32>, tensor<f32>
   return %1, %2, %new_param, %new_momentum_buffer : tensor<f32>, tensor<f32>, tensor<2xf32>, tensor<2xf32>
 }

@@ -20,8 +20,8 @@ func.func @main(%arg0: tensor<2xf32> {shardc.input = "x"}, %arg1: tensor<2xf32> 
   %6 = shardc.Mul %1, %0 {shardc.backward} : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
   %7 = shardc.Mul %5, %arg0 {shardc.backward} : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
   %8 = shardc.Increment %arg4 : tensor<f32>
-  %new_param, %new_momentum_buffer = shardc.SGDUpdate %arg1, %7, %arg5, %8 {dampening = 0.000000e+00 : f32, lr = 1.000000e-01 : f32, momentum = 0.000000e+00 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<2xf32>, tensor<f32>
-  %new_param_0, %new_momentum_buffer_1 = shardc.SGDUpdate %arg2, %6, %arg6, %8 {dampening = 0.000000e+00 : f32, lr = 1.000000e-01 : f32, momentum = 0.000000e+00 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<2xf32>, tensor<f32>
-  %new_param_2, %new_momentum_buffer_3 = shardc.SGDUpdate %arg3, %0, %arg7, %8 {dampening = 0.000000e+00 : f32, lr = 1.000000e-01 : f32, momentum = 0.000000e+00 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<2xf32>, tensor<f32>
+  %new_param, %new_momentum_buffer = shardc.SGDUpdate %arg1, %7, %arg5, %8 {dampening = 0.000000e+00, lr = 1.000000e-01, momentum = 0.000000e+00, nesterov = false, weight_decay = 0.000000e+00} : tensor<2xf32>, tensor<f32>
+  %new_param_0, %new_momentum_buffer_1 = shardc.SGDUpdate %arg2, %6, %arg6, %8 {dampening = 0.000000e+00, lr = 1.000000e-01, momentum = 0.000000e+00, nesterov = false, weight_decay = 0.000000e+00} : tensor<2xf32>, tensor<f32>
+  %new_param_2, %new_momentum_buffer_3 = shardc.SGDUpdate %arg3, %0, %arg7, %8 {dampening = 0.000000e+00, lr = 1.000000e-01, momentum = 0.000000e+00, nesterov = false, weight_decay = 0.000000e+00} : tensor<2xf32>, tensor<f32>
   return %4, %8, %new_param, %new_momentum_buffer, %new_param_0, %new_momentum_buffer_1, %new_param_2, %new_momentum_buffer_3 : tensor<f32>, tensor<f32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>
 }

@@ -41,12 +41,12 @@ func.func @main(%arg0: tensor<2x2xf32> {shardc.input = "x"}, %arg1: tensor<4x2xf
   %13 = shardc.ReduceSum %8 {axes = array<i64: 0>, keepdims = true, shardc.backward} : tensor<2x4xf32> -> tensor<1x4xf32>
   %14 = shardc.Reshape %13 {shardc.backward} : tensor<1x4xf32> -> tensor<4xf32>
   %15 = shardc.Increment %arg7 : tensor<f32>
-  %new_param, %new_momentum_buffer = shardc.SGDUpdate %arg1, %12, %arg8, %15 {dampening = 0.000000e+00 : f32, lr = 1.000000e-03 : f32, momentum = 0.000000e+00 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<4x2xf32>, tensor<f32>
-  %new_param_0, %new_momentum_buffer_1 = shardc.SGDUpdate %arg2, %14, %arg9, %15 {dampening = 0.000000e+00 : f32, lr = 1.000000e-03 : f32, momentum = 0.000000e+00 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<4xf32>, tensor<f32>
-  %new_param_2, %new_momentum_buffer_3 = shardc.SGDUpdate %arg3, %9, %arg10, %15 {dampening = 0.000000e+00 : f32, lr = 1.000000e-03 : f32, momentum = 0.000000e+00 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<3x4xf32>, tensor<f32>
-  %new_param_4, %new_momentum_buffer_5 = shardc.SGDUpdate %arg4, %11, %arg11, %15 {dampening = 0.000000e+00 : f32, lr = 1.000000e-03 : f32, momentum = 0.000000e+00 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<3xf32>, tensor<f32>
-  %new_param_6, %new_momentum_buffer_7 = shardc.SGDUpdate %arg5, %7, %arg12, %15 {dampening = 0.000000e+00 : f32, lr = 1.000000e-03 : f32, momentum = 0.000000e+00 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<1x3xf32>, tensor<f32>
-  %new_param_8, %new_momentum_buffer_9 = shardc.SGDUpdate %arg6, %0, %arg13, %15 {dampening = 0.000000e+00 : f32, lr = 1.000000e-03 : f32, momentum = 0.000000e+00 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<1xf32>, tensor<f32>
+  %new_param, %new_momentum_buffer = shardc.SGDUpdate %arg1, %12, %arg8, %15 {dampening = 0.000000e+00, lr = 1.000000e-03, momentum = 0.000000e+00, nesterov = false, weight_decay = 0.000000e+00} : tensor<4x2xf32>, tensor<f32>
+  %new_param_0, %new_momentum_buffer_1 = shardc.SGDUpdate %arg2, %14, %arg9, %15 {dampening = 0.000000e+00, lr = 1.000000e-03, momentum = 0.000000e+00, nesterov = false, weight_decay = 0.000000e+00} : tensor<4xf32>, tensor<f32>
+  %new_param_2, %new_momentum_buffer_3 = shardc.SGDUpdate %arg3, %9, %arg10, %15 {dampening = 0.000000e+00, lr = 1.000000e-03, momentum = 0.000000e+00, nesterov = false, weight_decay = 0.000000e+00} : tensor<3x4xf32>, tensor<f32>
+  %new_param_4, %new_momentum_buffer_5 = shardc.SGDUpdate %arg4, %11, %arg11, %15 {dampening = 0.000000e+00, lr = 1.000000e-03, momentum = 0.000000e+00, nesterov = false, weight_decay = 0.000000e+00} : tensor<3xf32>, tensor<f32>
+  %new_param_6, %new_momentum_buffer_7 = shardc.SGDUpdate %arg5, %7, %arg12, %15 {dampening = 0.000000e+00, lr = 1.000000e-03, momentum = 0.000000e+00, nesterov = false, weight_decay = 0.000000e+00} : tensor<1x3xf32>, tensor<f32>
+  %new_param_8, %new_momentum_buffer_9 = shardc.SGDUpdate %arg6, %0, %arg13, %15 {dampening = 0.000000e+00, lr = 1.000000e-03, momentum = 0.000000e+00, nesterov = false, weight_decay = 0.000000e+00} : tensor<1xf32>, tensor<f32>
   return %5, %15, %new_param, %new_momentum_buffer, %new_param_0, %new_momentum_buffer_1, %new_param_2, %new_momentum_buffer_3, %new_param_4, %new_momentum_buffer_5, %new_param_6, %new_momentum_buffer_7, %new_param_8, %new_momentum_buffer_9 : tensor<f32>, tensor<f32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<4xf32>, tensor<4xf32>, tensor<3x4xf32>, tensor<3x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<1x3xf32>, tensor<1x3xf32>, tensor<1xf32>, tensor<1xf32>
 }
 
@@ -69,8 +69,8 @@ func.func @main(%arg0: tensor<2xf32> {shardc.input = "x"}, %arg1: tensor<2xf32> 
   %5 = shardc.Mul %1, %0 {shardc.backward} : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
   %6 = shardc.Mul %4, %arg0 {shardc.backward} : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
   %7 = shardc.Increment %arg3 : tensor<f32>
-  %new_param, %new_momentum_buffer = shardc.SGDUpdate %arg1, %5, %arg4, %7 {dampening = 0.000000e+00 : f32, lr = 1.000000e-01 : f32, momentum = 0.000000e+00 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<2xf32>, tensor<f32>
-  %new_param_0, %new_momentum_buffer_1 = shardc.SGDUpdate %arg2, %6, %arg5, %7 {dampening = 0.000000e+00 : f32, lr = 1.000000e-01 : f32, momentum = 0.000000e+00 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<2xf32>, tensor<f32>
+  %new_param, %new_momentum_buffer = shardc.SGDUpdate %arg1, %5, %arg4, %7 {dampening = 0.000000e+00, lr = 1.000000e-01, momentum = 0.000000e+00, nesterov = false, weight_decay = 0.000000e+00} : tensor<2xf32>, tensor<f32>
+  %new_param_0, %new_momentum_buffer_1 = shardc.SGDUpdate %arg2, %6, %arg5, %7 {dampening = 0.000000e+00, lr = 1.000000e-01, momentum = 0.000000e+00, nesterov = false, weight_decay = 0.000000e+00} : tensor<2xf32>, tensor<f32>
   return %3, %7, %new_param, %new_momentum_buffer, %new_param_0, %new_momentum_buffer_1 : tensor<f32>, tensor<f32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>
 }
 
@@ -100,8 +100,8 @@ func.func @main(%arg0: tensor<2xi64> {shardc.input = "idx"}, %arg1: tensor<5x3xf
   %9 = shardc.GatherGrad %7, %arg0 {axis = 0 : i64, shardc.backward} : (tensor<2x3xf32>, tensor<2xi64>) -> tensor<5x3xf32>
   %10 = shardc.Add %6, %9 {shardc.backward} : (tensor<5x3xf32>, tensor<5x3xf32>) -> tensor<5x3xf32>
   %11 = shardc.Increment %arg3 : tensor<f32>
-  %new_param, %new_momentum_buffer = shardc.SGDUpdate %arg1, %10, %arg4, %11 {dampening = 0.000000e+00 : f32, lr = 1.000000e-01 : f32, momentum = 0.000000e+00 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<5x3xf32>, tensor<f32>
-  %new_param_0, %new_momentum_buffer_1 = shardc.SGDUpdate %arg2, %8, %arg5, %11 {dampening = 0.000000e+00 : f32, lr = 1.000000e-01 : f32, momentum = 0.000000e+00 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<3x3xf32>, tensor<f32>
+  %new_param, %new_momentum_buffer = shardc.SGDUpdate %arg1, %10, %arg4, %11 {dampening = 0.000000e+00, lr = 1.000000e-01, momentum = 0.000000e+00, nesterov = false, weight_decay = 0.000000e+00} : tensor<5x3xf32>, tensor<f32>
+  %new_param_0, %new_momentum_buffer_1 = shardc.SGDUpdate %arg2, %8, %arg5, %11 {dampening = 0.000000e+00, lr = 1.000000e-01, momentum = 0.000000e+00, nesterov = false, weight_decay = 0.000000e+00} : tensor<3x3xf32>, tensor<f32>
   return %4, %11, %new_param, %new_momentum_buffer, %new_param_0, %new_momentum_buffer_1 : tensor<f32>, tensor<f32>, tensor<5x3xf32>, tensor<5x3xf32>, tensor<3x3xf32>, tensor<3x3xf32>
 }
 
@@ -133,9 +133,9 @@ func.func @main(%arg0: tensor<2xf32> {shardc.input = "x"}, %arg1: tensor<2xf32> 
   %11 = shardc.Mul %8, %1 {shardc.backward} : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
   %12 = shardc.Mul %10, %arg0 {shardc.backward} : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
   %13 = shardc.Increment %arg5 : tensor<f32>
-  %new_param, %new_momentum_buffer = shardc.SGDUpdate %arg1, %12, %arg6, %13 {dampening = 0.000000e+00 : f32, lr = 1.000000e-01 : f32, momentum = 0.000000e+00 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<2xf32>, tensor<f32>
-  %new_param_0, %new_momentum_buffer_1 = shardc.SGDUpdate %arg2, %11, %arg7, %13 {dampening = 0.000000e+00 : f32, lr = 1.000000e-01 : f32, momentum = 0.000000e+00 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<2xf32>, tensor<f32>
-  %new_param_2, %new_momentum_buffer_3 = shardc.SGDUpdate %arg3, %9, %arg8, %13 {dampening = 0.000000e+00 : f32, lr = 1.000000e-01 : f32, momentum = 0.000000e+00 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<2xf32>, tensor<f32>
-  %new_param_4, %new_momentum_buffer_5 = shardc.SGDUpdate %arg4, %7, %arg9, %13 {dampening = 0.000000e+00 : f32, lr = 1.000000e-01 : f32, momentum = 0.000000e+00 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<2xf32>, tensor<f32>
+  %new_param, %new_momentum_buffer = shardc.SGDUpdate %arg1, %12, %arg6, %13 {dampening = 0.000000e+00, lr = 1.000000e-01, momentum = 0.000000e+00, nesterov = false, weight_decay = 0.000000e+00} : tensor<2xf32>, tensor<f32>
+  %new_param_0, %new_momentum_buffer_1 = shardc.SGDUpdate %arg2, %11, %arg7, %13 {dampening = 0.000000e+00, lr = 1.000000e-01, momentum = 0.000000e+00, nesterov = false, weight_decay = 0.000000e+00} : tensor<2xf32>, tensor<f32>
+  %new_param_2, %new_momentum_buffer_3 = shardc.SGDUpdate %arg3, %9, %arg8, %13 {dampening = 0.000000e+00, lr = 1.000000e-01, momentum = 0.000000e+00, nesterov = false, weight_decay = 0.000000e+00} : tensor<2xf32>, tensor<f32>
+  %new_param_4, %new_momentum_buffer_5 = shardc.SGDUpdate %arg4, %7, %arg9, %13 {dampening = 0.000000e+00, lr = 1.000000e-01, momentum = 0.000000e+00, nesterov = false, weight_decay = 0.000000e+00} : tensor<2xf32>, tensor<f32>
   return %5, %13, %new_param, %new_momentum_buffer, %new_param_0, %new_momentum_buffer_1, %new_param_2, %new_momentum_buffer_3, %new_param_4, %new_momentum_buffer_5 : tensor<f32>, tensor<f32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>
 }

@@ -21,9 +21,9 @@ func.func @main(%arg0: tensor<2xf32> {shardc.param = "m.a", shardc.unit = 0 : i6
   %0 = shardc.Mul %arg0, %arg0 : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
   %1 = shardc.Mul %arg1, %arg1 : (tensor<2xf16>, tensor<2xf16>) -> tensor<2xf16>
   %2 = shardc.Increment %arg2 : tensor<f32>
-  %new_param, %new_momentum_buffer = shardc.SGDUpdate %arg0, %0, %arg3, %2 {dampening = 0.000000e+00 : f32, lr = 1.000000e-01 : f32, momentum = 0.000000e+00 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<2xf32>, tensor<f32>
+  %new_param, %new_momentum_buffer = shardc.SGDUpdate %arg0, %0, %arg3, %2 {dampening = 0.000000e+00, lr = 1.000000e-01, momentum = 0.000000e+00, nesterov = false, weight_decay = 0.000000e+00} : tensor<2xf32>, tensor<f32>
   // expected-error@+1 {{zero: a wrap unit mixes element types}}
-  %new_param_0, %new_momentum_buffer_1 = shardc.SGDUpdate %arg1, %1, %arg4, %2 {dampening = 0.000000e+00 : f32, lr = 1.000000e-01 : f32, momentum = 0.000000e+00 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<2xf16>, tensor<f32>
+  %new_param_0, %new_momentum_buffer_1 = shardc.SGDUpdate %arg1, %1, %arg4, %2 {dampening = 0.000000e+00, lr = 1.000000e-01, momentum = 0.000000e+00, nesterov = false, weight_decay = 0.000000e+00} : tensor<2xf16>, tensor<f32>
   return %2, %new_param, %new_momentum_buffer, %new_param_0, %new_momentum_buffer_1 : tensor<f32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf16>, tensor<2xf16>
 }
 
@@ -34,9 +34,9 @@ func.func @main(%arg0: tensor<2xf32> {shardc.param = "m.a", shardc.unit = 0 : i6
 func.func @main(%arg0: tensor<2xf32> {shardc.param = "m.a", shardc.unit = 0 : i64}, %arg1: tensor<2xf32> {shardc.param = "m.b", shardc.unit = 0 : i64}, %arg2: tensor<f32> {shardc.state = "optimizer.step"}, %arg3: tensor<2xf32> {shardc.state = "m.a.momentum_buffer"}, %arg4: tensor<2xf32> {shardc.state = "m.b.momentum_buffer"}) -> (tensor<f32>, tensor<2xf32> {shardc.updates = 0 : i64}, tensor<2xf32> {shardc.updates = 3 : i64}, tensor<2xf32> {shardc.updates = 1 : i64}, tensor<2xf32> {shardc.updates = 4 : i64}) attributes {shardc.loss = "loss", shardc.optimizer = "sgd", shardc.output_names = []} {
   %0 = shardc.Mul %arg0, %arg1 : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
   %1 = shardc.Increment %arg2 : tensor<f32>
-  %new_param, %new_momentum_buffer = shardc.SGDUpdate %arg0, %0, %arg3, %1 {dampening = 0.000000e+00 : f32, lr = 1.000000e-01 : f32, momentum = 0.000000e+00 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<2xf32>, tensor<f32>
+  %new_param, %new_momentum_buffer = shardc.SGDUpdate %arg0, %0, %arg3, %1 {dampening = 0.000000e+00, lr = 1.000000e-01, momentum = 0.000000e+00, nesterov = false, weight_decay = 0.000000e+00} : tensor<2xf32>, tensor<f32>
   // expected-error@+1 {{zero: parameters of one wrap unit must share the optimizer configuration}}
-  %new_param_0, %new_momentum_buffer_1 = shardc.SGDUpdate %arg1, %0, %arg4, %1 {dampening = 0.000000e+00 : f32, lr = 2.000000e-01 : f32, momentum = 0.000000e+00 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<2xf32>, tensor<f32>
+  %new_param_0, %new_momentum_buffer_1 = shardc.SGDUpdate %arg1, %0, %arg4, %1 {dampening = 0.000000e+00, lr = 2.000000e-01, momentum = 0.000000e+00, nesterov = false, weight_decay = 0.000000e+00} : tensor<2xf32>, tensor<f32>
   return %1, %new_param, %new_momentum_buffer, %new_param_0, %new_momentum_buffer_1 : tensor<f32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>
 }
 

@@ -1121,6 +1121,46 @@ TEST(PlanIOTest, RejectsHyperParameterOutOfRange) {
       {"attribute 'lr' must be a float"});
 }
 
+TEST(PlanIOTest, LearningRateScheduleAttributes) {
+  auto addAttr = [](Op *op, const char *name) {
+    Attribute *a = op->add_attributes();
+    a->set_name(name);
+    return a;
+  };
+  // Optional: a plan with a schedule loads.
+  {
+    TempDir dir;
+    writeMutated(dir, [&](Plan &p) {
+      makeTraining(p);
+      Op *op = addAdam(p);
+      addAttr(op, "lr_schedule")->set_s("cosine");
+      addAttr(op, "warmup_steps")->set_i(10);
+      addAttr(op, "decay_steps")->set_i(100);
+      addAttr(op, "min_lr_ratio")->set_f(0.1);
+    });
+    EXPECT_EQ(loadError(dir), "");
+  }
+  expectRejected(
+      [&](Plan &p) {
+        makeTraining(p);
+        addAttr(addAdam(p), "lr_schedule")->set_s("step");
+      },
+      {"AdamUpdate 'adam:w'",
+       "attribute 'lr_schedule' must be constant, linear or cosine"});
+  expectRejected(
+      [&](Plan &p) {
+        makeTraining(p);
+        addAttr(addAdam(p), "warmup_steps")->set_i(-3);
+      },
+      {"attribute 'warmup_steps' must be an int >= 0"});
+  expectRejected(
+      [&](Plan &p) {
+        makeTraining(p);
+        addAttr(addAdam(p), "min_lr_ratio")->set_f(1.5);
+      },
+      {"attribute 'min_lr_ratio' is 1.5; it must be in [0, 1]"});
+}
+
 TEST(PlanIOTest, RejectsTrainedParameterWithoutUpdate) {
   // With its AdamUpdate, w is trained; without, it would stay as loaded.
   TempDir dir;

@@ -9,6 +9,7 @@
 // re-implementations of PyTorch 1.13's torch.optim.SGD / Adam / AdamW.
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/kernels/OptimizerOps.h"
 #include "test/unit/runtime/KernelTestUtil.h"
 
 #include <algorithm>
@@ -1051,6 +1052,109 @@ TEST(OptimizerKernel, AdamWithoutAliasingMatchesInPlace) {
   EXPECT_EQ(param.values<float>(), p2.values<float>());
   EXPECT_EQ(m.values<float>(), m2.values<float>());
   EXPECT_EQ(v.values<float>(), v2.values<float>());
+}
+
+/// The schedule's factor, written out for each case independently of
+/// ops::LrSchedule (W = 4, T = 10, R = 0.1).
+TEST(LrSchedule, FactorsOfEachSchedule) {
+  ops::LrSchedule s;
+  s.warmup = 4;
+  s.decay = 10;
+  s.minRatio = 0.1;
+  const double pi = std::acos(-1.0);
+  for (int64_t step = 0; step < 14; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    double warm = (step + 1) / 4.0;
+    s.kind = ops::LrSchedule::Constant;
+    EXPECT_EQ(s.factor(step), step < 4 ? warm : 1.0);
+    s.kind = ops::LrSchedule::Linear;
+    double linear = step < 4     ? warm
+                    : step >= 10 ? 0.1
+                                 : std::max(0.1, (10.0 - step) / 6.0);
+    EXPECT_DOUBLE_EQ(s.factor(step), linear);
+    s.kind = ops::LrSchedule::Cosine;
+    double cosine = step < 4 ? warm
+                    : step >= 10
+                        ? 0.1
+                        : 0.1 + 0.9 * (1 + std::cos(pi * (step - 4) / 6.0)) / 2;
+    EXPECT_DOUBLE_EQ(s.factor(step), cosine);
+  }
+  // The end points: the peak right after warmup, R from T on, and a linear
+  // decay clamped at R before T.
+  s.kind = ops::LrSchedule::Cosine;
+  EXPECT_EQ(s.factor(4), 1.0);
+  s.kind = ops::LrSchedule::Linear;
+  s.minRatio = 0.5;
+  EXPECT_EQ(s.factor(9), 0.5);
+  // No warmup and a constant schedule: lr itself, the counter ignored.
+  ops::LrSchedule flat;
+  EXPECT_EQ(flat.lrAt(0.05, 1), 0.05);
+  EXPECT_EQ(flat.lrAt(0.05, 1000), 0.05);
+  // The counter is 1 at the first step, which is step 0.
+  s.kind = ops::LrSchedule::Cosine;
+  s.minRatio = 0.1;
+  EXPECT_EQ(s.lrAt(2.0, 1), 2.0 * s.factor(0));
+}
+
+/// SGD with a linear schedule: each step moves by lr * factor(s).
+TEST(OptimizerKernel, SgdFollowsItsLrSchedule) {
+  std::vector<int64_t> shape = {4};
+  AttrMap a = attrs({{"lr", floatv(0.5)},
+                     {"momentum", floatv(0.0)},
+                     {"dampening", floatv(0.0)},
+                     {"weight_decay", floatv(0.0)},
+                     {"nesterov", intv(0)},
+                     {"lr_schedule", str("linear")},
+                     {"warmup_steps", intv(2)},
+                     {"decay_steps", intv(4)},
+                     {"min_lr_ratio", floatv(0.25)}});
+  // Factors of steps 0..4: 1/2, 1, 1, 1/2, 1/4 (then R).
+  const double factors[] = {0.5, 1.0, 1.0, 0.5, 0.25};
+  Buf param = f64(shape, {1, 2, 3, 4}), grad = f64(shape, {1, -1, 2, 0.5});
+  Buf buf = f64(shape, {0, 0, 0, 0});
+  Buf step = f32({}, {0.0f});
+  std::vector<double> want = {1, 2, 3, 4};
+  for (double f : factors) {
+    ASSERT_KERNEL_OK(run("Increment", attrs(), {&step}, {&step}));
+    ASSERT_KERNEL_OK(
+        run("SGDUpdate", a, {&param, &grad, &buf, &step}, {&param, &buf}));
+    std::vector<double> g = grad.values<double>();
+    for (size_t i = 0; i < want.size(); ++i)
+      want[i] -= 0.5 * f * g[i];
+    EXPECT_EQ(param.values<double>(), want);
+  }
+}
+
+TEST(OptimizerKernel, RejectsBadLrSchedules) {
+  std::vector<int64_t> shape = {2};
+  Buf param = f32(shape, {1, 2}), grad = f32(shape, {1, 1}),
+      m = f32(shape, {0, 0}), v = f32(shape, {0, 0}), step = f32({}, {1});
+  auto adam = [&](std::vector<std::pair<std::string, AttrValue>> extra) {
+    AttrMap a = attrs({{"lr", floatv(1e-3)},
+                       {"beta1", floatv(0.9)},
+                       {"beta2", floatv(0.999)},
+                       {"eps", floatv(1e-8)},
+                       {"weight_decay", floatv(0.0)},
+                       {"decoupled", intv(0)}});
+    for (auto &[name, value] : extra)
+      a.set(name, value);
+    return run("AdamUpdate", a, {&param, &grad, &m, &v, &step},
+               {&param, &m, &v});
+  };
+  EXPECT_KERNEL_ERROR(adam({{"lr_schedule", str("step")}}),
+                      "unknown lr_schedule 'step' (constant, linear or "
+                      "cosine)");
+  EXPECT_KERNEL_ERROR(adam({{"lr_schedule", str("cosine")},
+                            {"warmup_steps", intv(5)},
+                            {"decay_steps", intv(5)}}),
+                      "a cosine lr_schedule needs decay_steps greater than "
+                      "warmup_steps (5), got 5");
+  EXPECT_KERNEL_ERROR(adam({{"warmup_steps", intv(-1)}}),
+                      "warmup_steps must be >= 0, got -1");
+  EXPECT_KERNEL_ERROR(adam({{"lr_schedule", str("linear")},
+                            {"decay_steps", intv(5)},
+                            {"min_lr_ratio", floatv(2.0)}}),
+                      "min_lr_ratio must be in [0, 1], got 2");
 }
 
 TEST(OptimizerKernel, IncrementInPlaceAndOtherTypes) {

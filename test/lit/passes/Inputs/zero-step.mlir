@@ -11,8 +11,8 @@ func.func @main(%arg0: tensor<2x2xf32> {shardc.input = "x"}, %arg1: tensor<5x2xf
   %9 = shardc.ReduceSum %4 {axes = array<i64: 0>, keepdims = true, shardc.backward} : tensor<2x5xf32> -> tensor<1x5xf32>
   %10 = shardc.Reshape %9 {shardc.backward} : tensor<1x5xf32> -> tensor<5xf32>
   %11 = shardc.Increment %arg4 : tensor<f32>
-  %new_param, %new_momentum_buffer = shardc.SGDUpdate %arg1, %8, %arg5, %11 {dampening = 0.000000e+00 : f32, lr = 1.000000e-03 : f32, momentum = 0.899999976 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<5x2xf32>, tensor<f32>
-  %new_param_0, %new_momentum_buffer_1 = shardc.SGDUpdate %arg2, %10, %arg6, %11 {dampening = 0.000000e+00 : f32, lr = 1.000000e-03 : f32, momentum = 0.899999976 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<5xf32>, tensor<f32>
-  %new_param_2, %new_momentum_buffer_3 = shardc.SGDUpdate %arg3, %7, %arg7, %11 {dampening = 0.000000e+00 : f32, lr = 1.000000e-03 : f32, momentum = 0.899999976 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<5xf32>, tensor<f32>
+  %new_param, %new_momentum_buffer = shardc.SGDUpdate %arg1, %8, %arg5, %11 {dampening = 0.000000e+00, lr = 1.000000e-03, momentum = 0.899999976, nesterov = false, weight_decay = 0.000000e+00} : tensor<5x2xf32>, tensor<f32>
+  %new_param_0, %new_momentum_buffer_1 = shardc.SGDUpdate %arg2, %10, %arg6, %11 {dampening = 0.000000e+00, lr = 1.000000e-03, momentum = 0.899999976, nesterov = false, weight_decay = 0.000000e+00} : tensor<5xf32>, tensor<f32>
+  %new_param_2, %new_momentum_buffer_3 = shardc.SGDUpdate %arg3, %7, %arg7, %11 {dampening = 0.000000e+00, lr = 1.000000e-03, momentum = 0.899999976, nesterov = false, weight_decay = 0.000000e+00} : tensor<5xf32>, tensor<f32>
   return %3, %11, %new_param, %new_momentum_buffer, %new_param_0, %new_momentum_buffer_1, %new_param_2, %new_momentum_buffer_3 : tensor<f32>, tensor<f32>, tensor<5x2xf32>, tensor<5x2xf32>, tensor<5xf32>, tensor<5xf32>, tensor<5xf32>, tensor<5xf32>
 }
