@@ -312,122 +312,120 @@ Error prepare(const KernelContext &ctx, ConvDescriptors &d,
 
 } // namespace
 
-Expected<bool> cudnnConv(const KernelContext &ctx, const cpu::ConvGeometry &g,
-                         const TensorView &x, const TensorView &w,
-                         const TensorView &y) {
+namespace {
+
+/// One convolution direction through cuDNN: describes `g`, chooses the
+/// algorithm (`maxCount` and `heuristics(h, d, perfs, n, returned)` ask
+/// cuDNN; `direct(algo)` says which algorithms sum products directly), and
+/// runs it with `run(h, d, algo, workspace, bytes, one, zero)`.
+template <typename Perf, typename MaxCount, typename Heuristics,
+          typename Direct, typename Run>
+Expected<bool> runConv(const KernelContext &ctx, const cpu::ConvGeometry &g,
+                       DType type, int direction, MaxCount maxCount,
+                       Heuristics heuristics, Direct direct, Run run,
+                       const char *what) {
   ConvDescriptors d;
-  Expected<bool> ok = describeConv(ctx, g, x.dtype, d);
+  Expected<bool> ok = describeConv(ctx, g, type, d);
   if (!ok || !*ok)
     return ok;
   Expected<cudnnHandle_t> h = streamOf(ctx).dnn();
   if (!h)
     return h.takeError();
-  Expected<ConvAlgorithm> a = chooseAlgorithm<cudnnConvolutionFwdAlgoPerf_t>(
-      ctx, *h, d, 0, cudnnGetConvolutionForwardAlgorithmMaxCount,
-      [&](cudnnConvolutionFwdAlgoPerf_t *perfs, int n, int *returned) {
-        return cudnnGetConvolutionForwardAlgorithm_v7(
-            *h, d.x.handle, d.w.handle, d.conv.handle, d.y.handle, n, returned,
-            perfs);
+  Expected<ConvAlgorithm> a = chooseAlgorithm<Perf>(
+      ctx, *h, d, direction, maxCount,
+      [&](Perf *perfs, int n, int *returned) {
+        return heuristics(*h, d, perfs, n, returned);
+      },
+      direct);
+  if (!a)
+    return a.takeError();
+  if (a->algo < 0)
+    return false;
+  void *ws = nullptr;
+  if (Error err = prepare(ctx, d, *a, ws))
+    return std::move(err);
+  Scalars s(type);
+  return ran(ctx, d, direction,
+             run(*h, d, a->algo, ws, a->workspace, s.one(), s.zero()), what);
+}
+
+} // namespace
+
+Expected<bool> cudnnConv(const KernelContext &ctx, const cpu::ConvGeometry &g,
+                         const TensorView &x, const TensorView &w,
+                         const TensorView &y) {
+  return runConv<cudnnConvolutionFwdAlgoPerf_t>(
+      ctx, g, x.dtype, 0, cudnnGetConvolutionForwardAlgorithmMaxCount,
+      [](cudnnHandle_t h, ConvDescriptors &d,
+         cudnnConvolutionFwdAlgoPerf_t *perfs, int n, int *returned) {
+        return cudnnGetConvolutionForwardAlgorithm_v7(h, d.x.handle, d.w.handle,
+                                                      d.conv.handle, d.y.handle,
+                                                      n, returned, perfs);
       },
       [](cudnnConvolutionFwdAlgo_t algo) {
         return algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM ||
                algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM ||
                algo == CUDNN_CONVOLUTION_FWD_ALGO_GEMM ||
                algo == CUDNN_CONVOLUTION_FWD_ALGO_DIRECT;
-      });
-  if (!a)
-    return a.takeError();
-  if (a->algo < 0)
-    return false;
-  void *ws = nullptr;
-  if (Error err = prepare(ctx, d, *a, ws))
-    return std::move(err);
-  Scalars s(x.dtype);
-  return ran(ctx, d, 0,
-             cudnnConvolutionForward(
-                 *h, s.one(), d.x.handle, x.data, d.w.handle, w.data,
-                 d.conv.handle, static_cast<cudnnConvolutionFwdAlgo_t>(a->algo),
-                 ws, a->workspace, s.zero(), d.y.handle, y.data),
-             "cudnnConvolutionForward");
+      },
+      [&](cudnnHandle_t h, ConvDescriptors &d, int algo, void *ws, size_t bytes,
+          const void *one, const void *zero) {
+        return cudnnConvolutionForward(
+            h, one, d.x.handle, x.data, d.w.handle, w.data, d.conv.handle,
+            static_cast<cudnnConvolutionFwdAlgo_t>(algo), ws, bytes, zero,
+            d.y.handle, y.data);
+      },
+      "cudnnConvolutionForward");
 }
 
 Expected<bool> cudnnConvGradInput(const KernelContext &ctx,
                                   const cpu::ConvGeometry &g,
                                   const TensorView &dy, const TensorView &w,
                                   const TensorView &dx) {
-  ConvDescriptors d;
-  Expected<bool> ok = describeConv(ctx, g, dy.dtype, d);
-  if (!ok || !*ok)
-    return ok;
-  Expected<cudnnHandle_t> h = streamOf(ctx).dnn();
-  if (!h)
-    return h.takeError();
-  Expected<ConvAlgorithm> a =
-      chooseAlgorithm<cudnnConvolutionBwdDataAlgoPerf_t>(
-          ctx, *h, d, 1, cudnnGetConvolutionBackwardDataAlgorithmMaxCount,
-          [&](cudnnConvolutionBwdDataAlgoPerf_t *perfs, int n, int *returned) {
-            return cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                *h, d.w.handle, d.y.handle, d.conv.handle, d.x.handle, n,
-                returned, perfs);
-          },
-          [](cudnnConvolutionBwdDataAlgo_t algo) {
-            return algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
-          });
-  if (!a)
-    return a.takeError();
-  if (a->algo < 0)
-    return false;
-  void *ws = nullptr;
-  if (Error err = prepare(ctx, d, *a, ws))
-    return std::move(err);
-  Scalars s(dy.dtype);
-  return ran(ctx, d, 1,
-             cudnnConvolutionBackwardData(
-                 *h, s.one(), d.w.handle, w.data, d.y.handle, dy.data,
-                 d.conv.handle,
-                 static_cast<cudnnConvolutionBwdDataAlgo_t>(a->algo), ws,
-                 a->workspace, s.zero(), d.x.handle, dx.data),
-             "cudnnConvolutionBackwardData");
+  return runConv<cudnnConvolutionBwdDataAlgoPerf_t>(
+      ctx, g, dy.dtype, 1, cudnnGetConvolutionBackwardDataAlgorithmMaxCount,
+      [](cudnnHandle_t h, ConvDescriptors &d,
+         cudnnConvolutionBwdDataAlgoPerf_t *perfs, int n, int *returned) {
+        return cudnnGetConvolutionBackwardDataAlgorithm_v7(
+            h, d.w.handle, d.y.handle, d.conv.handle, d.x.handle, n, returned,
+            perfs);
+      },
+      [](cudnnConvolutionBwdDataAlgo_t algo) {
+        return algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
+      },
+      [&](cudnnHandle_t h, ConvDescriptors &d, int algo, void *ws, size_t bytes,
+          const void *one, const void *zero) {
+        return cudnnConvolutionBackwardData(
+            h, one, d.w.handle, w.data, d.y.handle, dy.data, d.conv.handle,
+            static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), ws, bytes, zero,
+            d.x.handle, dx.data);
+      },
+      "cudnnConvolutionBackwardData");
 }
 
 Expected<bool> cudnnConvGradWeight(const KernelContext &ctx,
                                    const cpu::ConvGeometry &g,
                                    const TensorView &dy, const TensorView &x,
                                    const TensorView &dw) {
-  ConvDescriptors d;
-  Expected<bool> ok = describeConv(ctx, g, dy.dtype, d);
-  if (!ok || !*ok)
-    return ok;
-  Expected<cudnnHandle_t> h = streamOf(ctx).dnn();
-  if (!h)
-    return h.takeError();
-  Expected<ConvAlgorithm> a =
-      chooseAlgorithm<cudnnConvolutionBwdFilterAlgoPerf_t>(
-          ctx, *h, d, 2, cudnnGetConvolutionBackwardFilterAlgorithmMaxCount,
-          [&](cudnnConvolutionBwdFilterAlgoPerf_t *perfs, int n,
-              int *returned) {
-            return cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                *h, d.x.handle, d.y.handle, d.conv.handle, d.w.handle, n,
-                returned, perfs);
-          },
-          [](cudnnConvolutionBwdFilterAlgo_t algo) {
-            return algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
-          });
-  if (!a)
-    return a.takeError();
-  if (a->algo < 0)
-    return false;
-  void *ws = nullptr;
-  if (Error err = prepare(ctx, d, *a, ws))
-    return std::move(err);
-  Scalars s(dy.dtype);
-  return ran(ctx, d, 2,
-             cudnnConvolutionBackwardFilter(
-                 *h, s.one(), d.x.handle, x.data, d.y.handle, dy.data,
-                 d.conv.handle,
-                 static_cast<cudnnConvolutionBwdFilterAlgo_t>(a->algo), ws,
-                 a->workspace, s.zero(), d.w.handle, dw.data),
-             "cudnnConvolutionBackwardFilter");
+  return runConv<cudnnConvolutionBwdFilterAlgoPerf_t>(
+      ctx, g, dy.dtype, 2, cudnnGetConvolutionBackwardFilterAlgorithmMaxCount,
+      [](cudnnHandle_t h, ConvDescriptors &d,
+         cudnnConvolutionBwdFilterAlgoPerf_t *perfs, int n, int *returned) {
+        return cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+            h, d.x.handle, d.y.handle, d.conv.handle, d.w.handle, n, returned,
+            perfs);
+      },
+      [](cudnnConvolutionBwdFilterAlgo_t algo) {
+        return algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
+      },
+      [&](cudnnHandle_t h, ConvDescriptors &d, int algo, void *ws, size_t bytes,
+          const void *one, const void *zero) {
+        return cudnnConvolutionBackwardFilter(
+            h, one, d.x.handle, x.data, d.y.handle, dy.data, d.conv.handle,
+            static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), ws, bytes, zero,
+            d.w.handle, dw.data);
+      },
+      "cudnnConvolutionBackwardFilter");
 }
 
 namespace {
