@@ -69,6 +69,16 @@ OPTIMIZERS = {
     "adamw_cosine": {"optimizer": "adamw", "lr": 1e-3, "beta1": 0.9, "beta2": 0.999,
                      "eps": 1e-8, "weight_decay": 0.01, "lr_schedule": "cosine",
                      "warmup_steps": 4, "decay_steps": 16, "min_lr_ratio": 0.1},
+    # Gradient clipping (shardc --clip-grad-norm, --clip-norm-type):
+    # torch.nn.utils.clip_grad_norm_ of the averaged gradients before each
+    # step. The bounds sit inside the range of the unclipped norms (MLP: 2-norm
+    # 0.21-1.25, inf-norm 0.03-0.17 over the 20 steps), so that some steps
+    # clip and some do not; the GPT's are in OVERRIDES.
+    "sgd_clip": {"optimizer": "sgd", "lr": 0.05, "momentum": 0.9, "dampening": 0.0,
+                 "nesterov": False, "weight_decay": 1e-4, "clip_grad_norm": 0.9},
+    "adamw_clip_inf": {"optimizer": "adamw", "lr": 1e-3, "beta1": 0.9, "beta2": 0.999,
+                       "eps": 1e-8, "weight_decay": 0.01, "clip_grad_norm": 0.1,
+                       "clip_norm_type": "inf"},
 }
 # Per-example changes to the above (none needed for the GPT: SGD at lr 0.05
 # brings its loss from 22.7 to 4.6 in 20 steps without diverging). The
@@ -83,6 +93,9 @@ OPTIMIZERS = {
 OVERRIDES = {("tenclm", opt): {"freeze": r"mask$|^enc\.layers\.0\."}
              for opt in ("sgd", "adam", "adamw")}
 OVERRIDES[("tenclm", "sgd")]["lr"] = 0.02
+# The GPT's unclipped norms: 2-norm 1.4-6.7, inf-norm 0.54-3.1.
+OVERRIDES[("gpt", "sgd_clip")] = {"clip_grad_norm": 3.0}
+OVERRIDES[("gpt", "adamw_clip_inf")] = {"clip_grad_norm": 1.0}
 
 # The weight comparison of check_parity.py; noise_masks uses it to decide
 # which elements depend on gradient rounding noise.
@@ -183,9 +196,11 @@ def train(name, cfg, onnx_path, data_dir, shadow=False, exact=False, world=1):
     rank 0's BatchNorm statistics), with `shadow` each step's rank-averaged
     gradients in float32 and as a float64 copy of the model computes them at
     the same weights and micro-batches (name -> array [step, *shape]; else
-    None), and the learning rate of each step. With `exact`, the update uses
-    the averaged float64 gradients (rounded to float32) instead of the
-    float32 ones."""
+    None), the learning rate of each step and, with "clip_grad_norm" in the
+    config, each step's total gradient norm (torch.nn.utils.clip_grad_norm_
+    of the averaged gradients, which it clips before the update). With
+    `exact`, the update uses the averaged float64 gradients (rounded to
+    float32) instead of the float32 ones."""
     inits = load_initializers(onnx_path)
     model = build_model(name, inits)
     model.train()
@@ -200,7 +215,7 @@ def train(name, cfg, onnx_path, data_dir, shadow=False, exact=False, world=1):
     opt = make_optimizer(cfg, params.values())
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(cfg, s)) \
         if "lr_schedule" in cfg or "warmup_steps" in cfg else None
-    lrs = []
+    lrs, norms = [], []
     shadow = shadow or exact
     model64 = copy.deepcopy(model).double() if shadow else None
     params64 = ({k: p for k, p in model64.named_parameters() if k in params}
@@ -241,6 +256,11 @@ def train(name, cfg, onnx_path, data_dir, shadow=False, exact=False, world=1):
                 g64[k].append((sum64[k] / world).numpy().copy())
             if exact:
                 p.grad.copy_(torch.from_numpy(g64[k][-1]))
+        if "clip_grad_norm" in cfg:
+            norm = torch.nn.utils.clip_grad_norm_(
+                list(params.values()), cfg["clip_grad_norm"],
+                norm_type=float(cfg.get("clip_norm_type", 2)))
+            norms.append(float(norm))
         lrs.append(opt.param_groups[0]["lr"])
         opt.step()
         opt.zero_grad()
@@ -253,7 +273,7 @@ def train(name, cfg, onnx_path, data_dir, shadow=False, exact=False, world=1):
     final = {k: state[k].detach().numpy().copy() for k in inits}
     grads = ({k: np.stack(v) for k, v in g32.items()},
              {k: np.stack(v) for k, v in g64.items()}) if shadow else None
-    return losses, final, grads, lrs
+    return losses, final, grads, lrs, norms
 
 
 def noise_masks(name, cfg, onnx_path, data_dir, final, grads, world=1):
@@ -297,7 +317,7 @@ def noise_masks(name, cfg, onnx_path, data_dir, final, grads, world=1):
             m = np.abs(g32[k] - g64[k]).max(axis=0) > 0.01 * np.abs(g64[k]).max(axis=0)
             if m.any():
                 masks[k], why[k] = m, "gradient is rounding noise"
-    _, exact, _, _ = train(name, cfg, onnx_path, data_dir, exact=True, world=world)
+    _, exact, _, _, _ = train(name, cfg, onnx_path, data_dir, exact=True, world=world)
     for k, v in final.items():
         if not np.issubdtype(v.dtype, np.floating):
             continue
@@ -339,13 +359,15 @@ def main():
                 cfg["batch"] = export_examples.EXAMPLES[name][2]
                 if world > 1:  # the single-rank files predate the key
                     cfg["world_size"] = world
-                losses, final, grads, lrs = train(name, cfg, onnx_path, data_dir,
-                                                  shadow=True, world=world)
+                losses, final, grads, lrs, norms = train(name, cfg, onnx_path, data_dir,
+                                                         shadow=True, world=world)
                 masks = noise_masks(name, cfg, onnx_path, data_dir, final, grads, world)
                 stem = opt_name if world == 1 else f"ddp{world}_{opt_name}"
                 record = {"losses": losses, "config": cfg}
                 if "lr_schedule" in cfg or "warmup_steps" in cfg:
                     record["lrs"] = lrs
+                if "clip_grad_norm" in cfg:
+                    record["grad_norms"] = norms
                 with open(os.path.join(out, f"{stem}.json"), "w") as f:
                     json.dump(record, f, indent=1)
                     f.write("\n")

@@ -59,6 +59,28 @@ def Shardc_LrScheduleAttr
   let assemblyFormat = "`<` $value `>`";
 }
 
+def Shardc_NormType : I32EnumAttr<"NormType",
+    "which vector norm of the gradients clipping bounds", [
+      I32EnumAttrCase<"L2", 0, "l2">,
+      I32EnumAttrCase<"Inf", 1, "inf">
+    ]> {
+  let cppNamespace = "::shardc";
+  let genSpecializedAttr = 0;
+}
+
+def Shardc_NormTypeAttr
+    : EnumAttr<Shardc_Dialect, Shardc_NormType, "norm_type"> {
+  let summary = "The norm of gradient clipping: l2 or inf";
+  let description = [{
+    The total norm over all gradients that PartialNorm and ClipCoefficient
+    compute, as torch.nn.utils.clip_grad_norm_'s `norm_type`: `l2` (2, the
+    square root of the sum of squares of every element) or `inf` (the
+    largest absolute value), e.g. `{norm_type = #shardc.norm_type<inf>}`.
+    The plan carries its name.
+  }];
+  let assemblyFormat = "`<` $value `>`";
+}
+
 def Shardc_MemoryCategory : I32EnumAttr<"MemoryCategory",
     "what a buffer holds, for memory planning and reports", [
       I32EnumAttrCase<"Params", 0, "params">,

@@ -14,6 +14,7 @@
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/TypeUtilities.h"
 
+#include <cmath>
 #include <optional>
 
 using namespace mlir;
@@ -1006,6 +1007,13 @@ static LogicalResult verifyLrSchedule(UpdateOp op) {
 
 LogicalResult SGDUpdateOp::verify() { return verifyLrSchedule(*this); }
 LogicalResult AdamUpdateOp::verify() { return verifyLrSchedule(*this); }
+
+LogicalResult ClipCoefficientOp::verify() {
+  double maxNorm = getMaxNorm().convertToDouble();
+  if (!(std::isfinite(maxNorm) && maxNorm > 0))
+    return emitOpError("max_norm must be finite and positive, got ") << maxNorm;
+  return success();
+}
 
 } // namespace shardc
 

@@ -1599,7 +1599,11 @@ def Shardc_SGDUpdateOp : Shardc_Op<"SGDUpdate", [Pure,
     `momentum_buffer` in place at run time. Hyper-parameters are f64, as
     PyTorch's are Python floats. With `lr_schedule` (and its
     `warmup_steps`, `decay_steps`, `min_lr_ratio`; see LrScheduleAttr) the
-    learning rate of the step is `lr` times the schedule's factor.
+    learning rate of the step is `lr` times the schedule's factor. With
+    `grad_scale` (an f32 scalar: gradient clipping's ClipCoefficient), the
+    step uses `grad * grad_scale`, multiplied in the element type first, as
+    torch.nn.utils.clip_grad_norm_ scales the gradients in place before the
+    optimizer reads them.
 
     ```mlir
     %w1, %buf1 = shardc.SGDUpdate %w, %dw, %buf, %step
@@ -1617,11 +1621,13 @@ def Shardc_SGDUpdateOp : Shardc_Op<"SGDUpdate", [Pure,
                    OptionalAttr<Shardc_LrScheduleAttr>:$lr_schedule,
                    OptionalAttr<I64Attr>:$warmup_steps,
                    OptionalAttr<I64Attr>:$decay_steps,
-                   OptionalAttr<F64Attr>:$min_lr_ratio);
+                   OptionalAttr<F64Attr>:$min_lr_ratio,
+                   Optional<0DTensorOf<[F32]>>:$grad_scale);
   let results = (outs Shardc_FloatTensor:$new_param,
                  Shardc_FloatTensor:$new_momentum_buffer);
   let assemblyFormat = [{
-    $param `,` $grad `,` $momentum_buffer `,` $step attr-dict `:` type($param) `,` type($step)
+    $param `,` $grad `,` $momentum_buffer `,` $step (`scaled_by` $grad_scale^)? attr-dict
+    `:` type($param) `,` type($step) (`,` type($grad_scale)^)?
   }];
   let hasVerifier = 1;
 }
@@ -1639,8 +1645,8 @@ def Shardc_AdamUpdateOp : Shardc_Op<"AdamUpdate", [Pure,
     `param -= lr / (1 - beta1^step) * exp_avg / (sqrt(exp_avg_sq) / sqrt(1 - beta2^step) + eps)`.
     All operands but `step` (the f32 counter after its `shardc.Increment`) and
     all results share one float tensor type; the results replace `param`,
-    `exp_avg` and `exp_avg_sq` in place at run time. Hyper-parameters and
-    the optional learning-rate schedule are SGDUpdate's.
+    `exp_avg` and `exp_avg_sq` in place at run time. Hyper-parameters, the
+    optional learning-rate schedule and `grad_scale` are SGDUpdate's.
 
     ```mlir
     %w1, %m1, %v1 = shardc.AdamUpdate %w, %dw, %m, %v, %step
@@ -1660,13 +1666,68 @@ def Shardc_AdamUpdateOp : Shardc_Op<"AdamUpdate", [Pure,
                    OptionalAttr<Shardc_LrScheduleAttr>:$lr_schedule,
                    OptionalAttr<I64Attr>:$warmup_steps,
                    OptionalAttr<I64Attr>:$decay_steps,
-                   OptionalAttr<F64Attr>:$min_lr_ratio);
+                   OptionalAttr<F64Attr>:$min_lr_ratio,
+                   Optional<0DTensorOf<[F32]>>:$grad_scale);
   let results = (outs Shardc_FloatTensor:$new_param,
                  Shardc_FloatTensor:$new_exp_avg,
                  Shardc_FloatTensor:$new_exp_avg_sq);
   let assemblyFormat = [{
-    $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $step attr-dict `:` type($param) `,` type($step)
+    $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $step (`scaled_by` $grad_scale^)? attr-dict
+    `:` type($param) `,` type($step) (`,` type($grad_scale)^)?
   }];
+  let hasVerifier = 1;
+}
+
+def Shardc_PartialNormOp : Shardc_Op<"PartialNorm", [Pure]> {
+  let summary = "One tensor's share of a gradient norm, added to a running one";
+  let description = [{
+    Gradient clipping's accumulation (emitted by `shardc-clip-gradients`):
+    for `norm_type` l2, `init + sum(input^2)`; for inf,
+    `max(init, max(|input|))`; `init` is 0 when absent. The result is an
+    f32 scalar, accumulated in f64 whatever the input's float type; a NaN
+    anywhere gives NaN (as torch.linalg.vector_norm). Chained over the
+    gradients a rank holds, it yields the rank's part of the total norm that
+    ClipCoefficient finishes.
+
+    ```mlir
+    %s0 = shardc.PartialNorm %dw {norm_type = #shardc.norm_type<l2>}
+        : (tensor<4x3xf32>) -> tensor<f32>
+    %s1 = shardc.PartialNorm %db, %s0 {norm_type = #shardc.norm_type<l2>}
+        : (tensor<4xf32>, tensor<f32>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Shardc_FloatTensor:$input,
+                   Optional<0DTensorOf<[F32]>>:$init,
+                   Shardc_NormTypeAttr:$norm_type);
+  let results = (outs 0DTensorOf<[F32]>:$result);
+  let assemblyFormat = [{
+    $input (`,` $init^)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Shardc_ClipCoefficientOp : Shardc_Op<"ClipCoefficient",
+    [Pure, AllTypesMatch<["total", "norm", "coefficient"]>]> {
+  let summary = "The total gradient norm and the factor that clips it";
+  let description = [{
+    Finishes a gradient norm accumulated by PartialNorm (over every rank's
+    shards, once reduced): `norm` is `sqrt(total)` for `norm_type` l2 and
+    `total` for inf, and `coefficient` is
+    `min(max_norm / (norm + 1e-6), 1)`, computed in f32 as
+    torch.nn.utils.clip_grad_norm_ computes its clamped clip coefficient.
+    The optimizer updates multiply their gradients by the coefficient
+    (their `grad_scale`). A NaN or infinite norm gives a NaN or zero
+    coefficient, as in PyTorch. `max_norm` must be finite and positive.
+
+    ```mlir
+    %norm, %coef = shardc.ClipCoefficient %total
+        {max_norm = 1.000000e+00 : f64, norm_type = #shardc.norm_type<l2>}
+        : tensor<f32>
+    ```
+  }];
+  let arguments = (ins 0DTensorOf<[F32]>:$total, F64Attr:$max_norm,
+                   Shardc_NormTypeAttr:$norm_type);
+  let results = (outs 0DTensorOf<[F32]>:$norm, 0DTensorOf<[F32]>:$coefficient);
+  let assemblyFormat = "$total attr-dict `:` type($total)";
   let hasVerifier = 1;
 }
 

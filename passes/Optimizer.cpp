@@ -129,7 +129,7 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
               b.getF64FloatAttr(lr), b.getF64FloatAttr(momentum),
               b.getF64FloatAttr(dampening), b.getF64FloatAttr(wd),
               b.getBoolAttr(nesterov), scheduleAttr, warmupAttr, decayAttr,
-              minRatioAttr);
+              minRatioAttr, /*grad_scale=*/Value());
           updates.push_back({upd.getNewParam(), p.getArgNumber()});
           updates.push_back({upd.getNewMomentumBuffer(), buf.getArgNumber()});
         } else {
@@ -142,7 +142,7 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
               b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps),
               b.getF64FloatAttr(wd),
               b.getBoolAttr(optimizer == OptimizerKind::AdamW), scheduleAttr,
-              warmupAttr, decayAttr, minRatioAttr);
+              warmupAttr, decayAttr, minRatioAttr, /*grad_scale=*/Value());
           updates.push_back({upd.getNewParam(), p.getArgNumber()});
           updates.push_back({upd.getNewExpAvg(), m.getArgNumber()});
           updates.push_back({upd.getNewExpAvgSq(), v.getArgNumber()});

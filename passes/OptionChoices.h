@@ -28,6 +28,10 @@ enum class BackwardPrefetch { Pre, Post, None };
 /// The learning-rate schedule (`lr-schedule`): the dialect's enumeration
 /// (ir/ShardcAttrs.td), which the update ops carry.
 enum class LrSchedule : uint32_t;
+/// The norm gradient clipping bounds (`clip-norm-type`): the dialect's
+/// enumeration (ir/ShardcAttrs.td), which PartialNorm and ClipCoefficient
+/// carry.
+enum class NormType : uint32_t;
 
 /// PyTorch's name of an optimizer ("sgd", "adam", "adamw").
 llvm::StringRef optimizerName(OptimizerKind kind);
@@ -107,6 +111,12 @@ public:
 template <>
 class parser<shardc::LrSchedule>
     : public shardc::detail::ChoiceParser<shardc::LrSchedule> {
+public:
+  using ChoiceParser::ChoiceParser;
+};
+template <>
+class parser<shardc::NormType>
+    : public shardc::detail::ChoiceParser<shardc::NormType> {
 public:
   using ChoiceParser::ChoiceParser;
 };

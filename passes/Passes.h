@@ -124,6 +124,7 @@ struct TrainPipelineOptions
   SHARDC_PIPELINE_OPTIONS_BucketGradients
   SHARDC_PIPELINE_OPTIONS_ShardParameters
   SHARDC_PIPELINE_OPTIONS_ScheduleCollectives
+  SHARDC_PIPELINE_OPTIONS_ClipGradients
 
   /// True when the step is to be sharded (world-size or zero-stage given).
   bool shards() const { return worldSize.hasValue() || stage.hasValue(); }

@@ -321,6 +321,57 @@ def ShardParameters : Pass<"shardc-shard-parameters", "mlir::ModuleOp"> {
   let dependentDialects = ["::shardc::ShardcDialect", "::mlir::mesh::MeshDialect"];
 }
 
+def ClipGradients : Pass<"shardc-clip-gradients", "mlir::ModuleOp"> {
+  let summary = "Clip the gradients by their total norm across shards";
+  let description = [{
+    torch.nn.utils.clip_grad_norm_ (FSDP's `clip_grad_norm_`, FairScale
+    OSS's `clip_grad_norm`) for the step's final gradients: runs after the
+    ZeRO passes, on the gradients the optimizer updates read (averaged over
+    ranks; at stages 1-3 this rank's shards, whose padding is zero). Each
+    rank chains `shardc.PartialNorm` over its gradients right after the
+    last one exists; at stages 1-3 with more than one rank the ranks' parts
+    are combined (l2: `mesh.all_reduce` sum; inf: `mesh.all_gather` and a
+    PartialNorm of the gathered parts, so that a NaN on any rank reaches
+    every rank). `shardc.ClipCoefficient` finishes the norm and the factor
+    `min(max-norm / (norm + 1e-6), 1)`, which every update takes as its
+    `grad_scale`; updates that the ZeRO passes placed before the last
+    gradient (each unit's right after its own) move after the coefficient,
+    with the ops that use their results there. The norm becomes a graph output (`shardc.grad_norm` names
+    it; the plan's training record points at it and shardrun logs it as
+    "grad_norm" every step). Without `clip-grad-norm` the pass does nothing.
+
+    Before (stage 2, two ranks):
+    ```mlir
+    %g0 = ... : tensor<3xf32>    // unit0's gradient shard
+    %g1 = ... : tensor<5xf32>    // unit1's
+    %w, %m, %v = shardc.AdamUpdate %p0, %g0, %m0, %v0, %step ...
+    ```
+    After (`clip-grad-norm=1.0`):
+    ```mlir
+    %s0 = shardc.PartialNorm %g0 {norm_type = #shardc.norm_type<l2>} : (tensor<3xf32>) -> tensor<f32>
+    %s1 = shardc.PartialNorm %g1, %s0 {norm_type = #shardc.norm_type<l2>} : (tensor<5xf32>, tensor<f32>) -> tensor<f32>
+    %r = mesh.all_reduce (shardc.Reshape %s1 : tensor<1xf32>) on @world mesh_axes = [0] ...
+    %norm, %coef = shardc.ClipCoefficient (shardc.Reshape %r : tensor<f32>)
+        {max_norm = 1.000000e+00 : f64, norm_type = #shardc.norm_type<l2>} : tensor<f32>
+    %w, %m, %v = shardc.AdamUpdate %p0, %g0, %m0, %v0, %step scaled_by %coef ...
+    return ..., %norm   // shardc.grad_norm = "grad_norm"
+    ```
+  }];
+  let options = [
+    BoundedOption<"maxNorm", "clip-grad-norm", "double", /*default=*/"0",
+           "Clip the gradients to this total norm (torch.nn.utils.clip_grad_norm_'s "
+           "max_norm; default: no clipping)", "(0, inf)",
+           "::llvm::cl::value_desc(\"MAX\")">,
+    Option<"normType", "clip-norm-type", "::shardc::NormType",
+           /*default=*/"::shardc::NormType::L2",
+           "The norm clip-grad-norm bounds (default 2)",
+           [{::llvm::cl::values(
+             clEnumValN(::shardc::NormType::L2, "2", "the Euclidean norm"),
+             clEnumValN(::shardc::NormType::Inf, "inf", "the largest absolute value"))}]>,
+  ];
+  let dependentDialects = ["::shardc::ShardcDialect", "::mlir::mesh::MeshDialect"];
+}
+
 def LowerCollectives : Pass<"shardc-lower-collectives", "mlir::ModuleOp"> {
   let summary = "Lower mesh collectives to start/wait ops over flat buffers";
   let description = [{

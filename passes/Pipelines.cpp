@@ -40,11 +40,17 @@ void buildTrainPipeline(OpPassManager &pm,
   pm.addPass(createAutodiff(getAutodiffOptions(options)));
   pm.addPass(createOptimizer(getOptimizerOptions(options)));
   buildImportCleanupPipeline(pm, fold);
-  if (!options.shards())
+  // Clipping reads the gradients the updates finally take: after the ZeRO
+  // rewrite, whose collectives it joins.
+  ClipGradientsOptions clip = getClipGradientsOptions(options);
+  if (!options.shards()) {
+    pm.addPass(createClipGradients(clip));
     return;
+  }
   pm.addPass(createWrapUnits(getWrapUnitsOptions(options)));
   addZeroPasses(pm, options);
   buildImportCleanupPipeline(pm, fold);
+  pm.addPass(createClipGradients(clip));
   pm.addPass(createLowerCollectives());
   pm.addPass(createScheduleCollectives(getScheduleCollectivesOptions(options)));
 }

@@ -1136,6 +1136,17 @@ Error validatePlan(const Plan &plan, llvm::ArrayRef<StringRef> knownOpTypes) {
     if (n != 1 || loss.dtype() != FLOAT32)
       return makeError("training: the loss (" + loss.name() +
                        ") must be a float32 scalar");
+    if (t.has_grad_norm_output()) {
+      int32_t g = t.grad_norm_output();
+      if (g < 0 || g >= plan.outputs_size() || g == t.loss_output())
+        return makeError("training: grad norm output " + Twine(g) +
+                         " is out of range or the loss (the plan has " +
+                         Twine(plan.outputs_size()) + " outputs)");
+      const Buffer &norm = plan.buffers(plan.outputs(g));
+      if (norm.shape_size() != 0 || norm.dtype() != FLOAT32)
+        return makeError("training: the grad norm (" + norm.name() +
+                         ") must be a float32 scalar");
+    }
     if (t.micro_batch() <= 0)
       return makeError("training: micro_batch must be positive");
     // The micro-batch picks each step's samples; it is the first graph

@@ -390,9 +390,14 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
     std::string name;
   };
   std::vector<Metric> metrics;
+  // With gradient clipping the step's total gradient norm is an output of
+  // its own (the same on every rank), logged as "grad_norm".
+  std::optional<size_t> gradNormOutput;
+  if (plan.training().has_grad_norm_output())
+    gradNormOutput = plan.training().grad_norm_output();
   for (size_t i = 0; i < exec.numOutputs(); ++i) {
     TensorView v = exec.output(i);
-    if (i == lossOutput || v.numel() != 1)
+    if (i == lossOutput || i == gradNormOutput || v.numel() != 1)
       continue;
     if (v.dtype == DType::F32 || v.dtype == DType::F64 ||
         v.dtype == DType::I64 || v.dtype == DType::I32)
@@ -436,6 +441,10 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
         return err;
       loss = sum / options.worldSize;
     }
+    float gradNorm = 0;
+    if (gradNormOutput)
+      if (Error err = exec.readOutput(*gradNormOutput, &gradNorm))
+        return err;
     std::vector<double> metricValues;
     for (const Metric &m : metrics) {
       TensorView v = exec.output(m.output);
@@ -488,6 +497,8 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
            << ", \"loss\": " << number("loss", loss);
       if (rate->present)
         *log << ", \"lr\": " << number("lr", rate->at(global));
+      if (gradNormOutput)
+        *log << ", \"grad_norm\": " << number("grad_norm", gradNorm);
       *log << ", \"step_ms\": " << llvm::format("%.3f", ms)
            << ", \"samples_per_s\": " << llvm::format("%.1f", samplesPerSec)
            << ", \"samples_per_s_mean\": "

@@ -33,6 +33,9 @@ FailureOr<OpDesc> describeOp(Operation *op) {
       desc.attrs.set(name.str(),
                      rt::AttrValue::ofString(
                          stringifyLossReduction(reduction.getValue()).str()));
+    } else if (auto norm = dyn_cast<NormTypeAttr>(attr)) {
+      desc.attrs.set(name.str(), rt::AttrValue::ofString(
+                                     stringifyNormType(norm.getValue()).str()));
     } else if (auto schedule = dyn_cast<LrScheduleAttr>(attr)) {
       desc.attrs.set(name.str(),
                      rt::AttrValue::ofString(

@@ -452,9 +452,13 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
   // A training step: which output is the loss, and the micro-batch.
   if (auto loss = func->getAttrOfType<StringAttr>("shardc.loss")) {
     plan::Training *t = p.mutable_training();
-    for (auto [i, n] : llvm::enumerate(names))
+    auto gradNorm = func->getAttrOfType<StringAttr>(kGradNormAttrName);
+    for (auto [i, n] : llvm::enumerate(names)) {
       if (cast<StringAttr>(n).getValue() == loss.getValue())
         t->set_loss_output(i);
+      if (gradNorm && cast<StringAttr>(n).getValue() == gradNorm.getValue())
+        t->set_grad_norm_output(i);
+    }
     if (auto opt = func->getAttrOfType<StringAttr>("shardc.optimizer"))
       t->set_optimizer(opt.str());
     int64_t batch = 1;

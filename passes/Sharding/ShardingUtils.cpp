@@ -21,10 +21,18 @@ SmallVector<ParamUpdate> collectParamUpdates(func::FuncOp func) {
     u.op = op;
     u.param = dyn_cast<BlockArgument>(op->getOperand(0));
     u.grad = op->getOperand(1);
-    for (unsigned i = 2; i + 1 < op->getNumOperands(); ++i)
-      if (auto s = dyn_cast<BlockArgument>(op->getOperand(i)))
+    SmallVector<Value> states;
+    if (auto sgd = dyn_cast<SGDUpdateOp>(op)) {
+      states.push_back(sgd.getMomentumBuffer());
+      u.step = sgd.getStep();
+    } else {
+      auto adam = cast<AdamUpdateOp>(op);
+      states.append({adam.getExpAvg(), adam.getExpAvgSq()});
+      u.step = adam.getStep();
+    }
+    for (Value v : states)
+      if (auto s = dyn_cast<BlockArgument>(v))
         u.states.push_back(s);
-    u.step = op->getOperands().back();
     if (u.param)
       out.push_back(u);
   });

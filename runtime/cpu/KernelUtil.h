@@ -568,6 +568,13 @@ llvm::Error sgdHyper(const KernelContext &ctx, ops::SgdHyper &h);
 llvm::Error adamHyper(const KernelContext &ctx, ops::AdamHyper &h);
 llvm::Error adamUpdateKernel(const KernelContext &ctx);
 llvm::Error incrementKernel(const KernelContext &ctx);
+/// Gradient clipping: PartialNorm and ClipCoefficient, and their operand
+/// and attribute checks (shared with the CUDA kernels); `l2` is norm_type.
+llvm::Error partialNormKernel(const KernelContext &ctx);
+llvm::Error clipCoefficientKernel(const KernelContext &ctx);
+llvm::Error checkPartialNormOperands(const KernelContext &ctx, bool &l2);
+llvm::Error checkClipCoefficientOperands(const KernelContext &ctx, bool &l2,
+                                         double &maxNorm);
 
 } // namespace shardc::rt::cpu
 

@@ -87,6 +87,8 @@ const std::vector<std::pair<llvm::StringRef, KernelFn>> &kernelTable() {
       {"SGDUpdate", sgdUpdateKernel},
       {"AdamUpdate", adamUpdateKernel},
       {"Increment", incrementKernel},
+      {"PartialNorm", partialNormKernel},
+      {"ClipCoefficient", clipCoefficientKernel},
   };
   return table;
 }

@@ -34,6 +34,19 @@ llvm::Error readStep(const KernelContext &ctx, size_t i, double &step) {
   return llvm::Error::success();
 }
 
+/// The grad_scale operand at input `i`, if present: a float32 scalar.
+llvm::Error readGradScale(const KernelContext &ctx, size_t i,
+                          const float *&scale) {
+  scale = nullptr;
+  if (!ctx.hasInput(i))
+    return llvm::Error::success();
+  const TensorView &t = ctx.inputs[i];
+  SHARDC_CPU_TRY(requireNumel(ctx, t, 1, "grad_scale"));
+  SHARDC_CPU_TRY(requireType(ctx, t, DType::F32, "grad_scale"));
+  scale = t.as<float>();
+  return llvm::Error::success();
+}
+
 /// Checks that input `in` and output `out` (both named `name`) have the
 /// parameter's type and shape.
 llvm::Error requireState(const KernelContext &ctx, const TensorView &param,
@@ -108,6 +121,8 @@ llvm::Error checkSgdOperands(const KernelContext &ctx, bool &hasBuffer) {
   SHARDC_CPU_TRY(requireShape(ctx, ctx.outputs[0], param.shape, "new param"));
   SHARDC_CPU_TRY(requireInput(ctx, 3, "step"));
   SHARDC_CPU_TRY(requireNumel(ctx, ctx.inputs[3], 1, "step"));
+  const float *scale;
+  SHARDC_CPU_TRY(readGradScale(ctx, 4, scale));
   hasBuffer = ctx.hasInput(2) || ctx.hasOutput(1);
   if (ctx.attrs.getFloat("momentum", 0.0) != 0.0 || hasBuffer)
     SHARDC_CPU_TRY(requireState(ctx, param, 2, 1, "momentum_buffer"));
@@ -127,7 +142,9 @@ llvm::Error checkAdamOperands(const KernelContext &ctx) {
   SHARDC_CPU_TRY(requireState(ctx, param, 2, 1, "exp_avg"));
   SHARDC_CPU_TRY(requireState(ctx, param, 3, 2, "exp_avg_sq"));
   SHARDC_CPU_TRY(requireInput(ctx, 4, "step"));
-  return requireNumel(ctx, ctx.inputs[4], 1, "step");
+  SHARDC_CPU_TRY(requireNumel(ctx, ctx.inputs[4], 1, "step"));
+  const float *scale;
+  return readGradScale(ctx, 5, scale);
 }
 
 /// SGDUpdate (ops::SgdStep). With momentum 0 the buffer is left as it is
@@ -141,6 +158,8 @@ llvm::Error sgdUpdateKernel(const KernelContext &ctx) {
   SHARDC_CPU_TRY(readStep(ctx, 3, step));
   ops::SgdHyper hyper;
   SHARDC_CPU_TRY(sgdHyper(ctx, hyper));
+  const float *scale;
+  SHARDC_CPU_TRY(readGradScale(ctx, 4, scale));
 
   return dispatchIn(
       FloatTypes{}, ctx, param.dtype, "param", [&](auto tag) -> llvm::Error {
@@ -154,7 +173,7 @@ llvm::Error sgdUpdateKernel(const KernelContext &ctx) {
             std::memmove(ctx.outputs[1].data, ctx.inputs[2].data,
                          ctx.inputs[2].bytes());
         }
-        auto update = ops::SgdStep<T>::make(hyper, step);
+        auto update = ops::SgdStep<T>::make(hyper, step, scale);
         const T *pb = update.hasMomentum ? ctx.inputs[2].as<T>() : nullptr;
         T *outB = update.hasMomentum ? ctx.outputs[1].as<T>() : nullptr;
         for (int64_t i = 0; i < n; ++i) {
@@ -180,6 +199,8 @@ llvm::Error adamUpdateKernel(const KernelContext &ctx) {
                      "update)");
   ops::AdamHyper hyper;
   SHARDC_CPU_TRY(adamHyper(ctx, hyper));
+  const float *scale;
+  SHARDC_CPU_TRY(readGradScale(ctx, 5, scale));
 
   return dispatchIn(
       FloatTypes{}, ctx, param.dtype, "param", [&](auto tag) -> llvm::Error {
@@ -191,11 +212,77 @@ llvm::Error adamUpdateKernel(const KernelContext &ctx) {
         T *outP = ctx.outputs[0].as<T>();
         T *outM = ctx.outputs[1].as<T>();
         T *outV = ctx.outputs[2].as<T>();
-        auto update = ops::AdamStep<T>::make(hyper, step);
+        auto update = ops::AdamStep<T>::make(hyper, step, scale);
         for (int64_t i = 0, n = param.numel(); i < n; ++i)
           update.apply(pp[i], pg[i], pm[i], pv[i], outP[i], outM[i], outV[i]);
         return llvm::Error::success();
       });
+}
+
+llvm::Error readNormType(const KernelContext &ctx, bool &l2) {
+  llvm::StringRef kind = ctx.attrs.getString("norm_type", "");
+  if (kind != "l2" && kind != "inf")
+    return ctx.error("norm_type must be l2 or inf, got '" + kind + "'");
+  l2 = kind == "l2";
+  return llvm::Error::success();
+}
+
+llvm::Error checkPartialNormOperands(const KernelContext &ctx, bool &l2) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "input"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "result"));
+  if (ctx.hasInput(1)) {
+    SHARDC_CPU_TRY(requireType(ctx, ctx.inputs[1], DType::F32, "init"));
+    SHARDC_CPU_TRY(requireNumel(ctx, ctx.inputs[1], 1, "init"));
+  }
+  SHARDC_CPU_TRY(requireType(ctx, ctx.outputs[0], DType::F32, "result"));
+  SHARDC_CPU_TRY(requireNumel(ctx, ctx.outputs[0], 1, "result"));
+  return readNormType(ctx, l2);
+}
+
+llvm::Error checkClipCoefficientOperands(const KernelContext &ctx, bool &l2,
+                                         double &maxNorm) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "total"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "norm"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 1, "coefficient"));
+  for (const TensorView *t :
+       {&ctx.inputs[0], &ctx.outputs[0], &ctx.outputs[1]}) {
+    SHARDC_CPU_TRY(requireType(ctx, *t, DType::F32, "every operand"));
+    SHARDC_CPU_TRY(requireNumel(ctx, *t, 1, "every operand"));
+  }
+  maxNorm = ctx.attrs.getFloat("max_norm", 0.0);
+  if (!(std::isfinite(maxNorm) && maxNorm > 0))
+    return ctx.error("max_norm must be finite and positive, got " +
+                     llvm::formatv("{0}", maxNorm));
+  return readNormType(ctx, l2);
+}
+
+/// PartialNorm (ops::accumulateNorm), in element order.
+llvm::Error partialNormKernel(const KernelContext &ctx) {
+  bool l2 = true;
+  SHARDC_CPU_TRY(checkPartialNormOperands(ctx, l2));
+  double acc = ctx.hasInput(1) ? *ctx.inputs[1].as<float>() : 0.0;
+  const TensorView &x = ctx.inputs[0];
+  SHARDC_CPU_TRY(dispatchIn(
+      FloatTypes{}, ctx, x.dtype, "input", [&](auto tag) -> llvm::Error {
+        using T = typename decltype(tag)::type;
+        const T *px = x.as<T>();
+        for (int64_t i = 0, n = x.numel(); i < n; ++i)
+          acc = ops::accumulateNorm(acc, static_cast<double>(px[i]), l2);
+        return llvm::Error::success();
+      }));
+  *ctx.outputs[0].as<float>() = static_cast<float>(acc);
+  return llvm::Error::success();
+}
+
+/// ClipCoefficient (ops::clipCoefficient).
+llvm::Error clipCoefficientKernel(const KernelContext &ctx) {
+  bool l2 = true;
+  double maxNorm = 0;
+  SHARDC_CPU_TRY(checkClipCoefficientOperands(ctx, l2, maxNorm));
+  float total = *ctx.inputs[0].as<float>();
+  ops::clipCoefficient(total, l2, maxNorm, *ctx.outputs[0].as<float>(),
+                       *ctx.outputs[1].as<float>());
+  return llvm::Error::success();
 }
 
 /// x + 1 (the optimizer's step counter), in place.

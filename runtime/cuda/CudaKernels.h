@@ -300,6 +300,8 @@ llvm::Error batchNormGradKernel(const KernelContext &ctx);
 llvm::Error sgdUpdateKernel(const KernelContext &ctx);
 llvm::Error adamUpdateKernel(const KernelContext &ctx);
 llvm::Error incrementKernel(const KernelContext &ctx);
+llvm::Error partialNormKernel(const KernelContext &ctx);
+llvm::Error clipCoefficientKernel(const KernelContext &ctx);
 
 } // namespace shardc::rt::cuda
 

@@ -1,9 +1,10 @@
-//===- Optimizer.cu - SGDUpdate, AdamUpdate, Increment on CUDA ------------===//
+//===- Optimizer.cu - Optimizer updates and gradient clipping on CUDA -----===//
 //
-// The arithmetic is runtime/kernels/OptimizerOps.h, shared with the CPU
-// kernels. The step counter stays in device memory: thread 0 of each block
-// reads it and computes the step's scalars into shared memory, so an update
-// never waits for the host.
+// SGDUpdate, AdamUpdate, Increment, PartialNorm and ClipCoefficient. The
+// arithmetic is runtime/kernels/OptimizerOps.h, shared with the CPU
+// kernels. The step counter and the clipping coefficient stay in device
+// memory: thread 0 of each block reads them and computes the step's scalars
+// into shared memory, so an update never waits for the host.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/CudaKernels.h"
@@ -20,10 +21,10 @@ template <typename S> __device__ double readCounter(const S *step) {
 template <typename T, typename S>
 __global__ void sgdElements(const T *param, const T *grad, const T *buf,
                             T *newParam, T *newBuf, int64_t n, const S *step,
-                            ops::SgdHyper hyper) {
+                            const float *scale, ops::SgdHyper hyper) {
   __shared__ ops::SgdStep<T> update;
   if (threadIdx.x == 0)
-    update = ops::SgdStep<T>::make(hyper, readCounter(step));
+    update = ops::SgdStep<T>::make(hyper, readCounter(step), scale);
   __syncthreads();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(blockDim.x) * gridDim.x) {
@@ -37,10 +38,11 @@ __global__ void sgdElements(const T *param, const T *grad, const T *buf,
 template <typename T, typename S>
 __global__ void adamElements(const T *param, const T *grad, const T *m,
                              const T *v, T *newParam, T *newM, T *newV,
-                             int64_t n, const S *step, ops::AdamHyper hyper) {
+                             int64_t n, const S *step, const float *scale,
+                             ops::AdamHyper hyper) {
   __shared__ ops::AdamStep<T> update;
   if (threadIdx.x == 0)
-    update = ops::AdamStep<T>::make(hyper, readCounter(step));
+    update = ops::AdamStep<T>::make(hyper, readCounter(step), scale);
   __syncthreads();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(blockDim.x) * gridDim.x)
@@ -52,6 +54,44 @@ __global__ void incrementElements(const T *x, T *y, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(blockDim.x) * gridDim.x)
     y[i] = x[i] + T(1);
+}
+
+/// Threads of the PartialNorm block.
+constexpr int kNormBlock = 256;
+
+/// One block: each thread accumulates a strided share in double, the shares
+/// combine in a fixed tree, and thread 0 adds `init`.
+template <typename T>
+__global__ void partialNormElements(const T *x, int64_t n, const float *init,
+                                    bool l2, float *out) {
+  __shared__ double share[kNormBlock];
+  double acc = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    acc = ops::accumulateNorm(acc, static_cast<double>(x[i]), l2);
+  share[threadIdx.x] = acc;
+  __syncthreads();
+  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride)
+      share[threadIdx.x] =
+          l2 ? share[threadIdx.x] + share[threadIdx.x + stride]
+             : ops::accumulateNorm(share[threadIdx.x],
+                                   share[threadIdx.x + stride], false);
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    double total = share[0];
+    if (init)
+      total =
+          l2 ? *init + total
+             : ops::accumulateNorm(static_cast<double>(*init), total, false);
+    *out = static_cast<float>(total);
+  }
+}
+
+__global__ void clipCoefficientElement(const float *total, bool l2,
+                                       double maxNorm, float *norm,
+                                       float *coef) {
+  ops::clipCoefficient(*total, l2, maxNorm, *norm, *coef);
 }
 
 /// Calls `fn(tag)` with the step counter's storage type (f32 or f64, as on
@@ -73,6 +113,7 @@ llvm::Error sgdUpdateKernel(const KernelContext &ctx) {
   const TensorView &step = ctx.inputs[3];
   ops::SgdHyper hyper;
   SHARDC_CPU_TRY(cpu::sgdHyper(ctx, hyper));
+  const float *scale = ctx.hasInput(4) ? ctx.inputs[4].as<float>() : nullptr;
   int64_t n = param.numel();
   cudaStream_t s = cudaStreamOf(ctx);
   if (hyper.momentum == 0.0 && hasBuffer &&
@@ -94,7 +135,7 @@ llvm::Error sgdUpdateKernel(const KernelContext &ctx) {
           using S = typename decltype(stepTag)::type;
           sgdElements<<<blocksFor(n), kBlock, 0, s>>>(
               param.as<T>(), grad.as<T>(), buf, ctx.outputs[0].as<T>(), newBuf,
-              n, step.as<S>(), hyper);
+              n, step.as<S>(), scale, hyper);
           return checkLaunch(ctx);
         });
       });
@@ -109,6 +150,7 @@ llvm::Error adamUpdateKernel(const KernelContext &ctx) {
   const TensorView &step = ctx.inputs[4];
   ops::AdamHyper hyper;
   SHARDC_CPU_TRY(cpu::adamHyper(ctx, hyper));
+  const float *scale = ctx.hasInput(5) ? ctx.inputs[5].as<float>() : nullptr;
   int64_t n = param.numel();
   return cpu::dispatchIn(
       cpu::FloatTypes{}, ctx, param.dtype, "param",
@@ -122,7 +164,7 @@ llvm::Error adamUpdateKernel(const KernelContext &ctx) {
               param.as<T>(), ctx.inputs[1].as<T>(), ctx.inputs[2].as<T>(),
               ctx.inputs[3].as<T>(), ctx.outputs[0].as<T>(),
               ctx.outputs[1].as<T>(), ctx.outputs[2].as<T>(), n, step.as<S>(),
-              hyper);
+              scale, hyper);
           return checkLaunch(ctx);
         });
       });
@@ -146,6 +188,32 @@ llvm::Error incrementKernel(const KernelContext &ctx) {
             x.as<T>(), y.as<T>(), n);
         return checkLaunch(ctx);
       });
+}
+
+/// PartialNorm (ops::accumulateNorm) in one block; an empty input leaves
+/// `init` (or 0).
+llvm::Error partialNormKernel(const KernelContext &ctx) {
+  bool l2 = true;
+  SHARDC_CPU_TRY(cpu::checkPartialNormOperands(ctx, l2));
+  const TensorView &x = ctx.inputs[0];
+  const float *init = ctx.hasInput(1) ? ctx.inputs[1].as<float>() : nullptr;
+  return cpu::dispatchIn(
+      cpu::FloatTypes{}, ctx, x.dtype, "input", [&](auto tag) -> llvm::Error {
+        using T = typename decltype(tag)::type;
+        partialNormElements<<<1, kNormBlock, 0, cudaStreamOf(ctx)>>>(
+            x.as<T>(), x.numel(), init, l2, ctx.outputs[0].as<float>());
+        return checkLaunch(ctx);
+      });
+}
+
+llvm::Error clipCoefficientKernel(const KernelContext &ctx) {
+  bool l2 = true;
+  double maxNorm = 0;
+  SHARDC_CPU_TRY(cpu::checkClipCoefficientOperands(ctx, l2, maxNorm));
+  clipCoefficientElement<<<1, 1, 0, cudaStreamOf(ctx)>>>(
+      ctx.inputs[0].as<float>(), l2, maxNorm, ctx.outputs[0].as<float>(),
+      ctx.outputs[1].as<float>());
+  return checkLaunch(ctx);
 }
 
 } // namespace shardc::rt::cuda

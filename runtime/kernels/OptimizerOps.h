@@ -73,18 +73,24 @@ struct SgdHyper {
   LrSchedule schedule;
 };
 
-/// torch.optim.SGD (maximize=False), per element:
+/// torch.optim.SGD (maximize=False), per element, after `grad *= grad_scale`
+/// (gradient clipping's coefficient, when the op has one):
 ///   d = grad + weight_decay * param                  (if weight_decay != 0)
 ///   buf = step <= 1 ? d : momentum * buf + (1 - dampening) * d
 ///   d = nesterov ? d + momentum * buf : buf          (if momentum != 0)
 ///   param = param - lr * d
 template <typename T> struct SgdStep {
-  T wd, mom, oneMinusDamp, negLr;
-  bool hasWd, hasMomentum, nesterov, first;
+  T wd, mom, oneMinusDamp, negLr, gradScale;
+  bool hasWd, hasMomentum, nesterov, first, scaled;
 
-  SHARDC_HOST_DEVICE static SgdStep make(const SgdHyper &h, double step) {
+  /// The step's scalars from the (incremented) step counter and the
+  /// optional grad_scale operand's value (null: none).
+  SHARDC_HOST_DEVICE static SgdStep make(const SgdHyper &h, double step,
+                                         const float *scale = nullptr) {
     double lr = h.schedule.lrAt(h.lr, step);
     SgdStep s;
+    s.scaled = scale != nullptr;
+    s.gradScale = s.scaled ? static_cast<T>(*scale) : T(1);
     s.wd = static_cast<T>(h.weightDecay);
     s.mom = static_cast<T>(h.momentum);
     s.oneMinusDamp = static_cast<T>(1.0 - h.dampening);
@@ -98,7 +104,7 @@ template <typename T> struct SgdStep {
   /// The new parameter; with momentum, also the new buffer `b` from `buf`
   /// (ignored otherwise).
   SHARDC_HOST_DEVICE T apply(T p, T g, T buf, T &b) const {
-    T d = g;
+    T d = scaled ? g * gradScale : g;
     if (hasWd)
       d = d + wd * p;
     if (hasMomentum) {
@@ -116,7 +122,8 @@ struct AdamHyper {
   LrSchedule schedule;
 };
 
-/// torch.optim.Adam / AdamW (amsgrad=False, maximize=False), per element:
+/// torch.optim.Adam / AdamW (amsgrad=False, maximize=False), per element,
+/// after `grad *= grad_scale` as SgdStep:
 ///   AdamW: param *= 1 - lr * weight_decay
 ///   Adam:  grad += weight_decay * param              (if weight_decay != 0)
 ///   exp_avg = beta1 * exp_avg + (1 - beta1) * grad
@@ -124,15 +131,20 @@ struct AdamHyper {
 ///   denom = sqrt(exp_avg_sq) / sqrt(1 - beta2^step) + eps
 ///   param -= lr / (1 - beta1^step) * exp_avg / denom
 template <typename T> struct AdamStep {
-  T decay, wd, b1, b2, oneMinusB1, oneMinusB2, bc2Sqrt, eps, negStepSize;
-  bool decoupled, hasWd;
+  T decay, wd, b1, b2, oneMinusB1, oneMinusB2, bc2Sqrt, eps, negStepSize,
+      gradScale;
+  bool decoupled, hasWd, scaled;
 
-  SHARDC_HOST_DEVICE static AdamStep make(const AdamHyper &h, double step) {
+  /// As SgdStep::make.
+  SHARDC_HOST_DEVICE static AdamStep make(const AdamHyper &h, double step,
+                                          const float *scale = nullptr) {
     // What torch computes in Python floats.
     double lr = h.schedule.lrAt(h.lr, step);
     double biasCorrection1 = 1.0 - std::pow(h.beta1, step);
     double biasCorrection2 = 1.0 - std::pow(h.beta2, step);
     AdamStep s;
+    s.scaled = scale != nullptr;
+    s.gradScale = s.scaled ? static_cast<T>(*scale) : T(1);
     s.decay = static_cast<T>(1.0 - lr * h.weightDecay);
     s.wd = static_cast<T>(h.weightDecay);
     s.b1 = static_cast<T>(h.beta1);
@@ -148,6 +160,8 @@ template <typename T> struct AdamStep {
   }
   SHARDC_HOST_DEVICE void apply(T p, T g, T m, T v, T &newP, T &newM,
                                 T &newV) const {
+    if (scaled)
+      g = g * gradScale;
     if (decoupled)
       p = p * decay;
     else if (hasWd)
@@ -160,6 +174,29 @@ template <typename T> struct AdamStep {
     newP = p + negStepSize * m / denom;
   }
 };
+
+/// PartialNorm's accumulation of one element into `acc` (see
+/// ClipCoefficient in docs/ops.md): the sum of squares for the l2 norm, the
+/// largest absolute value for inf, in double; a NaN stays NaN.
+SHARDC_HOST_DEVICE inline double accumulateNorm(double acc, double x, bool l2) {
+  if (l2)
+    return acc + x * x;
+  double a = std::fabs(x);
+  return (a > acc || a != a) && acc == acc ? a : acc;
+}
+
+/// ClipCoefficient: the total norm from the reduced accumulation `total`,
+/// and torch.nn.utils.clip_grad_norm_'s clamped coefficient, in float32 as
+/// torch computes `max_norm / (total_norm + 1e-6)` (a Python float over a
+/// tensor: the tensor's reciprocal times max_norm) and clamps it at 1. NaN
+/// propagates (clamp keeps it).
+SHARDC_HOST_DEVICE inline void clipCoefficient(float total, bool l2,
+                                               double maxNorm, float &norm,
+                                               float &coef) {
+  norm = l2 ? std::sqrt(total) : total;
+  float c = (1.0f / (norm + 1e-6f)) * static_cast<float>(maxNorm);
+  coef = c > 1.0f ? 1.0f : c;
+}
 
 } // namespace shardc::rt::ops
 

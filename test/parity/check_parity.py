@@ -38,6 +38,11 @@ WEIGHT_ATOL = 1e-5
 # The logged learning rate (9 significant digits) against LambdaLR's.
 LR_RTOL = 1e-8
 
+# The logged gradient norm (shardc --clip-grad-norm) against
+# torch.nn.utils.clip_grad_norm_'s: both sum the same float32 gradients in
+# different orders (and Shard in float64), so they agree as the losses do.
+GRAD_NORM_RTOL = 1e-4
+
 # Stage K against stage 0 (--against-stage0).
 STAGE_LOSS_RTOL = 1e-5
 STAGE_WEIGHT_RTOL = 1e-5
@@ -109,13 +114,16 @@ def run(cmd, what, env=None):
 
 
 def read_log(log_path, key="loss"):
-    """Each step's `key` from a shardrun --log, in step order."""
+    """Each step's `key` from a shardrun --log, in step order (None where a
+    step has none; JSON's null, a non-finite value, as NaN)."""
     steps = {}
     with open(log_path) as f:
         for line in f:
             if line.strip():
                 rec = json.loads(line)
-                steps[int(rec["step"])] = float(rec[key])
+                v = rec.get(key, "absent")
+                steps[int(rec["step"])] = None if v == "absent" else \
+                    float("nan") if v is None else float(v)
     return [steps[s] for s in sorted(steps)]
 
 
@@ -206,7 +214,7 @@ def train(args, name, cfg, work, sharding, env=None):
     """Compiles the example with the config's hyperparameters and the
     `sharding` flags, trains it in WORK (shardrun with `env` added to its
     environment); returns the logged losses, the exported model's
-    initializers and the logged learning rates."""
+    initializers and each step's logged "lr" and "grad_norm" (by field)."""
     os.makedirs(work, exist_ok=True)
     plan = os.path.join(work, "plan")
     log = os.path.join(work, "run.jsonl")
@@ -224,7 +232,7 @@ def train(args, name, cfg, work, sharding, env=None):
          "--progress", "off"] + args.shardrun_arg, "shardrun", env)
     return read_losses(log), {i.name: numpy_helper.to_array(i)
                               for i in onnx.load(trained).graph.initializer}, \
-        read_log(log, "lr")
+        {field: read_log(log, field) for field in ("lr", "grad_norm")}
 
 
 def compare_stages(stage, losses0, weights0, losses, weights, masks):
@@ -340,7 +348,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         work = args.keep or tmp
         # Against the reference with the MPI's own choice of algorithms.
-        got_losses, got_weights, got_lrs = train(args, name, cfg, work, sharding)
+        got_losses, got_weights, got_log = train(args, name, cfg, work, sharding)
         if args.compile_to:
             print(f"compiled {what} into {args.compile_to}")
             return 0
@@ -365,15 +373,29 @@ def main():
     if failed:
         problems.append(f"{len(failed)} trained initializers differ from PyTorch's by more "
                         f"than rtol {WEIGHT_RTOL:g}, atol {WEIGHT_ATOL:g}: {', '.join(failed)}")
-    if "lrs" in ref:
-        # The log prints 9 significant digits.
-        print("\nlearning rate of each step")
-        bad_lrs, _ = compare_losses(ref["lrs"], got_lrs, LR_RTOL)
-        if bad_lrs:
-            problems.append(f"{bad_lrs} logged learning rates differ from PyTorch's "
-                            f"LambdaLR by more than rtol {LR_RTOL:g}")
+    # Each step's logged learning rate and gradient norm, where the
+    # reference has them.
+    grad_norm_err = None
+    for key, field, rtol, differ in (
+            ("lrs", "lr", LR_RTOL, "learning rates differ from PyTorch's LambdaLR"),
+            ("grad_norms", "grad_norm", GRAD_NORM_RTOL,
+             "gradient norms differ from torch.nn.utils.clip_grad_norm_'s")):
+        if key not in ref:
+            continue
+        print(f"\n{field} of each step")
+        got = got_log[field]
+        if None in got:
+            problems.append(f"shardrun logged no \"{field}\" at some steps")
+            continue
+        bad, worst = compare_losses(ref[key], got, rtol, ("reference", "shard"))
+        if bad:
+            problems.append(f"{bad} logged {differ} by more than rtol {rtol:g}")
+        if key == "grad_norms":
+            grad_norm_err = worst
     summary = (f"loss-rel-err={loss_err:.2e} weight-abs-err={stats['max_abs']:.2e} "
                f"weight-err/tol={stats['max_tol']:.2f}")
+    if "grad_norms" in ref and grad_norm_err is not None:
+        summary += f" grad-norm-rel-err={grad_norm_err:.2e}"
     if stage0:
         if fixed:
             print(f"\nstage 0 and stage {args.zero_stage} again, the ranks' gradients "

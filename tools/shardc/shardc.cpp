@@ -403,7 +403,8 @@ int main(int argc, char **argv) {
   shardc::TrainPipelineOptions pipeline;
   using Args = llvm::ArrayRef<const char *>;
   const Args trainArgs[] = {shardc::kAutodiffOptionArgs,
-                            shardc::kOptimizerOptionArgs};
+                            shardc::kOptimizerOptionArgs,
+                            shardc::kClipGradientsOptionArgs};
   const Args shardArgs[] = {
       shardc::kZeroConfigOptionArgs, shardc::kBucketGradientsOptionArgs,
       shardc::kWrapUnitsOptionArgs, shardc::kShardParametersOptionArgs,
@@ -439,6 +440,10 @@ int main(int argc, char **argv) {
                       " configures a training step: give --optimizer (and "
                       "--loss if the model has several scalar outputs)");
   }
+
+  if (pipeline.normType.hasValue() && !pipeline.maxNorm.hasValue())
+    return fail("--clip-norm-type chooses the norm that --clip-grad-norm "
+                "bounds: give --clip-grad-norm MAX too");
 
   shardc::ImportOptions options;
   options.foldLimit = pipeline.foldLimit;

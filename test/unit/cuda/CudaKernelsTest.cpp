@@ -129,6 +129,44 @@ TEST(CudaKernelsTest, OptimizersMatchCpu) {
       }
   for (DType t : {DType::F32, DType::F64, DType::I64})
     expectSameAsCpu("Increment", {{t, {}}}, {{t, {}}});
+  // With gradient clipping's coefficient as grad_scale.
+  const Operand step{DType::F32, {}, false, 3.0},
+      scale{DType::F32, {}, false, 0.37};
+  for (DType t : kFloat) {
+    expectSameAsCpu("SGDUpdate",
+                    {{t, shape}, {t, shape}, {t, shape}, step, scale},
+                    {{t, shape}, {t, shape}}, Tolerance{},
+                    optimizerAttrs({{"lr", 0.1}, {"momentum", 0.9}}));
+    expectSameAsCpu(
+        "AdamUpdate",
+        {{t, shape}, {t, shape}, {t, shape}, {t, shape}, step, scale},
+        {{t, shape}, {t, shape}, {t, shape}}, Tolerance{2},
+        optimizerAttrs({{"lr", 1e-3},
+                        {"beta1", 0.9},
+                        {"beta2", 0.999},
+                        {"eps", 1e-8},
+                        {"weight_decay", 0.01}},
+                       {{"decoupled", 1}}));
+  }
+}
+
+TEST(CudaKernelsTest, ClippingMatchesCpu) {
+  // Both accumulate in double (in different orders) and round once to f32.
+  for (const char *type : {"l2", "inf"}) {
+    AttrMap attrs;
+    attrs.set("norm_type", AttrValue::ofString(type));
+    for (DType t : kFloat)
+      for (int64_t n : {1, 1000, 300001}) {
+        expectSameAsCpu("PartialNorm", {{t, {n}}}, {{DType::F32, {}}},
+                        Tolerance{1}, attrs);
+        expectSameAsCpu("PartialNorm", {{t, {n}}, {DType::F32, {}, false, 2.5}},
+                        {{DType::F32, {}}}, Tolerance{1}, attrs);
+      }
+    attrs.set("max_norm", AttrValue::ofFloat(1.5));
+    for (double total : {0.25, 9.0, 1e30})
+      expectSameAsCpu("ClipCoefficient", {{DType::F32, {}, false, total}},
+                      {{DType::F32, {}}, {DType::F32, {}}}, Tolerance{}, attrs);
+  }
 }
 
 TEST(CudaKernelsTest, MatMulMatchesCpu) {

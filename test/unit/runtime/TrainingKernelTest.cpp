@@ -13,7 +13,9 @@
 #include "test/unit/runtime/KernelTestUtil.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
+#include <limits>
 
 using namespace shardc::rt;
 using namespace shardc::rt::test;
@@ -1166,6 +1168,139 @@ TEST(OptimizerKernel, IncrementInPlaceAndOtherTypes) {
   EXPECT_EQ(d2.values<double>(), (std::vector<double>{2.5, 0.0}));
   Buf b = boolean({1}, {1});
   EXPECT_KERNEL_ERROR(run("Increment", attrs(), {&b}, {&b}), "bool");
+}
+
+//===----------------------------------------------------------------------===//
+// Gradient clipping
+//===----------------------------------------------------------------------===//
+
+TEST(ClipKernel, PartialNormSumsSquaresOrTakesTheLargestMagnitude) {
+  AttrMap l2 = attrs({{"norm_type", str("l2")}});
+  AttrMap inf = attrs({{"norm_type", str("inf")}});
+  Buf g = f32({2, 2}, {3, -4, 1, -2}), h = f64({2}, {0.5, -1.5});
+  Buf out = f32({}, {0}), init = f32({}, {6});
+  ASSERT_KERNEL_OK(run("PartialNorm", l2, {&g}, {&out}));
+  EXPECT_EQ(out.values<float>()[0], 30.0f);
+  ASSERT_KERNEL_OK(run("PartialNorm", l2, {&h, &init}, {&out}));
+  EXPECT_EQ(out.values<float>()[0], 8.5f);
+  ASSERT_KERNEL_OK(run("PartialNorm", inf, {&g}, {&out}));
+  EXPECT_EQ(out.values<float>()[0], 4.0f);
+  ASSERT_KERNEL_OK(run("PartialNorm", inf, {&g, &init}, {&out}));
+  EXPECT_EQ(out.values<float>()[0], 6.0f);
+  ASSERT_KERNEL_OK(run("PartialNorm", inf, {&h}, {&out}));
+  EXPECT_EQ(out.values<float>()[0], 1.5f);
+  // Nothing to add: the running value passes through.
+  Buf empty = f32({0}, {});
+  ASSERT_KERNEL_OK(run("PartialNorm", inf, {&empty, &init}, {&out}));
+  EXPECT_EQ(out.values<float>()[0], 6.0f);
+  // A NaN anywhere, in the tensor or the running value, gives NaN, wherever
+  // it sits among larger values.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Buf withNan = f32({3}, {1, nan, 100}), nanInit = f32({}, {nan});
+  for (const AttrMap *a : {&l2, &inf}) {
+    ASSERT_KERNEL_OK(run("PartialNorm", *a, {&withNan}, {&out}));
+    EXPECT_TRUE(std::isnan(out.values<float>()[0]));
+    ASSERT_KERNEL_OK(run("PartialNorm", *a, {&g, &nanInit}, {&out}));
+    EXPECT_TRUE(std::isnan(out.values<float>()[0]));
+  }
+  Buf i = i64({1}, {1});
+  EXPECT_KERNEL_ERROR(run("PartialNorm", l2, {&i}, {&out}), "int64");
+  Buf f64Init = f64({}, {1});
+  EXPECT_KERNEL_ERROR(run("PartialNorm", l2, {&g, &f64Init}, {&out}), "init");
+  EXPECT_KERNEL_ERROR(
+      run("PartialNorm", attrs({{"norm_type", str("l1")}}), {&g}, {&out}),
+      "norm_type must be l2 or inf, got 'l1'");
+}
+
+TEST(ClipKernel, ClipCoefficientIsTorchsClampedCoefficient) {
+  auto clip = [](float total, const char *type, double maxNorm) {
+    Buf t = f32({}, {total}), norm = f32({}, {0}), coef = f32({}, {0});
+    EXPECT_KERNEL_OK(
+        run("ClipCoefficient",
+            attrs({{"norm_type", str(type)}, {"max_norm", floatv(maxNorm)}}),
+            {&t}, {&norm, &coef}));
+    return std::make_pair(norm.values<float>()[0], coef.values<float>()[0]);
+  };
+  // torch: clip_coef = max_norm / (total_norm + 1e-6), a Python float over
+  // a float32 tensor (its reciprocal times max_norm), clamped at 1.
+  auto [n1, c1] = clip(25.0f, "l2", 0.5);
+  EXPECT_EQ(n1, 5.0f);
+  EXPECT_EQ(c1, (1.0f / (5.0f + 1e-6f)) * 0.5f);
+  auto [n2, c2] = clip(0.25f, "l2", 1.0);
+  EXPECT_EQ(n2, 0.5f);
+  EXPECT_EQ(c2, 1.0f);
+  auto [n3, c3] = clip(4.0f, "inf", 2.0);
+  EXPECT_EQ(n3, 4.0f);
+  EXPECT_EQ(c3, (1.0f / (4.0f + 1e-6f)) * 2.0f);
+  // A non-finite norm: NaN stays NaN; an infinite one clips to zero.
+  auto [n4, c4] = clip(std::numeric_limits<float>::quiet_NaN(), "l2", 1.0);
+  EXPECT_TRUE(std::isnan(n4) && std::isnan(c4));
+  auto [n5, c5] = clip(std::numeric_limits<float>::infinity(), "inf", 1.0);
+  EXPECT_TRUE(std::isinf(n5));
+  EXPECT_EQ(c5, 0.0f);
+
+  Buf t = f32({}, {1}), norm = f32({}, {0}), coef = f32({}, {0});
+  EXPECT_KERNEL_ERROR(
+      run("ClipCoefficient",
+          attrs({{"norm_type", str("l2")}, {"max_norm", floatv(0.0)}}), {&t},
+          {&norm, &coef}),
+      "max_norm must be finite and positive, got 0");
+  Buf t1 = f32({2}, {1, 2});
+  EXPECT_KERNEL_ERROR(
+      run("ClipCoefficient",
+          attrs({{"norm_type", str("l2")}, {"max_norm", floatv(1.0)}}), {&t1},
+          {&norm, &coef}),
+      "every operand");
+}
+
+TEST(OptimizerKernel, GradScaleMultipliesTheGradientFirst) {
+  // An update with grad_scale c equals, bit for bit, the update of the
+  // gradient scaled beforehand in its own type (clip_grad_norm_'s mul_).
+  std::vector<int64_t> shape = {5};
+  std::vector<double> p0 = randomValues(5, 1), g0 = randomValues(5, 2);
+  const float c = 0.3712f;
+  AttrMap sgd = attrs({{"lr", floatv(0.1)},
+                       {"momentum", floatv(0.9)},
+                       {"dampening", floatv(0.0)},
+                       {"weight_decay", floatv(1e-2)},
+                       {"nesterov", intv(1)}});
+  AttrMap adam = attrs({{"lr", floatv(1e-2)},
+                        {"beta1", floatv(0.9)},
+                        {"beta2", floatv(0.999)},
+                        {"eps", floatv(1e-8)},
+                        {"weight_decay", floatv(1e-2)},
+                        {"decoupled", intv(1)}});
+  for (DType dt : {DType::F32, DType::F64}) {
+    std::vector<double> scaled(g0);
+    for (double &g : scaled)
+      g = dt == DType::F32 ? double(float(g) * c) : g * double(c);
+    Buf scale = f32({}, {c}), step = f32({}, {2});
+    Buf pa = fromDoubles(dt, shape, p0), pb = fromDoubles(dt, shape, p0);
+    Buf ga = fromDoubles(dt, shape, g0), gb = fromDoubles(dt, shape, scaled);
+    Buf ba = fromDoubles(dt, shape, g0), bb = fromDoubles(dt, shape, g0);
+    ASSERT_KERNEL_OK(
+        run("SGDUpdate", sgd, {&pa, &ga, &ba, &step, &scale}, {&pa, &ba}));
+    ASSERT_KERNEL_OK(run("SGDUpdate", sgd, {&pb, &gb, &bb, &step}, {&pb, &bb}));
+    EXPECT_EQ(toDoubles(pa), toDoubles(pb));
+    EXPECT_EQ(toDoubles(ba), toDoubles(bb));
+    Buf ma = fromDoubles(dt, shape, g0), mb = fromDoubles(dt, shape, g0);
+    std::vector<double> sq(p0);
+    for (double &v : sq)
+      v = v * v;
+    Buf va = fromDoubles(dt, shape, sq), vb = fromDoubles(dt, shape, sq);
+    ASSERT_KERNEL_OK(run("AdamUpdate", adam,
+                         {&pa, &ga, &ma, &va, &step, &scale}, {&pa, &ma, &va}));
+    ASSERT_KERNEL_OK(
+        run("AdamUpdate", adam, {&pb, &gb, &mb, &vb, &step}, {&pb, &mb, &vb}));
+    EXPECT_EQ(toDoubles(pa), toDoubles(pb));
+    EXPECT_EQ(toDoubles(ma), toDoubles(mb));
+    EXPECT_EQ(toDoubles(va), toDoubles(vb));
+  }
+  Buf p = f32({2}, {1, 2}), g = f32({2}, {1, 1}), b = f32({2}, {0, 0});
+  Buf step = f32({}, {1}), wide = f64({}, {0.5});
+  EXPECT_KERNEL_ERROR(
+      run("SGDUpdate", sgd, {&p, &g, &b, &step, &wide}, {&p, &b}),
+      "grad_scale");
 }
 
 TEST(OptimizerKernel, RejectsBadTypesShapesAndSteps) {
