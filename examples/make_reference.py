@@ -34,6 +34,14 @@ statistics, and each rank keeps its own running statistics, which move only
 with its own micro-batches, from the same initial values; the saved weights
 carry rank 0's (shardrun exports rank 0's model). N = 1 is the single-rank
 reference above, in the same operations and files.
+
+A config with "grad_accum": K (shardc --grad-accum K) takes K micro-batches
+per rank and step: the global batch is N*K*B samples from s*N*K*B on; its
+micro-batch c (rank c % N's (c // N)-th) is forwarded at the current weights
+in the order c = 0, 1, ..., the gradients are averaged over all N*K (as the
+sum of each loss / (N*K) backward would), the logged loss is the mean of the
+N*K losses, and each rank's BatchNorm statistics move with its own
+micro-batches in order.
 """
 import argparse
 import copy
@@ -69,6 +77,17 @@ OPTIMIZERS = {
     "adamw_cosine": {"optimizer": "adamw", "lr": 1e-3, "beta1": 0.9, "beta2": 0.999,
                      "eps": 1e-8, "weight_decay": 0.01, "lr_schedule": "cosine",
                      "warmup_steps": 4, "decay_steps": 16, "min_lr_ratio": 0.1},
+    # Gradient accumulation (shardc --grad-accum K).
+    "sgd_accum": {"optimizer": "sgd", "lr": 0.05, "momentum": 0.9, "dampening": 0.0,
+                  "nesterov": False, "weight_decay": 1e-4, "grad_accum": 2},
+    "adamw_accum": {"optimizer": "adamw", "lr": 1e-3, "beta1": 0.9, "beta2": 0.999,
+                    "eps": 1e-8, "weight_decay": 0.01, "grad_accum": 3},
+    # Every training-loop option at once: accumulation, clipping and a
+    # schedule.
+    "adamw_loop": {"optimizer": "adamw", "lr": 1e-3, "beta1": 0.9, "beta2": 0.999,
+                   "eps": 1e-8, "weight_decay": 0.01, "grad_accum": 2,
+                   "clip_grad_norm": 0.5, "lr_schedule": "cosine", "warmup_steps": 3,
+                   "decay_steps": 16, "min_lr_ratio": 0.1},
     # Gradient clipping (shardc --clip-grad-norm, --clip-norm-type):
     # torch.nn.utils.clip_grad_norm_ of the averaged gradients before each
     # step. The bounds sit inside the range of the unclipped norms (MLP: 2-norm
@@ -173,17 +192,19 @@ def lr_factor(cfg, s):
     return r + (1 - r) * (1 + math.cos(math.pi * (s - w) / (t - w))) / 2
 
 
-def batches(name, data_dir, world=1):
-    """Yields, for each step, the micro-batch of each of `world` ranks: the
-    step's global batch is world*B samples from step*world*B on, wrapping
-    around the data set, and rank r takes its r-th B."""
+def batches(name, data_dir, world=1, accum=1):
+    """Yields, for each step, its world*accum micro-batches: the step's
+    global batch is world*accum*B samples from step*world*accum*B on,
+    wrapping around the data set, and micro-batch c (rank c % world's
+    micro-batch c // world) takes its c-th B."""
     _, _, batch, input_names = export_examples.EXAMPLES[name]
     data = {k: np.load(os.path.join(data_dir, f"{k}.npy")) for k in input_names}
     n = len(data[input_names[0]])
+    chunks = world * accum
     for s in range(STEPS):
         micro = []
-        for r in range(world):
-            first = (s * world + r) * batch
+        for c in range(chunks):
+            first = (s * chunks + c) * batch
             rows = np.arange(first, first + batch) % n
             micro.append([torch.from_numpy(data[k][rows]) for k in input_names])
         yield micro
@@ -225,9 +246,11 @@ def train(name, cfg, onnx_path, data_dir, shadow=False, exact=False, world=1):
     rank_buffers = [{k: b.detach().clone() for k, b in buffers.items()}
                     for _ in range(world)]
     losses, g32, g64 = [], {k: [] for k in params}, {k: [] for k in params}
-    for micro in batches(name, data_dir, world):
+    accum = cfg.get("grad_accum", 1)
+    for micro in batches(name, data_dir, world, accum):
         rank_losses, sum32, sum64 = [], {}, {}
-        for r, args in enumerate(micro):
+        for c, args in enumerate(micro):
+            r = c % world
             with torch.no_grad():
                 for k, b in buffers.items():
                     b.copy_(rank_buffers[r][k])
@@ -238,22 +261,22 @@ def train(name, cfg, onnx_path, data_dir, shadow=False, exact=False, world=1):
                                       for a in args])
                 loss64.backward()
                 for k, p in params64.items():
-                    sum64[k] = p.grad.clone() if r == 0 else sum64[k] + p.grad
+                    sum64[k] = p.grad.clone() if c == 0 else sum64[k] + p.grad
                 model64.zero_grad()
             _, loss = model(*args)
             rank_losses.append(float(loss.item()))
             loss.backward()
             for k, p in params.items():
-                sum32[k] = p.grad.clone() if r == 0 else sum32[k] + p.grad
+                sum32[k] = p.grad.clone() if c == 0 else sum32[k] + p.grad
             opt.zero_grad()
             rank_buffers[r] = {k: b.detach().clone() for k, b in buffers.items()}
         # Dividing by world = 1 is exact: one rank reproduces plain training.
-        losses.append(sum(rank_losses) / world)
+        losses.append(sum(rank_losses) / len(micro))
         for k, p in params.items():
-            p.grad = sum32[k] / world
+            p.grad = sum32[k] / len(micro)
             if shadow:
                 g32[k].append(p.grad.numpy().copy())
-                g64[k].append((sum64[k] / world).numpy().copy())
+                g64[k].append((sum64[k] / len(micro)).numpy().copy())
             if exact:
                 p.grad.copy_(torch.from_numpy(g64[k][-1]))
         if "clip_grad_norm" in cfg:

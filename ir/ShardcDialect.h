@@ -70,6 +70,9 @@ constexpr llvm::StringLiteral kGradResultsAttrName = "shardc.grad_results";
 /// Result attribute: this result is the new value of argument N (an
 /// in-place update of a parameter or state).
 constexpr llvm::StringLiteral kUpdatesAttrName = "shardc.updates";
+/// Function attribute set by shardc-accumulate-gradients: the number of
+/// micro-batches K each step accumulates (its graph inputs hold K of them).
+constexpr llvm::StringLiteral kGradAccumAttrName = "shardc.grad_accum";
 /// Function attribute set by shardc-clip-gradients: the graph output that
 /// holds the step's total gradient norm (before clipping).
 constexpr llvm::StringLiteral kGradNormAttrName = "shardc.grad_norm";

@@ -316,6 +316,11 @@ LogicalResult DropoutOp::verify() {
       shape[axis] % outer != 0)
     return emitOpError("batch_outer ")
            << outer << " does not divide the batch axis's size " << shape[axis];
+  auto micro = static_cast<int64_t>(getMicroBatch());
+  auto micros = static_cast<int64_t>(getMicroBatches());
+  if (micros < 1 || micro < 0 || micro >= micros)
+    return emitOpError("micro_batch must be in [0, micro_batches), got ")
+           << micro << " of " << micros;
   if (getMask() && shapeOf(getMask()) != shapeOf(getInput()))
     return emitOpError("mask must have the input's shape");
   return success();

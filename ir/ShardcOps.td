@@ -590,6 +590,12 @@ def Shardc_DropoutOp : Shardc_Op<"Dropout", [Pure,
     `batch_outer` 1) means the input does not depend on the batch, and every
     rank draws the same mask.
 
+    With gradient accumulation over `micro_batches` K, the step's forward
+    and backward are repeated for each micro-batch, and the copy for
+    micro-batch `micro_batch` m draws as rank m * N + r of N * K ranks would:
+    the global batch of N ranks accumulating K micro-batches is that of
+    N * K ranks, in the same order (`shardc-accumulate-gradients`).
+
     The optional `mask` result is that mask (ONNX Dropout's second output);
     canonicalization drops it when it is unused (PyTorch exports it always).
     Imports ONNX Dropout in training mode with a ratio above 0, `site`
@@ -610,7 +616,9 @@ def Shardc_DropoutOp : Shardc_Op<"Dropout", [Pure,
   }];
   let arguments = (ins Shardc_FloatTensor:$input, F32Attr:$ratio,
                    I64Attr:$site, I64Attr:$batch_axis,
-                   DefaultValuedAttr<I64Attr, "1">:$batch_outer);
+                   DefaultValuedAttr<I64Attr, "1">:$batch_outer,
+                   DefaultValuedAttr<I64Attr, "0">:$micro_batch,
+                   DefaultValuedAttr<I64Attr, "1">:$micro_batches);
   let results = (outs Shardc_FloatTensor:$output,
                  Optional<Shardc_BoolTensor>:$mask);
   let hasVerifier = 1;

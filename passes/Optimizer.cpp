@@ -150,7 +150,9 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
       }
     }
 
-    // BatchNormalization running statistics, updated as PyTorch does.
+    // BatchNormalization running statistics, updated as PyTorch does. With
+    // gradient accumulation a chain of normalizations (one per micro-batch)
+    // passes them on: the last one's are the step's.
     func.walk([&](BatchNormalizationOp bn) {
       if (!bn.getTrainingMode())
         return;
@@ -160,9 +162,21 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
           !func.getArgAttr(mean.getArgNumber(), kParamAttrName) ||
           !func.getArgAttr(var.getArgNumber(), kParamAttrName))
         return;
-      bn.setUnbiasedVar(true);
-      updates.push_back({bn.getRunningMean(), mean.getArgNumber()});
-      updates.push_back({bn.getRunningVar(), var.getArgNumber()});
+      BatchNormalizationOp last = bn;
+      while (true) {
+        last.setUnbiasedVar(true);
+        BatchNormalizationOp next;
+        for (Operation *user : last.getRunningMean().getUsers())
+          if (auto n = dyn_cast<BatchNormalizationOp>(user);
+              n && n.getMean() == last.getRunningMean() &&
+              n.getVar() == last.getRunningVar())
+            next = n;
+        if (!next)
+          break;
+        last = next;
+      }
+      updates.push_back({last.getRunningMean(), mean.getArgNumber()});
+      updates.push_back({last.getRunningVar(), var.getArgNumber()});
     });
 
     for (auto &[value, arg] : updates) {

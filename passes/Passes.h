@@ -118,6 +118,7 @@ struct TrainPipelineOptions
     : public ShardcPipelineOptions<TrainPipelineOptions> {
   SHARDC_PIPELINE_OPTIONS_FoldConstants
   SHARDC_PIPELINE_OPTIONS_Autodiff
+  SHARDC_PIPELINE_OPTIONS_AccumulateGradients
   SHARDC_PIPELINE_OPTIONS_Optimizer
   SHARDC_PIPELINE_OPTIONS_WrapUnits
   SHARDC_PIPELINE_OPTIONS_ZeroConfig

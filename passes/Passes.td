@@ -98,6 +98,47 @@ def Autodiff : Pass<"shardc-autodiff", "mlir::ModuleOp"> {
   let dependentDialects = ["::shardc::ShardcDialect"];
 }
 
+def AccumulateGradients : Pass<"shardc-accumulate-gradients", "mlir::ModuleOp"> {
+  let summary = "Accumulate gradients over K micro-batches per optimizer step";
+  let description = [{
+    Gradient accumulation (DDP's `no_sync`, DeepSpeed's
+    `gradient_accumulation_steps`, Lightning's `accumulate_grad_batches`) on
+    the step autodiff produced: every graph input grows from B to K * B rows,
+    and the forward and backward ops are repeated for each micro-batch m on
+    rows [m * B, (m + 1) * B). Each repetition's gradients join a running sum
+    as soon as they exist, so one micro-batch's activations are live at a
+    time; the step returns the mean over the micro-batches of the loss, of
+    float scalar outputs and of every gradient (integer scalar outputs are
+    summed; other outputs are the last micro-batch's). The optimizer then
+    steps once, and the ZeRO passes reduce the accumulated gradients once per
+    step. Training-mode BatchNormalization's running statistics pass from one
+    micro-batch to the next, as PyTorch updates them on every forward, and
+    Dropout's copy m draws as rank m * N + r of N * K (`micro_batch`). The
+    function records `shardc.grad_accum = K`; the plan's training record
+    carries it, and shardrun feeds rank r's micro-batches m = 0..K-1 with
+    chunk m * N + r of the step's N * K * B samples.
+
+    Before (B = 4): `%x: tensor<4x3xf32> {shardc.input = "x"}`, the loss `%l`
+    and a gradient `%g` returned.
+    After (grad-accum=2):
+    ```mlir
+    %x: tensor<8x3xf32> {shardc.input = "x"}
+    %x0 = shardc.Slice %x {starts = array<i64: 0, 0>, ...} : tensor<8x3xf32> -> tensor<4x3xf32>
+    %x1 = shardc.Slice %x {starts = array<i64: 4, 0>, ...} : tensor<8x3xf32> -> tensor<4x3xf32>
+    ... forward and backward on %x0 (%l0, %g0), then on %x1 (%l1, %g1) ...
+    %gs = shardc.Add %g0, %g1
+    %g = shardc.Mul %gs, 0.5      // the mean, and likewise the loss
+    ```
+  }];
+  let options = [
+    BoundedOption<"gradAccum", "grad-accum", "int64_t", /*default=*/"1",
+           "Micro-batches per optimizer step: accumulate the gradients of K "
+           "forward and backward passes, then step once (default 1)",
+           "[1, 65536]", "::llvm::cl::value_desc(\"K\")">,
+  ];
+  let dependentDialects = ["::shardc::ShardcDialect"];
+}
+
 def Optimizer : Pass<"shardc-optimizer", "mlir::ModuleOp"> {
   let summary = "Turn parameter gradients into in-place optimizer updates";
   let description = [{

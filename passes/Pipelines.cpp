@@ -38,6 +38,7 @@ void buildTrainPipeline(OpPassManager &pm,
   FoldConstantsOptions fold = getFoldConstantsOptions(options);
   buildImportCleanupPipeline(pm, fold);
   pm.addPass(createAutodiff(getAutodiffOptions(options)));
+  pm.addPass(createAccumulateGradients(getAccumulateGradientsOptions(options)));
   pm.addPass(createOptimizer(getOptimizerOptions(options)));
   buildImportCleanupPipeline(pm, fold);
   // Clipping reads the gradients the updates finally take: after the ZeRO

@@ -1154,8 +1154,14 @@ Error validatePlan(const Plan &plan, llvm::ArrayRef<StringRef> knownOpTypes) {
     int64_t batch = 1;
     if (plan.inputs_size() > 0 && plan.buffers(plan.inputs(0)).shape_size())
       batch = plan.buffers(plan.inputs(0)).shape(0);
-    if (t.micro_batch() != batch)
+    if (t.grad_accum() < 0 || t.grad_accum() > 65536)
+      return makeError("training: grad_accum " + Twine(t.grad_accum()) +
+                       " is not in [0, 65536]");
+    int64_t accum = std::max<int64_t>(t.grad_accum(), 1);
+    if (t.micro_batch() * accum != batch)
       return makeError("training: micro_batch is " + Twine(t.micro_batch()) +
+                       (accum > 1 ? " times grad_accum " + std::to_string(accum)
+                                  : std::string()) +
                        ", but the first graph input's batch dimension is " +
                        Twine(batch));
     if (!t.optimizer().empty() && t.optimizer() != "sgd" &&
@@ -1523,6 +1529,8 @@ std::string describeHyperParameters(const Plan &plan) {
     const Training &t = plan.training();
     s = "optimizer " + (t.optimizer().empty() ? "none" : t.optimizer()) +
         ", micro_batch " + std::to_string(t.micro_batch());
+    if (t.grad_accum() > 1)
+      s += ", grad_accum " + std::to_string(t.grad_accum());
   }
   for (StringRef type : {"AdamUpdate", "SGDUpdate"}) {
     std::string part;

@@ -142,15 +142,18 @@ std::optional<Dataset::NonFinite> Dataset::firstNonFinite() const {
   return std::nullopt;
 }
 
-Error Dataset::bind(Executor &exec, int64_t first) {
+Error Dataset::bind(Executor &exec, llvm::ArrayRef<int64_t> firsts) {
+  int64_t chunks = static_cast<int64_t>(firsts.size());
+  int64_t rows = chunks > 0 ? batch / chunks : 0;
   for (size_t i = 0; i < arrays.size(); ++i) {
     const NpyArray &arr = arrays[i];
     size_t sampleBytes = staging[i].size() / batch;
-    for (int64_t k = 0; k < batch; ++k) {
-      int64_t s = (first + k) % samples;
-      std::memcpy(staging[i].data() + k * sampleBytes,
-                  arr.data.data() + s * sampleBytes, sampleBytes);
-    }
+    for (int64_t c = 0; c < chunks; ++c)
+      for (int64_t k = 0; k < rows; ++k) {
+        int64_t s = (firsts[c] + k) % samples;
+        std::memcpy(staging[i].data() + (c * rows + k) * sampleBytes,
+                    arr.data.data() + s * sampleBytes, sampleBytes);
+      }
     const ValueInfo &info = exec.inputInfo(i);
     if (Error err = exec.setInput(
             i, TensorView(info.dtype, info.shape, staging[i].data())))
@@ -337,19 +340,22 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
   if (!rate)
     return rate.takeError();
   int64_t batch = plan.training().micro_batch();
+  int64_t accum = std::max<int64_t>(plan.training().grad_accum(), 1);
   size_t lossOutput = plan.training().loss_output();
   if (lossOutput >= exec.numOutputs() ||
       exec.outputInfo(lossOutput).dtype != DType::F32 ||
       numElements(exec.outputInfo(lossOutput).shape) != 1)
     return makeError("the plan's loss output " + Twine(lossOutput) +
                      " is not a float32 scalar graph output");
-  int64_t globalBatch = batch * std::max(options.worldSize, 1);
+  int64_t globalBatch = batch * accum * std::max(options.worldSize, 1);
   if (data->numSamples() < globalBatch && options.rank == 0)
     llvm::errs() << "shardrun: warning: the data set in " << options.dataDir
                  << " holds " << data->numSamples()
                  << " samples, fewer than one step takes (" << batch
-                 << " per rank x " << std::max(options.worldSize, 1)
-                 << " ranks = " << globalBatch
+                 << " per rank x "
+                 << (accum > 1 ? std::to_string(accum) + " micro-batches x "
+                               : std::string())
+                 << std::max(options.worldSize, 1) << " ranks = " << globalBatch
                  << "): every step uses each sample about "
                  << llvm::format("%.1f", double(globalBatch) /
                                              double(data->numSamples()))
@@ -358,15 +364,15 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
   // the first step that would read it, so that it is never mistaken for a
   // diverging run.
   if (std::optional<Dataset::NonFinite> bad = data->firstNonFinite()) {
-    // Position p of the sample stream (global step g, rank r, slot k) is
-    // p = (g * world + r) * batch + k and reads sample p mod N.
+    // Position p of the sample stream (global step g, micro-batch m, rank
+    // r, slot k) is p = ((g * K + m) * world + r) * batch + k and reads
+    // sample p mod N.
     int64_t world = std::max(options.worldSize, 1);
     int64_t n = data->numSamples();
-    int64_t p0 = static_cast<int64_t>(options.firstStep) * world * batch;
+    int64_t p0 = static_cast<int64_t>(options.firstStep) * globalBatch;
     int64_t p = p0 + (((bad->sample - p0) % n) + n) % n;
-    int64_t step =
-        p / (world * batch) - static_cast<int64_t>(options.firstStep);
-    int64_t rank = (p % (world * batch)) / batch;
+    int64_t step = p / globalBatch - static_cast<int64_t>(options.firstStep);
+    int64_t rank = (p % globalBatch) / batch % world;
     std::string what = (std::isnan(bad->value) ? "NaN" : "infinite") +
                        std::string(" input data: ") + options.dataDir + "/" +
                        exec.inputInfo(bad->input).name + ".npy, sample " +
@@ -421,10 +427,13 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
     // The global step: data and dropout masks continue where a resumed
     // run's checkpoint left them.
     uint64_t global = options.firstStep + static_cast<uint64_t>(step);
-    int64_t first =
-        (static_cast<int64_t>(global) * options.worldSize + options.rank) *
-        batch;
-    if (Error err = data->bind(exec, first))
+    llvm::SmallVector<int64_t, 4> firsts;
+    for (int64_t m = 0; m < accum; ++m)
+      firsts.push_back(
+          ((static_cast<int64_t>(global) * accum + m) * options.worldSize +
+           options.rank) *
+          batch);
+    if (Error err = data->bind(exec, firsts))
       return err;
     exec.setStep(global);
     if (Error err = exec.run())

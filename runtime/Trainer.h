@@ -44,9 +44,11 @@ public:
   };
   std::optional<NonFinite> firstNonFinite() const;
 
-  /// Binds the micro-batch of samples [first, first + B), wrapping around at
-  /// the end of the data, to the executor's inputs.
-  llvm::Error bind(Executor &exec, int64_t first);
+  /// Binds the executor's inputs, split into `firsts.size()` equal chunks
+  /// (the micro-batches of gradient accumulation; one without), chunk c
+  /// holding samples [firsts[c], firsts[c] + rows per chunk), wrapping
+  /// around at the end of the data.
+  llvm::Error bind(Executor &exec, llvm::ArrayRef<int64_t> firsts);
 
 private:
   std::vector<NpyArray> arrays; // indexed like the executor's inputs
@@ -65,7 +67,9 @@ struct TrainOptions {
   /// Draw a progress line on stderr.
   bool progress = false;
   /// Data parallel rank and world size: at global step s, rank r takes the
-  /// r-th micro-batch of the global batch starting at s * worldSize * B.
+  /// r-th micro-batch of the global batch starting at s * worldSize * B
+  /// (with K micro-batches per step, micro-batch m is chunk m * worldSize + r
+  /// of the step's worldSize * K * B samples).
   int rank = 0;
   int worldSize = 1;
   /// Averages the logged loss over ranks; nullptr for a single rank.

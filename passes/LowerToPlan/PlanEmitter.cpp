@@ -468,7 +468,12 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
         batch = shape.empty() ? 1 : shape[0];
         break;
       }
-    t->set_micro_batch(batch);
+    int64_t accum = 1;
+    if (auto k = func->getAttrOfType<IntegerAttr>(kGradAccumAttrName))
+      accum = k.getInt();
+    if (accum > 1)
+      t->set_grad_accum(accum);
+    t->set_micro_batch(batch / accum);
   }
   return success();
 }

@@ -348,6 +348,14 @@ llvm::Error checkDropout(const KernelContext &ctx, DropoutGeometry &g) {
   // this rank's samples. The global batch's input is [outer, world * chunk]
   // with this rank's slab at rank * chunk. Without a batch axis, every rank
   // draws the global tensor's mask itself.
+  // With gradient accumulation, micro-batch m of K on rank r of N draws as
+  // rank m * N + r of N * K.
+  int64_t micro = ctx.attrs.getInt("micro_batch", 0);
+  int64_t micros = ctx.attrs.getInt("micro_batches", 1);
+  if (micros < 1 || micro < 0 || micro >= micros)
+    return ctx.error("micro_batch " + llvm::Twine(micro) +
+                     " is not in [0, micro_batches = " + llvm::Twine(micros) +
+                     ")");
   g.outer = 1;
   g.chunk = x.numel();
   g.world = 1;
@@ -355,8 +363,9 @@ llvm::Error checkDropout(const KernelContext &ctx, DropoutGeometry &g) {
   if (axis >= 0) {
     g.outer = product(x.shape, 0, static_cast<size_t>(axis)) * batchOuter;
     g.chunk = g.outer > 0 ? x.numel() / g.outer : 0;
-    g.world = static_cast<uint64_t>(std::max(ctx.worldSize, 1));
-    g.rank = static_cast<uint64_t>(ctx.rank);
+    uint64_t n = static_cast<uint64_t>(std::max(ctx.worldSize, 1));
+    g.world = n * static_cast<uint64_t>(micros);
+    g.rank = static_cast<uint64_t>(micro) * n + static_cast<uint64_t>(ctx.rank);
   }
   g.threshold = dropoutThreshold(g.ratio);
   return dispatchIn(FloatTypes{}, ctx, x.dtype, "data",

@@ -11,8 +11,10 @@ Parts (all by default):
   train   the loss falls over 40 steps; the same --seed gives bitwise the
           same losses, another seed other losses
   ranks   the same global batch of 16 on 1 rank, on 2 ranks (micro-batch 8,
-          ZeRO-0) and on 4 ranks (micro-batch 4, ZeRO-3) gives the same
-          losses to rtol 1e-5: every rank draws its slab of the one-rank mask
+          ZeRO-0), on 4 ranks (micro-batch 4, ZeRO-3), and accumulated over
+          2 micro-batches on 1 rank (8 each) and on 2 ranks (4 each, ZeRO-2)
+          gives the same losses to rtol 1e-5: every rank and micro-batch
+          draws its slab of the one-rank mask
   mask    Dropout's mask output: y = x * mask / (1 - ratio), a keep rate
           near 1 - ratio, the same mask for the same seed, another for another
   p0      the eval-mode export and the p = 0 training export have no dropout
@@ -95,18 +97,28 @@ def check_ranks(args, work):
                 ["--world-size=2", "--zero-stage=0"])
     four = train(args, work, os.path.join(MODELS, "dropout_b4.onnx"), 3,
                  ["--world-size=4", "--zero-stage=3"])
-    print(f"\n{'step':>4}  {'1 rank':>12}  {'2 ranks':>12}  {'4 ranks':>12}")
+    # Gradient accumulation: 2 micro-batches of 8 on 1 rank, and 2 of 4 on
+    # each of 2 ranks, draw the masks of 2 and 4 ranks.
+    accum1 = train(args, work, os.path.join(MODELS, "dropout_b8.onnx"), 3,
+                   ["--grad-accum=2"])
+    accum2 = train(args, work, os.path.join(MODELS, "dropout_b4.onnx"), 3,
+                   ["--world-size=2", "--zero-stage=2", "--grad-accum=2"])
+    runs = [two, four, accum1, accum2]
+    print(f"\n{'step':>4}  {'1 rank':>12}  {'2 ranks':>12}  {'4 ranks':>12}  "
+          f"{'1 rank x2':>12}  {'2 ranks x2':>12}")
     worst = 0.0
-    for s, (x, y, z) in enumerate(zip(one, two, four)):
-        rel = max(abs(y - x), abs(z - x)) / abs(x)
+    for s, x in enumerate(one):
+        others = [r[s] for r in runs if s < len(r)]
+        rel = max(abs(y - x) for y in others) / abs(x)
         worst = max(worst, rel)
-        print(f"{s + 1:>4}  {x:>12.8g}  {y:>12.8g}  {z:>12.8g}  {rel:.1e}")
+        print(f"{s + 1:>4}  {x:>12.8g}  " + "  ".join(f"{y:>12.8g}" for y in others) +
+              f"  {rel:.1e}")
     print(f"largest relative difference from 1 rank: {worst:.2e}")
-    if len(one) != STEPS or len(two) != STEPS or len(four) != STEPS:
+    if any(len(r) != STEPS for r in [one] + runs):
         return ["a run logged the wrong number of steps"]
     if not worst <= RANKS_RTOL:
-        return [f"the losses at 2 or 4 ranks differ from 1 rank's by {worst:.2e} "
-                f"(more than {RANKS_RTOL:g})"]
+        return [f"the losses at 2 or 4 ranks, or accumulating 2 micro-batches, differ "
+                f"from 1 rank's by {worst:.2e} (more than {RANKS_RTOL:g})"]
     return []
 
 

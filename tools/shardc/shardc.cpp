@@ -403,6 +403,7 @@ int main(int argc, char **argv) {
   shardc::TrainPipelineOptions pipeline;
   using Args = llvm::ArrayRef<const char *>;
   const Args trainArgs[] = {shardc::kAutodiffOptionArgs,
+                            shardc::kAccumulateGradientsOptionArgs,
                             shardc::kOptimizerOptionArgs,
                             shardc::kClipGradientsOptionArgs};
   const Args shardArgs[] = {

@@ -1063,6 +1063,43 @@ TEST(PlanIOTest, RejectsMicroBatchOtherThanTheInputBatch) {
        "dimension is 2"});
 }
 
+TEST(PlanIOTest, ChecksGradientAccumulationAndGradNormOutput) {
+  // x is [2, 2]: two micro-batches of 1.
+  TempDir dir;
+  writeMutated(dir, [](Plan &p) {
+    makeTraining(p);
+    p.mutable_training()->set_micro_batch(1);
+    p.mutable_training()->set_grad_accum(2);
+  });
+  EXPECT_EQ(loadError(dir), "");
+  expectRejected(
+      [](Plan &p) {
+        makeTraining(p);
+        p.mutable_training()->set_grad_accum(2);
+      },
+      {"training: micro_batch is 2 times grad_accum 2, but the first graph "
+       "input's batch dimension is 2"});
+  expectRejected(
+      [](Plan &p) {
+        makeTraining(p);
+        p.mutable_training()->set_grad_accum(-1);
+      },
+      {"training: grad_accum -1 is not in [0, 65536]"});
+  // The grad norm output is a float32 scalar other than the loss.
+  expectRejected(
+      [](Plan &p) {
+        makeTraining(p);
+        p.mutable_training()->set_grad_norm_output(p.training().loss_output());
+      },
+      {"training: grad norm output 2 is out of range or the loss"});
+  expectRejected(
+      [](Plan &p) {
+        makeTraining(p);
+        p.mutable_training()->set_grad_norm_output(7);
+      },
+      {"training: grad norm output 7 is out of range"});
+}
+
 TEST(PlanIOTest, RejectsUnknownOptimizer) {
   expectRejected(
       [](Plan &p) {
