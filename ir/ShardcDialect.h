@@ -73,6 +73,12 @@ constexpr llvm::StringLiteral kUpdatesAttrName = "shardc.updates";
 /// Function attribute set by shardc-accumulate-gradients: the number of
 /// micro-batches K each step accumulates (its graph inputs hold K of them).
 constexpr llvm::StringLiteral kGradAccumAttrName = "shardc.grad_accum";
+/// Discardable op attribute set by shardc-accumulate-gradients on the Adds
+/// of a gradient's running sum over the micro-batches and on the Mul that
+/// takes its mean: shardc-reduce-scatter-gradients reduces each
+/// micro-batch's terms as they finish (reduce-scatter is linear).
+constexpr llvm::StringLiteral kMicroBatchSumAttrName =
+    "shardc.micro_batch_sum";
 /// Function attribute set by shardc-clip-gradients: the graph output that
 /// holds the step's total gradient norm (before clipping).
 constexpr llvm::StringLiteral kGradNormAttrName = "shardc.grad_norm";

@@ -188,10 +188,14 @@ struct AccumulateGradientsPass
           b.setInsertionPointToStart(&body);
         acc = scale.tagged(b.create<AddOp>(v.getLoc(), type, acc, next),
                            category);
+        if (isGrad)
+          acc.getDefiningOp()->setAttr(kMicroBatchSumAttrName, b.getUnitAttr());
       }
       if (isFloat) {
         b.setInsertionPointAfterValue(acc);
         acc = scale.scaleByInverseWorld(acc, category);
+        if (isGrad)
+          acc.getDefiningOp()->setAttr(kMicroBatchSumAttrName, b.getUnitAttr());
       }
       results.push_back(acc);
     }

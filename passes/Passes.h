@@ -123,6 +123,7 @@ struct TrainPipelineOptions
   SHARDC_PIPELINE_OPTIONS_WrapUnits
   SHARDC_PIPELINE_OPTIONS_ZeroConfig
   SHARDC_PIPELINE_OPTIONS_BucketGradients
+  SHARDC_PIPELINE_OPTIONS_ReduceScatterGradients
   SHARDC_PIPELINE_OPTIONS_ShardParameters
   SHARDC_PIPELINE_OPTIONS_ScheduleCollectives
   SHARDC_PIPELINE_OPTIONS_ClipGradients
@@ -136,6 +137,7 @@ struct ZeroPipelineOptions
     : public ShardcPipelineOptions<ZeroPipelineOptions> {
   SHARDC_PIPELINE_OPTIONS_ZeroConfig
   SHARDC_PIPELINE_OPTIONS_BucketGradients
+  SHARDC_PIPELINE_OPTIONS_ReduceScatterGradients
   SHARDC_PIPELINE_OPTIONS_ShardParameters
 };
 // clang-format on

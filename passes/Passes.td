@@ -320,6 +320,14 @@ def ReduceScatterGradients
     gradient is produced, and averaged over ranks. A rank keeps only its
     gradient shard.
 
+    With gradient accumulation (shardc-accumulate-gradients), each
+    micro-batch's gradients of the unit are reduce-scattered as soon as that
+    micro-batch's backward produced them, and the K shards are summed before
+    the update: memory stays sharded, at K reduce-scatters per unit and step.
+    With `accumulate-unsharded` the gradients' running sums are kept whole
+    and reduce-scattered once per step instead (1/K of the bytes, one
+    unsharded gradient per rank).
+
     Before: `%gs = mesh.all_slice %g_flat ... {shardc.grad_shard_of = "unit0"}` (before the update)
     After (right after the unit's last gradient):
     ```mlir
@@ -327,6 +335,13 @@ def ReduceScatterGradients
     %gs = shardc.Mul %r, 1/N
     ```
   }];
+  let options = [
+    Option<"accumulateUnsharded", "accumulate-unsharded", "bool",
+           /*default=*/"false",
+           "Stages 2, 3 with grad-accum: accumulate whole local gradients and "
+           "reduce-scatter them once per step (fewer bytes, more memory) instead "
+           "of reduce-scattering every micro-batch">,
+  ];
   let dependentDialects = ["::shardc::ShardcDialect", "::mlir::mesh::MeshDialect"];
 }
 

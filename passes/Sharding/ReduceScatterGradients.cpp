@@ -6,6 +6,14 @@
 // unit's last gradient is produced and averaged over ranks; a rank never
 // holds the summed full gradient.
 //
+// With gradient accumulation the unit's gradients are means of running sums
+// over the micro-batches (shardc.micro_batch_sum). Reduce-scatter is linear,
+// so each micro-batch's gradients are reduce-scattered as soon as that
+// micro-batch's backward has produced them, and the shards are summed: a
+// rank holds one micro-batch's local gradients at a time and K shards
+// (K times the bytes of one reduce-scatter). With accumulate-unsharded the
+// running sums stay whole and are reduce-scattered once per step.
+//
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
 #include "passes/Sharding/Sharding.h"
@@ -20,8 +28,30 @@ namespace shardc {
 
 namespace {
 
+/// The micro-batch terms of a gradient that shardc-accumulate-gradients
+/// summed (in micro-batch order) and the factor of their mean, or false.
+bool microBatchTerms(Value grad, SmallVectorImpl<Value> &terms, Value &factor) {
+  auto mean = grad.getDefiningOp<MulOp>();
+  if (!mean || !mean->hasAttr(kMicroBatchSumAttrName))
+    return false;
+  factor = mean.getRhs();
+  SmallVector<Value> reversed;
+  Value sum = mean.getLhs();
+  while (auto add = sum.getDefiningOp<AddOp>()) {
+    if (!add->hasAttr(kMicroBatchSumAttrName))
+      break;
+    reversed.push_back(add.getRhs());
+    sum = add.getLhs();
+  }
+  reversed.push_back(sum);
+  terms.assign(reversed.rbegin(), reversed.rend());
+  return terms.size() > 1;
+}
+
 struct ReduceScatterGradientsPass
     : impl::ReduceScatterGradientsBase<ReduceScatterGradientsPass> {
+  using ReduceScatterGradientsBase::ReduceScatterGradientsBase;
+
   void runOnOperation() override {
     FailureOr<func::FuncOp> step =
         getStepFunction(getOperation(), "reduce-scatter-gradients");
@@ -64,20 +94,68 @@ struct ReduceScatterGradientsPass
         auto r = p.getDefiningOp<ReshapeOp>();
         grads.push_back(r && isComm(r) ? r.getInput() : p);
       }
-      if (Operation *last = latestDef(grads))
-        b.setInsertionPointAfter(last);
-      else
-        b.setInsertionPoint(slice);
-      SmallVector<Value> flats;
-      for (Value g : grads)
-        flats.push_back(flat.flatten(g, MemoryCategory::Comm));
       Type elem = cast<RankedTensorType>(gflat.getType()).getElementType();
-      Value local = flat.concatFlat(flats, pad, elem, MemoryCategory::Comm);
-      Value summed = flat.tagged(b.create<mesh::ReduceScatterOp>(
-                                     slice.getLoc(), slice.getType(), kMeshName,
-                                     ArrayRef<int16_t>{0}, local,
-                                     mesh::ReductionKind::Sum, APInt(64, 0)),
-                                 MemoryCategory::Grads);
+      // One reduce-scatter of the unit's local gradients `parts`, right
+      // after the last of them exists.
+      auto reduceScatter = [&](ArrayRef<Value> parts) {
+        if (Operation *last = latestDef(parts))
+          b.setInsertionPointAfter(last);
+        else
+          b.setInsertionPoint(slice);
+        SmallVector<Value> flats;
+        for (Value g : parts)
+          flats.push_back(flat.flatten(g, MemoryCategory::Comm));
+        Value local = flat.concatFlat(flats, pad, elem, MemoryCategory::Comm);
+        return flat.tagged(b.create<mesh::ReduceScatterOp>(
+                               slice.getLoc(), slice.getType(), kMeshName,
+                               ArrayRef<int16_t>{0}, local,
+                               mesh::ReductionKind::Sum, APInt(64, 0)),
+                           MemoryCategory::Grads);
+      };
+      // Every gradient of the unit accumulated over the same micro-batches:
+      // terms[m] holds micro-batch m's.
+      SmallVector<SmallVector<Value>> terms;
+      Value factor;
+      if (!accumulateUnsharded)
+        for (Value g : grads) {
+          SmallVector<Value> mine;
+          Value f;
+          if (!microBatchTerms(g, mine, f) ||
+              (!terms.empty() && mine.size() != terms.size())) {
+            terms.clear();
+            break;
+          }
+          terms.resize(mine.size());
+          for (auto [m, t] : llvm::enumerate(mine))
+            terms[m].push_back(t);
+          factor = f;
+        }
+      Value summed;
+      if (terms.empty()) {
+        summed = reduceScatter(grads);
+      } else {
+        SmallVector<Value> shards;
+        for (auto &parts : terms)
+          shards.push_back(reduceScatter(parts));
+        // Micro-batch m's shard joins the sum when micro-batch m + 1's
+        // gradients are ready (the last one's where the update needs it):
+        // each reduce-scatter overlaps a micro-batch's backward, and a rank
+        // holds the sum and at most two shards.
+        summed = shards.front();
+        for (size_t m = 1; m < shards.size(); ++m) {
+          if (m + 1 < shards.size())
+            b.setInsertionPoint(shards[m + 1].getDefiningOp());
+          else
+            b.setInsertionPoint(slice);
+          summed = flat.tagged(b.create<AddOp>(slice.getLoc(), slice.getType(),
+                                               summed, shards[m]),
+                               MemoryCategory::Grads);
+        }
+        b.setInsertionPoint(slice);
+        summed = flat.tagged(
+            b.create<MulOp>(slice.getLoc(), slice.getType(), summed, factor),
+            MemoryCategory::Grads);
+      }
       Value avg = flat.scaleByInverseWorld(summed, MemoryCategory::Grads);
       slice.getResult().replaceAllUsesWith(avg);
       eraseDeadProducers(slice);

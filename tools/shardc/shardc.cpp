@@ -89,7 +89,8 @@ static cl::OptionCategory shardCategory(
     "given)");
 static cl::opt<bool> printMemory(
     "print-memory",
-    cl::desc("Print the predicted per-rank peak memory of the plan"),
+    cl::desc("Print the predicted per-rank peak memory of the plan, by "
+             "category, and the bytes a rank sends per step"),
     cl::cat(shardCategory));
 
 static cl::opt<std::string> memoryLimit(
@@ -194,6 +195,28 @@ static uint64_t untrainedParamBytes(const shardc::plan::Plan &plan) {
         b.role() != shardc::plan::TRAINED)
       bytes += b.data_bytes() / std::max<int64_t>(b.shard_count(), 1);
   return bytes;
+}
+
+/// The bytes one rank sends per step over the plan's collectives, as ring
+/// algorithms move them: an all-gather sends the rank's shard to N - 1
+/// ranks, a reduce-scatter (N - 1) / N of its input, an all-reduce twice
+/// that.
+static uint64_t sentBytesPerStep(const shardc::plan::Plan &plan) {
+  uint64_t n = static_cast<uint64_t>(std::max<int64_t>(plan.world_size(), 1));
+  uint64_t sent = 0;
+  for (const auto &op : plan.ops()) {
+    bool gather = op.type() == "AllGatherStart";
+    bool scatter = op.type() == "ReduceScatterStart";
+    bool reduce = op.type() == "AllReduceStart";
+    if ((!gather && !scatter && !reduce) || op.inputs_size() < 1)
+      continue;
+    const auto &in = plan.buffers(op.inputs(0));
+    uint64_t bytes = shardc::rt::dtypeSize(shardc::plan::toRuntime(in.dtype()));
+    for (int64_t d : in.shape())
+      bytes *= static_cast<uint64_t>(d);
+    sent += gather ? bytes * (n - 1) : (reduce ? 2 : 1) * bytes * (n - 1) / n;
+  }
+  return sent;
 }
 
 /// "12.3 GiB".
@@ -402,14 +425,15 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   shardc::TrainPipelineOptions pipeline;
   using Args = llvm::ArrayRef<const char *>;
-  const Args trainArgs[] = {shardc::kAutodiffOptionArgs,
-                            shardc::kAccumulateGradientsOptionArgs,
-                            shardc::kOptimizerOptionArgs,
-                            shardc::kClipGradientsOptionArgs};
-  const Args shardArgs[] = {
-      shardc::kZeroConfigOptionArgs, shardc::kBucketGradientsOptionArgs,
-      shardc::kWrapUnitsOptionArgs, shardc::kShardParametersOptionArgs,
-      shardc::kScheduleCollectivesOptionArgs};
+  const Args trainArgs[] = {
+      shardc::kAutodiffOptionArgs, shardc::kAccumulateGradientsOptionArgs,
+      shardc::kOptimizerOptionArgs, shardc::kClipGradientsOptionArgs};
+  const Args shardArgs[] = {shardc::kZeroConfigOptionArgs,
+                            shardc::kBucketGradientsOptionArgs,
+                            shardc::kReduceScatterGradientsOptionArgs,
+                            shardc::kWrapUnitsOptionArgs,
+                            shardc::kShardParametersOptionArgs,
+                            shardc::kScheduleCollectivesOptionArgs};
   pipeline.addAsToolFlags(shardc::kFoldConstantsOptionArgs, shardcCategory);
   for (Args args : trainArgs)
     pipeline.addAsToolFlags(args, trainCategory);
@@ -556,6 +580,7 @@ int main(int argc, char **argv) {
     llvm::outs() << " units=" << writer.plan().units_size()
                  << " largest_unit_elements=" << largest
                  << " untrained_params=" << untrainedParamBytes(writer.plan())
+                 << " sent_per_step=" << sentBytesPerStep(writer.plan())
                  << "\n";
   }
   if (printTrainable) {

@@ -19,8 +19,8 @@
 // CHECK: %[[LS:.*]] = shardc.Add %[[L0]], %[[L1]]
 // CHECK: %[[LOSS:.*]] = shardc.Mul %[[LS]], %{{.*}} : (tensor<f32>, tensor<f32>) -> tensor<f32>
 // CHECK: %{{.*}}, %[[DS1:.*]], %[[DB1:.*]] = shardc.BatchNormGrad %{{.*}}, %[[X1]]
-// CHECK-DAG: %[[GB:.*]] = shardc.Add %[[DB0]], %[[DB1]] {shardc.category = #shardc.category<grads>}
-// CHECK-DAG: %[[GS:.*]] = shardc.Add %[[DS0]], %[[DS1]] {shardc.category = #shardc.category<grads>}
+// CHECK-DAG: %[[GB:.*]] = shardc.Add %[[DB0]], %[[DB1]] {shardc.category = #shardc.category<grads>, shardc.micro_batch_sum}
+// CHECK-DAG: %[[GS:.*]] = shardc.Add %[[DS0]], %[[DS1]] {shardc.category = #shardc.category<grads>, shardc.micro_batch_sum}
 // CHECK: return %[[LOSS]], {{.*}}, %[[RM1]], %[[RV1]] :
 
 // grad-accum=1 (the default) changes nothing.
