@@ -48,13 +48,11 @@ done | sort -u | while read -r lib; do
   esac
 done
 
-for ex in mlp cnn gpt mhagpt tenclm; do
-  for opt in sgd adam adamw; do
-    "$python" test/parity/check_parity.py --shardc build/bin/shardc \
-      --example "examples/$ex" --optimizer "$opt" --compile-to "$stage/plans" \
-      >/dev/null
-  done
-done
+while read -r ex opt; do
+  "$python" test/parity/check_parity.py --shardc build/bin/shardc \
+    --example "examples/$ex" --optimizer "$opt" --compile-to "$stage/plans" \
+    >/dev/null
+done < <(grep -v '^#' scripts/gpu_parity_cases.txt)
 
 mkdir -p "$out"
 tar -C "$stage" -cJf "$out/shard-gpu.tar.xz" bin lib plans

@@ -6,8 +6,9 @@
 #   1. the CUDA unit tests (every kernel against the CPU kernel, the NCCL
 #      communicator at one rank), then again under compute-sanitizer memcheck;
 #   2. the parity matrix at world size 1 with --device cuda: every example
-#      and optimizer against the committed PyTorch references, at the fp32
-#      tolerances of the CPU runs (test/parity/check_parity.py); the CNN
+#      and optimizer, and the training-loop configs, of
+#      scripts/gpu_parity_cases.txt against the committed PyTorch references,
+#      at the fp32 tolerances of the CPU runs (test/parity/check_parity.py); the CNN
 #      once more with --cudnn=false (its Conv and BatchNorm on Shard's own
 #      kernels instead of cuDNN's);
 #   3. the GPT step time against PyTorch on the same GPU
@@ -68,19 +69,17 @@ fi
 
 # 2. Parity at world size 1 on the GPU.
 parity_failed=0
-for ex in mlp cnn gpt mhagpt tenclm; do
-  for opt in sgd adam adamw; do
-    log="$out/parity-$ex-$opt.txt"
-    if $python test/parity/check_parity.py --compiled "$root/plans" \
-        --shardrun "$root/bin/shardrun" --shardrun-arg=--device=cuda \
-        --example "examples/$ex" --optimizer "$opt" >"$log" 2>&1; then
-      say "parity $ex $opt: ok ($(grep -o 'loss-rel-err=[^ ]*' "$log"))"
-    else
-      parity_failed=$((parity_failed + 1))
-      say "parity $ex $opt: FAILED"; tail -15 "$log" | tee -a "$summary"
-    fi
-  done
-done
+while read -r ex opt; do
+  log="$out/parity-$ex-$opt.txt"
+  if $python test/parity/check_parity.py --compiled "$root/plans" \
+      --shardrun "$root/bin/shardrun" --shardrun-arg=--device=cuda \
+      --example "examples/$ex" --optimizer "$opt" >"$log" 2>&1; then
+    say "parity $ex $opt: ok ($(grep -o 'loss-rel-err=[^ ]*' "$log"))"
+  else
+    parity_failed=$((parity_failed + 1))
+    say "parity $ex $opt: FAILED"; tail -15 "$log" | tee -a "$summary"
+  fi
+done < <(grep -v '^#' scripts/gpu_parity_cases.txt)
 for opt in sgd adam adamw; do
   log="$out/parity-cnn-$opt-own-kernels.txt"
   if $python test/parity/check_parity.py --compiled "$root/plans" \
