@@ -79,6 +79,10 @@ constexpr llvm::StringLiteral kGradAccumAttrName = "shardc.grad_accum";
 /// micro-batch's terms as they finish (reduce-scatter is linear).
 constexpr llvm::StringLiteral kMicroBatchSumAttrName =
     "shardc.micro_batch_sum";
+/// Discardable op attribute set by shardc-accumulate-gradients on micro-batch
+/// m's copy of each forward and backward op (m >= 1; absent: micro-batch 0):
+/// ZeRO-3 gathers parameters per micro-batch's use window.
+constexpr llvm::StringLiteral kMicroBatchAttrName = "shardc.micro_batch";
 /// Function attribute set by shardc-clip-gradients: the graph output that
 /// holds the step's total gradient norm (before clipping).
 constexpr llvm::StringLiteral kGradNormAttrName = "shardc.grad_norm";

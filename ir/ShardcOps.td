@@ -1692,34 +1692,34 @@ def Shardc_PartialNormOp : Shardc_Op<"PartialNorm", [Pure]> {
     Gradient clipping's accumulation (emitted by `shardc-clip-gradients`):
     for `norm_type` l2, `init + sum(input^2)`; for inf,
     `max(init, max(|input|))`; `init` is 0 when absent. The result is an
-    f32 scalar, accumulated in f64 whatever the input's float type; a NaN
-    anywhere gives NaN (as torch.linalg.vector_norm). Chained over the
+    f64 scalar, accumulated in f64 whatever the input's float type (a sum of
+    squares of f32 gradients overflows f32 long before their norm does); a
+    NaN anywhere gives NaN (as torch.linalg.vector_norm). Chained over the
     gradients a rank holds, it yields the rank's part of the total norm that
     ClipCoefficient finishes.
 
     ```mlir
     %s0 = shardc.PartialNorm %dw {norm_type = #shardc.norm_type<l2>}
-        : (tensor<4x3xf32>) -> tensor<f32>
+        : (tensor<4x3xf32>) -> tensor<f64>
     %s1 = shardc.PartialNorm %db, %s0 {norm_type = #shardc.norm_type<l2>}
-        : (tensor<4xf32>, tensor<f32>) -> tensor<f32>
+        : (tensor<4xf32>, tensor<f64>) -> tensor<f64>
     ```
   }];
   let arguments = (ins Shardc_FloatTensor:$input,
-                   Optional<0DTensorOf<[F32]>>:$init,
+                   Optional<0DTensorOf<[F64]>>:$init,
                    Shardc_NormTypeAttr:$norm_type);
-  let results = (outs 0DTensorOf<[F32]>:$result);
+  let results = (outs 0DTensorOf<[F64]>:$result);
   let assemblyFormat = [{
     $input (`,` $init^)? attr-dict `:` functional-type(operands, results)
   }];
 }
 
-def Shardc_ClipCoefficientOp : Shardc_Op<"ClipCoefficient",
-    [Pure, AllTypesMatch<["total", "norm", "coefficient"]>]> {
+def Shardc_ClipCoefficientOp : Shardc_Op<"ClipCoefficient", [Pure]> {
   let summary = "The total gradient norm and the factor that clips it";
   let description = [{
     Finishes a gradient norm accumulated by PartialNorm (over every rank's
-    shards, once reduced): `norm` is `sqrt(total)` for `norm_type` l2 and
-    `total` for inf, and `coefficient` is
+    shards, once reduced; f64): `norm` is `sqrt(total)` for `norm_type` l2
+    and `total` for inf, rounded to f32, and `coefficient` is
     `min(max_norm / (norm + 1e-6), 1)`, computed in f32 as
     torch.nn.utils.clip_grad_norm_ computes its clamped clip coefficient.
     The optimizer updates multiply their gradients by the coefficient
@@ -1729,13 +1729,15 @@ def Shardc_ClipCoefficientOp : Shardc_Op<"ClipCoefficient",
     ```mlir
     %norm, %coef = shardc.ClipCoefficient %total
         {max_norm = 1.000000e+00 : f64, norm_type = #shardc.norm_type<l2>}
-        : tensor<f32>
+        : tensor<f64> -> tensor<f32>, tensor<f32>
     ```
   }];
-  let arguments = (ins 0DTensorOf<[F32]>:$total, F64Attr:$max_norm,
+  let arguments = (ins 0DTensorOf<[F64]>:$total, F64Attr:$max_norm,
                    Shardc_NormTypeAttr:$norm_type);
   let results = (outs 0DTensorOf<[F32]>:$norm, 0DTensorOf<[F32]>:$coefficient);
-  let assemblyFormat = "$total attr-dict `:` type($total)";
+  let assemblyFormat = [{
+    $total attr-dict `:` type($total) `->` type($norm) `,` type($coefficient)
+  }];
   let hasVerifier = 1;
 }
 

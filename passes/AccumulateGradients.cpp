@@ -8,7 +8,8 @@
 // as soon as they exist (so that one micro-batch's activations and
 // gradients are live at a time), and the step returns the means over the K
 // micro-batches of the loss and of every gradient: one optimizer step on
-// the whole K * B batch, whose gradients the ZeRO passes then reduce once.
+// the whole K * B batch. Each copy's ops carry shardc.micro_batch = m
+// (m >= 1), so that ZeRO-3 gathers parameters per micro-batch.
 //
 // What differs between repetitions is carried along: training-mode
 // BatchNormalization's running statistics pass from one micro-batch to the
@@ -135,7 +136,8 @@ struct AccumulateGradientsPass
       for (auto [s0, sm] : llvm::zip(slices[0], slices[m]))
         maps[m].map(s0, sm);
       for (Operation *op : original)
-        b.clone(*op, maps[m]);
+        b.clone(*op, maps[m])
+            ->setAttr(kMicroBatchAttrName, b.getI64IntegerAttr(m));
     }
     auto copyOf = [&](Operation *op, int64_t m) {
       return m == 0 ? op : maps[m].lookup(op);

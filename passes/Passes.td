@@ -110,8 +110,11 @@ def AccumulateGradients : Pass<"shardc-accumulate-gradients", "mlir::ModuleOp"> 
     time; the step returns the mean over the micro-batches of the loss, of
     float scalar outputs and of every gradient (integer scalar outputs are
     summed; other outputs are the last micro-batch's). The optimizer then
-    steps once, and the ZeRO passes reduce the accumulated gradients once per
-    step. Training-mode BatchNormalization's running statistics pass from one
+    steps once; at stages 0-1 the ZeRO passes reduce the accumulated
+    gradients once per step, at stages 2-3 each micro-batch's as it finishes
+    (shardc-reduce-scatter-gradients; each copy's ops carry
+    `shardc.micro_batch = m`, and ZeRO-3 gathers parameters per micro-batch).
+    Training-mode BatchNormalization's running statistics pass from one
     micro-batch to the next, as PyTorch updates them on every forward, and
     Dropout's copy m draws as rank m * N + r of N * K (`micro_batch`). The
     function records `shardc.grad_accum = K`; the plan's training record
@@ -322,8 +325,9 @@ def ReduceScatterGradients
 
     With gradient accumulation (shardc-accumulate-gradients), each
     micro-batch's gradients of the unit are reduce-scattered as soon as that
-    micro-batch's backward produced them, and the K shards are summed before
-    the update: memory stays sharded, at K reduce-scatters per unit and step.
+    micro-batch's backward produced them, and each shard joins a running sum
+    when the next micro-batch's gradients are ready: memory stays sharded (the
+    sum and at most two shards), at K reduce-scatters per unit and step.
     With `accumulate-unsharded` the gradients' running sums are kept whole
     and reduce-scattered once per step instead (1/K of the bytes, one
     unsharded gradient per rank).
@@ -404,11 +408,11 @@ def ClipGradients : Pass<"shardc-clip-gradients", "mlir::ModuleOp"> {
     ```
     After (`clip-grad-norm=1.0`):
     ```mlir
-    %s0 = shardc.PartialNorm %g0 {norm_type = #shardc.norm_type<l2>} : (tensor<3xf32>) -> tensor<f32>
-    %s1 = shardc.PartialNorm %g1, %s0 {norm_type = #shardc.norm_type<l2>} : (tensor<5xf32>, tensor<f32>) -> tensor<f32>
-    %r = mesh.all_reduce (shardc.Reshape %s1 : tensor<1xf32>) on @world mesh_axes = [0] ...
-    %norm, %coef = shardc.ClipCoefficient (shardc.Reshape %r : tensor<f32>)
-        {max_norm = 1.000000e+00 : f64, norm_type = #shardc.norm_type<l2>} : tensor<f32>
+    %s0 = shardc.PartialNorm %g0 {norm_type = #shardc.norm_type<l2>} : (tensor<3xf32>) -> tensor<f64>
+    %s1 = shardc.PartialNorm %g1, %s0 {norm_type = #shardc.norm_type<l2>} : (tensor<5xf32>, tensor<f64>) -> tensor<f64>
+    %r = mesh.all_reduce (shardc.Reshape %s1 : tensor<1xf64>) on @world mesh_axes = [0] ...
+    %norm, %coef = shardc.ClipCoefficient (shardc.Reshape %r : tensor<f64>)
+        {max_norm = 1.000000e+00 : f64, norm_type = #shardc.norm_type<l2>} : tensor<f64> -> tensor<f32>, tensor<f32>
     %w, %m, %v = shardc.AdamUpdate %p0, %g0, %m0, %v0, %step scaled_by %coef ...
     return ..., %norm   // shardc.grad_norm = "grad_norm"
     ```

@@ -24,8 +24,8 @@ static void addZeroPasses(OpPassManager &pm, const OptionsT &options) {
   if (stage >= 1)
     pm.addPass(createPartitionOptimizer());
   if (stage >= 2)
-    pm.addPass(
-        createReduceScatterGradients(getReduceScatterGradientsOptions(options)));
+    pm.addPass(createReduceScatterGradients(
+        getReduceScatterGradientsOptions(options)));
   if (stage >= 3)
     pm.addPass(createShardParameters(getShardParametersOptions(options)));
 }

@@ -1158,7 +1158,7 @@ Error validatePlan(const Plan &plan, llvm::ArrayRef<StringRef> knownOpTypes) {
       return makeError("training: grad_accum " + Twine(t.grad_accum()) +
                        " is not in [0, 65536]");
     int64_t accum = std::max<int64_t>(t.grad_accum(), 1);
-    if (t.micro_batch() * accum != batch)
+    if (batch % accum != 0 || t.micro_batch() != batch / accum)
       return makeError("training: micro_batch is " + Twine(t.micro_batch()) +
                        (accum > 1 ? " times grad_accum " + std::to_string(accum)
                                   : std::string()) +

@@ -330,7 +330,8 @@ struct DropoutGradient
       return failure();
     auto grad = e.create<DropoutOp>(
         dy->getType(), Type(), *dy, d.getRatioAttr(), d.getSiteAttr(),
-        d.getBatchAxisAttr(), d.getBatchOuterAttr());
+        d.getBatchAxisAttr(), d.getBatchOuterAttr(), d.getMicroBatchAttr(),
+        d.getMicroBatchesAttr());
     e.accumulate(d.getInput(), grad.getOutput());
     return success();
   }

@@ -103,11 +103,14 @@ struct ClipGradientsPass : impl::ClipGradientsBase<ClipGradientsPass> {
     Location loc = NameLoc::get(b.getStringAttr("clip_grad_norm"),
                                 updates.front()->getLoc());
     FlatBuilder flat(b, 1);
+    // The parts are f64: a sum of squares overflows f32 long before the
+    // norm does.
+    auto part64 = RankedTensorType::get({}, b.getF64Type());
     auto scalar = RankedTensorType::get({}, b.getF32Type());
     auto norm = NormTypeAttr::get(b.getContext(), normType);
     Value part;
     for (Value g : grads)
-      part = flat.tagged(b.create<PartialNormOp>(loc, scalar, g, part, norm),
+      part = flat.tagged(b.create<PartialNormOp>(loc, part64, g, part, norm),
                          MemoryCategory::Grads);
 
     // At stages 1-3 each rank holds its own shards: combine the parts.
@@ -124,18 +127,18 @@ struct ClipGradientsPass : impl::ClipGradientsBase<ClipGradientsPass> {
                             loc, one.getType(), kMeshName, ArrayRef<int16_t>{0},
                             one, mesh::ReductionKind::Sum),
                         MemoryCategory::Grads);
-        part = flat.tagged(b.create<ReshapeOp>(loc, scalar, sum),
+        part = flat.tagged(b.create<ReshapeOp>(loc, part64, sum),
                            MemoryCategory::Grads);
       } else {
         // Gathered and reduced by PartialNorm, which propagates a NaN that
         // a max reduction of the network might drop.
-        auto allType = RankedTensorType::get({world}, b.getF32Type());
+        auto allType = RankedTensorType::get({world}, b.getF64Type());
         Value all = flat.tagged(b.create<mesh::AllGatherOp>(
                                     loc, allType, kMeshName,
                                     ArrayRef<int16_t>{0}, one, APInt(64, 0)),
                                 MemoryCategory::Grads);
         part = flat.tagged(
-            b.create<PartialNormOp>(loc, scalar, all, Value(), norm),
+            b.create<PartialNormOp>(loc, part64, all, Value(), norm),
             MemoryCategory::Grads);
       }
     }

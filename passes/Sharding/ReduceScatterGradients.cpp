@@ -10,9 +10,10 @@
 // over the micro-batches (shardc.micro_batch_sum). Reduce-scatter is linear,
 // so each micro-batch's gradients are reduce-scattered as soon as that
 // micro-batch's backward has produced them, and the shards are summed: a
-// rank holds one micro-batch's local gradients at a time and K shards
-// (K times the bytes of one reduce-scatter). With accumulate-unsharded the
-// running sums stay whole and are reduce-scattered once per step.
+// rank holds one micro-batch's local gradients at a time, the sum and at
+// most two shards (K times the bytes of one reduce-scatter). With
+// accumulate-unsharded the running sums stay whole and are reduce-scattered
+// once per step.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"

@@ -179,19 +179,23 @@ struct ShardParametersPass : impl::ShardParametersBase<ShardParametersPass> {
     auto flatType = RankedTensorType::get({shardType.getNumElements() * n},
                                           shardType.getElementType());
     FlatBuilder flat(b, n);
-    SmallVector<SmallVector<OpOperand *>, 2> windows(reshardAfterForward ? 2
-                                                                         : 1);
+    // Use windows by (micro-batch, backward): with gradient accumulation
+    // every micro-batch's forward and backward gather again, as FSDP does.
+    llvm::MapVector<std::pair<int64_t, int64_t>, SmallVector<OpOperand *>>
+        windows;
     for (BlockArgument p : unitParams)
       for (OpOperand &use : p.getUses()) {
         Operation *user = use.getOwner();
         if (isa<func::ReturnOp>(user))
           continue;
+        auto micro = user->getAttrOfType<IntegerAttr>(kMicroBatchAttrName);
         bool backward = user->hasAttr(kBackwardAttrName);
-        windows[reshardAfterForward && backward ? 1 : 0].push_back(&use);
+        windows[{micro ? micro.getInt() : 0,
+                 reshardAfterForward && backward ? 1 : 0}]
+            .push_back(&use);
       }
-    for (auto [index, window] : llvm::enumerate(windows)) {
-      if (window.empty())
-        continue;
+    for (auto &[key, window] : windows) {
+      auto [micro, backwardWindow] = key;
       Operation *firstUser = window.front()->getOwner();
       for (OpOperand *use : window)
         if (use->getOwner()->isBeforeInBlock(firstUser))
@@ -201,12 +205,16 @@ struct ShardParametersPass : impl::ShardParametersBase<ShardParametersPass> {
                                    firstUser->getLoc(), flatType, kMeshName,
                                    ArrayRef<int16_t>{0}, shard, APInt(64, 0)),
                                MemoryCategory::Params);
-      // The backward window's gather is marked as backward: besides saying
-      // where it belongs, this keeps a CSE on this (pure, value-semantic)
-      // IR from merging it with the forward gather of the same shard, which
-      // would undo reshard-after-forward.
-      if (index == 1)
+      // The backward window's gather is marked as backward, and a later
+      // micro-batch's with its number: besides saying where it belongs,
+      // this keeps a CSE on this (pure, value-semantic) IR from merging it
+      // with another window's gather of the same shard, which would undo
+      // resharding.
+      if (backwardWindow)
         full.getDefiningOp()->setAttr(kBackwardAttrName, b.getUnitAttr());
+      if (micro > 0)
+        full.getDefiningOp()->setAttr(kMicroBatchAttrName,
+                                      b.getI64IntegerAttr(micro));
       DenseMap<Value, Value> views;
       int64_t offset = 0;
       for (BlockArgument p : unitParams) {

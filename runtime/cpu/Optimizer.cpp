@@ -231,10 +231,10 @@ llvm::Error checkPartialNormOperands(const KernelContext &ctx, bool &l2) {
   SHARDC_CPU_TRY(requireInput(ctx, 0, "input"));
   SHARDC_CPU_TRY(requireOutput(ctx, 0, "result"));
   if (ctx.hasInput(1)) {
-    SHARDC_CPU_TRY(requireType(ctx, ctx.inputs[1], DType::F32, "init"));
+    SHARDC_CPU_TRY(requireType(ctx, ctx.inputs[1], DType::F64, "init"));
     SHARDC_CPU_TRY(requireNumel(ctx, ctx.inputs[1], 1, "init"));
   }
-  SHARDC_CPU_TRY(requireType(ctx, ctx.outputs[0], DType::F32, "result"));
+  SHARDC_CPU_TRY(requireType(ctx, ctx.outputs[0], DType::F64, "result"));
   SHARDC_CPU_TRY(requireNumel(ctx, ctx.outputs[0], 1, "result"));
   return readNormType(ctx, l2);
 }
@@ -244,10 +244,11 @@ llvm::Error checkClipCoefficientOperands(const KernelContext &ctx, bool &l2,
   SHARDC_CPU_TRY(requireInput(ctx, 0, "total"));
   SHARDC_CPU_TRY(requireOutput(ctx, 0, "norm"));
   SHARDC_CPU_TRY(requireOutput(ctx, 1, "coefficient"));
-  for (const TensorView *t :
-       {&ctx.inputs[0], &ctx.outputs[0], &ctx.outputs[1]}) {
-    SHARDC_CPU_TRY(requireType(ctx, *t, DType::F32, "every operand"));
-    SHARDC_CPU_TRY(requireNumel(ctx, *t, 1, "every operand"));
+  SHARDC_CPU_TRY(requireType(ctx, ctx.inputs[0], DType::F64, "total"));
+  SHARDC_CPU_TRY(requireNumel(ctx, ctx.inputs[0], 1, "total"));
+  for (const TensorView *t : {&ctx.outputs[0], &ctx.outputs[1]}) {
+    SHARDC_CPU_TRY(requireType(ctx, *t, DType::F32, "norm and coefficient"));
+    SHARDC_CPU_TRY(requireNumel(ctx, *t, 1, "norm and coefficient"));
   }
   maxNorm = ctx.attrs.getFloat("max_norm", 0.0);
   if (!(std::isfinite(maxNorm) && maxNorm > 0))
@@ -260,7 +261,7 @@ llvm::Error checkClipCoefficientOperands(const KernelContext &ctx, bool &l2,
 llvm::Error partialNormKernel(const KernelContext &ctx) {
   bool l2 = true;
   SHARDC_CPU_TRY(checkPartialNormOperands(ctx, l2));
-  double acc = ctx.hasInput(1) ? *ctx.inputs[1].as<float>() : 0.0;
+  double acc = ctx.hasInput(1) ? *ctx.inputs[1].as<double>() : 0.0;
   const TensorView &x = ctx.inputs[0];
   SHARDC_CPU_TRY(dispatchIn(
       FloatTypes{}, ctx, x.dtype, "input", [&](auto tag) -> llvm::Error {
@@ -270,7 +271,7 @@ llvm::Error partialNormKernel(const KernelContext &ctx) {
           acc = ops::accumulateNorm(acc, static_cast<double>(px[i]), l2);
         return llvm::Error::success();
       }));
-  *ctx.outputs[0].as<float>() = static_cast<float>(acc);
+  *ctx.outputs[0].as<double>() = acc;
   return llvm::Error::success();
 }
 
@@ -279,7 +280,7 @@ llvm::Error clipCoefficientKernel(const KernelContext &ctx) {
   bool l2 = true;
   double maxNorm = 0;
   SHARDC_CPU_TRY(checkClipCoefficientOperands(ctx, l2, maxNorm));
-  float total = *ctx.inputs[0].as<float>();
+  double total = *ctx.inputs[0].as<double>();
   ops::clipCoefficient(total, l2, maxNorm, *ctx.outputs[0].as<float>(),
                        *ctx.outputs[1].as<float>());
   return llvm::Error::success();

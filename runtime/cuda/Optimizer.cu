@@ -62,8 +62,8 @@ constexpr int kNormBlock = 256;
 /// One block: each thread accumulates a strided share in double, the shares
 /// combine in a fixed tree, and thread 0 adds `init`.
 template <typename T>
-__global__ void partialNormElements(const T *x, int64_t n, const float *init,
-                                    bool l2, float *out) {
+__global__ void partialNormElements(const T *x, int64_t n, const double *init,
+                                    bool l2, double *out) {
   __shared__ double share[kNormBlock];
   double acc = 0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
@@ -81,14 +81,12 @@ __global__ void partialNormElements(const T *x, int64_t n, const float *init,
   if (threadIdx.x == 0) {
     double total = share[0];
     if (init)
-      total =
-          l2 ? *init + total
-             : ops::accumulateNorm(static_cast<double>(*init), total, false);
-    *out = static_cast<float>(total);
+      total = l2 ? *init + total : ops::accumulateNorm(*init, total, false);
+    *out = total;
   }
 }
 
-__global__ void clipCoefficientElement(const float *total, bool l2,
+__global__ void clipCoefficientElement(const double *total, bool l2,
                                        double maxNorm, float *norm,
                                        float *coef) {
   ops::clipCoefficient(*total, l2, maxNorm, *norm, *coef);
@@ -196,12 +194,12 @@ llvm::Error partialNormKernel(const KernelContext &ctx) {
   bool l2 = true;
   SHARDC_CPU_TRY(cpu::checkPartialNormOperands(ctx, l2));
   const TensorView &x = ctx.inputs[0];
-  const float *init = ctx.hasInput(1) ? ctx.inputs[1].as<float>() : nullptr;
+  const double *init = ctx.hasInput(1) ? ctx.inputs[1].as<double>() : nullptr;
   return cpu::dispatchIn(
       cpu::FloatTypes{}, ctx, x.dtype, "input", [&](auto tag) -> llvm::Error {
         using T = typename decltype(tag)::type;
         partialNormElements<<<1, kNormBlock, 0, cudaStreamOf(ctx)>>>(
-            x.as<T>(), x.numel(), init, l2, ctx.outputs[0].as<float>());
+            x.as<T>(), x.numel(), init, l2, ctx.outputs[0].as<double>());
         return checkLaunch(ctx);
       });
 }
@@ -211,7 +209,7 @@ llvm::Error clipCoefficientKernel(const KernelContext &ctx) {
   double maxNorm = 0;
   SHARDC_CPU_TRY(cpu::checkClipCoefficientOperands(ctx, l2, maxNorm));
   clipCoefficientElement<<<1, 1, 0, cudaStreamOf(ctx)>>>(
-      ctx.inputs[0].as<float>(), l2, maxNorm, ctx.outputs[0].as<float>(),
+      ctx.inputs[0].as<double>(), l2, maxNorm, ctx.outputs[0].as<float>(),
       ctx.outputs[1].as<float>());
   return checkLaunch(ctx);
 }

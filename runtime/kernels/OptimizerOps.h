@@ -185,15 +185,16 @@ SHARDC_HOST_DEVICE inline double accumulateNorm(double acc, double x, bool l2) {
   return (a > acc || a != a) && acc == acc ? a : acc;
 }
 
-/// ClipCoefficient: the total norm from the reduced accumulation `total`,
+/// ClipCoefficient: the total norm from the reduced accumulation `total`
+/// (f64, rounded to f32 once finished),
 /// and torch.nn.utils.clip_grad_norm_'s clamped coefficient, in float32 as
 /// torch computes `max_norm / (total_norm + 1e-6)` (a Python float over a
 /// tensor: the tensor's reciprocal times max_norm) and clamps it at 1. NaN
 /// propagates (clamp keeps it).
-SHARDC_HOST_DEVICE inline void clipCoefficient(float total, bool l2,
+SHARDC_HOST_DEVICE inline void clipCoefficient(double total, bool l2,
                                                double maxNorm, float &norm,
                                                float &coef) {
-  norm = l2 ? std::sqrt(total) : total;
+  norm = static_cast<float>(l2 ? std::sqrt(total) : total);
   float c = (1.0f / (norm + 1e-6f)) * static_cast<float>(maxNorm);
   coef = c > 1.0f ? 1.0f : c;
 }

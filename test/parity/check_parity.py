@@ -300,6 +300,10 @@ def main():
     ap.add_argument("--shardc-arg", action="append", default=[], metavar="ARG",
                     help="one more shardc flag for every compile, e.g. "
                          "--shardc-arg=--bucket-cap-mb=0.01 (repeatable)")
+    ap.add_argument("--shardc-stage-arg", action="append", default=[], metavar="ARG",
+                    help="one more shardc flag for the compile at --zero-stage K only, not "
+                         "for --against-stage0's stage 0 (e.g. "
+                         "--shardc-stage-arg=--accumulate-unsharded; repeatable)")
     ap.add_argument("--keep", metavar="DIR", help="work in DIR and keep the plan, log and model")
     args = ap.parse_args()
     if args.world_size is not None and args.world_size < 1:
@@ -340,6 +344,7 @@ def main():
         sharding += [f"--world-size={world}"]
     if args.zero_stage is not None:
         sharding += [f"--zero-stage={args.zero_stage}"]
+    sharding += args.shardc_stage_arg
     stage0 = args.against_stage0 and args.zero_stage != 0
     fixed = FIXED_ORDER_ENV if world > 2 else None
     setup = ("" if args.world_size is None else f" world {world}") + \

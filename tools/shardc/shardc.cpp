@@ -466,6 +466,11 @@ int main(int argc, char **argv) {
                       "--loss if the model has several scalar outputs)");
   }
 
+  if (pipeline.accumulateUnsharded &&
+      (pipeline.gradAccum <= 1 || pipeline.stage < 2 || !pipeline.shards()))
+    return fail("--accumulate-unsharded chooses how --zero-stage 2 or 3 "
+                "accumulates gradients: give --grad-accum K (K > 1) and a "
+                "sharded step at stage 2 or 3");
   if (pipeline.normType.hasValue() && !pipeline.maxNorm.hasValue())
     return fail("--clip-norm-type chooses the norm that --clip-grad-norm "
                 "bounds: give --clip-grad-norm MAX too");

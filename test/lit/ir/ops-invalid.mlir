@@ -1000,43 +1000,43 @@ func.func @lr_min_ratio(%w: tensor<2xf32>, %s: tensor<f32>) -> tensor<2xf32> {
 // Gradient clipping
 //===----------------------------------------------------------------------===//
 
-func.func @clip_max_norm_zero(%t: tensor<f32>) -> tensor<f32> {
+func.func @clip_max_norm_zero(%t: tensor<f64>) -> tensor<f32> {
   // expected-error @+1 {{max_norm must be finite and positive, got 0}}
-  %n, %c = shardc.ClipCoefficient %t {max_norm = 0.0, norm_type = #shardc.norm_type<l2>} : tensor<f32>
+  %n, %c = shardc.ClipCoefficient %t {max_norm = 0.0, norm_type = #shardc.norm_type<l2>} : tensor<f64> -> tensor<f32>, tensor<f32>
   return %c : tensor<f32>
 }
 
 // -----
 
-func.func @clip_max_norm_inf(%t: tensor<f32>) -> tensor<f32> {
+func.func @clip_max_norm_inf(%t: tensor<f64>) -> tensor<f32> {
   // expected-error @+1 {{max_norm must be finite and positive, got INF}}
-  %n, %c = shardc.ClipCoefficient %t {max_norm = 0x7FF0000000000000 : f64, norm_type = #shardc.norm_type<inf>} : tensor<f32>
+  %n, %c = shardc.ClipCoefficient %t {max_norm = 0x7FF0000000000000 : f64, norm_type = #shardc.norm_type<inf>} : tensor<f64> -> tensor<f32>, tensor<f32>
   return %c : tensor<f32>
 }
 
 // -----
 
-func.func @clip_total_not_scalar(%t: tensor<1xf32>) -> tensor<1xf32> {
-  // expected-error @+1 {{operand #0 must be 0D tensor of 32-bit float values}}
-  %n, %c = shardc.ClipCoefficient %t {max_norm = 1.0, norm_type = #shardc.norm_type<l2>} : tensor<1xf32>
-  return %c : tensor<1xf32>
+func.func @clip_total_not_scalar(%t: tensor<1xf64>) -> tensor<f32> {
+  // expected-error @+1 {{operand #0 must be 0D tensor of 64-bit float values}}
+  %n, %c = shardc.ClipCoefficient %t {max_norm = 1.0, norm_type = #shardc.norm_type<l2>} : tensor<1xf64> -> tensor<f32>, tensor<f32>
+  return %c : tensor<f32>
 }
 
 // -----
 
-func.func @partial_norm_f64_init(%g: tensor<3xf32>, %i: tensor<f64>) -> tensor<f32> {
-  // expected-error @+1 {{operand #1 must be 0D tensor of 32-bit float values}}
-  %0 = shardc.PartialNorm %g, %i {norm_type = #shardc.norm_type<l2>} : (tensor<3xf32>, tensor<f64>) -> tensor<f32>
-  return %0 : tensor<f32>
+func.func @partial_norm_f32_init(%g: tensor<3xf32>, %i: tensor<f32>) -> tensor<f64> {
+  // expected-error @+1 {{operand #1 must be 0D tensor of 64-bit float values}}
+  %0 = shardc.PartialNorm %g, %i {norm_type = #shardc.norm_type<l2>} : (tensor<3xf32>, tensor<f32>) -> tensor<f64>
+  return %0 : tensor<f64>
 }
 
 // -----
 
-func.func @partial_norm_type(%g: tensor<3xf32>) -> tensor<f32> {
+func.func @partial_norm_type(%g: tensor<3xf32>) -> tensor<f64> {
   // expected-error @+2 {{expected ::shardc::NormType to be one of: l2, inf}}
   // expected-error @+1 {{failed to parse Shardc_NormTypeAttr parameter 'value' which is to be a `::shardc::NormType`}}
-  %0 = shardc.PartialNorm %g {norm_type = #shardc.norm_type<l1>} : (tensor<3xf32>) -> tensor<f32>
-  return %0 : tensor<f32>
+  %0 = shardc.PartialNorm %g {norm_type = #shardc.norm_type<l1>} : (tensor<3xf32>) -> tensor<f64>
+  return %0 : tensor<f64>
 }
 
 // -----

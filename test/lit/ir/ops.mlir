@@ -150,12 +150,12 @@ func.func @abs_argmax_range(%x: tensor<2x3xf32>, %s: tensor<i64>, %l: tensor<i64
 // CHECK-LABEL: func.func @clipping(
 // CHECK-SAME:    %[[G:[^:]*]]: tensor<4x3xf32>, %[[H:[^:]*]]: tensor<3xf64>, %[[S:[^:]*]]: tensor<f32>)
 func.func @clipping(%g: tensor<4x3xf32>, %h: tensor<3xf64>, %s: tensor<f32>) {
-  // CHECK: %[[P0:.*]] = shardc.PartialNorm %[[G]] {norm_type = #shardc.norm_type<l2>} : (tensor<4x3xf32>) -> tensor<f32>
-  %0 = shardc.PartialNorm %g {norm_type = #shardc.norm_type<l2>} : (tensor<4x3xf32>) -> tensor<f32>
-  // CHECK: %[[P1:.*]] = shardc.PartialNorm %[[H]], %[[P0]] {norm_type = #shardc.norm_type<inf>} : (tensor<3xf64>, tensor<f32>) -> tensor<f32>
-  %1 = shardc.PartialNorm %h, %0 {norm_type = #shardc.norm_type<inf>} : (tensor<3xf64>, tensor<f32>) -> tensor<f32>
-  // CHECK: %{{.*}}, %[[C:.*]] = shardc.ClipCoefficient %[[P1]] {max_norm = 2.500000e-01 : f64, norm_type = #shardc.norm_type<inf>} : tensor<f32>
-  %n, %c = shardc.ClipCoefficient %1 {max_norm = 0.25 : f64, norm_type = #shardc.norm_type<inf>} : tensor<f32>
+  // CHECK: %[[P0:.*]] = shardc.PartialNorm %[[G]] {norm_type = #shardc.norm_type<l2>} : (tensor<4x3xf32>) -> tensor<f64>
+  %0 = shardc.PartialNorm %g {norm_type = #shardc.norm_type<l2>} : (tensor<4x3xf32>) -> tensor<f64>
+  // CHECK: %[[P1:.*]] = shardc.PartialNorm %[[H]], %[[P0]] {norm_type = #shardc.norm_type<inf>} : (tensor<3xf64>, tensor<f64>) -> tensor<f64>
+  %1 = shardc.PartialNorm %h, %0 {norm_type = #shardc.norm_type<inf>} : (tensor<3xf64>, tensor<f64>) -> tensor<f64>
+  // CHECK: %{{.*}}, %[[C:.*]] = shardc.ClipCoefficient %[[P1]] {max_norm = 2.500000e-01 : f64, norm_type = #shardc.norm_type<inf>} : tensor<f64> -> tensor<f32>, tensor<f32>
+  %n, %c = shardc.ClipCoefficient %1 {max_norm = 0.25 : f64, norm_type = #shardc.norm_type<inf>} : tensor<f64> -> tensor<f32>, tensor<f32>
   // CHECK: shardc.AdamUpdate %[[G]], %[[G]], %[[G]], %[[G]], %[[S]] scaled_by %[[C]] {{{.*}}} : tensor<4x3xf32>, tensor<f32>, tensor<f32>
   %2:3 = shardc.AdamUpdate %g, %g, %g, %g, %s scaled_by %c {beta1 = 0.9, beta2 = 0.999, decoupled = true, eps = 1.0e-8, lr = 0.001, weight_decay = 0.01} : tensor<4x3xf32>, tensor<f32>, tensor<f32>
   return

@@ -1178,43 +1178,43 @@ TEST(ClipKernel, PartialNormSumsSquaresOrTakesTheLargestMagnitude) {
   AttrMap l2 = attrs({{"norm_type", str("l2")}});
   AttrMap inf = attrs({{"norm_type", str("inf")}});
   Buf g = f32({2, 2}, {3, -4, 1, -2}), h = f64({2}, {0.5, -1.5});
-  Buf out = f32({}, {0}), init = f32({}, {6});
+  Buf out = f64({}, {0}), init = f64({}, {6});
   ASSERT_KERNEL_OK(run("PartialNorm", l2, {&g}, {&out}));
-  EXPECT_EQ(out.values<float>()[0], 30.0f);
+  EXPECT_EQ(out.values<double>()[0], 30.0);
   ASSERT_KERNEL_OK(run("PartialNorm", l2, {&h, &init}, {&out}));
-  EXPECT_EQ(out.values<float>()[0], 8.5f);
+  EXPECT_EQ(out.values<double>()[0], 8.5);
   ASSERT_KERNEL_OK(run("PartialNorm", inf, {&g}, {&out}));
-  EXPECT_EQ(out.values<float>()[0], 4.0f);
+  EXPECT_EQ(out.values<double>()[0], 4.0);
   ASSERT_KERNEL_OK(run("PartialNorm", inf, {&g, &init}, {&out}));
-  EXPECT_EQ(out.values<float>()[0], 6.0f);
+  EXPECT_EQ(out.values<double>()[0], 6.0);
   ASSERT_KERNEL_OK(run("PartialNorm", inf, {&h}, {&out}));
-  EXPECT_EQ(out.values<float>()[0], 1.5f);
+  EXPECT_EQ(out.values<double>()[0], 1.5);
   // Nothing to add: the running value passes through.
   Buf empty = f32({0}, {});
   ASSERT_KERNEL_OK(run("PartialNorm", inf, {&empty, &init}, {&out}));
-  EXPECT_EQ(out.values<float>()[0], 6.0f);
+  EXPECT_EQ(out.values<double>()[0], 6.0);
   // A NaN anywhere, in the tensor or the running value, gives NaN, wherever
   // it sits among larger values.
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  Buf withNan = f32({3}, {1, nan, 100}), nanInit = f32({}, {nan});
+  Buf withNan = f32({3}, {1, nan, 100}), nanInit = f64({}, {nan});
   for (const AttrMap *a : {&l2, &inf}) {
     ASSERT_KERNEL_OK(run("PartialNorm", *a, {&withNan}, {&out}));
-    EXPECT_TRUE(std::isnan(out.values<float>()[0]));
+    EXPECT_TRUE(std::isnan(out.values<double>()[0]));
     ASSERT_KERNEL_OK(run("PartialNorm", *a, {&g, &nanInit}, {&out}));
-    EXPECT_TRUE(std::isnan(out.values<float>()[0]));
+    EXPECT_TRUE(std::isnan(out.values<double>()[0]));
   }
   Buf i = i64({1}, {1});
   EXPECT_KERNEL_ERROR(run("PartialNorm", l2, {&i}, {&out}), "int64");
-  Buf f64Init = f64({}, {1});
-  EXPECT_KERNEL_ERROR(run("PartialNorm", l2, {&g, &f64Init}, {&out}), "init");
+  Buf f32Init = f32({}, {1});
+  EXPECT_KERNEL_ERROR(run("PartialNorm", l2, {&g, &f32Init}, {&out}), "init");
   EXPECT_KERNEL_ERROR(
       run("PartialNorm", attrs({{"norm_type", str("l1")}}), {&g}, {&out}),
       "norm_type must be l2 or inf, got 'l1'");
 }
 
 TEST(ClipKernel, ClipCoefficientIsTorchsClampedCoefficient) {
-  auto clip = [](float total, const char *type, double maxNorm) {
-    Buf t = f32({}, {total}), norm = f32({}, {0}), coef = f32({}, {0});
+  auto clip = [](double total, const char *type, double maxNorm) {
+    Buf t = f64({}, {total}), norm = f32({}, {0}), coef = f32({}, {0});
     EXPECT_KERNEL_OK(
         run("ClipCoefficient",
             attrs({{"norm_type", str(type)}, {"max_norm", floatv(maxNorm)}}),
@@ -1233,24 +1233,28 @@ TEST(ClipKernel, ClipCoefficientIsTorchsClampedCoefficient) {
   EXPECT_EQ(n3, 4.0f);
   EXPECT_EQ(c3, (1.0f / (4.0f + 1e-6f)) * 2.0f);
   // A non-finite norm: NaN stays NaN; an infinite one clips to zero.
-  auto [n4, c4] = clip(std::numeric_limits<float>::quiet_NaN(), "l2", 1.0);
+  auto [n4, c4] = clip(std::numeric_limits<double>::quiet_NaN(), "l2", 1.0);
   EXPECT_TRUE(std::isnan(n4) && std::isnan(c4));
-  auto [n5, c5] = clip(std::numeric_limits<float>::infinity(), "inf", 1.0);
+  // A sum of squares past FLT_MAX still gives its finite norm.
+  auto [n6, c6] = clip(1e40, "l2", 1.0);
+  EXPECT_EQ(n6, 1e20f);
+  EXPECT_GT(c6, 0.0f);
+  auto [n5, c5] = clip(std::numeric_limits<double>::infinity(), "inf", 1.0);
   EXPECT_TRUE(std::isinf(n5));
   EXPECT_EQ(c5, 0.0f);
 
-  Buf t = f32({}, {1}), norm = f32({}, {0}), coef = f32({}, {0});
+  Buf t = f64({}, {1}), norm = f32({}, {0}), coef = f32({}, {0});
   EXPECT_KERNEL_ERROR(
       run("ClipCoefficient",
           attrs({{"norm_type", str("l2")}, {"max_norm", floatv(0.0)}}), {&t},
           {&norm, &coef}),
       "max_norm must be finite and positive, got 0");
-  Buf t1 = f32({2}, {1, 2});
+  Buf t1 = f64({2}, {1, 2});
   EXPECT_KERNEL_ERROR(
       run("ClipCoefficient",
           attrs({{"norm_type", str("l2")}, {"max_norm", floatv(1.0)}}), {&t1},
           {&norm, &coef}),
-      "every operand");
+      "'total' has shape [2]");
 }
 
 TEST(OptimizerKernel, GradScaleMultipliesTheGradientFirst) {
