@@ -20,3 +20,17 @@
 // UNSHARDED: shardc.Add {{.*}}shardc.micro_batch_sum
 // UNSHARDED: mesh.reduce_scatter {{.*}} : tensor<6xf32> -> tensor<3xf32>
 // UNSHARDED-NOT: mesh.reduce_scatter
+
+// ZeRO-3: every micro-batch's forward and backward gather the unit again
+// (FSDP's behaviour under no_sync), so that gathered parameters live for one
+// use window, not across micro-batches.
+// RUN: shardc-opt %S/Inputs/bn-dropout-forward.mlir -shardc-autodiff -shardc-accumulate-gradients='grad-accum=2' -shardc-optimizer -shardc-wrap-units -shardc-zero-config='world-size=2 zero-stage=3' -shardc-partition-optimizer -shardc-reduce-scatter-gradients -shardc-shard-parameters | FileCheck %s --check-prefix=STAGE3
+// STAGE3: mesh.all_gather %[[U:[a-z0-9]+]] on @world {{.*}}{shardc.category = #shardc.category<params>} : tensor<3xf32> -> tensor<6xf32>
+// STAGE3: shardc.BatchNormalization
+// STAGE3: mesh.all_gather %[[U]] {{.*}}{shardc.backward, shardc.category = #shardc.category<params>} :
+// STAGE3: shardc.BatchNormGrad
+// STAGE3: mesh.all_gather %[[U]] {{.*}}{shardc.category = #shardc.category<params>, shardc.micro_batch = 1 : i64} :
+// STAGE3: shardc.BatchNormalization {{.*}}shardc.micro_batch = 1
+// STAGE3: mesh.all_gather %[[U]] {{.*}}{shardc.backward, shardc.category = #shardc.category<params>, shardc.micro_batch = 1 : i64} :
+// STAGE3: shardc.BatchNormGrad {{.*}}shardc.micro_batch = 1
+// STAGE3-NOT: mesh.all_gather
