@@ -77,8 +77,7 @@ constexpr llvm::StringLiteral kGradAccumAttrName = "shardc.grad_accum";
 /// of a gradient's running sum over the micro-batches and on the Mul that
 /// takes its mean: shardc-reduce-scatter-gradients reduces each
 /// micro-batch's terms as they finish (reduce-scatter is linear).
-constexpr llvm::StringLiteral kMicroBatchSumAttrName =
-    "shardc.micro_batch_sum";
+constexpr llvm::StringLiteral kMicroBatchSumAttrName = "shardc.micro_batch_sum";
 /// Discardable op attribute set by shardc-accumulate-gradients on micro-batch
 /// m's copy of each forward and backward op (m >= 1; absent: micro-batch 0):
 /// ZeRO-3 gathers parameters per micro-batch's use window.

@@ -166,7 +166,8 @@ struct AccumulateGradientsPass
     // other outputs are the last micro-batch's.
     FlatBuilder scale(b, k);
     SmallVector<Value> results;
-    for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+    for (auto [i, result] : llvm::enumerate(ret.getOperands())) {
+      Value v = result;
       auto copyValue = [&](int64_t m) {
         return m == 0 ? v : maps[m].lookupOrDefault(v);
       };
