@@ -151,16 +151,19 @@ TEST(CudaKernelsTest, OptimizersMatchCpu) {
 }
 
 TEST(CudaKernelsTest, ClippingMatchesCpu) {
-  // Both accumulate in double, in different orders.
+  // Both accumulate in double, in different orders: the CPU one element
+  // after another, the GPU in 256 strided shares and a tree. For up to 3e5
+  // positive terms the two sums differ by about sqrt(n) f64 ulps (~550),
+  // far below what the f32 norm resolves (2^29 f64 ulps); allow 2^14.
   for (const char *type : {"l2", "inf"}) {
     AttrMap attrs;
     attrs.set("norm_type", AttrValue::ofString(type));
     for (DType t : kFloat)
       for (int64_t n : {1, 1000, 300001}) {
         expectSameAsCpu("PartialNorm", {{t, {n}}}, {{DType::F64, {}}},
-                        Tolerance{64}, attrs);
+                        Tolerance{1 << 14}, attrs);
         expectSameAsCpu("PartialNorm", {{t, {n}}, {DType::F64, {}, false, 2.5}},
-                        {{DType::F64, {}}}, Tolerance{64}, attrs);
+                        {{DType::F64, {}}}, Tolerance{1 << 14}, attrs);
       }
     attrs.set("max_norm", AttrValue::ofFloat(1.5));
     for (double total : {0.25, 9.0, 1e30, 1e60})
