@@ -35,6 +35,12 @@ with its own micro-batches, from the same initial values; the saved weights
 carry rank 0's (shardrun exports rank 0's model). N = 1 is the single-rank
 reference above, in the same operations and files.
 
+A config with "sync_batchnorm": true (shardc --sync-batchnorm) is
+torch.nn.SyncBatchNorm: with N > 1 the N ranks' micro-batches of each step
+(of each accumulation round) are forwarded together, one batch of N*B, as a
+single process would train on the global batch; BatchNorm normalizes with
+its statistics, and there is one set of running statistics.
+
 A config with "grad_accum": K (shardc --grad-accum K) takes K micro-batches
 per rank and step: the global batch is N*K*B samples from s*N*K*B on; its
 micro-batch c (rank c % N's (c // N)-th) is forwarded at the current weights
@@ -88,6 +94,12 @@ OPTIMIZERS = {
                    "eps": 1e-8, "weight_decay": 0.01, "grad_accum": 2,
                    "clip_grad_norm": 0.5, "lr_schedule": "cosine", "warmup_steps": 3,
                    "decay_steps": 16, "min_lr_ratio": 0.1},
+    # SyncBatchNorm (shardc --sync-batchnorm): BatchNorm statistics over the
+    # global batch; written for N > 1 (at N = 1 it is sgd/adamw).
+    "sgd_syncbn": {"optimizer": "sgd", "lr": 0.05, "momentum": 0.9, "dampening": 0.0,
+                   "nesterov": False, "weight_decay": 1e-4, "sync_batchnorm": True},
+    "adamw_syncbn": {"optimizer": "adamw", "lr": 1e-3, "beta1": 0.9, "beta2": 0.999,
+                     "eps": 1e-8, "weight_decay": 0.01, "sync_batchnorm": True},
     # Gradient clipping (shardc --clip-grad-norm, --clip-norm-type):
     # torch.nn.utils.clip_grad_norm_ of the averaged gradients before each
     # step. The bounds sit inside the range of the unclipped norms (MLP: 2-norm
@@ -247,10 +259,17 @@ def train(name, cfg, onnx_path, data_dir, shadow=False, exact=False, world=1):
                     for _ in range(world)]
     losses, g32, g64 = [], {k: [] for k in params}, {k: [] for k in params}
     accum = cfg.get("grad_accum", 1)
+    sync = cfg.get("sync_batchnorm", False)
     for micro in batches(name, data_dir, world, accum):
+        if sync:
+            # SyncBatchNorm: the N ranks' micro-batches m form one forward of
+            # the global micro-batch (its loss the mean of theirs), and every
+            # rank holds the same statistics.
+            micro = [[torch.cat(parts) for parts in zip(*micro[m * world:(m + 1) * world])]
+                     for m in range(accum)]
         rank_losses, sum32, sum64 = [], {}, {}
         for c, args in enumerate(micro):
-            r = c % world
+            r = 0 if sync else c % world
             with torch.no_grad():
                 for k, b in buffers.items():
                     b.copy_(rank_buffers[r][k])

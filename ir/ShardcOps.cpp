@@ -493,6 +493,43 @@ LogicalResult LayerNormalizationOp::verify() {
   return success();
 }
 
+/// A BatchNormalization's `moments` and `batch_count`: both or neither, in
+/// training mode, (2 * channels) moments and at least one value per channel.
+static LogicalResult verifyGlobalMoments(Operation *op, int64_t channels,
+                                         Value moments,
+                                         std::optional<uint64_t> count,
+                                         bool training) {
+  if (!moments || !count)
+    return op->emitOpError("takes moments and batch_count together");
+  if (!training)
+    return op->emitOpError("moments need training_mode");
+  if (shapeOf(moments) != ArrayRef<int64_t>{2 * channels})
+    return op->emitOpError("moments must have shape [")
+           << 2 * channels << "] (two per channel)";
+  if (static_cast<int64_t>(*count) < 1)
+    return op->emitOpError("batch_count must be positive");
+  return success();
+}
+
+/// The (2 * C) moments `result` of an (N, C, ...) input `x` over a global
+/// batch of `count` values per channel, a multiple of this input's.
+static LogicalResult verifyMomentsOf(Operation *op, ArrayRef<int64_t> x,
+                                     Value result, StringRef name,
+                                     uint64_t count) {
+  if (shapeOf(result) != ArrayRef<int64_t>{2 * x[1]})
+    return op->emitOpError()
+           << name << " must have shape [" << 2 * x[1] << "] (two per channel)";
+  int64_t local = x[0];
+  for (int64_t d : x.drop_front(2))
+    local *= d;
+  auto global = static_cast<int64_t>(count);
+  if (global < 1 || local < 1 || global % local != 0)
+    return op->emitOpError("count ")
+           << global << " must be a positive multiple of the input's " << local
+           << " values per channel";
+  return success();
+}
+
 LogicalResult BatchNormalizationOp::verify() {
   if (failed(verifyOneElementType(
           *this, {getInput(), getScale(), getBias(), getOutput()},
@@ -509,7 +546,17 @@ LogicalResult BatchNormalizationOp::verify() {
              << "have shape " << fmt(c);
   if (shapeOf(getOutput()) != x)
     return emitOpError("result shape must equal the input shape");
+  if (getMoments() || getBatchCount())
+    return verifyGlobalMoments(*this, c[0], getMoments(), getBatchCount(),
+                               getTrainingMode());
   return success();
+}
+
+LogicalResult BatchNormStatsOp::verify() {
+  auto x = shapeOf(getInput());
+  if (x.size() < 2)
+    return emitOpError("input must have rank >= 2 (N, C, ...)");
+  return verifyMomentsOf(*this, x, getResult(), "result", getCount());
 }
 
 //===----------------------------------------------------------------------===//
@@ -879,7 +926,27 @@ LogicalResult BatchNormGradOp::verify() {
        {getScale(), getMean(), getVar(), getScaleGrad(), getBiasGrad()})
     if (shapeOf(v) != ArrayRef<int64_t>(c))
       return emitOpError("per-channel values must have shape ") << fmt(c);
+  if (!getMoments() != !getGradMoments())
+    return emitOpError("takes moments and grad_moments together");
+  if (getMoments()) {
+    if (!getTrainingMode())
+      return emitOpError("moments need training_mode");
+    for (Value v : {getMoments(), getGradMoments()})
+      if (shapeOf(v) != ArrayRef<int64_t>{2 * c[0]})
+        return emitOpError("moments and grad_moments must have shape [")
+               << 2 * c[0] << "] (two per channel)";
+  }
   return success();
+}
+
+LogicalResult BatchNormGradStatsOp::verify() {
+  auto x = shapeOf(getInput());
+  if (x.size() < 2)
+    return emitOpError("input must have rank >= 2 (N, C, ...)");
+  if (shapeOf(getMoments()) != ArrayRef<int64_t>{2 * x[1]})
+    return emitOpError("moments must have shape [")
+           << 2 * x[1] << "] (two per channel)";
+  return verifyMomentsOf(*this, x, getResult(), "result", getCount());
 }
 
 LogicalResult SoftmaxCrossEntropyLossGradOp::verify() {

@@ -762,10 +762,22 @@ def Shardc_BatchNormalizationOp : Shardc_Op<"BatchNormalization", [Pure]> {
     population variance) the running variance is updated with the unbiased batch
     variance. Imports ONNX BatchNormalization.
 
+    With `moments` (training mode only; `shardc-sync-batchnorm`, as
+    torch.nn.SyncBatchNorm) the batch statistics are not this input's:
+    `moments` is the f64 (2 * C) tensor `[mean, mean of squares]` of the
+    global batch (BatchNormStats summed over the ranks), the variance is
+    `mean of squares - mean^2`, and `batch_count` (the global batch's
+    values per channel) gives the unbiased running variance.
+
     ```mlir
     %y, %running_mean, %running_var = shardc.BatchNormalization %x, %scale, %bias, %mean, %var
         {epsilon = 9.99999974E-6 : f32, momentum = 0.899999976 : f32, training_mode = true}
         : (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>)
+        -> (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>)
+    %y2, %rm2, %rv2 = shardc.BatchNormalization %x, %scale, %bias, %mean, %var moments %m
+        {batch_count = 64 : i64, epsilon = 9.99999974E-6 : f32,
+         momentum = 0.899999976 : f32, training_mode = true}
+        : (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<6xf64>)
         -> (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>)
     ```
   }];
@@ -773,13 +785,39 @@ def Shardc_BatchNormalizationOp : Shardc_Op<"BatchNormalization", [Pure]> {
                    Shardc_FloatTensor:$bias, Shardc_FloatTensor:$mean,
                    Shardc_FloatTensor:$var, F32Attr:$epsilon,
                    F32Attr:$momentum, BoolAttr:$training_mode,
-                   DefaultValuedAttr<BoolAttr, "false">:$unbiased_var);
+                   DefaultValuedAttr<BoolAttr, "false">:$unbiased_var,
+                   Optional<1DTensorOf<[F64]>>:$moments,
+                   OptionalAttr<I64Attr>:$batch_count);
   let results = (outs Shardc_FloatTensor:$output,
                  Shardc_FloatTensor:$running_mean,
                  Shardc_FloatTensor:$running_var);
   let hasVerifier = 1;
   let assemblyFormat = [{
-    $input `,` $scale `,` $bias `,` $mean `,` $var attr-dict `:` functional-type(operands, results)
+    $input `,` $scale `,` $bias `,` $mean `,` $var (`moments` $moments^)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Shardc_BatchNormStatsOp : Shardc_Op<"BatchNormStats", [Pure]> {
+  let summary = "One rank's share of the global batch's BatchNorm moments";
+  let description = [{
+    Per channel of an (N, C, ...) float input, `[sum(x), sum(x^2)] / count`
+    as an f64 (2 * C) tensor (the C sums of x, then the C sums of squares),
+    accumulated in f64. `count` is the number of values per channel in the
+    global batch (this input's N * spatial size times the ranks), so that
+    the sum of the ranks' results (`mesh.all_reduce`) is the global batch's
+    mean and mean of squares: the `moments` of a synchronized
+    BatchNormalization (`shardc-sync-batchnorm`).
+
+    ```mlir
+    %part = shardc.BatchNormStats %x {count = 64 : i64}
+        : (tensor<2x3x4x4xf32>) -> tensor<6xf64>
+    ```
+  }];
+  let arguments = (ins Shardc_FloatTensor:$input, I64Attr:$count);
+  let results = (outs 1DTensorOf<[F64]>:$result);
+  let hasVerifier = 1;
+  let assemblyFormat = [{
+    $input attr-dict `:` functional-type(operands, results)
   }];
 }
 
@@ -1441,7 +1479,7 @@ def Shardc_LayerNormGradOp : Shardc_Op<"LayerNormGrad", [Pure,
 }
 
 def Shardc_BatchNormGradOp : Shardc_Op<"BatchNormGrad", [Pure,
-    AllElementTypesMatch<["grad", "input", "scale", "input_grad", "scale_grad", "bias_grad"]>]> {
+    AttrSizedOperandSegments, AllElementTypesMatch<["grad", "input", "scale", "input_grad", "scale_grad", "bias_grad"]>]> {
   let summary = "Gradient of BatchNormalization (input, scale, bias)";
   let description = [{
     The gradients of BatchNormalization's output with respect to its input,
@@ -1451,6 +1489,14 @@ def Shardc_BatchNormGradOp : Shardc_Op<"BatchNormGrad", [Pure,
     `input_grad = grad * scale / sqrt(var + epsilon)`. `input_grad` has the
     (N, C, ...) input's shape and `scale_grad`/`bias_grad` shape (C). Emitted by
     `shardc-autodiff`; the running statistics get no gradient.
+
+    With `moments` and `grad_moments` (training mode, `shardc-sync-batchnorm`)
+    the statistics are the global batch's: `moments` as the forward op's
+    (`[mean, mean of squares]`), and `grad_moments` the global
+    `[mean(grad), mean(grad * (input - mean))]` (BatchNormGradStats summed
+    over the ranks), which give `input_grad`; `scale_grad` and `bias_grad`
+    stay this rank's sums (normalized with the global statistics), averaged
+    over the ranks with the other gradients, as torch.nn.SyncBatchNorm's.
 
     ```mlir
     %dx, %dscale, %dbias = shardc.BatchNormGrad %dy, %x, %scale, %mean, %var
@@ -1462,12 +1508,39 @@ def Shardc_BatchNormGradOp : Shardc_Op<"BatchNormGrad", [Pure,
   let arguments = (ins Shardc_FloatTensor:$grad, Shardc_FloatTensor:$input,
                    Shardc_FloatTensor:$scale, Shardc_FloatTensor:$mean,
                    Shardc_FloatTensor:$var, F32Attr:$epsilon,
-                   BoolAttr:$training_mode);
+                   BoolAttr:$training_mode,
+                   Optional<1DTensorOf<[F64]>>:$moments,
+                   Optional<1DTensorOf<[F64]>>:$grad_moments);
   let results = (outs Shardc_FloatTensor:$input_grad,
                  Shardc_FloatTensor:$scale_grad, Shardc_FloatTensor:$bias_grad);
   let hasVerifier = 1;
   let assemblyFormat = [{
-    $grad `,` $input `,` $scale `,` $mean `,` $var attr-dict `:` functional-type(operands, results)
+    $grad `,` $input `,` $scale `,` $mean `,` $var (`moments` $moments^ `,` $grad_moments)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Shardc_BatchNormGradStatsOp : Shardc_Op<"BatchNormGradStats", [Pure,
+    AllTypesMatch<["grad", "input"]>]> {
+  let summary = "One rank's share of a synchronized BatchNorm's gradient moments";
+  let description = [{
+    Per channel, `[sum(grad), sum(grad * (input - mean))] / count` as an f64
+    (2 * C) tensor, where `mean` is the first half of `moments` (the global
+    batch's, as BatchNormalization takes them) and `count` the global
+    batch's values per channel. Summed over the ranks it is the
+    `grad_moments` operand of a synchronized BatchNormGrad
+    (`shardc-sync-batchnorm`).
+
+    ```mlir
+    %part = shardc.BatchNormGradStats %dy, %x, %m {count = 64 : i64}
+        : (tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>, tensor<6xf64>) -> tensor<6xf64>
+    ```
+  }];
+  let arguments = (ins Shardc_FloatTensor:$grad, Shardc_FloatTensor:$input,
+                   1DTensorOf<[F64]>:$moments, I64Attr:$count);
+  let results = (outs 1DTensorOf<[F64]>:$result);
+  let hasVerifier = 1;
+  let assemblyFormat = [{
+    $grad `,` $input `,` $moments attr-dict `:` functional-type(operands, results)
   }];
 }
 

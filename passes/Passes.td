@@ -381,6 +381,50 @@ def ShardParameters : Pass<"shardc-shard-parameters", "mlir::ModuleOp"> {
   let dependentDialects = ["::shardc::ShardcDialect", "::mlir::mesh::MeshDialect"];
 }
 
+def SyncBatchNorm : Pass<"shardc-sync-batchnorm", "mlir::ModuleOp"> {
+  let summary = "Normalize training-mode BatchNorm over the global batch";
+  let description = [{
+    torch.nn.SyncBatchNorm for every training-mode BatchNormalization of the
+    step (after autodiff and the ZeRO passes, on `shardc.world_size` ranks):
+    the batch statistics are those of the global batch, all ranks' inputs
+    together, instead of this rank's. Forward, each rank's per-channel sums
+    of x and x^2, divided by the global count (`shardc.BatchNormStats`, f64),
+    are summed by one `mesh.all_reduce`, giving the global mean and mean of
+    squares that BatchNormalization normalizes with (its `moments`; the
+    running variance is unbiased by the global count). Backward, the sums of
+    the output gradient and of gradient * (x - mean) are all-reduced the same
+    way (`shardc.BatchNormGradStats`) and give the input gradient; the scale
+    and bias gradients stay this rank's sums, averaged with every other
+    gradient. Every rank then holds the same running statistics. One forward
+    and one backward all-reduce of 2 * C f64 values per BatchNorm (per
+    micro-batch with gradient accumulation). Without `sync-batchnorm`, or on
+    one rank (where the batch is the global batch), the pass does nothing.
+
+    Before (two ranks, `x: tensor<4x3xf32>`):
+    ```mlir
+    %y, %rm, %rv = shardc.BatchNormalization %x, %s, %b, %m, %v {training_mode = true, ...}
+    ...
+    %dx, %ds, %db = shardc.BatchNormGrad %dy, %x, %s, %m, %v {training_mode = true, ...}
+    ```
+    After (`sync-batchnorm`):
+    ```mlir
+    %p = shardc.BatchNormStats %x {count = 8 : i64} : (tensor<4x3xf32>) -> tensor<6xf64>
+    %mo = mesh.all_reduce %p on @world mesh_axes = [0] : tensor<6xf64> -> tensor<6xf64>
+    %y, %rm, %rv = shardc.BatchNormalization %x, %s, %b, %m, %v moments %mo {batch_count = 8 : i64, ...}
+    ...
+    %q = shardc.BatchNormGradStats %dy, %x, %mo {count = 8 : i64}
+    %gm = mesh.all_reduce %q on @world mesh_axes = [0] : tensor<6xf64> -> tensor<6xf64>
+    %dx, %ds, %db = shardc.BatchNormGrad %dy, %x, %s, %m, %v moments %mo, %gm {...}
+    ```
+  }];
+  let options = [
+    Option<"syncBatchnorm", "sync-batchnorm", "bool", /*default=*/"false",
+           "Training-mode BatchNorm statistics over the global batch, all "
+           "ranks together (torch.nn.SyncBatchNorm)">,
+  ];
+  let dependentDialects = ["::shardc::ShardcDialect", "::mlir::mesh::MeshDialect"];
+}
+
 def ClipGradients : Pass<"shardc-clip-gradients", "mlir::ModuleOp"> {
   let summary = "Clip the gradients by their total norm across shards";
   let description = [{

@@ -46,11 +46,14 @@ void buildTrainPipeline(OpPassManager &pm,
   // rewrite, whose collectives it joins.
   ClipGradientsOptions clip = getClipGradientsOptions(options);
   if (!options.shards()) {
+    // One process: its batch is the global batch, and sync-batchnorm has
+    // nothing to synchronize.
     pm.addPass(createClipGradients(clip));
     return;
   }
   pm.addPass(createWrapUnits(getWrapUnitsOptions(options)));
   addZeroPasses(pm, options);
+  pm.addPass(createSyncBatchNorm(getSyncBatchNormOptions(options)));
   buildImportCleanupPipeline(pm, fold);
   pm.addPass(createClipGradients(clip));
   pm.addPass(createLowerCollectives());

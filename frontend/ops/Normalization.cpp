@@ -116,7 +116,8 @@ static LogicalResult importBatchNorm(ImportContext &ctx) {
       ctx.operand(2), ctx.operand(3), ctx.operand(4),
       b.getF32FloatAttr(ctx.floatAttr("epsilon", 1e-5f)),
       b.getF32FloatAttr(ctx.floatAttr("momentum", 0.9f)),
-      b.getBoolAttr(training != 0), /*unbiased_var=*/b.getBoolAttr(false));
+      b.getBoolAttr(training != 0), /*unbiased_var=*/b.getBoolAttr(false),
+      /*moments=*/Value(), /*batch_count=*/IntegerAttr());
   return ctx.finish(op);
 }
 

@@ -63,6 +63,10 @@ struct BatchNormalizationGradient
                                                BatchNormalizationOp> {
   LogicalResult backprop(Operation *op, GradientEmitter &e) const {
     auto bn = cast<BatchNormalizationOp>(op);
+    if (bn.getMoments())
+      return bn.emitOpError("has global moments (shardc-sync-batchnorm), "
+                            "which autodiff does not differentiate; "
+                            "synchronize after autodiff");
     Value dy = e.grad(bn.getOutput());
     if (!dy)
       return success(); // only the running statistics are used
@@ -70,7 +74,8 @@ struct BatchNormalizationGradient
     auto g = e.create<BatchNormGradOp>(
         TypeRange{bn.getInput().getType(), ct, ct}, dy, bn.getInput(),
         bn.getScale(), bn.getMean(), bn.getVar(), bn.getEpsilonAttr(),
-        bn.getTrainingModeAttr());
+        bn.getTrainingModeAttr(), /*moments=*/Value(),
+        /*grad_moments=*/Value());
     e.accumulate(bn.getInput(), g.getInputGrad());
     e.accumulate(bn.getScale(), g.getScaleGrad());
     e.accumulate(bn.getBias(), g.getBiasGrad());

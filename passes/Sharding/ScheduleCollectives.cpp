@@ -102,11 +102,15 @@ struct ScheduleCollectivesPass
     // A gradient reduction keeps its unit's full gradient alive until its
     // wait: wait for it before the next reduction starts, so that at most
     // one unit's full gradient is in flight (the overlap with the next
-    // unit's backward computation remains).
+    // unit's backward computation remains). Reductions of other values
+    // (SyncBatchNorm's statistics) are waited for at their use anyway.
     SmallVector<Operation *> reductions;
-    for (Operation &op : body)
-      if (isa<ReduceScatterStartOp, AllReduceStartOp>(&op))
+    for (Operation &op : body) {
+      auto cat = op.getAttrOfType<MemoryCategoryAttr>(kCategoryAttrName);
+      if (isa<ReduceScatterStartOp, AllReduceStartOp>(&op) && cat &&
+          cat.getValue() == MemoryCategory::Grads)
         reductions.push_back(&op);
+    }
     for (size_t k = 0; k + 1 < reductions.size(); ++k) {
       Value pending = reductions[k]->getResult(0);
       if (pending.use_empty())

@@ -442,9 +442,28 @@ struct BatchNormGeometry {
   bool training = false, unbiasedVar = false;
   bool hasRunningMean = false, hasRunningVar = false;
   double epsilon = 1e-5, momentum = 0.9;
+  /// A synchronized BatchNorm's global statistics (shardc-sync-batchnorm),
+  /// null otherwise: `moments` = [mean, mean of squares] and `gradMoments`
+  /// = [mean(dY), mean(dY * (X - mean))], C values each, f64, in the
+  /// kernel's memory; `batchCount` the global values per channel.
+  const double *moments = nullptr;
+  const double *gradMoments = nullptr;
+  int64_t batchCount = 0;
+  /// Channel c's mean and (population) variance from `moments`.
+  double globalMean(int64_t c) const { return moments[c]; }
+  double globalVar(int64_t c) const {
+    double v = moments[channels + c] - moments[c] * moments[c];
+    return v > 0.0 ? v : 0.0;
+  }
 };
 llvm::Error checkBatchNorm(const KernelContext &ctx, BatchNormGeometry &g);
 llvm::Error checkBatchNormGrad(const KernelContext &ctx, BatchNormGeometry &g);
+/// BatchNormStats and BatchNormGradStats: the (N, C, ...) input's geometry
+/// and the divisor `count`.
+llvm::Error checkBatchNormStats(const KernelContext &ctx, BatchNormGeometry &g,
+                                double &count);
+llvm::Error checkBatchNormGradStats(const KernelContext &ctx,
+                                    BatchNormGeometry &g, double &count);
 llvm::Error layerNormalizationKernel(const KernelContext &ctx);
 llvm::Error batchNormalizationKernel(const KernelContext &ctx);
 
@@ -540,6 +559,8 @@ llvm::Error softmaxGradKernel(const KernelContext &ctx);
 llvm::Error logSoftmaxGradKernel(const KernelContext &ctx);
 llvm::Error layerNormGradKernel(const KernelContext &ctx);
 llvm::Error batchNormGradKernel(const KernelContext &ctx);
+llvm::Error batchNormStatsKernel(const KernelContext &ctx);
+llvm::Error batchNormGradStatsKernel(const KernelContext &ctx);
 
 // Conv.cpp
 llvm::Error convGradInputKernel(const KernelContext &ctx);

@@ -186,6 +186,26 @@ llvm::Error layerNormalizationKernel(const KernelContext &ctx) {
       });
 }
 
+namespace {
+
+/// Input `i`, when present, as global moments: f64, two per channel, and
+/// only in training mode.
+llvm::Error readMoments(const KernelContext &ctx, size_t i,
+                        llvm::StringRef name, const BatchNormGeometry &g,
+                        const double *&moments) {
+  moments = nullptr;
+  if (!ctx.hasInput(i))
+    return llvm::Error::success();
+  if (!g.training)
+    return ctx.error("'" + name + "' (global statistics) needs training_mode");
+  SHARDC_CPU_TRY(requireType(ctx, ctx.inputs[i], DType::F64, name));
+  SHARDC_CPU_TRY(requireShape(ctx, ctx.inputs[i], {2 * g.channels}, name));
+  moments = ctx.inputs[i].as<double>();
+  return llvm::Error::success();
+}
+
+} // namespace
+
 llvm::Error checkBatchNorm(const KernelContext &ctx, BatchNormGeometry &g) {
   static const char *const names[] = {"X", "scale", "B", "input_mean",
                                       "input_var"};
@@ -222,6 +242,15 @@ llvm::Error checkBatchNorm(const KernelContext &ctx, BatchNormGeometry &g) {
   g.hasRunningVar = ctx.hasOutput(2);
   g.batch = x.shape[0];
   g.spatial = product(x.shape, 2, x.rank());
+  SHARDC_CPU_TRY(readMoments(ctx, 5, "moments", g, g.moments));
+  if (g.moments) {
+    g.batchCount = ctx.attrs.getInt("batch_count", 0);
+    int64_t local = g.batch * g.spatial;
+    if (g.batchCount < 1 || (local > 0 && g.batchCount % local != 0))
+      return ctx.error("batch_count " + llvm::Twine(g.batchCount) +
+                       " must be a positive multiple of the input's " +
+                       llvm::Twine(local) + " values per channel");
+  }
   return dispatchIn(FloatTypes{}, ctx, x.dtype, "X",
                     [](auto) { return llvm::Error::success(); });
 }
@@ -254,26 +283,32 @@ llvm::Error batchNormalizationKernel(const KernelContext &ctx) {
             if (ctx.hasOutput(2))
               ctx.outputs[2].as<T>()[c] = inVar[c];
           } else {
-            double sum = 0.0;
-            for (int64_t n = 0; n < batch; ++n) {
-              const T *p = px + (n * channels + c) * spatial;
-              for (int64_t i = 0; i < spatial; ++i)
-                sum += p[i];
-            }
-            mean = count ? sum / count : 0.0;
-            double sq = 0.0;
-            for (int64_t n = 0; n < batch; ++n) {
-              const T *p = px + (n * channels + c) * spatial;
-              for (int64_t i = 0; i < spatial; ++i) {
-                double d = p[i] - mean;
-                sq += d * d;
+            if (g.moments) {
+              mean = g.globalMean(c);
+              var = g.globalVar(c);
+            } else {
+              double sum = 0.0;
+              for (int64_t n = 0; n < batch; ++n) {
+                const T *p = px + (n * channels + c) * spatial;
+                for (int64_t i = 0; i < spatial; ++i)
+                  sum += p[i];
               }
+              mean = count ? sum / count : 0.0;
+              double sq = 0.0;
+              for (int64_t n = 0; n < batch; ++n) {
+                const T *p = px + (n * channels + c) * spatial;
+                for (int64_t i = 0; i < spatial; ++i) {
+                  double d = p[i] - mean;
+                  sq += d * d;
+                }
+              }
+              var = count ? sq / count : 0.0;
             }
-            var = count ? sq / count : 0.0;
             // With a single value per channel there is no unbiased estimate;
             // keep the population variance (0) rather than dividing by zero.
-            double runVar = unbiasedVar && count > 1
-                                ? var * static_cast<double>(count) / (count - 1)
+            int64_t n = g.moments ? g.batchCount : count;
+            double runVar = unbiasedVar && n > 1
+                                ? var * static_cast<double>(n) / (n - 1)
                                 : var;
             if (ctx.hasOutput(1))
               ctx.outputs[1].as<T>()[c] = static_cast<T>(
@@ -515,6 +550,10 @@ llvm::Error checkBatchNormGrad(const KernelContext &ctx, BatchNormGeometry &g) {
   g.epsilon = ctx.attrs.getFloat("epsilon", 1e-5);
   g.batch = x.shape[0];
   g.spatial = product(x.shape, 2, x.rank());
+  SHARDC_CPU_TRY(readMoments(ctx, 5, "moments", g, g.moments));
+  SHARDC_CPU_TRY(readMoments(ctx, 6, "grad_moments", g, g.gradMoments));
+  if (!g.moments != !g.gradMoments)
+    return ctx.error("takes 'moments' and 'grad_moments' together");
   return dispatchIn(FloatTypes{}, ctx, x.dtype, "X",
                     [](auto) { return llvm::Error::success(); });
 }
@@ -542,7 +581,10 @@ llvm::Error batchNormGradKernel(const KernelContext &ctx) {
         };
         for (int64_t c = 0; c < channels; ++c) {
           double mean = inMean[c], var = inVar[c];
-          if (training) {
+          if (g.moments) {
+            mean = g.globalMean(c);
+            var = g.globalVar(c);
+          } else if (training) {
             double sum = 0.0;
             for (int64_t n = 0; n < batch; ++n) {
               const T *p = plane(px, n, c);
@@ -564,27 +606,34 @@ llvm::Error batchNormGradKernel(const KernelContext &ctx) {
           double sum = 0.0, dotp = 0.0;
           for (int64_t n = 0; n < batch; ++n) {
             const T *p = plane(px, n, c);
-            const T *g = plane(pdy, n, c);
+            const T *gy = plane(pdy, n, c);
             for (int64_t i = 0; i < spatial; ++i) {
-              sum += g[i];
-              dotp += (p[i] - mean) * static_cast<double>(g[i]);
+              sum += gy[i];
+              dotp += (p[i] - mean) * static_cast<double>(gy[i]);
             }
           }
           if (ctx.hasOutput(0)) {
             double w = scale[c];
-            double k = count ? dotp * invStd * invStd / count : 0.0;
-            double gradMean = count ? sum / count : 0.0;
+            // Synchronized: the global batch's means of dY and
+            // dY * (X - mean); the local sums stay dScale's and dB's.
+            double k = g.gradMoments
+                           ? g.gradMoments[channels + c] * invStd * invStd
+                       : count ? dotp * invStd * invStd / count
+                               : 0.0;
+            double gradMean = g.gradMoments ? g.gradMoments[c]
+                              : count       ? sum / count
+                                            : 0.0;
             for (int64_t n = 0; n < batch; ++n) {
               const T *p = plane(px, n, c);
-              const T *g = plane(pdy, n, c);
+              const T *gy = plane(pdy, n, c);
               T *q = ctx.outputs[0].as<T>() + (n * channels + c) * spatial;
               if (training) {
                 for (int64_t i = 0; i < spatial; ++i)
-                  q[i] = static_cast<T>((g[i] - gradMean - (p[i] - mean) * k) *
+                  q[i] = static_cast<T>((gy[i] - gradMean - (p[i] - mean) * k) *
                                         invStd * w);
               } else {
                 for (int64_t i = 0; i < spatial; ++i)
-                  q[i] = static_cast<T>(g[i] * invStd * w);
+                  q[i] = static_cast<T>(gy[i] * invStd * w);
               }
             }
           }
@@ -595,6 +644,111 @@ llvm::Error batchNormGradKernel(const KernelContext &ctx) {
         }
         return llvm::Error::success();
       });
+}
+
+namespace {
+
+/// The geometry of the (N, C, ...) input `i` and the (2 * C) f64 output of
+/// a moments op, and its `count` attribute.
+llvm::Error checkMomentsOp(const KernelContext &ctx, size_t i,
+                           llvm::StringRef name, BatchNormGeometry &g,
+                           double &count) {
+  SHARDC_CPU_TRY(requireInput(ctx, i, name));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "result"));
+  const TensorView &x = ctx.inputs[i];
+  if (x.rank() < 2)
+    return ctx.error("'" + name + "' of shape " + shapeToString(x.shape) +
+                     " must be (N, C, ...)");
+  g.batch = x.shape[0];
+  g.channels = x.shape[1];
+  g.spatial = product(x.shape, 2, x.rank());
+  g.training = true;
+  SHARDC_CPU_TRY(requireType(ctx, ctx.outputs[0], DType::F64, "result"));
+  SHARDC_CPU_TRY(requireShape(ctx, ctx.outputs[0], {2 * g.channels}, "result"));
+  int64_t n = ctx.attrs.getInt("count", 0);
+  int64_t local = g.batch * g.spatial;
+  if (n < 1 || (local > 0 && n % local != 0))
+    return ctx.error("count " + llvm::Twine(n) +
+                     " must be a positive multiple of the input's " +
+                     llvm::Twine(local) + " values per channel");
+  count = static_cast<double>(n);
+  return dispatchIn(FloatTypes{}, ctx, x.dtype, name,
+                    [](auto) { return llvm::Error::success(); });
+}
+
+} // namespace
+
+llvm::Error checkBatchNormStats(const KernelContext &ctx, BatchNormGeometry &g,
+                                double &count) {
+  return checkMomentsOp(ctx, 0, "X", g, count);
+}
+
+llvm::Error checkBatchNormGradStats(const KernelContext &ctx,
+                                    BatchNormGeometry &g, double &count) {
+  SHARDC_CPU_TRY(checkMomentsOp(ctx, 1, "X", g, count));
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "dY"));
+  SHARDC_CPU_TRY(requireType(ctx, ctx.inputs[0], ctx.inputs[1].dtype, "dY"));
+  SHARDC_CPU_TRY(requireShape(ctx, ctx.inputs[0], ctx.inputs[1].shape, "dY"));
+  SHARDC_CPU_TRY(requireInput(ctx, 2, "moments"));
+  return readMoments(ctx, 2, "moments", g, g.moments);
+}
+
+/// [sum(X), sum(X^2)] / count per channel, in f64.
+llvm::Error batchNormStatsKernel(const KernelContext &ctx) {
+  BatchNormGeometry g;
+  double count = 1;
+  SHARDC_CPU_TRY(checkBatchNormStats(ctx, g, count));
+  const TensorView &x = ctx.inputs[0];
+  double *out = ctx.outputs[0].as<double>();
+  return dispatchIn(FloatTypes{}, ctx, x.dtype, "X",
+                    [&](auto tag) -> llvm::Error {
+                      using T = typename decltype(tag)::type;
+                      const T *px = x.as<T>();
+                      for (int64_t c = 0; c < g.channels; ++c) {
+                        double sum = 0.0, sq = 0.0;
+                        for (int64_t n = 0; n < g.batch; ++n) {
+                          const T *p = px + (n * g.channels + c) * g.spatial;
+                          for (int64_t i = 0; i < g.spatial; ++i) {
+                            double v = p[i];
+                            sum += v;
+                            sq += v * v;
+                          }
+                        }
+                        out[c] = sum / count;
+                        out[g.channels + c] = sq / count;
+                      }
+                      return llvm::Error::success();
+                    });
+}
+
+/// [sum(dY), sum(dY * (X - mean))] / count per channel, in f64, with the
+/// mean of `moments`.
+llvm::Error batchNormGradStatsKernel(const KernelContext &ctx) {
+  BatchNormGeometry g;
+  double count = 1;
+  SHARDC_CPU_TRY(checkBatchNormGradStats(ctx, g, count));
+  const TensorView &x = ctx.inputs[1];
+  double *out = ctx.outputs[0].as<double>();
+  return dispatchIn(FloatTypes{}, ctx, x.dtype, "X",
+                    [&](auto tag) -> llvm::Error {
+                      using T = typename decltype(tag)::type;
+                      const T *px = x.as<T>();
+                      const T *pdy = ctx.inputs[0].as<T>();
+                      for (int64_t c = 0; c < g.channels; ++c) {
+                        double mean = g.globalMean(c), sum = 0.0, dotp = 0.0;
+                        for (int64_t n = 0; n < g.batch; ++n) {
+                          int64_t at = (n * g.channels + c) * g.spatial;
+                          for (int64_t i = 0; i < g.spatial; ++i) {
+                            double gy = pdy[at + i];
+                            sum += gy;
+                            dotp += (px[at + i] - mean) * gy;
+                          }
+                        }
+                        out[c] = sum / count;
+                        out[g.channels + c] = dotp / count;
+                      }
+                      return llvm::Error::success();
+                    });
 }
 
 llvm::Error checkSoftmax(const KernelContext &ctx, LineGeometry &g) {

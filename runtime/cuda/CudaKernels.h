@@ -295,6 +295,8 @@ llvm::Error layerNormalizationKernel(const KernelContext &ctx);
 llvm::Error layerNormGradKernel(const KernelContext &ctx);
 llvm::Error batchNormalizationKernel(const KernelContext &ctx);
 llvm::Error batchNormGradKernel(const KernelContext &ctx);
+llvm::Error batchNormStatsKernel(const KernelContext &ctx);
+llvm::Error batchNormGradStatsKernel(const KernelContext &ctx);
 
 // Optimizer.cu
 llvm::Error sgdUpdateKernel(const KernelContext &ctx);

@@ -468,7 +468,9 @@ Expected<bool> cudnnBatchNorm(const KernelContext &ctx,
   const TensorView &y = ctx.outputs[0];
   // cuDNN updates both running statistics or neither, the variance with
   // the unbiased estimate (undefined for one value per channel).
-  if (g.hasRunningMean != g.hasRunningVar ||
+  // A synchronized BatchNorm normalizes with given global statistics,
+  // which cuDNN's training forward does not take.
+  if (g.moments || g.hasRunningMean != g.hasRunningVar ||
       (g.hasRunningMean && (!g.unbiasedVar || g.batch * g.spatial < 2)) ||
       x.data == y.data)
     return false;
@@ -515,8 +517,9 @@ Expected<bool> cudnnBatchNormGrad(const KernelContext &ctx,
                                   const cpu::BatchNormGeometry &g) {
   const TensorView &dy = ctx.inputs[0];
   const TensorView &x = ctx.inputs[1];
-  if (!ctx.hasOutput(0) || !ctx.hasOutput(1) || !ctx.hasOutput(2) ||
-      ctx.outputs[0].data == dy.data || ctx.outputs[0].data == x.data)
+  if (g.moments || !ctx.hasOutput(0) || !ctx.hasOutput(1) ||
+      !ctx.hasOutput(2) || ctx.outputs[0].data == dy.data ||
+      ctx.outputs[0].data == x.data)
     return false;
   BatchNormDescriptors d;
   Expected<bool> ok = describeBatchNorm(ctx, g, x.dtype, d);

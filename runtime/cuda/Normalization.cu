@@ -184,6 +184,14 @@ __device__ void channelMoments(const T *x, int64_t c,
   var = count ? blockSum(sq, shared) / count : 0.0;
 }
 
+/// A synchronized BatchNorm's global mean and variance of channel c.
+__device__ void globalMoments(const cpu::BatchNormGeometry &g, int64_t c,
+                              double &mean, double &var) {
+  mean = g.moments[c];
+  var = g.moments[g.channels + c] - mean * mean;
+  var = var > 0.0 ? var : 0.0;
+}
+
 template <typename T>
 __global__ void batchNormChannels(const T *x, T *y, const T *scale,
                                   const T *bias, const T *inMean,
@@ -195,12 +203,15 @@ __global__ void batchNormChannels(const T *x, T *y, const T *scale,
     double mean = static_cast<double>(inMean[c]);
     double var = static_cast<double>(inVar[c]);
     if (g.training) {
-      channelMoments(x, c, g, shared, mean, var);
+      if (g.moments)
+        globalMoments(g, c, mean, var);
+      else
+        channelMoments(x, c, g, shared, mean, var);
       // With one value per channel there is no unbiased estimate; keep the
       // population variance (0).
-      double runV = g.unbiasedVar && count > 1
-                        ? var * static_cast<double>(count) / (count - 1)
-                        : var;
+      int64_t n = g.moments ? g.batchCount : count;
+      double runV =
+          g.unbiasedVar && n > 1 ? var * static_cast<double>(n) / (n - 1) : var;
       if (threadIdx.x == 0) {
         if (runMean)
           runMean[c] =
@@ -237,7 +248,9 @@ __global__ void batchNormGradChannels(const T *dy, const T *x, const T *scale,
   for (int64_t c = blockIdx.x; c < g.channels; c += gridDim.x) {
     double mean = static_cast<double>(inMean[c]);
     double var = static_cast<double>(inVar[c]);
-    if (g.training)
+    if (g.moments)
+      globalMoments(g, c, mean, var);
+    else if (g.training)
       channelMoments(x, c, g, shared, mean, var);
     double invStd = 1.0 / sqrt(var + g.epsilon);
     double sum = 0.0, dotp = 0.0;
@@ -252,8 +265,14 @@ __global__ void batchNormGradChannels(const T *dy, const T *x, const T *scale,
     dotp = blockSum(dotp, shared);
     if (dx) {
       double w = static_cast<double>(scale[c]);
-      double k = count ? dotp * invStd * invStd / count : 0.0;
-      double gradMean = count ? sum / count : 0.0;
+      // Synchronized: the global batch's means of dY and dY * (X - mean);
+      // the local sums stay dScale's and dB's.
+      double k = g.gradMoments ? g.gradMoments[g.channels + c] * invStd * invStd
+                 : count       ? dotp * invStd * invStd / count
+                               : 0.0;
+      double gradMean = g.gradMoments ? g.gradMoments[c]
+                        : count       ? sum / count
+                                      : 0.0;
       for (int64_t e = threadIdx.x; e < count; e += blockDim.x) {
         int64_t n = e / g.spatial, i = e % g.spatial;
         int64_t at = (n * g.channels + c) * g.spatial + i;
@@ -270,6 +289,39 @@ __global__ void batchNormGradChannels(const T *dy, const T *x, const T *scale,
         dScale[c] = static_cast<T>(dotp * invStd);
       if (dBias)
         dBias[c] = static_cast<T>(sum);
+    }
+  }
+}
+
+/// BatchNormStats (dy null: [sum(x), sum(x^2)]) and BatchNormGradStats
+/// ([sum(dy), sum(dy * (x - mean))]) of each channel, divided by `count`.
+template <typename T>
+__global__ void momentsChannels(const T *x, const T *dy,
+                                cpu::BatchNormGeometry g, double count,
+                                double *out) {
+  __shared__ double shared[kRowBlock];
+  int64_t values = g.batch * g.spatial;
+  for (int64_t c = blockIdx.x; c < g.channels; c += gridDim.x) {
+    double mean = dy ? g.moments[c] : 0.0;
+    double a = 0.0, b = 0.0;
+    for (int64_t e = threadIdx.x; e < values; e += blockDim.x) {
+      int64_t n = e / g.spatial, i = e % g.spatial;
+      int64_t at = (n * g.channels + c) * g.spatial + i;
+      double xv = static_cast<double>(x[at]);
+      if (dy) {
+        double gv = static_cast<double>(dy[at]);
+        a += gv;
+        b += (xv - mean) * gv;
+      } else {
+        a += xv;
+        b += xv * xv;
+      }
+    }
+    a = blockSum(a, shared);
+    b = blockSum(b, shared);
+    if (threadIdx.x == 0) {
+      out[c] = a / count;
+      out[g.channels + c] = b / count;
     }
   }
 }
@@ -410,6 +462,42 @@ llvm::Error batchNormGradKernel(const KernelContext &ctx) {
             ctx.inputs[0].as<T>(), x.as<T>(), ctx.inputs[2].as<T>(),
             ctx.inputs[3].as<T>(), ctx.inputs[4].as<T>(), out(0), out(1),
             out(2), g);
+        return checkLaunch(ctx);
+      });
+}
+
+llvm::Error batchNormStatsKernel(const KernelContext &ctx) {
+  cpu::BatchNormGeometry g;
+  double count = 1;
+  SHARDC_CPU_TRY(cpu::checkBatchNormStats(ctx, g, count));
+  const TensorView &x = ctx.inputs[0];
+  if (g.channels == 0)
+    return llvm::Error::success();
+  return cpu::dispatchIn(cpu::FloatTypes{}, ctx, x.dtype, "X",
+                         [&](auto tag) -> llvm::Error {
+                           using T = typename decltype(tag)::type;
+                           momentsChannels<<<blocksOf(g.channels), kRowBlock, 0,
+                                             cudaStreamOf(ctx)>>>(
+                               x.as<T>(), static_cast<const T *>(nullptr), g,
+                               count, ctx.outputs[0].as<double>());
+                           return checkLaunch(ctx);
+                         });
+}
+
+llvm::Error batchNormGradStatsKernel(const KernelContext &ctx) {
+  cpu::BatchNormGeometry g;
+  double count = 1;
+  SHARDC_CPU_TRY(cpu::checkBatchNormGradStats(ctx, g, count));
+  const TensorView &x = ctx.inputs[1];
+  if (g.channels == 0)
+    return llvm::Error::success();
+  return cpu::dispatchIn(
+      cpu::FloatTypes{}, ctx, x.dtype, "X", [&](auto tag) -> llvm::Error {
+        using T = typename decltype(tag)::type;
+        momentsChannels<<<blocksOf(g.channels), kRowBlock, 0,
+                          cudaStreamOf(ctx)>>>(x.as<T>(), ctx.inputs[0].as<T>(),
+                                               g, count,
+                                               ctx.outputs[0].as<double>());
         return checkLaunch(ctx);
       });
 }

@@ -433,7 +433,8 @@ int main(int argc, char **argv) {
                             shardc::kReduceScatterGradientsOptionArgs,
                             shardc::kWrapUnitsOptionArgs,
                             shardc::kShardParametersOptionArgs,
-                            shardc::kScheduleCollectivesOptionArgs};
+                            shardc::kScheduleCollectivesOptionArgs,
+                            shardc::kSyncBatchNormOptionArgs};
   pipeline.addAsToolFlags(shardc::kFoldConstantsOptionArgs, shardcCategory);
   for (Args args : trainArgs)
     pipeline.addAsToolFlags(args, trainCategory);
@@ -471,6 +472,10 @@ int main(int argc, char **argv) {
     return fail("--accumulate-unsharded chooses how --zero-stage 2 or 3 "
                 "accumulates gradients: give --grad-accum K (K > 1) and a "
                 "sharded step at stage 2 or 3");
+  if (pipeline.syncBatchnorm && !pipeline.shards())
+    llvm::errs() << "shardc: warning: --sync-batchnorm synchronizes BatchNorm "
+                    "statistics across ranks; without --world-size the step "
+                    "runs on one process, whose batch is the global batch\n";
   if (pipeline.normType.hasValue() && !pipeline.maxNorm.hasValue())
     return fail("--clip-norm-type chooses the norm that --clip-grad-norm "
                 "bounds: give --clip-grad-norm MAX too");

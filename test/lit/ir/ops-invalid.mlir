@@ -290,6 +290,62 @@ func.func @batchnorm_running_stats(%arg0: tensor<2x3x4xf32>, %arg1: tensor<3xf32
 
 // -----
 
+func.func @batchnorm_moments_without_count(%arg0: tensor<2x3x4xf32>, %arg1: tensor<3xf32>, %m: tensor<6xf64>) -> tensor<2x3x4xf32> {
+  // expected-error @+1 {{'shardc.BatchNormalization' op takes moments and batch_count together}}
+  %0:3 = shardc.BatchNormalization %arg0, %arg1, %arg1, %arg1, %arg1 moments %m {epsilon = 1.0e-5 : f32, momentum = 0.9 : f32, training_mode = true} : (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<6xf64>) -> (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>)
+  return %0#0 : tensor<2x3x4xf32>
+}
+
+// -----
+
+func.func @batchnorm_moments_inference(%arg0: tensor<2x3x4xf32>, %arg1: tensor<3xf32>, %m: tensor<6xf64>) -> tensor<2x3x4xf32> {
+  // expected-error @+1 {{'shardc.BatchNormalization' op moments need training_mode}}
+  %0:3 = shardc.BatchNormalization %arg0, %arg1, %arg1, %arg1, %arg1 moments %m {batch_count = 16 : i64, epsilon = 1.0e-5 : f32, momentum = 0.9 : f32, training_mode = false} : (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<6xf64>) -> (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>)
+  return %0#0 : tensor<2x3x4xf32>
+}
+
+// -----
+
+func.func @batchnorm_moments_shape(%arg0: tensor<2x3x4xf32>, %arg1: tensor<3xf32>, %m: tensor<3xf64>) -> tensor<2x3x4xf32> {
+  // expected-error @+1 {{'shardc.BatchNormalization' op moments must have shape [6] (two per channel)}}
+  %0:3 = shardc.BatchNormalization %arg0, %arg1, %arg1, %arg1, %arg1 moments %m {batch_count = 16 : i64, epsilon = 1.0e-5 : f32, momentum = 0.9 : f32, training_mode = true} : (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf64>) -> (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>)
+  return %0#0 : tensor<2x3x4xf32>
+}
+
+// -----
+
+func.func @batchnorm_stats_count(%arg0: tensor<2x3x4xf32>) -> tensor<6xf64> {
+  // expected-error @+1 {{'shardc.BatchNormStats' op count 12 must be a positive multiple of the input's 8 values per channel}}
+  %0 = shardc.BatchNormStats %arg0 {count = 12 : i64} : (tensor<2x3x4xf32>) -> tensor<6xf64>
+  return %0 : tensor<6xf64>
+}
+
+// -----
+
+func.func @batchnorm_stats_result(%arg0: tensor<2x3x4xf32>) -> tensor<3xf64> {
+  // expected-error @+1 {{'shardc.BatchNormStats' op result must have shape [6] (two per channel)}}
+  %0 = shardc.BatchNormStats %arg0 {count = 16 : i64} : (tensor<2x3x4xf32>) -> tensor<3xf64>
+  return %0 : tensor<3xf64>
+}
+
+// -----
+
+func.func @batchnorm_grad_stats_moments(%arg0: tensor<2x3x4xf32>, %m: tensor<4xf64>) -> tensor<6xf64> {
+  // expected-error @+1 {{'shardc.BatchNormGradStats' op moments must have shape [6] (two per channel)}}
+  %0 = shardc.BatchNormGradStats %arg0, %arg0, %m {count = 16 : i64} : (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<4xf64>) -> tensor<6xf64>
+  return %0 : tensor<6xf64>
+}
+
+// -----
+
+func.func @batchnorm_grad_half_moments(%arg0: tensor<2x3x4xf32>, %arg1: tensor<3xf32>, %m: tensor<6xf64>) -> tensor<2x3x4xf32> {
+  // expected-error @+1 {{'shardc.BatchNormGrad' op takes moments and grad_moments together}}
+  %0:3 = "shardc.BatchNormGrad"(%arg0, %arg0, %arg1, %arg1, %arg1, %m) {epsilon = 1.0e-5 : f32, training_mode = true, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0>} : (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<6xf64>) -> (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>)
+  return %0#0 : tensor<2x3x4xf32>
+}
+
+// -----
+
 func.func @batchnorm_result(%arg0: tensor<2x3x4xf32>, %arg1: tensor<3xf32>) -> tensor<2x3x5xf32> {
   // expected-error @+1 {{'shardc.BatchNormalization' op result shape must equal the input shape}}
   %0:3 = shardc.BatchNormalization %arg0, %arg1, %arg1, %arg1, %arg1 {epsilon = 1.0e-5 : f32, momentum = 0.9 : f32, training_mode = false} : (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3x5xf32>, tensor<3xf32>, tensor<3xf32>)

@@ -76,6 +76,15 @@ func.func @linalg_and_normalization(%a: tensor<2x4xf32>, %b: tensor<3x4xf32>, %c
   %6:3 = shardc.LayerNormalization %x, %s {axis = 2 : i64, epsilon = 1.0e-5 : f32} : (tensor<2x3x4xf32>, tensor<4xf32>) -> (tensor<2x3x4xf32>, tensor<2x3x1xf32>, tensor<2x3x1xf32>)
   // CHECK: shardc.BatchNormalization %[[X]], %[[C]], %[[C]], %[[C]], %[[C]] {epsilon = 9.99999974E-6 : f32, momentum = 0.899999976 : f32, training_mode = true} : (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>)
   %7:3 = shardc.BatchNormalization %x, %c, %c, %c, %c {epsilon = 1.0e-5 : f32, momentum = 0.9 : f32, training_mode = true} : (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>)
+  // SyncBatchNorm's moments: 2 ranks of 8 values per channel.
+  // CHECK: %[[P:.*]] = shardc.BatchNormStats %[[X]] {count = 16 : i64} : (tensor<2x3x4xf32>) -> tensor<6xf64>
+  %8 = shardc.BatchNormStats %x {count = 16 : i64} : (tensor<2x3x4xf32>) -> tensor<6xf64>
+  // CHECK: shardc.BatchNormalization %[[X]], %[[C]], %[[C]], %[[C]], %[[C]] moments %[[P]] {batch_count = 16 : i64, {{.*}}} : (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<6xf64>) -> (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>)
+  %9:3 = shardc.BatchNormalization %x, %c, %c, %c, %c moments %8 {batch_count = 16 : i64, epsilon = 1.0e-5 : f32, momentum = 0.9 : f32, training_mode = true} : (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<6xf64>) -> (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>)
+  // CHECK: %[[Q:.*]] = shardc.BatchNormGradStats %[[X]], %[[X]], %[[P]] {count = 16 : i64} : (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<6xf64>) -> tensor<6xf64>
+  %10 = shardc.BatchNormGradStats %x, %x, %8 {count = 16 : i64} : (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<6xf64>) -> tensor<6xf64>
+  // CHECK: shardc.BatchNormGrad %[[X]], %[[X]], %[[C]], %[[C]], %[[C]] moments %[[P]], %[[Q]] {epsilon = 9.99999974E-6 : f32, training_mode = true} : (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<6xf64>, tensor<6xf64>) -> (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>)
+  %11:3 = shardc.BatchNormGrad %x, %x, %c, %c, %c moments %8, %10 {epsilon = 1.0e-5 : f32, training_mode = true} : (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<6xf64>, tensor<6xf64>) -> (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>)
   return
 }
 

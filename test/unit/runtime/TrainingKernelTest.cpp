@@ -121,6 +121,8 @@ TEST(TrainingKernelTable, HasEveryTrainingOp) {
                        "AveragePoolGrad",
                        "LayerNormGrad",
                        "BatchNormGrad",
+                       "BatchNormStats",
+                       "BatchNormGradStats",
                        "SoftmaxCrossEntropyLossGrad",
                        "NegativeLogLikelihoodLossGrad",
                        "GatherGrad",
@@ -668,6 +670,147 @@ TEST(NormGradKernel, BatchNormRejectsBadChannelShapes) {
   EXPECT_KERNEL_ERROR(run("BatchNormGrad", attrs({{"training_mode", intv(1)}}),
                           {&dy, &x, &s, &m, &v}, {&dx, &ds, &db}),
                       "'var' has shape [2]");
+}
+
+/// Rows [first, first + rows) of an (N, ...) tensor.
+static Buf rowsOf(const Buf &t, int64_t first, int64_t rows) {
+  std::vector<int64_t> shape = t.shape;
+  shape[0] = rows;
+  Buf out(t.dtype, shape);
+  size_t row = t.bytes.size() / static_cast<size_t>(t.shape[0]);
+  std::memcpy(out.bytes.data(), t.bytes.data() + first * row, rows * row);
+  return out;
+}
+
+// shardc-sync-batchnorm's kernels: N ranks, each with a slice of the global
+// batch, sum their BatchNormStats (the all-reduce) and normalize with the
+// result; their outputs, running statistics and input gradients equal one
+// BatchNorm over the whole batch, and their scale/bias gradients sum to its
+// (the ranks' gradients are then averaged with the loss's 1/N).
+TEST(SyncBatchNormKernel, RanksTogetherEqualTheGlobalBatch) {
+  for (int64_t ranks : {2, 3}) {
+    for (DType dtype : {DType::F64, DType::F32}) {
+      SCOPED_TRACE(std::to_string(ranks) + " ranks, " +
+                   (dtype == DType::F64 ? "f64" : "f32"));
+      const int64_t local = 2, channels = 3, spatial = 4;
+      std::vector<int64_t> shape = {ranks * local, channels, spatial};
+      std::vector<int64_t> ch = {channels};
+      unsigned seed = 700 + static_cast<unsigned>(ranks);
+      Buf x = fromDoubles(dtype, shape,
+                          randomValues(count(shape), ++seed, -2.0, 3.0));
+      Buf dy = fromDoubles(dtype, shape, randomValues(count(shape), ++seed));
+      Buf sc = fromDoubles(dtype, ch, randomValues(3, ++seed, 0.5, 1.5));
+      Buf bi = fromDoubles(dtype, ch, randomValues(3, ++seed));
+      Buf mean = fromDoubles(dtype, ch, randomValues(3, ++seed));
+      Buf var = fromDoubles(dtype, ch, randomValues(3, ++seed, 0.5, 2.0));
+      AttrMap fwd = attrs({{"epsilon", floatv(1e-5)},
+                           {"momentum", floatv(0.9)},
+                           {"training_mode", intv(1)},
+                           {"unbiased_var", intv(1)}});
+      AttrMap bwd =
+          attrs({{"epsilon", floatv(1e-5)}, {"training_mode", intv(1)}});
+      Buf y(dtype, shape), rm(dtype, ch), rv(dtype, ch);
+      ASSERT_KERNEL_OK(run("BatchNormalization", fwd,
+                           {&x, &sc, &bi, &mean, &var}, {&y, &rm, &rv}));
+      Buf dx(dtype, shape), ds(dtype, ch), db(dtype, ch);
+      ASSERT_KERNEL_OK(run("BatchNormGrad", bwd, {&dy, &x, &sc, &mean, &var},
+                           {&dx, &ds, &db}));
+
+      int64_t global = ranks * local * spatial;
+      AttrMap countAttr = attrs({{"count", intv(global)}});
+      std::vector<Buf> xs, dys;
+      std::vector<double> moments(2 * channels, 0.0);
+      for (int64_t r = 0; r < ranks; ++r) {
+        xs.push_back(rowsOf(x, r * local, local));
+        dys.push_back(rowsOf(dy, r * local, local));
+        Buf part(DType::F64, {2 * channels});
+        ASSERT_KERNEL_OK(
+            run("BatchNormStats", countAttr, {&xs.back()}, {&part}));
+        for (int64_t i = 0; i < 2 * channels; ++i)
+          moments[i] += part.values<double>()[i];
+      }
+      Buf mb = f64({2 * channels}, moments);
+      std::vector<double> gradMoments(2 * channels, 0.0);
+      for (int64_t r = 0; r < ranks; ++r) {
+        Buf part(DType::F64, {2 * channels});
+        ASSERT_KERNEL_OK(run("BatchNormGradStats", countAttr,
+                             {&dys[r], &xs[r], &mb}, {&part}));
+        for (int64_t i = 0; i < 2 * channels; ++i)
+          gradMoments[i] += part.values<double>()[i];
+      }
+      Buf gb = f64({2 * channels}, gradMoments);
+
+      double tol = dtype == DType::F64 ? 1e-12 : 2e-6;
+      AttrMap syncFwd = fwd;
+      syncFwd.set("batch_count", intv(global));
+      std::vector<double> dsSum(channels, 0.0), dbSum(channels, 0.0);
+      for (int64_t r = 0; r < ranks; ++r) {
+        SCOPED_TRACE("rank " + std::to_string(r));
+        Buf yr(dtype, xs[r].shape), rmr(dtype, ch), rvr(dtype, ch);
+        ASSERT_KERNEL_OK(run("BatchNormalization", syncFwd,
+                             {&xs[r], &sc, &bi, &mean, &var, &mb},
+                             {&yr, &rmr, &rvr}));
+        expectClose(toDoubles(yr), toDoubles(rowsOf(y, r * local, local)), tol,
+                    tol);
+        expectClose(toDoubles(rmr), toDoubles(rm), tol, tol);
+        expectClose(toDoubles(rvr), toDoubles(rv), tol, tol);
+        Buf dxr(dtype, xs[r].shape), dsr(dtype, ch), dbr(dtype, ch);
+        ASSERT_KERNEL_OK(run("BatchNormGrad", bwd,
+                             {&dys[r], &xs[r], &sc, &mean, &var, &mb, &gb},
+                             {&dxr, &dsr, &dbr}));
+        expectClose(toDoubles(dxr), toDoubles(rowsOf(dx, r * local, local)),
+                    tol, tol);
+        for (int64_t c = 0; c < channels; ++c) {
+          dsSum[c] += toDoubles(dsr)[c];
+          dbSum[c] += toDoubles(dbr)[c];
+        }
+      }
+      expectClose(dsSum, toDoubles(ds), tol, tol);
+      expectClose(dbSum, toDoubles(db), tol, tol);
+    }
+  }
+}
+
+TEST(SyncBatchNormKernel, RejectsBadMoments) {
+  Buf x = randomF32({2, 3}, 1), dy = randomF32({2, 3}, 2);
+  Buf c = randomF32({3}, 3);
+  Buf y(DType::F32, {2, 3}), out(DType::F64, {6});
+  Buf short64(DType::F64, {3}), moments32(DType::F32, {6});
+  Buf ok = f64({6}, {0, 0, 0, 1, 1, 1});
+  AttrMap train = attrs({{"epsilon", floatv(1e-5)},
+                         {"momentum", floatv(0.9)},
+                         {"training_mode", intv(1)},
+                         {"batch_count", intv(4)}});
+  EXPECT_KERNEL_ERROR(
+      run("BatchNormalization", train, {&x, &c, &c, &c, &c, &short64}, {&y}),
+      "'moments' has shape [3]");
+  EXPECT_KERNEL_ERROR(
+      run("BatchNormalization", train, {&x, &c, &c, &c, &c, &moments32}, {&y}),
+      "moments");
+  AttrMap badCount = train;
+  badCount.set("batch_count", intv(3));
+  EXPECT_KERNEL_ERROR(
+      run("BatchNormalization", badCount, {&x, &c, &c, &c, &c, &ok}, {&y}),
+      "batch_count 3 must be a positive multiple of the input's 2");
+  AttrMap infer = train;
+  infer.set("training_mode", intv(0));
+  EXPECT_KERNEL_ERROR(
+      run("BatchNormalization", infer, {&x, &c, &c, &c, &c, &ok}, {&y}),
+      "needs training_mode");
+  Buf dx(DType::F32, {2, 3});
+  EXPECT_KERNEL_ERROR(
+      run("BatchNormGrad", train, {&dy, &x, &c, &c, &c, &ok, nullptr}, {&dx}),
+      "takes 'moments' and 'grad_moments' together");
+  EXPECT_KERNEL_ERROR(
+      run("BatchNormStats", attrs({{"count", intv(5)}}), {&x}, {&out}),
+      "count 5 must be a positive multiple");
+  Buf out3(DType::F64, {3});
+  EXPECT_KERNEL_ERROR(
+      run("BatchNormStats", attrs({{"count", intv(4)}}), {&x}, {&out3}),
+      "'result' has shape [3]");
+  EXPECT_KERNEL_ERROR(run("BatchNormGradStats", attrs({{"count", intv(4)}}),
+                          {&dy, &x, nullptr}, {&out}),
+                      "moments");
 }
 
 //===----------------------------------------------------------------------===//
