@@ -187,7 +187,7 @@ def make_optimizer(cfg, params):
 
 def lr_factor(cfg, s):
     """The learning-rate factor of optimizer step s (from 0) under the
-    config's schedule, as shardc documents it (docs/training.md): linear
+    config's schedule, as shardc documents it (ir/ShardcAttrs.td, LrScheduleAttr): linear
     warmup over W steps, then constant, or a linear or cosine decay that
     reaches min_lr_ratio at step T and stays there."""
     kind = cfg.get("lr_schedule", "constant")

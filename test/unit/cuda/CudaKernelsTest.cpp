@@ -544,6 +544,47 @@ TEST(CudaKernelsTest, BatchNormMatchesCpu) {
     }
 }
 
+/// SyncBatchNorm's moments kernels, and BatchNorm with global moments (the
+/// own kernels: cuDNN does not take given statistics, even when on).
+TEST(CudaKernelsTest, SyncBatchNormMatchesCpu) {
+  for (DType t : kFloat) {
+    Tolerance tol =
+        t == DType::F32 ? Tolerance{16, 1e-4} : Tolerance{16, 1e-11};
+    // Sums in f64 over 3 * 7 * 9 values per channel, in another order.
+    Tolerance sums{64, 1e-12};
+    const int64_t count = 2 * 3 * 7 * 9;
+    Operand var{t, {5}};
+    var.fill = 0.8;
+    Operand moments{DType::F64, {10}};
+    moments.fill = 0.5; // mean 0.5, mean of squares 0.5: variance 0.25
+    expectSameAsCpu("BatchNormStats", {{t, {3, 5, 7, 9}}}, {{DType::F64, {10}}},
+                    sums, intAttrs({{"count", count}}));
+    expectSameAsCpu("BatchNormGradStats",
+                    {{t, {3, 5, 7, 9}}, {t, {3, 5, 7, 9}}, moments},
+                    {{DType::F64, {10}}}, sums, intAttrs({{"count", count}}));
+    for (bool cudnn : {true, false}) {
+      SCOPED_TRACE(cudnn ? "cuDNN on" : "cuDNN off");
+      AttrMap attrs = intAttrs(
+          {{"training_mode", 1}, {"unbiased_var", 1}, {"batch_count", count}});
+      attrs.set("momentum", AttrValue::ofFloat(0.9));
+      expectSameAsCpu(
+          "BatchNormalization",
+          {{t, {3, 5, 7, 9}}, {t, {5}}, {t, {5}}, {t, {5}}, var, moments},
+          {{t, {3, 5, 7, 9}}, {t, {5}}, {t, {5}}}, tol, attrs, &gpu(cudnn));
+      expectSameAsCpu("BatchNormGrad",
+                      {{t, {3, 5, 7, 9}},
+                       {t, {3, 5, 7, 9}},
+                       {t, {5}},
+                       {t, {5}},
+                       var,
+                       moments,
+                       moments},
+                      {{t, {3, 5, 7, 9}}, {t, {5}}, {t, {5}}}, tol, attrs,
+                      &gpu(cudnn));
+    }
+  }
+}
+
 TEST(CudaKernelsTest, IndexingMatchesCpu) {
   for (DType t : {DType::F32, DType::F64, DType::I64, DType::U8}) {
     // Trilu, both halves, with a diagonal offset.
