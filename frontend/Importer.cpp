@@ -150,8 +150,8 @@ llvm::Expected<std::vector<uint8_t>> readTensorBytes(const onnx::TensorProto &t,
     return makeError("tensor '" + t.name() + "' has element type code " +
                      llvm::Twine(t.data_type()) +
                      ", which Shard does not "
-                     "support (float32, float64, float16, int64, int32, "
-                     "int8, uint8, bool)");
+                     "support (float32, float64, float16, bfloat16, "
+                     "int64, int32, int8, uint8, bool)");
   std::optional<int64_t> count = checkedElementCount(
       llvm::ArrayRef<int64_t>(t.dims().data(), t.dims().size()));
   if (!count)
@@ -200,6 +200,7 @@ llvm::Expected<std::vector<uint8_t>> readTensorBytes(const onnx::TensorProto &t,
   case rt::DType::U8:
   case rt::DType::Bool:
   case rt::DType::F16:
+  case rt::DType::BF16:
     if ((uint64_t)t.int32_data_size() != n)
       return countError(t.int32_data_size());
     for (uint64_t i = 0; i < n; ++i) {

@@ -88,6 +88,8 @@ int64_t onnxTypeCode(Type t) {
     return 10;
   if (t.isF64())
     return 11;
+  if (t.isBF16())
+    return 16;
   return -1;
 }
 
@@ -110,6 +112,8 @@ Type elementTypeFromOnnxCode(MLIRContext *ctx, int64_t code) {
     return b.getF16Type();
   case 11:
     return b.getF64Type();
+  case 16:
+    return b.getBF16Type();
   default:
     return nullptr;
   }

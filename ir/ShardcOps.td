@@ -13,7 +13,7 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 
 // Every value of the dialect is a statically shaped ranked tensor.
 def Shardc_Tensor : StaticShapeTensorOf<[AnyType]>;
-def Shardc_FloatTensor : StaticShapeTensorOf<[F16, F32, F64]>;
+def Shardc_FloatTensor : StaticShapeTensorOf<[F16, BF16, F32, F64]>;
 def Shardc_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
 def Shardc_BoolTensor : StaticShapeTensorOf<[I1]>;
 

@@ -1,5 +1,6 @@
 //===- Npy.cpp - Reading and writing NumPy .npy files ---------------------===//
 #include "runtime/Npy.h"
+#include "runtime/kernels/CastOps.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -236,6 +237,7 @@ StringRef npyDescr(DType dtype) {
     return "|u1";
   case DType::Bool:
     return "|b1";
+  case DType::BF16: // none: written as float32 (encodeNpy, writeNpy)
   case DType::Undefined:
     return "";
   }
@@ -406,8 +408,37 @@ Expected<std::string> npyHeader(DType dtype, llvm::ArrayRef<int64_t> shape,
 
 } // namespace
 
+/// A bfloat16 tensor's values as float32.
+static std::vector<float> widenBfloat16(llvm::ArrayRef<int64_t> shape,
+                                        const void *data) {
+  std::vector<float> out(static_cast<size_t>(numElements(shape)));
+  const auto *h = static_cast<const uint16_t *>(data);
+  for (size_t i = 0; i < out.size(); ++i)
+    out[i] = ops::bfloat16ToFloat(h[i]);
+  return out;
+}
+
+void adaptNpyToInput(NpyArray &arr, DType want) {
+  if (want != DType::BF16 || arr.dtype != DType::F32)
+    return;
+  size_t n = static_cast<size_t>(arr.numel());
+  std::vector<uint8_t> out(n * 2);
+  for (size_t i = 0; i < n; ++i) {
+    float f;
+    std::memcpy(&f, arr.data.data() + i * 4, 4);
+    uint16_t h = ops::floatToBfloat16(f);
+    std::memcpy(out.data() + i * 2, &h, 2);
+  }
+  arr.data = std::move(out);
+  arr.dtype = DType::BF16;
+}
+
 Expected<std::vector<uint8_t>>
 encodeNpy(DType dtype, llvm::ArrayRef<int64_t> shape, const void *data) {
+  if (dtype == DType::BF16) {
+    std::vector<float> wide = widenBfloat16(shape, data);
+    return encodeNpy(DType::F32, shape, wide.data());
+  }
   uint64_t dataBytes = 0;
   Expected<std::string> header = npyHeader(dtype, shape, data, dataBytes);
   if (!header)
@@ -421,6 +452,10 @@ encodeNpy(DType dtype, llvm::ArrayRef<int64_t> shape, const void *data) {
 
 Error writeNpy(StringRef path, DType dtype, llvm::ArrayRef<int64_t> shape,
                const void *data) {
+  if (dtype == DType::BF16) {
+    std::vector<float> wide = widenBfloat16(shape, data);
+    return writeNpy(path, DType::F32, shape, wide.data());
+  }
   uint64_t dataBytes = 0;
   Expected<std::string> header = npyHeader(dtype, shape, data, dataBytes);
   if (!header)

@@ -53,6 +53,12 @@ llvm::Expected<NpyArray> readNpy(llvm::StringRef path);
 llvm::Expected<std::vector<uint8_t>>
 encodeNpy(DType dtype, llvm::ArrayRef<int64_t> shape, const void *data);
 
+/// .npy has no bfloat16. A bfloat16 tensor is encoded and written as
+/// float32 (exactly), and a graph input of bfloat16 reads a float32 array:
+/// this rounds `arr` to bfloat16 (nearest even) when `want` is bfloat16 and
+/// it holds float32, and leaves it alone otherwise.
+void adaptNpyToInput(NpyArray &arr, DType want);
+
 /// Writes a .npy file (through a temporary that is renamed into place).
 llvm::Error writeNpy(llvm::StringRef path, DType dtype,
                      llvm::ArrayRef<int64_t> shape, const void *data);

@@ -16,6 +16,7 @@ size_t dtypeSize(DType t) {
   case DType::F64:
     return 8;
   case DType::F16:
+  case DType::BF16:
     return 2;
   case DType::Undefined:
     return 0;
@@ -39,6 +40,8 @@ llvm::StringRef dtypeName(DType t) {
     return "bool";
   case DType::F16:
     return "float16";
+  case DType::BF16:
+    return "bfloat16";
   case DType::F64:
     return "float64";
   case DType::Undefined:
@@ -57,6 +60,7 @@ std::optional<DType> dtypeFromCode(int64_t code) {
   case 9:
   case 10:
   case 11:
+  case 16:
     return static_cast<DType>(code);
   default:
     return std::nullopt;

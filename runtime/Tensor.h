@@ -30,6 +30,7 @@ enum class DType : int32_t {
   Bool = 9,
   F16 = 10,
   F64 = 11,
+  BF16 = 16,
 };
 
 /// Size in bytes of one element, 0 for Undefined.

@@ -68,6 +68,7 @@ Expected<Dataset> Dataset::load(StringRef dir, const Executor &exec) {
     Expected<NpyArray> arr = readNpy(path);
     if (!arr)
       return arr.takeError();
+    adaptNpyToInput(*arr, info.dtype);
     auto perSample = llvm::ArrayRef<int64_t>(info.shape);
     if (perSample.empty())
       return makeError("graph input '" + info.name +

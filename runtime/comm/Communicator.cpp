@@ -82,8 +82,8 @@ const char *collectiveKindName(CollectiveKind kind) {
 }
 
 static bool isReducible(DType dtype) {
-  return dtype == DType::F32 || dtype == DType::F64 || dtype == DType::I32 ||
-         dtype == DType::I64;
+  return dtype == DType::F32 || dtype == DType::F64 || dtype == DType::F16 ||
+         dtype == DType::BF16 || dtype == DType::I32 || dtype == DType::I64;
 }
 
 static llvm::Error argError(CollectiveKind kind, const llvm::Twine &message) {
@@ -115,7 +115,8 @@ llvm::Error checkCollectiveArgs(CollectiveKind kind, const void *in,
   if (reduces && !isReducible(dtype))
     return argError(kind, llvm::Twine("element type ") + dtypeName(dtype) +
                               " is not supported for reductions (supported: "
-                              "float32, float64, int32, int64)");
+                              "float32, float64, float16, bfloat16, int32, "
+                              "int64)");
   if (count < 0)
     return argError(kind, llvm::Twine("negative element count ") +
                               llvm::Twine(count));

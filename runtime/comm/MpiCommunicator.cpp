@@ -75,6 +75,7 @@
 #include "runtime/comm/CommSupport.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/comm/Progress.h"
+#include "runtime/kernels/CastOps.h"
 
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -125,7 +126,9 @@ static llvm::Error commError(const llvm::Twine &message) {
 }
 
 /// The MPI datatype moving elements of `dtype`. Types that are only moved,
-/// never reduced, travel as unsigned integers of their size.
+/// never reduced, travel as unsigned integers of their size; so do float16
+/// and bfloat16, which MPI has no type for, and which mpiOp reduces with
+/// operations of their own.
 static MPI_Datatype mpiType(DType dtype) {
   switch (dtype) {
   case DType::F32:
@@ -142,6 +145,7 @@ static MPI_Datatype mpiType(DType dtype) {
   case DType::Bool:
     return MPI_UINT8_T;
   case DType::F16:
+  case DType::BF16:
     return MPI_UINT16_T;
   case DType::Undefined:
     break;
@@ -149,8 +153,45 @@ static MPI_Datatype mpiType(DType dtype) {
   return MPI_DATATYPE_NULL;
 }
 
-static MPI_Op mpiOp(ReduceOp op) {
-  return op == ReduceOp::Max ? MPI_MAX : MPI_SUM;
+/// Sum or max of 16-bit floats held as uint16_t: each pair is widened to
+/// float, combined, and rounded back to nearest even (as a float16 or
+/// bfloat16 add does); max propagates NaN.
+template <float (*Load)(uint16_t), uint16_t (*Store)(float), bool IsMax>
+static void reduce16(void *in, void *inout, int *len, MPI_Datatype *) {
+  const auto *a = static_cast<const uint16_t *>(in);
+  auto *b = static_cast<uint16_t *>(inout);
+  for (int i = 0; i < *len; ++i) {
+    float x = Load(a[i]), y = Load(b[i]);
+    float r = IsMax ? (std::isnan(x) || x > y ? x : y) : x + y;
+    b[i] = Store(r);
+  }
+}
+
+/// A commutative user operation, created once (MPI is initialized by the
+/// time a communicator reduces; MPI_Finalize frees it).
+static MPI_Op userOp(MPI_User_function *fn) {
+  MPI_Op op = MPI_OP_NULL;
+  MPI_Op_create(fn, /*commute=*/1, &op);
+  return op;
+}
+
+static MPI_Op mpiOp(ReduceOp op, DType dtype) {
+  bool max = op == ReduceOp::Max;
+  if (dtype == DType::F16) {
+    static MPI_Op sum =
+        userOp(reduce16<ops::halfToFloat, ops::floatToHalf, false>);
+    static MPI_Op mx =
+        userOp(reduce16<ops::halfToFloat, ops::floatToHalf, true>);
+    return max ? mx : sum;
+  }
+  if (dtype == DType::BF16) {
+    static MPI_Op sum =
+        userOp(reduce16<ops::bfloat16ToFloat, ops::floatToBfloat16, false>);
+    static MPI_Op mx =
+        userOp(reduce16<ops::bfloat16ToFloat, ops::floatToBfloat16, true>);
+    return max ? mx : sum;
+  }
+  return max ? MPI_MAX : MPI_SUM;
 }
 
 using Clock = std::chrono::steady_clock;
@@ -975,7 +1016,7 @@ llvm::Error MpiCommunicator::reduceScatter(const Op &op) {
   if (op.count == 0)
     return llvm::Error::success();
   MPI_Datatype type = mpiType(op.dtype);
-  MPI_Op reduce = mpiOp(op.reduce);
+  MPI_Op reduce = mpiOp(op.reduce, op.dtype);
   int64_t elem = static_cast<int64_t>(dtypeSize(op.dtype));
   const char *in = static_cast<const char *>(op.in);
   char *out = static_cast<char *>(op.out);
@@ -1013,7 +1054,7 @@ llvm::Error MpiCommunicator::reduceScatter(const Op &op) {
 
 llvm::Error MpiCommunicator::allReduce(const Op &op) {
   MPI_Datatype type = mpiType(op.dtype);
-  MPI_Op reduce = mpiOp(op.reduce);
+  MPI_Op reduce = mpiOp(op.reduce, op.dtype);
   int64_t elem = static_cast<int64_t>(dtypeSize(op.dtype));
   const char *in = static_cast<const char *>(op.in);
   char *out = static_cast<char *>(op.out);

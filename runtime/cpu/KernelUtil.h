@@ -50,8 +50,9 @@ template <DType... Ds> struct DTypeList {};
 using FloatTypes = DTypeList<DType::F32, DType::F64>;
 using ArithTypes = DTypeList<DType::F32, DType::F64, DType::I64, DType::I32>;
 using SignedTypes = DTypeList<DType::F32, DType::F64, DType::I64, DType::I32>;
-using CastTypes = DTypeList<DType::F32, DType::F64, DType::I64, DType::I32,
-                            DType::Bool, DType::U8, DType::I8, DType::F16>;
+using CastTypes =
+    DTypeList<DType::F32, DType::F64, DType::I64, DType::I32, DType::Bool,
+              DType::U8, DType::I8, DType::F16, DType::BF16>;
 
 /// The error a kernel returns for an element type it does not support.
 llvm::Error unsupportedType(const KernelContext &ctx, DType t,

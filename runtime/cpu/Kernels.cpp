@@ -105,7 +105,52 @@ llvm::Error runKernel(const KernelContext &ctx) {
   auto it = byType.find(ctx.opType);
   if (it == byType.end())
     return ctx.error("no CPU kernel for this op type");
+  auto is16 = [](const TensorView &t) {
+    return t.dtype == DType::F16 || t.dtype == DType::BF16;
+  };
+  // Cast converts 16-bit floats itself; every other kernel computes in
+  // float32 (below).
+  if (ctx.opType != "Cast" &&
+      (llvm::any_of(ctx.inputs, is16) || llvm::any_of(ctx.outputs, is16)))
+    return runWidened(ctx, it->second);
   return it->second(ctx);
+}
+
+llvm::Error runWidened(const KernelContext &ctx, KernelFn fn) {
+  std::vector<std::unique_ptr<float[]>> scratch;
+  auto widen = [&](const TensorView &t, bool load) -> TensorView {
+    if (t.dtype != DType::F16 && t.dtype != DType::BF16)
+      return t;
+    int64_t n = t.numel();
+    scratch.emplace_back(new float[static_cast<size_t>(n > 0 ? n : 1)]);
+    float *f = scratch.back().get();
+    const auto *h = t.as<const uint16_t>();
+    if (load)
+      for (int64_t i = 0; i < n; ++i)
+        f[i] = t.dtype == DType::F16 ? ops::halfToFloat(h[i])
+                                     : ops::bfloat16ToFloat(h[i]);
+    return TensorView(DType::F32, t.shape, f);
+  };
+  llvm::SmallVector<TensorView, 8> ins, outs;
+  for (const TensorView &t : ctx.inputs)
+    ins.push_back(widen(t, /*load=*/true));
+  for (const TensorView &t : ctx.outputs)
+    outs.push_back(widen(t, /*load=*/false));
+  KernelContext wide = ctx;
+  wide.inputs = ins;
+  wide.outputs = outs;
+  SHARDC_CPU_TRY(fn(wide));
+  for (size_t k = 0; k < outs.size(); ++k) {
+    const TensorView &t = ctx.outputs[k];
+    if (t.dtype != DType::F16 && t.dtype != DType::BF16)
+      continue;
+    const float *f = outs[k].as<const float>();
+    auto *h = t.as<uint16_t>();
+    for (int64_t i = 0, n = t.numel(); i < n; ++i)
+      h[i] = t.dtype == DType::F16 ? ops::floatToHalf(f[i])
+                                   : ops::floatToBfloat16(f[i]);
+  }
+  return llvm::Error::success();
 }
 
 } // namespace shardc::rt::cpu

@@ -20,7 +20,15 @@ const std::vector<std::pair<llvm::StringRef, KernelFn>> &kernelTable();
 /// Runs one op on the calling thread; the op type is looked up in
 /// kernelTable(). Used by the CPU backend and by the compiler's constant
 /// folder, so folding and execution share one implementation.
+/// An op with float16 or bfloat16 operands runs its float32 kernel (every
+/// kernel but Cast, which converts them itself): each 16-bit float input is
+/// widened into scratch, and each 16-bit float output is computed in
+/// float32 and rounded to nearest even, as PyTorch's CPU kernels load,
+/// compute and store these types. Only one op's operands are widened at a
+/// time: the plan's buffers keep their 16-bit sizes.
 llvm::Error runKernel(const KernelContext &ctx);
+/// That widening around `fn` (runKernel applies it).
+llvm::Error runWidened(const KernelContext &ctx, KernelFn fn);
 
 } // namespace shardc::rt::cpu
 

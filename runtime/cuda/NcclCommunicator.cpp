@@ -82,6 +82,12 @@ bool reductionType(DType dtype, ncclDataType_t &type) {
   case DType::I64:
     type = ncclInt64;
     return true;
+  case DType::F16:
+    type = ncclFloat16;
+    return true;
+  case DType::BF16:
+    type = ncclBfloat16;
+    return true;
   default:
     return false;
   }

@@ -1,8 +1,8 @@
 //===- CastOps.h - Element conversions, for every backend -------*- C++ -*-===//
 //
-// ONNX Cast of one element, and the IEEE half conversions it needs, written
-// once for the CPU kernels (runtime/cpu/Elementwise.cpp) and the CUDA kernels
-// (runtime/cuda/Elementwise.cu).
+// ONNX Cast of one element, and the half and bfloat16 conversions it needs,
+// written once for the CPU kernels (runtime/cpu/Elementwise.cpp) and the CUDA
+// kernels (runtime/cuda/Elementwise.cu).
 //
 //===----------------------------------------------------------------------===//
 #ifndef SHARDC_RUNTIME_KERNELS_CASTOPS_H
@@ -30,6 +30,28 @@ template <> struct StorageOf<DType::I8> { using type = int8_t; };
 template <> struct StorageOf<DType::U8> { using type = uint8_t; };
 template <> struct StorageOf<DType::Bool> { using type = uint8_t; };
 template <> struct StorageOf<DType::F16> { using type = uint16_t; };
+template <> struct StorageOf<DType::BF16> { using type = uint16_t; };
+
+/// bfloat16 (the upper half of a float) <-> float. Narrowing rounds to
+/// nearest even, as PyTorch, ONNX Runtime and current ONNX do (ONNX 1.12's
+/// test data truncated; see test/conformance/run_conformance.py), and keeps
+/// NaN a quiet NaN of the same sign; values past the bfloat16 range round
+/// to infinity.
+SHARDC_HOST_DEVICE inline float bfloat16ToFloat(uint16_t h) {
+  uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+SHARDC_HOST_DEVICE inline uint16_t floatToBfloat16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof(bits));
+  if ((bits & 0x7fffffffu) > 0x7f800000u) // NaN: keep it quiet.
+    return static_cast<uint16_t>((bits >> 16) | 0x40u);
+  uint32_t lsb = (bits >> 16) & 1u;
+  return static_cast<uint16_t>((bits + 0x7fffu + lsb) >> 16);
+}
 
 /// IEEE half <-> float conversions (round to nearest even).
 SHARDC_HOST_DEVICE inline float halfToFloat(uint16_t h) {
@@ -103,12 +125,16 @@ convertValue(typename StorageOf<From>::type v) {
   using ToT = typename StorageOf<To>::type;
   if constexpr (From == DType::F16) {
     return convertValue<To, DType::F32>(halfToFloat(v));
+  } else if constexpr (From == DType::BF16) {
+    return convertValue<To, DType::F32>(bfloat16ToFloat(v));
   } else if constexpr (To == DType::Bool) {
     return v != 0 ? 1 : 0;
   } else if constexpr (From == DType::Bool) {
     return convertValue<To, DType::U8>(v != 0 ? 1 : 0);
   } else if constexpr (To == DType::F16) {
     return floatToHalf(static_cast<float>(v));
+  } else if constexpr (To == DType::BF16) {
+    return floatToBfloat16(static_cast<float>(v));
   } else if constexpr (std::is_floating_point_v<ToT>) {
     return static_cast<ToT>(v);
   } else if constexpr (std::is_floating_point_v<

@@ -90,11 +90,39 @@ def list_tests(root):
     return tests
 
 
-def load_pb(path):
+def load_pb(path, elem_type=None):
+    """A test tensor as numpy. bfloat16 (elem_type 16 in the graph; the test
+    data stores its bit patterns as uint16) becomes float32, as Shard reads
+    and writes it (.npy has no bfloat16)."""
     t = onnx.TensorProto()
     with open(path, "rb") as f:
         t.ParseFromString(f.read())
-    return numpy_helper.to_array(t)
+    arr = numpy_helper.to_array(t)
+    if elem_type == onnx.TensorProto.BFLOAT16 and arr.dtype == np.uint16:
+        arr = (arr.astype(np.uint32) << 16).view(np.float32)
+    return arr
+
+
+def bfloat16_rne(x):
+    """float32 rounded to bfloat16 to nearest even, as float32 (NaN stays
+    NaN)."""
+    b = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    r = (((b + 0x7FFF + ((b >> 16) & 1)) >> 16) << 16).astype(np.uint32).view(np.float32)
+    return np.where(np.isnan(x), x, r).astype(np.float32)
+
+
+# ONNX 1.12's reference for float32 -> bfloat16 truncates (its test data,
+# the Debian package's); Shard rounds to nearest even, as PyTorch, ONNX
+# Runtime and ONNX from 1.14 on do (onnx/onnx#3876, #4237). For these tests
+# the output must equal the input rounded to nearest even, and lie within
+# one bfloat16 unit in the last place of the truncated reference. (The
+# CastLike ones do not run: their models declare input 'like' as [3, 4], and
+# the test data holds a [1] tensor for it.)
+BFLOAT16_ROUNDING = {
+    "node/test_cast_FLOAT_to_BFLOAT16",
+    "node/test_castlike_FLOAT_to_BFLOAT16",
+    "node/test_castlike_FLOAT_to_BFLOAT16_expanded",
+}
 
 
 def run_test(test, root, shardc, shardrun, workdir):
@@ -125,11 +153,14 @@ def run_test(test, root, shardc, shardrun, workdir):
                               key=lambda f: int(f[6:-3]))
             out_files = sorted((f for f in os.listdir(dsdir) if f.startswith("output_")),
                                key=lambda f: int(f[7:-3]))
-            binds, feeds = [], []
+            binds, feeds, fed = [], [], []
+            in_types = {i.name: i.type.tensor_type.elem_type for i in model.graph.input}
+            out_types = [o.type.tensor_type.elem_type for o in model.graph.output]
             for i, f in enumerate(in_files):
                 if i >= len(inputs):
                     break
-                arr = load_pb(os.path.join(dsdir, f))
+                arr = load_pb(os.path.join(dsdir, f), in_types.get(inputs[i]))
+                fed.append(arr)
                 npy = os.path.join(work, f"in{i}.npy")
                 np.save(npy, arr)
                 (binds if inputs[i] in shape_inputs else feeds).append(f"{inputs[i]}={npy}")
@@ -148,7 +179,7 @@ def run_test(test, root, shardc, shardrun, workdir):
             if r.returncode != 0:
                 return test, "fail", "shardrun: " + (r.stderr.strip().splitlines() or ["?"])[-1][:300]
             for i, f in enumerate(out_files):
-                expected = load_pb(os.path.join(dsdir, f))
+                expected = load_pb(os.path.join(dsdir, f), out_types[i])
                 name = "".join(c if c.isalnum() or c in "._-" else "_" for c in outputs[i])
                 got_path = os.path.join(outdir, name + ".npy")
                 if not os.path.exists(got_path):
@@ -158,7 +189,10 @@ def run_test(test, root, shardc, shardrun, workdir):
                     return test, "fail", f"output {outputs[i]}: dtype {got.dtype}, expected {expected.dtype}"
                 if got.shape != expected.shape:
                     return test, "fail", f"output {outputs[i]}: shape {got.shape}, expected {expected.shape}"
-                if expected.dtype.kind in "fc":
+                if test in BFLOAT16_ROUNDING:
+                    ok = (np.array_equal(got, bfloat16_rne(fed[0]), equal_nan=True) and
+                          np.allclose(got, expected, rtol=2.0 ** -7, atol=0, equal_nan=True))
+                elif expected.dtype.kind in "fc":
                     ok = np.allclose(got, expected, rtol=RTOL, atol=ATOL, equal_nan=True)
                 else:
                     ok = np.array_equal(got, expected)

@@ -225,6 +225,8 @@ static double elementAt(const rt::TensorView &t, int64_t i) {
     return load(double());
   case rt::DType::F16:
     return rt::ops::halfToFloat(load(uint16_t()));
+  case rt::DType::BF16:
+    return rt::ops::bfloat16ToFloat(load(uint16_t()));
   case rt::DType::I64:
     return static_cast<double>(load(int64_t()));
   case rt::DType::I32:
@@ -241,7 +243,8 @@ static double elementAt(const rt::TensorView &t, int64_t i) {
 }
 
 static bool isFloat(rt::DType t) {
-  return t == rt::DType::F32 || t == rt::DType::F64 || t == rt::DType::F16;
+  return t == rt::DType::F32 || t == rt::DType::F64 || t == rt::DType::F16 ||
+         t == rt::DType::BF16;
 }
 
 static void printValue(llvm::raw_ostream &os, rt::DType dtype, double v) {
@@ -788,6 +791,7 @@ static Error runMain(rt::Communicator &hostComm) {
     Expected<rt::NpyArray> array = rt::readNpy(b.file);
     if (!array)
       return array.takeError();
+    rt::adaptNpyToInput(*array, exec.inputInfo(b.input).dtype);
     if (Error err = exec.setInput(b.input, array->view()))
       return makeError(toString(std::move(err)) + " (from " + b.file + ")");
   }

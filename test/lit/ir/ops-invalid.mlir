@@ -12,7 +12,7 @@ func.func @dynamic_shape(%arg0: tensor<?x3xf32>) -> tensor<?x3xf32> {
 // -----
 
 func.func @sqrt_of_int(%arg0: tensor<3xi64>) -> tensor<3xi64> {
-  // expected-error @+1 {{operand #0 must be statically shaped tensor of 16-bit float or 32-bit float or 64-bit float values}}
+  // expected-error @+1 {{operand #0 must be statically shaped tensor of 16-bit float or bfloat16 type or 32-bit float or 64-bit float values}}
   %0 = shardc.Sqrt %arg0 : tensor<3xi64>
   return %0 : tensor<3xi64>
 }
@@ -115,10 +115,10 @@ func.func @cast_shape(%arg0: tensor<3xf32>) -> tensor<4xi64> {
 
 // -----
 
-func.func @cast_target(%arg0: tensor<3xf32>) -> tensor<3xbf16> {
-  // expected-error @+1 {{'shardc.Cast' op unsupported target element type 'bf16'}}
-  %0 = shardc.Cast %arg0 : tensor<3xf32> -> tensor<3xbf16>
-  return %0 : tensor<3xbf16>
+func.func @cast_target(%arg0: tensor<3xf32>) -> tensor<3xi16> {
+  // expected-error @+1 {{'shardc.Cast' op unsupported target element type 'i16'}}
+  %0 = shardc.Cast %arg0 : tensor<3xf32> -> tensor<3xi16>
+  return %0 : tensor<3xi16>
 }
 
 // -----

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/comm/CommSupport.h"
 #include "runtime/comm/Communicator.h"
+#include "runtime/kernels/CastOps.h"
 
 #include "llvm/Support/raw_ostream.h"
 
@@ -120,6 +121,29 @@ template <> struct Elem<BoolElem> {
   static Storage value(int r, int64_t i) { return (r + i) % 3 == 0; }
 };
 
+/// float16 and bfloat16, held as their bits: small integers, so that every
+/// sum of up to 4 ranks is exact in either type (|sum| <= 256).
+struct HalfElem {};
+struct BFloat16Elem {};
+template <> struct Elem<HalfElem> {
+  using Storage = uint16_t;
+  static constexpr DType dtype = DType::F16;
+  static float decode(Storage v) { return ops::halfToFloat(v); }
+  static Storage encode(float f) { return ops::floatToHalf(f); }
+  static Storage value(int r, int64_t i) {
+    return encode(static_cast<float>((r * 29 + i * 3) % 129 - 64));
+  }
+};
+template <> struct Elem<BFloat16Elem> {
+  using Storage = uint16_t;
+  static constexpr DType dtype = DType::BF16;
+  static float decode(Storage v) { return ops::bfloat16ToFloat(v); }
+  static Storage encode(float f) { return ops::floatToBfloat16(f); }
+  static Storage value(int r, int64_t i) {
+    return encode(static_cast<float>((r * 31 + i * 5) % 129 - 64));
+  }
+};
+
 template <typename T> using Storage = typename Elem<T>::Storage;
 
 template <typename T>
@@ -135,8 +159,14 @@ Storage<T> reduced(ReduceOp op, int worldSize, int64_t i) {
   Storage<T> acc = Elem<T>::value(0, i);
   for (int r = 1; r < worldSize; ++r) {
     Storage<T> v = Elem<T>::value(r, i);
-    acc = op == ReduceOp::Sum ? static_cast<Storage<T>>(acc + v)
-                              : std::max(acc, v);
+    if constexpr (std::is_same_v<T, HalfElem> ||
+                  std::is_same_v<T, BFloat16Elem>) {
+      float a = Elem<T>::decode(acc), b = Elem<T>::decode(v);
+      acc = Elem<T>::encode(op == ReduceOp::Sum ? a + b : std::max(a, b));
+    } else {
+      acc = op == ReduceOp::Sum ? static_cast<Storage<T>>(acc + v)
+                                : std::max(acc, v);
+    }
   }
   return acc;
 }
@@ -230,7 +260,8 @@ TYPED_TEST(MpiAllGatherTest, InPlace) {
 }
 
 template <typename T> class MpiReduceTest : public ::testing::Test {};
-using ReduceTypes = ::testing::Types<float, double, int32_t, int64_t>;
+using ReduceTypes =
+    ::testing::Types<float, double, int32_t, int64_t, HalfElem, BFloat16Elem>;
 TYPED_TEST_SUITE(MpiReduceTest, ReduceTypes);
 
 TYPED_TEST(MpiReduceTest, ReduceScatterGivesEachRankItsChunk) {
@@ -519,8 +550,8 @@ TEST(MpiCommunicatorTest, InvalidArgumentsAreErrorsNotCrashes) {
   // Every rank makes the same mistakes, so none of them reaches MPI.
   std::vector<float> a(64), b(64);
   std::string err = errorText(
-      mpi->allReduceStart(a.data(), b.data(), 4, DType::F16, ReduceOp::Sum));
-  EXPECT_NE(err.find("float16"), std::string::npos) << err;
+      mpi->allReduceStart(a.data(), b.data(), 4, DType::U8, ReduceOp::Sum));
+  EXPECT_NE(err.find("uint8"), std::string::npos) << err;
   EXPECT_NE(err.find("not supported"), std::string::npos) << err;
   err = errorText(mpi->reduceScatterStart(a.data(), b.data(), 1, DType::Bool,
                                           ReduceOp::Max));

@@ -215,10 +215,10 @@ TEST(ElementwiseKernel, ShapeThatDoesNotBroadcastIsAnError) {
 }
 
 TEST(ElementwiseKernel, UnsupportedOrMismatchedTypeIsAnError) {
-  Buf h(DType::F16, {2});
-  Buf c(DType::F16, {2});
+  Buf h(DType::Bool, {2});
+  Buf c(DType::Bool, {2});
   std::string msg = run("Add", attrs(), {&h, &h}, {&c});
-  EXPECT_KERNEL_ERROR(msg, "float16");
+  EXPECT_KERNEL_ERROR(msg, "bool");
   EXPECT_KERNEL_ERROR(msg, "Add 'test'"); // Names op type and op name.
 
   Buf xi = i64({2}, {1, 4});
@@ -550,6 +550,87 @@ TEST(CastKernel, HalfRoundTrip) {
   EXPECT_EQ(v[3], 1.0f);
   EXPECT_EQ(v[4], 1.0f + 1.0f / 512);
   EXPECT_TRUE(std::isinf(v[5]));
+}
+
+TEST(CastKernel, Bfloat16RoundsToNearestEven) {
+  // 1 + 2^-8 is halfway between bfloat16 1 and 1 + 2^-7: ties to even gives
+  // 1; 1 + 3 * 2^-8 rounds up to 1 + 2^-6. The largest float rounds to inf;
+  // NaN stays a (quiet) NaN, with its sign.
+  float nan = -std::numeric_limits<float>::quiet_NaN();
+  Buf x = f32({7}, {1.5f, -2.0f, 1.0f + 1.0f / 256, 1.0f + 3.0f / 256,
+                    std::numeric_limits<float>::max(), nan, 1e-40f});
+  Buf h(DType::BF16, {7});
+  ASSERT_KERNEL_OK(run("Cast", attrs({}), {&x}, {&h}));
+  std::vector<uint16_t> bits = h.values<uint16_t>();
+  EXPECT_EQ(bits[0], 0x3fc0);
+  EXPECT_EQ(bits[1], 0xc000);
+  EXPECT_EQ(bits[2], 0x3f80);
+  EXPECT_EQ(bits[3], 0x3f82);
+  EXPECT_EQ(bits[4], 0x7f80);
+  EXPECT_EQ(bits[5] & 0xffc0, 0xffc0);
+  Buf back(DType::F32, {7});
+  ASSERT_KERNEL_OK(run("Cast", attrs({}), {&h}, {&back}));
+  std::vector<float> v = back.values<float>();
+  EXPECT_EQ(v[0], 1.5f);
+  EXPECT_EQ(v[3], 1.0f + 1.0f / 64);
+  EXPECT_TRUE(std::isinf(v[4]));
+  EXPECT_TRUE(std::isnan(v[5]));
+  // bfloat16 keeps float's subnormals (with 7 bits: within 1e-41).
+  EXPECT_NEAR(v[6], 1e-40f, 1e-41f);
+  // float16 <-> bfloat16 goes through float.
+  Buf half(DType::F16, {7});
+  ASSERT_KERNEL_OK(run("Cast", attrs({}), {&h}, {&half}));
+  EXPECT_EQ(half.values<uint16_t>()[0], 0x3e00);
+}
+
+// Kernels other than Cast compute 16-bit floats in float32: the result is
+// the float32 kernel's on the widened inputs, rounded to nearest even.
+TEST(HalfPrecision, KernelsComputeInFloat32AndRound) {
+  std::vector<float> a = {1.0f, 3.0f, -0.5f, 100.0f, 1e-3f, 7.0f};
+  std::vector<float> b = {1.0f / 256, 1.0f, 0.25f, 0.5f, -1e-3f, 1e30f};
+  for (DType t : {DType::BF16, DType::F16}) {
+    SCOPED_TRACE(dtypeName(t).str());
+    Buf fa = f32({2, 3}, a), fb = f32({2, 3}, b);
+    Buf ha(t, {2, 3}), hb(t, {2, 3});
+    ASSERT_KERNEL_OK(run("Cast", attrs({}), {&fa}, {&ha}));
+    ASSERT_KERNEL_OK(run("Cast", attrs({}), {&fb}, {&hb}));
+    // Widened back: the inputs the float32 kernel sees.
+    Buf wa(DType::F32, {2, 3}), wb(DType::F32, {2, 3});
+    ASSERT_KERNEL_OK(run("Cast", attrs({}), {&ha}, {&wa}));
+    ASSERT_KERNEL_OK(run("Cast", attrs({}), {&hb}, {&wb}));
+    struct Case {
+      const char *op;
+      AttrMap a;
+      bool binary;
+    };
+    const Case cases[] = {{"Add", attrs({}), true},
+                          {"Mul", attrs({}), true},
+                          {"Softmax", attrs({{"axis", intv(1)}}), false},
+                          {"Exp", attrs({}), false}};
+    for (const Case &c : cases) {
+      SCOPED_TRACE(c.op);
+      std::vector<Buf *> hin = {&ha}, win = {&wa};
+      if (c.binary) {
+        hin.push_back(&hb);
+        win.push_back(&wb);
+      }
+      Buf hy(t, {2, 3}), wy(DType::F32, {2, 3}), want(t, {2, 3});
+      ASSERT_KERNEL_OK(run(c.op, c.a, hin, {&hy}));
+      ASSERT_KERNEL_OK(run(c.op, c.a, win, {&wy}));
+      ASSERT_KERNEL_OK(run("Cast", attrs({}), {&wy}, {&want}));
+      EXPECT_EQ(hy.values<uint16_t>(), want.values<uint16_t>());
+    }
+    // Mixed: a 16-bit input with float32 statistics outputs
+    // (LayerNormalization keeps Mean and InvStdDev in float32).
+    Buf scale(t, {3}), ly(t, {2, 3}), mean(DType::F32, {2, 1}),
+        inv(DType::F32, {2, 1});
+    Buf ones = f32({3}, {1.0f, 1.0f, 1.0f});
+    ASSERT_KERNEL_OK(run("Cast", attrs({}), {&ones}, {&scale}));
+    ASSERT_KERNEL_OK(run("LayerNormalization",
+                         attrs({{"axis", intv(1)}, {"epsilon", floatv(1e-5)}}),
+                         {&ha, &scale}, {&ly, &mean, &inv}));
+    EXPECT_FLOAT_EQ(mean.values<float>()[0], (1.0f + 3.0f - 0.5f) / 3);
+  }
 }
 
 // The target type is the output's: a plan carries no `to` attribute.

@@ -114,6 +114,34 @@ TEST(NpyTest, RoundTripFloat64) {
 TEST(NpyTest, RoundTripFloat16) {
   roundTrip<uint16_t>(DType::F16, {2}, {0x3c00, 0xc000}, "<f2");
 }
+// .npy has no bfloat16: a bfloat16 tensor is encoded as float32 (exactly),
+// and a float32 array fed to a bfloat16 input is rounded to nearest even.
+TEST(NpyTest, Bfloat16TravelsAsFloat32) {
+  std::vector<uint16_t> bits = {0x3fc0, 0xc000, 0x3f82};
+  llvm::Expected<std::vector<uint8_t>> bytes =
+      encodeNpy(DType::BF16, {3}, bits.data());
+  ASSERT_TRUE(bool(bytes)) << llvm::toString(bytes.takeError());
+  llvm::Expected<NpyArray> array = parseNpy(*bytes, "bf16.npy");
+  ASSERT_TRUE(bool(array)) << llvm::toString(array.takeError());
+  ASSERT_EQ(array->dtype, DType::F32);
+  std::vector<float> values(3);
+  std::memcpy(values.data(), array->data.data(), 12);
+  EXPECT_EQ(values, (std::vector<float>{1.5f, -2.0f, 1.0f + 1.0f / 64}));
+  // 1 + 2^-8 is a tie: to even, 1.
+  float tie = 1.0f + 1.0f / 256;
+  std::memcpy(array->data.data() + 8, &tie, 4);
+  adaptNpyToInput(*array, DType::BF16);
+  ASSERT_EQ(array->dtype, DType::BF16);
+  ASSERT_EQ(array->data.size(), 6u);
+  std::vector<uint16_t> back(3);
+  std::memcpy(back.data(), array->data.data(), 6);
+  EXPECT_EQ(back, (std::vector<uint16_t>{0x3fc0, 0xc000, 0x3f80}));
+  // Anything else is left for the input's own type check.
+  NpyArray ints;
+  ints.dtype = DType::I64;
+  adaptNpyToInput(ints, DType::BF16);
+  EXPECT_EQ(ints.dtype, DType::I64);
+}
 TEST(NpyTest, RoundTripInt64) {
   roundTrip<int64_t>(DType::I64, {2, 1, 2}, {-1, int64_t(1) << 40, 0, 7},
                      "<i8");
