@@ -575,8 +575,9 @@ TEST(CastKernel, Bfloat16RoundsToNearestEven) {
   EXPECT_EQ(v[3], 1.0f + 1.0f / 64);
   EXPECT_TRUE(std::isinf(v[4]));
   EXPECT_TRUE(std::isnan(v[5]));
-  // bfloat16 keeps float's subnormals (with 7 bits: within 1e-41).
-  EXPECT_NEAR(v[6], 1e-40f, 1e-41f);
+  // bfloat16 keeps float's subnormals, with 7 bits: 1e-40 rounds to the
+  // smallest one, 2^-133 (9.18e-41).
+  EXPECT_EQ(v[6], std::ldexp(1.0f, -133));
   // float16 <-> bfloat16 goes through float.
   Buf half(DType::F16, {7});
   ASSERT_KERNEL_OK(run("Cast", attrs({}), {&h}, {&half}));
