@@ -41,6 +41,23 @@ torch.nn.SyncBatchNorm: with N > 1 the N ranks' micro-batches of each step
 single process would train on the global batch; BatchNorm normalizes with
 its statistics, and there is one set of running statistics.
 
+A config with "param_dtype": "bf16" (shardc --param-dtype bf16; optional
+"reduce_dtype", default the param dtype) trains as FSDP's MixedPrecision
+does: the float32 parameters are the master weights; each forward runs a
+copy of the model whose parameters are the masters rounded to bfloat16
+(buffers stay float32), on float inputs cast to bfloat16, with PyTorch's
+own bfloat16 kernels, except the ops Shard computes in float32:
+cross_entropy takes its logits cast up to float32, and batch_norm, whose
+running statistics stay float32, computes in float32 on the bfloat16 values
+and rounds its output (PyTorch 1.13 has no CPU kernel mixing the two). Each
+micro-batch's bfloat16 gradients are cast up and averaged over the rank's
+micro-batches in float32; with N > 1 the ranks' averages are rounded to the
+reduce dtype, summed and rounded again (one all-reduce in that dtype), cast
+up and divided by N. The optimizer steps the float32 masters. No noise
+masks are written: the comparison's tolerance is in the record's
+"tolerance", derived from the spread of two PyTorch runs (see
+mixed_tolerance).
+
 A config with "grad_accum": K (shardc --grad-accum K) takes K micro-batches
 per rank and step: the global batch is N*K*B samples from s*N*K*B on; its
 micro-batch c (rank c % N's (c // N)-th) is forwarded at the current weights
@@ -50,6 +67,7 @@ N*K losses, and each rank's BatchNorm statistics move with its own
 micro-batches in order.
 """
 import argparse
+import contextlib
 import copy
 import json
 import math
@@ -100,6 +118,14 @@ OPTIMIZERS = {
                    "nesterov": False, "weight_decay": 1e-4, "sync_batchnorm": True},
     "adamw_syncbn": {"optimizer": "adamw", "lr": 1e-3, "beta1": 0.9, "beta2": 0.999,
                      "eps": 1e-8, "weight_decay": 0.01, "sync_batchnorm": True},
+    # Mixed precision (shardc --param-dtype, --reduce-dtype).
+    "adamw_bf16": {"optimizer": "adamw", "lr": 1e-3, "beta1": 0.9, "beta2": 0.999,
+                   "eps": 1e-8, "weight_decay": 0.01, "param_dtype": "bf16"},
+    "sgd_bf16": {"optimizer": "sgd", "lr": 0.05, "momentum": 0.9, "dampening": 0.0,
+                 "nesterov": False, "weight_decay": 1e-4, "param_dtype": "bf16"},
+    "adamw_bf16_fp32reduce": {"optimizer": "adamw", "lr": 1e-3, "beta1": 0.9,
+                              "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.01,
+                              "param_dtype": "bf16", "reduce_dtype": "fp32"},
     # Gradient clipping (shardc --clip-grad-norm, --clip-norm-type):
     # torch.nn.utils.clip_grad_norm_ of the averaged gradients before each
     # step. The bounds sit inside the range of the unclipped norms (MLP: 2-norm
@@ -222,7 +248,52 @@ def batches(name, data_dir, world=1, accum=1):
         yield micro
 
 
-def train(name, cfg, onnx_path, data_dir, shadow=False, exact=False, world=1):
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+@contextlib.contextmanager
+def float32_ops():
+    """The ops Shard computes in float32 under mixed precision (shardc's
+    upcast list; docs/mixed-precision.md): cross_entropy on float32 logits,
+    and batch_norm with float32 running statistics in float32 on the
+    low-precision input, scale and bias, its output rounded back."""
+    F = torch.nn.functional
+    ce, bn = F.cross_entropy, F.batch_norm
+
+    def cross_entropy(input, target, *args, **kwargs):
+        return ce(input.float(), target, *args, **kwargs)
+
+    def batch_norm(input, running_mean, running_var, weight=None, bias=None,
+                   *args, **kwargs):
+        if input.dtype == torch.float32 or running_mean is None or \
+                running_mean.dtype == input.dtype:
+            return bn(input, running_mean, running_var, weight, bias, *args, **kwargs)
+        up = (lambda t: None if t is None else t.float())
+        return bn(input.float(), running_mean, running_var, up(weight), up(bias),
+                  *args, **kwargs).to(input.dtype)
+
+    F.cross_entropy, F.batch_norm = cross_entropy, batch_norm
+    try:
+        yield
+    finally:
+        F.cross_entropy, F.batch_norm = ce, bn
+
+
+def low_precision_copy(master, dtype, rounding, generator=None):
+    """The float32 `master` rounded to `dtype`: to nearest even (PyTorch's and
+    Shard's cast), or, for the spread measurement, stochastically (bfloat16:
+    up or down with probabilities that make the rounding unbiased, drawn from
+    `generator`)."""
+    if rounding == "stochastic" and dtype == torch.bfloat16:
+        noise = torch.randint(0, 1 << 16, master.shape, dtype=torch.int32,
+                              generator=generator)
+        bits = (master.view(torch.int32) + noise) & -65536
+        return bits.view(torch.float32).to(dtype)
+    return master.to(dtype)
+
+
+def train(name, cfg, onnx_path, data_dir, shadow=False, exact=False, world=1,
+          rounding="nearest"):
     """Trains STEPS steps on `world` simulated data parallel ranks (see the
     module doc; world=1 is plain training, in the same operations). Returns
     the losses (mean over ranks), the final value of every initializer (with
@@ -244,7 +315,21 @@ def train(name, cfg, onnx_path, data_dir, shadow=False, exact=False, world=1):
             p.requires_grad_(False)
         else:
             params[k] = p
-    buffers = dict(model.named_buffers())
+    # Mixed precision: the forward and backward run on `fwd`, a copy whose
+    # parameters are the masters rounded to the param dtype at every step.
+    lp = DTYPES[cfg.get("param_dtype", "fp32")]
+    mixed = lp != torch.float32
+    fwd = model
+    if mixed:
+        assert not (shadow or exact), "no float64 shadow of a mixed-precision run"
+        fwd = copy.deepcopy(model)
+        for p in fwd.parameters():
+            p.data = p.data.to(lp)
+        reduce_dtype = DTYPES[cfg.get("reduce_dtype", cfg["param_dtype"])]
+        gen = torch.Generator().manual_seed(0)
+    fwd_params = dict(fwd.named_parameters())
+    masters = dict(model.named_parameters())
+    buffers = dict(fwd.named_buffers())
     opt = make_optimizer(cfg, params.values())
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(cfg, s)) \
         if "lr_schedule" in cfg or "warmup_steps" in cfg else None
@@ -268,6 +353,7 @@ def train(name, cfg, onnx_path, data_dir, shadow=False, exact=False, world=1):
             micro = [[torch.cat(parts) for parts in zip(*micro[m * world:(m + 1) * world])]
                      for m in range(accum)]
         rank_losses, sum32, sum64 = [], {}, {}
+        rank_sum = [{} for _ in range(world)]
         for c, args in enumerate(micro):
             r = 0 if sync else c % world
             with torch.no_grad():
@@ -282,17 +368,37 @@ def train(name, cfg, onnx_path, data_dir, shadow=False, exact=False, world=1):
                 for k, p in params64.items():
                     sum64[k] = p.grad.clone() if c == 0 else sum64[k] + p.grad
                 model64.zero_grad()
-            _, loss = model(*args)
+            if mixed:
+                with torch.no_grad():
+                    for k, p in fwd_params.items():
+                        p.copy_(low_precision_copy(masters[k], lp, rounding, gen))
+                with float32_ops():
+                    _, loss = fwd(*[a.to(lp) if a.is_floating_point() else a
+                                    for a in args])
+            else:
+                _, loss = model(*args)
             rank_losses.append(float(loss.item()))
             loss.backward()
-            for k, p in params.items():
-                sum32[k] = p.grad.clone() if c == 0 else sum32[k] + p.grad
+            for k in params:
+                g = fwd_params[k].grad.float()
+                if mixed and world > 1:
+                    # Each rank's own sum, reduced below.
+                    rank_sum[c % world][k] = g if c < world else rank_sum[c % world][k] + g
+                sum32[k] = g.clone() if c == 0 else sum32[k] + g
             opt.zero_grad()
+            fwd.zero_grad()
             rank_buffers[r] = {k: b.detach().clone() for k, b in buffers.items()}
         # Dividing by world = 1 is exact: one rank reproduces plain training.
         losses.append(sum(rank_losses) / len(micro))
         for k, p in params.items():
             p.grad = sum32[k] / len(micro)
+            if mixed and world > 1:
+                # One all-reduce in the reduce dtype of each rank's mean
+                # gradient: rounded, summed (in float32, then rounded: an
+                # exact model of two ranks'), cast up, averaged.
+                total = sum((r[k] * (1.0 / accum)).to(reduce_dtype).float()
+                            for r in rank_sum)
+                p.grad = total.to(reduce_dtype).float() / world
             if shadow:
                 g32[k].append(p.grad.numpy().copy())
                 g64[k].append((sum64[k] / len(micro)).numpy().copy())
@@ -311,6 +417,9 @@ def train(name, cfg, onnx_path, data_dir, shadow=False, exact=False, world=1):
     with torch.no_grad():
         for k, b in buffers.items():
             b.copy_(rank_buffers[0][k])
+        if mixed:
+            for k, b in model.named_buffers():
+                b.copy_(buffers[k])
     state = model.state_dict()
     final = {k: state[k].detach().numpy().copy() for k in inits}
     grads = ({k: np.stack(v) for k, v in g32.items()},
@@ -375,6 +484,31 @@ def noise_masks(name, cfg, onnx_path, data_dir, final, grads, world=1):
     return masks
 
 
+# How far a mixed-precision run may be from the reference, in units of the
+# spread of two PyTorch runs (mixed_tolerance).
+SPREAD_FACTOR = 3
+
+
+def mixed_tolerance(name, cfg, onnx_path, data_dir, losses, final, world):
+    """The tolerance of a mixed-precision reference, from PyTorch's spread.
+
+    A second PyTorch run rounds the bfloat16 model copy stochastically instead
+    of to nearest: an unbiased change of at most one bfloat16 unit in the last
+    place per parameter, the size of the rounding differences between two
+    correct bfloat16 implementations (which round their ops' outputs, fuse
+    and accumulate differently). Its largest relative loss difference and largest
+    absolute difference of a trained value over the 20 steps are the spread;
+    Shard's run must agree with the reference to SPREAD_FACTOR times it."""
+    other, other_final, _, _, _ = train(name, cfg, onnx_path, data_dir, world=world,
+                                        rounding="stochastic")
+    loss_spread = max(abs(a - b) / abs(a) for a, b in zip(losses, other))
+    weight_spread = max(float(np.abs(v - other_final[k]).max()) for k, v in final.items()
+                        if np.issubdtype(v.dtype, np.floating) and v.size)
+    return {"loss_rtol": SPREAD_FACTOR * loss_spread,
+            "weight_rtol": 0.0, "weight_atol": SPREAD_FACTOR * weight_spread,
+            "spread": {"loss_rel": loss_spread, "weight_abs": weight_spread}}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dir", default=os.path.dirname(os.path.abspath(__file__)),
@@ -401,11 +535,17 @@ def main():
                 cfg["batch"] = export_examples.EXAMPLES[name][2]
                 if world > 1:  # the single-rank files predate the key
                     cfg["world_size"] = world
+                mixed = "param_dtype" in cfg
                 losses, final, grads, lrs, norms = train(name, cfg, onnx_path, data_dir,
-                                                         shadow=True, world=world)
-                masks = noise_masks(name, cfg, onnx_path, data_dir, final, grads, world)
+                                                         shadow=not mixed, world=world)
+                masks = {} if mixed else \
+                    noise_masks(name, cfg, onnx_path, data_dir, final, grads, world)
                 stem = opt_name if world == 1 else f"ddp{world}_{opt_name}"
                 record = {"losses": losses, "config": cfg}
+                if mixed:
+                    record["tolerance"] = mixed_tolerance(name, cfg, onnx_path, data_dir,
+                                                          losses, final, world)
+                    print(f"  {name} {stem}: tolerance {record['tolerance']}")
                 if "lr_schedule" in cfg or "warmup_steps" in cfg:
                     record["lrs"] = lrs
                 if "clip_grad_norm" in cfg:

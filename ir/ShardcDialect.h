@@ -85,6 +85,11 @@ constexpr llvm::StringLiteral kMicroBatchAttrName = "shardc.micro_batch";
 /// Function attribute set by shardc-clip-gradients: the graph output that
 /// holds the step's total gradient norm (before clipping).
 constexpr llvm::StringLiteral kGradNormAttrName = "shardc.grad_norm";
+/// Function attributes set by shardc-mixed-precision (TypeAttrs): the element
+/// type forward and backward compute in, and the one gradients are reduced
+/// in across ranks (the ZeRO passes cast to it around their reductions).
+constexpr llvm::StringLiteral kParamDTypeAttrName = "shardc.param_dtype";
+constexpr llvm::StringLiteral kReduceDTypeAttrName = "shardc.reduce_dtype";
 
 } // namespace shardc
 

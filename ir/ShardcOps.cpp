@@ -535,6 +535,12 @@ LogicalResult BatchNormalizationOp::verify() {
           *this, {getInput(), getScale(), getBias(), getOutput()},
           "input, scale, bias and result")))
     return failure();
+  // The statistics may be in another float type (ONNX's T2: buffers kept in
+  // float32 under mixed precision).
+  if (failed(verifyOneElementType(
+          *this, {getMean(), getVar(), getRunningMean(), getRunningVar()},
+          "mean, var and running statistics")))
+    return failure();
   auto x = shapeOf(getInput());
   if (x.size() < 2)
     return emitOpError("input must have rank >= 2 (N, C, ...)");

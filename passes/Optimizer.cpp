@@ -156,8 +156,15 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
     func.walk([&](BatchNormalizationOp bn) {
       if (!bn.getTrainingMode())
         return;
-      auto mean = dyn_cast<BlockArgument>(bn.getMean());
-      auto var = dyn_cast<BlockArgument>(bn.getVar());
+      // Statistics in a buffer dtype (shardc-mixed-precision) are casts of
+      // the arguments, and are stored back in the arguments' type.
+      auto argOf = [](Value v) {
+        if (auto c = v.getDefiningOp<CastOp>())
+          v = c.getInput();
+        return dyn_cast<BlockArgument>(v);
+      };
+      BlockArgument mean = argOf(bn.getMean());
+      BlockArgument var = argOf(bn.getVar());
       if (!mean || !var ||
           !func.getArgAttr(mean.getArgNumber(), kParamAttrName) ||
           !func.getArgAttr(var.getArgNumber(), kParamAttrName))
@@ -175,8 +182,16 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
           break;
         last = next;
       }
-      updates.push_back({last.getRunningMean(), mean.getArgNumber()});
-      updates.push_back({last.getRunningVar(), var.getArgNumber()});
+      auto stored = [&](Value v, BlockArgument arg) -> Value {
+        if (v.getType() == arg.getType())
+          return v;
+        b.setInsertionPoint(ret);
+        return b.create<CastOp>(v.getLoc(), arg.getType(), v);
+      };
+      updates.push_back(
+          {stored(last.getRunningMean(), mean), mean.getArgNumber()});
+      updates.push_back(
+          {stored(last.getRunningVar(), var), var.getArgNumber()});
     });
 
     for (auto &[value, arg] : updates) {

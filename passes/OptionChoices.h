@@ -33,6 +33,10 @@ enum class LrSchedule : uint32_t;
 /// carry.
 enum class NormType : uint32_t;
 
+/// A floating-point precision of mixed-precision training (`param-dtype`,
+/// `reduce-dtype`, `buffer-dtype`); `Param` is "the param dtype's".
+enum class Precision { Fp32, Bf16, Fp16, Param };
+
 /// PyTorch's name of an optimizer ("sgd", "adam", "adamw").
 llvm::StringRef optimizerName(OptimizerKind kind);
 
@@ -105,6 +109,12 @@ public:
 template <>
 class parser<shardc::BackwardPrefetch>
     : public shardc::detail::ChoiceParser<shardc::BackwardPrefetch> {
+public:
+  using ChoiceParser::ChoiceParser;
+};
+template <>
+class parser<shardc::Precision>
+    : public shardc::detail::ChoiceParser<shardc::Precision> {
 public:
   using ChoiceParser::ChoiceParser;
 };

@@ -117,6 +117,7 @@ void buildImportCleanupPipeline(mlir::OpPassManager &pm,
 struct TrainPipelineOptions
     : public ShardcPipelineOptions<TrainPipelineOptions> {
   SHARDC_PIPELINE_OPTIONS_FoldConstants
+  SHARDC_PIPELINE_OPTIONS_MixedPrecision
   SHARDC_PIPELINE_OPTIONS_Autodiff
   SHARDC_PIPELINE_OPTIONS_AccumulateGradients
   SHARDC_PIPELINE_OPTIONS_Optimizer

@@ -98,6 +98,89 @@ def Autodiff : Pass<"shardc-autodiff", "mlir::ModuleOp"> {
   let dependentDialects = ["::shardc::ShardcDialect"];
 }
 
+def MixedPrecision : Pass<"shardc-mixed-precision", "mlir::ModuleOp"> {
+  let summary = "Compute forward and backward in bfloat16 or float16";
+  let description = [{
+    FSDP's `MixedPrecision` (FairScale's `mixed_precision`/`compute_dtype`)
+    on the imported forward model, before autodiff. The float32 parameters
+    stay the master weights (the optimizer and its state stay float32); each
+    float parameter and float graph input is cast to `param-dtype` before its
+    first use, and every op that computes on the model's data (a value
+    derived from a parameter or a float input) computes in `param-dtype`: its
+    float32 results take that type, and a float32 operand that does not carry
+    model data (a constant, a mask or positions computed from shapes) is
+    rounded to it where it meets the data. Kernels accumulate reductions,
+    dot products, softmax sums and normalization statistics in float32 and
+    round once on output (docs/ops.md).
+
+    Ops that compute in float32 (the upcast list, as PyTorch autocast's fp32
+    list): SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss and
+    LogSoftmax take their data operands cast up to float32 and return
+    float32; the step's float outputs (the loss, logits) are returned in
+    float32. BatchNormalization's running statistics are buffers: they stay
+    in `buffer-dtype` (default float32, FSDP's default of leaving buffers
+    alone) and are stored rounded to it.
+
+    Autodiff then differentiates through the casts: the gradients come out
+    in `param-dtype` and are cast up to float32 for the optimizer. The
+    function records `shardc.param_dtype` and `shardc.reduce_dtype`: the ZeRO
+    passes reduce gradients in the reduce dtype (`reduce-dtype=fp32` is
+    FairScale's `fp32_reduce_scatter`) and, at stage 3, cast a unit's
+    parameter shard to `param-dtype` before the all-gather, halving its bytes
+    (FairScale's `broadcast_fp16`, FSDP's behaviour). With every dtype fp32
+    the pass changes nothing.
+
+    Before:
+    ```mlir
+    func.func @main(%x: tensor<2x3xf32> {shardc.input = "x"},
+                    %w: tensor<3x4xf32> {shardc.param = "w"}, %y: tensor<2xi64> {shardc.input = "y"}) -> tensor<f32> {
+      %h = shardc.MatMul %x, %w : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>
+      %l = shardc.SoftmaxCrossEntropyLoss %h, %y {reduction = #shardc.reduction<mean>} : (tensor<2x4xf32>, tensor<2xi64>) -> tensor<f32>
+      return %l : tensor<f32>
+    }
+    ```
+    After (`param-dtype=bf16`):
+    ```mlir
+      %xb = shardc.Cast %x : tensor<2x3xf32> -> tensor<2x3xbf16>
+      %wb = shardc.Cast %w : tensor<3x4xf32> -> tensor<3x4xbf16>
+      %h = shardc.MatMul %xb, %wb : (tensor<2x3xbf16>, tensor<3x4xbf16>) -> tensor<2x4xbf16>
+      %hf = shardc.Cast %h : tensor<2x4xbf16> -> tensor<2x4xf32>
+      %l = shardc.SoftmaxCrossEntropyLoss %hf, %y ... -> tensor<f32>
+    ```
+    with `shardc.param_dtype = bf16, shardc.reduce_dtype = bf16` on @main.
+  }];
+  let options = [
+    Option<"paramDtype", "param-dtype", "::shardc::Precision",
+           /*default=*/"::shardc::Precision::Fp32",
+           "The element type forward and backward compute in; parameters, "
+           "optimizer state and the update stay float32 (default fp32)",
+           [{::llvm::cl::values(
+             clEnumValN(::shardc::Precision::Fp32, "fp32", "float32 throughout"),
+             clEnumValN(::shardc::Precision::Bf16, "bf16", "bfloat16 compute"),
+             clEnumValN(::shardc::Precision::Fp16, "fp16",
+                        "float16 compute (use a loss scale)"))}]>,
+    Option<"reduceDtype", "reduce-dtype", "::shardc::Precision",
+           /*default=*/"::shardc::Precision::Param",
+           "The element type gradients are reduced in across ranks (default: "
+           "param-dtype's; fp32 is FairScale's fp32_reduce_scatter)",
+           [{::llvm::cl::values(
+             clEnumValN(::shardc::Precision::Param, "param", "param-dtype's"),
+             clEnumValN(::shardc::Precision::Fp32, "fp32", "float32"),
+             clEnumValN(::shardc::Precision::Bf16, "bf16", "bfloat16"),
+             clEnumValN(::shardc::Precision::Fp16, "fp16", "float16"))}]>,
+    Option<"bufferDtype", "buffer-dtype", "::shardc::Precision",
+           /*default=*/"::shardc::Precision::Fp32",
+           "The element type of buffers (BatchNorm running statistics), "
+           "which are stored rounded to it (default fp32)",
+           [{::llvm::cl::values(
+             clEnumValN(::shardc::Precision::Fp32, "fp32", "float32"),
+             clEnumValN(::shardc::Precision::Bf16, "bf16", "bfloat16"),
+             clEnumValN(::shardc::Precision::Fp16, "fp16", "float16"),
+             clEnumValN(::shardc::Precision::Param, "param", "param-dtype's"))}]>,
+  ];
+  let dependentDialects = ["::shardc::ShardcDialect"];
+}
+
 def AccumulateGradients : Pass<"shardc-accumulate-gradients", "mlir::ModuleOp"> {
   let summary = "Accumulate gradients over K micro-batches per optimizer step";
   let description = [{

@@ -38,6 +38,7 @@ void buildTrainPipeline(OpPassManager &pm,
                         const TrainPipelineOptions &options) {
   FoldConstantsOptions fold = getFoldConstantsOptions(options);
   buildImportCleanupPipeline(pm, fold);
+  pm.addPass(createMixedPrecision(getMixedPrecisionOptions(options)));
   pm.addPass(createAutodiff(getAutodiffOptions(options)));
   pm.addPass(createAccumulateGradients(getAccumulateGradientsOptions(options)));
   pm.addPass(createOptimizer(getOptimizerOptions(options)));

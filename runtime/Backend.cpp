@@ -71,6 +71,10 @@ public:
       registerKernel(type, fn);
   }
   llvm::StringRef name() const override { return "cpu"; }
+  llvm::Error launch(KernelFn kernel, const KernelContext &ctx,
+                     Stream &) override {
+    return cpu::launchKernel(kernel, ctx);
+  }
 
   llvm::Expected<void *> allocate(size_t bytes) override {
     // 64-byte alignment for vector loads; aligned_alloc needs a multiple.

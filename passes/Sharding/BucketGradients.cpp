@@ -53,15 +53,22 @@ struct BucketGradientsPass : impl::BucketGradientsBase<BucketGradientsPass> {
     llvm::stable_sort(updates, [&](const ParamUpdate &a, const ParamUpdate &c) {
       return defPos(a) < defPos(c);
     });
+    // Float gradients are reduced in the step's reduce dtype (mixed
+    // precision), each bucket in one element type.
+    Type reduce = reduceElementType(func);
+    auto reducedElem = [&](Value g) {
+      Type e = cast<RankedTensorType>(g.getType()).getElementType();
+      return reduce && isa<FloatType>(e) ? reduce : e;
+    };
     SmallVector<SmallVector<ParamUpdate>> buckets;
     int64_t filled = 0;
     for (const ParamUpdate &u : updates) {
       auto t = cast<RankedTensorType>(u.grad.getType());
+      Type elem = reducedElem(u.grad);
       int64_t bytes = t.getNumElements() *
-                      std::max<int64_t>(1, t.getElementTypeBitWidth() / 8);
+                      std::max<int64_t>(1, elem.getIntOrFloatBitWidth() / 8);
       if (buckets.empty() || filled + bytes > cap ||
-          cast<RankedTensorType>(buckets.back().front().grad.getType())
-                  .getElementType() != t.getElementType()) {
+          reducedElem(buckets.back().front().grad) != elem) {
         buckets.emplace_back();
         filled = 0;
       }
@@ -76,10 +83,11 @@ struct BucketGradientsPass : impl::BucketGradientsBase<BucketGradientsPass> {
         b.setInsertionPointAfter(last);
       else
         b.setInsertionPointToStart(&func.getBody().front());
+      Type elem = reducedElem(grads[0]);
       SmallVector<Value> flats;
       for (Value g : grads)
-        flats.push_back(flat.flatten(g, MemoryCategory::Comm));
-      Type elem = cast<RankedTensorType>(grads[0].getType()).getElementType();
+        flats.push_back(flat.flatten(flat.castTo(g, elem, MemoryCategory::Comm),
+                                     MemoryCategory::Comm));
       Value bucketFlat = flat.concatFlat(flats, 0, elem, MemoryCategory::Comm);
       // The bucket holds the summed gradients; each gradient is sliced out
       // and averaged right where its update needs it.
@@ -92,7 +100,9 @@ struct BucketGradientsPass : impl::BucketGradientsBase<BucketGradientsPass> {
       for (auto &u : bucket) {
         auto t = cast<RankedTensorType>(u.grad.getType());
         Value g = flat.scaleByInverseWorld(
-            flat.sliceFlat(reduced, offset, t, MemoryCategory::Grads),
+            flat.castTo(flat.sliceFlat(reduced, offset, t.clone(elem),
+                                       MemoryCategory::Grads),
+                        t.getElementType(), MemoryCategory::Grads),
             MemoryCategory::Grads);
         u.op->setOperand(1, g);
         offset += t.getNumElements();

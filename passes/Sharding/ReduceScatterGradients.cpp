@@ -95,9 +95,16 @@ struct ReduceScatterGradientsPass
         auto r = p.getDefiningOp<ReshapeOp>();
         grads.push_back(r && isComm(r) ? r.getInput() : p);
       }
-      Type elem = cast<RankedTensorType>(gflat.getType()).getElementType();
+      // Reduced in the step's reduce dtype (mixed precision), and back in
+      // the shard's type after.
+      auto shardType = cast<RankedTensorType>(slice.getType());
+      Type elem = shardType.getElementType();
+      Type reduce = reduceElementType(func);
+      if (!reduce || !isa<FloatType>(elem))
+        reduce = elem;
       // One reduce-scatter of the unit's local gradients `parts`, right
       // after the last of them exists.
+      SmallVector<Operation *> issued; // the reduce-scatters, in order
       auto reduceScatter = [&](ArrayRef<Value> parts) {
         if (Operation *last = latestDef(parts))
           b.setInsertionPointAfter(last);
@@ -105,13 +112,17 @@ struct ReduceScatterGradientsPass
           b.setInsertionPoint(slice);
         SmallVector<Value> flats;
         for (Value g : parts)
-          flats.push_back(flat.flatten(g, MemoryCategory::Comm));
-        Value local = flat.concatFlat(flats, pad, elem, MemoryCategory::Comm);
-        return flat.tagged(b.create<mesh::ReduceScatterOp>(
-                               slice.getLoc(), slice.getType(), kMeshName,
-                               ArrayRef<int16_t>{0}, local,
-                               mesh::ReductionKind::Sum, APInt(64, 0)),
-                           MemoryCategory::Grads);
+          flats.push_back(
+              flat.flatten(flat.castTo(g, reduce, MemoryCategory::Comm),
+                           MemoryCategory::Comm));
+        Value local = flat.concatFlat(flats, pad, reduce, MemoryCategory::Comm);
+        Value shard = flat.tagged(b.create<mesh::ReduceScatterOp>(
+                                      slice.getLoc(), shardType.clone(reduce),
+                                      kMeshName, ArrayRef<int16_t>{0}, local,
+                                      mesh::ReductionKind::Sum, APInt(64, 0)),
+                                  MemoryCategory::Grads);
+        issued.push_back(shard.getDefiningOp());
+        return flat.castTo(shard, elem, MemoryCategory::Grads);
       };
       // Every gradient of the unit accumulated over the same micro-batches:
       // terms[m] holds micro-batch m's.
@@ -145,7 +156,7 @@ struct ReduceScatterGradientsPass
         summed = shards.front();
         for (size_t m = 1; m < shards.size(); ++m) {
           if (m + 1 < shards.size())
-            b.setInsertionPoint(shards[m + 1].getDefiningOp());
+            b.setInsertionPoint(issued[m + 1]);
           else
             b.setInsertionPoint(slice);
           summed = flat.tagged(b.create<AddOp>(slice.getLoc(), slice.getType(),

@@ -13,6 +13,8 @@
 //    backward, `pre` starts the next unit's gather before the current unit's
 //    gradient computation and `post` right after it (FSDP's
 //    BackwardPrefetch.BACKWARD_PRE / BACKWARD_POST); `none` gathers on use.
+//    A unit gathered in the compute dtype (mixed precision) moves its
+//    shard's cast along with the gather's start.
 //  - limit-all-gathers keeps at most two parameter all-gathers in flight
 //    (prefetch depth 1); without it, prefetching runs two units ahead.
 // Because the whole step is known, these decisions are made once, globally,
@@ -75,7 +77,8 @@ struct ScheduleCollectivesPass
       if (!cat ||
           (cat.getValue() != MemoryCategory::Grads &&
            cat.getValue() != MemoryCategory::Comm) ||
-          !isa<MulOp, SliceOp, ReshapeOp>(op) || op->getNumResults() == 0)
+          !isa<MulOp, SliceOp, ReshapeOp, CastOp>(op) ||
+          op->getNumResults() == 0)
         continue;
       Operation *firstUser = nullptr;
       for (Value r : op->getResults())
@@ -126,7 +129,13 @@ struct ScheduleCollectivesPass
     SmallVector<Gather> forward, backward;
     for (Operation &op : body) {
       auto start = dyn_cast<AllGatherStartOp>(&op);
-      if (!start || !isa<BlockArgument>(start.getInput()) ||
+      // The input is a parameter shard, or its cast to the compute dtype
+      // (mixed precision), which moves with the start.
+      auto shardCast =
+          start ? start.getInput().getDefiningOp<CastOp>() : CastOp();
+      Value shard = shardCast ? shardCast.getInput() : Value();
+      if (!start || !isa<BlockArgument>(shardCast ? shard : start.getInput()) ||
+          (shardCast && !shardCast->hasOneUse()) ||
           !start.getPending().hasOneUse())
         continue;
       auto wait =
@@ -161,8 +170,13 @@ struct ScheduleCollectivesPass
         if (anchor->isBeforeInBlock(prevStart) &&
             prevStart->isBeforeInBlock(gathers[k].start))
           anchor = prevStart->isBeforeInBlock(prev.wait) ? anchor : prevStart;
-        if (anchor->isBeforeInBlock(gathers[k].start))
+        if (anchor->isBeforeInBlock(gathers[k].start)) {
+          if (auto c = gathers[k].start.getInput().getDefiningOp<CastOp>()) {
+            c->moveAfter(anchor);
+            anchor = c;
+          }
           gathers[k].start->moveAfter(anchor);
+        }
       }
     };
     if (forwardPrefetch)

@@ -176,15 +176,42 @@ struct ShardParametersPass : impl::ShardParametersBase<ShardParametersPass> {
   void gatherForUseWindows(OpBuilder &b, BlockArgument shard,
                            ArrayRef<BlockArgument> unitParams, int64_t n) {
     auto shardType = cast<RankedTensorType>(shard.getType());
-    auto flatType = RankedTensorType::get({shardType.getNumElements() * n},
-                                          shardType.getElementType());
+    // Under mixed precision every use of the unit's parameters is a cast to
+    // the compute dtype: the shard is cast before the gather instead (half
+    // the bytes), and the casts' users take views of the gathered buffer.
+    SmallVector<CastOp> computeCasts;
+    Type castElem;
+    bool viaCasts = true;
+    for (BlockArgument p : unitParams)
+      for (Operation *user : p.getUsers()) {
+        if (isa<func::ReturnOp>(user))
+          continue;
+        auto c = dyn_cast<CastOp>(user);
+        auto to = c ? dyn_cast<FloatType>(
+                          cast<RankedTensorType>(c.getType()).getElementType())
+                    : FloatType();
+        auto from = dyn_cast<FloatType>(shardType.getElementType());
+        if (!to || !from || to.getWidth() >= from.getWidth() ||
+            (castElem && castElem != to)) {
+          viaCasts = false;
+          continue;
+        }
+        castElem = to;
+        computeCasts.push_back(c);
+      }
+    viaCasts &= !computeCasts.empty();
+    Type elem = viaCasts ? castElem : shardType.getElementType();
+    auto flatType =
+        RankedTensorType::get({shardType.getNumElements() * n}, elem);
     FlatBuilder flat(b, n);
     // Use windows by (micro-batch, backward): with gradient accumulation
     // every micro-batch's forward and backward gather again, as FSDP does.
-    llvm::MapVector<std::pair<int64_t, int64_t>, SmallVector<OpOperand *>>
+    // Each use is kept with the parameter it takes a view of.
+    llvm::MapVector<std::pair<int64_t, int64_t>,
+                    SmallVector<std::pair<OpOperand *, BlockArgument>>>
         windows;
-    for (BlockArgument p : unitParams)
-      for (OpOperand &use : p.getUses()) {
+    auto addUses = [&](Value v, BlockArgument p) {
+      for (OpOperand &use : v.getUses()) {
         Operation *user = use.getOwner();
         if (isa<func::ReturnOp>(user))
           continue;
@@ -192,18 +219,30 @@ struct ShardParametersPass : impl::ShardParametersBase<ShardParametersPass> {
         bool backward = user->hasAttr(kBackwardAttrName);
         windows[{micro ? micro.getInt() : 0,
                  reshardAfterForward && backward ? 1 : 0}]
-            .push_back(&use);
+            .push_back({&use, p});
       }
+    };
+    if (viaCasts)
+      for (CastOp c : computeCasts)
+        addUses(c.getResult(), cast<BlockArgument>(c.getInput()));
+    else
+      for (BlockArgument p : unitParams)
+        addUses(p, p);
     for (auto &[key, window] : windows) {
       auto [micro, backwardWindow] = key;
-      Operation *firstUser = window.front()->getOwner();
-      for (OpOperand *use : window)
+      Operation *firstUser = window.front().first->getOwner();
+      for (auto &[use, p] : window)
         if (use->getOwner()->isBeforeInBlock(firstUser))
           firstUser = use->getOwner();
       b.setInsertionPoint(firstUser);
+      Value source = shard;
+      if (viaCasts)
+        source = flat.tagged(
+            b.create<CastOp>(firstUser->getLoc(), shardType.clone(elem), shard),
+            MemoryCategory::Params);
       Value full = flat.tagged(b.create<mesh::AllGatherOp>(
                                    firstUser->getLoc(), flatType, kMeshName,
-                                   ArrayRef<int16_t>{0}, shard, APInt(64, 0)),
+                                   ArrayRef<int16_t>{0}, source, APInt(64, 0)),
                                MemoryCategory::Params);
       // The backward window's gather is marked as backward, and a later
       // micro-batch's with its number: besides saying where it belongs,
@@ -220,13 +259,17 @@ struct ShardParametersPass : impl::ShardParametersBase<ShardParametersPass> {
       for (BlockArgument p : unitParams) {
         auto t = cast<RankedTensorType>(p.getType());
         if (llvm::any_of(window,
-                         [&](OpOperand *use) { return use->get() == p; }))
-          views[p] = flat.sliceFlat(full, offset, t, MemoryCategory::Params);
+                         [&](auto &entry) { return entry.second == p; }))
+          views[p] = flat.sliceFlat(full, offset, t.clone(elem),
+                                    MemoryCategory::Params);
         offset += t.getNumElements();
       }
-      for (OpOperand *use : window)
-        use->set(views.lookup(use->get()));
+      for (auto &[use, p] : window)
+        use->set(views.lookup(p));
     }
+    for (CastOp c : computeCasts)
+      if (viaCasts && c->use_empty())
+        c->erase();
   }
 };
 

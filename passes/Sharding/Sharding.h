@@ -77,12 +77,19 @@ public:
   /// 1-d `parts` concatenated and followed by `pad` zeros.
   mlir::Value concatFlat(llvm::ArrayRef<mlir::Value> parts, int64_t pad,
                          mlir::Type elem, MemoryCategory category);
+  /// `v` with element type `elem`: the input of the widening cast that made
+  /// `v` when it has that type (exact), else a new cast.
+  mlir::Value castTo(mlir::Value v, mlir::Type elem, MemoryCategory category);
   /// `v` / world size (the average of a sum over ranks).
   mlir::Value scaleByInverseWorld(mlir::Value v, MemoryCategory category);
 
   mlir::OpBuilder &b;
   int64_t n;
 };
+
+/// The element type the step reduces float gradients in
+/// (shardc.reduce_dtype, set by shardc-mixed-precision), or null: their own.
+mlir::Type reduceElementType(mlir::func::FuncOp func);
 
 /// The op defining the latest of `values` in the block (null if none is an
 /// op result).

@@ -144,6 +144,21 @@ Value FlatBuilder::concatFlat(ArrayRef<Value> parts, int64_t pad, Type elem,
       category);
 }
 
+Value FlatBuilder::castTo(Value v, Type elem, MemoryCategory category) {
+  auto t = cast<RankedTensorType>(v.getType());
+  if (t.getElementType() == elem)
+    return v;
+  if (auto c = v.getDefiningOp<CastOp>()) {
+    auto in = cast<RankedTensorType>(c.getInput().getType());
+    auto from = dyn_cast<FloatType>(in.getElementType());
+    auto to = dyn_cast<FloatType>(t.getElementType());
+    if (in.getElementType() == elem && from && to &&
+        from.getWidth() < to.getWidth())
+      return c.getInput();
+  }
+  return tagged(b.create<CastOp>(v.getLoc(), t.clone(elem), v), category);
+}
+
 Value FlatBuilder::scaleByInverseWorld(Value v, MemoryCategory category) {
   if (n == 1)
     return v;
@@ -154,6 +169,11 @@ Value FlatBuilder::scaleByInverseWorld(Value v, MemoryCategory category) {
       cast<ElementsAttr>(DenseElementsAttr::get(
           st, b.getFloatAttr(et, 1.0 / static_cast<double>(n)))));
   return tagged(b.create<MulOp>(v.getLoc(), v.getType(), v, c), category);
+}
+
+Type reduceElementType(func::FuncOp func) {
+  auto attr = func->getAttrOfType<TypeAttr>(kReduceDTypeAttrName);
+  return attr ? attr.getValue() : Type();
 }
 
 Operation *latestDef(ArrayRef<Value> values) {

@@ -105,15 +105,19 @@ llvm::Error runKernel(const KernelContext &ctx) {
   auto it = byType.find(ctx.opType);
   if (it == byType.end())
     return ctx.error("no CPU kernel for this op type");
+  return launchKernel(it->second, ctx);
+}
+
+llvm::Error launchKernel(KernelFn fn, const KernelContext &ctx) {
   auto is16 = [](const TensorView &t) {
     return t.dtype == DType::F16 || t.dtype == DType::BF16;
   };
   // Cast converts 16-bit floats itself; every other kernel computes in
-  // float32 (below).
+  // float32 (runWidened).
   if (ctx.opType != "Cast" &&
       (llvm::any_of(ctx.inputs, is16) || llvm::any_of(ctx.outputs, is16)))
-    return runWidened(ctx, it->second);
-  return it->second(ctx);
+    return runWidened(ctx, fn);
+  return fn(ctx);
 }
 
 llvm::Error runWidened(const KernelContext &ctx, KernelFn fn) {

@@ -18,7 +18,7 @@ namespace shardc::rt::cpu {
 const std::vector<std::pair<llvm::StringRef, KernelFn>> &kernelTable();
 
 /// Runs one op on the calling thread; the op type is looked up in
-/// kernelTable(). Used by the CPU backend and by the compiler's constant
+/// kernelTable(). Used by the compiler's constant
 /// folder, so folding and execution share one implementation.
 /// An op with float16 or bfloat16 operands runs its float32 kernel (every
 /// kernel but Cast, which converts them itself): each 16-bit float input is
@@ -27,7 +27,10 @@ const std::vector<std::pair<llvm::StringRef, KernelFn>> &kernelTable();
 /// compute and store these types. Only one op's operands are widened at a
 /// time: the plan's buffers keep their 16-bit sizes.
 llvm::Error runKernel(const KernelContext &ctx);
-/// That widening around `fn` (runKernel applies it).
+/// Runs `fn`, one of kernelTable()'s, with that widening where it takes or
+/// makes 16-bit floats (the CPU backend launches kernels through it).
+llvm::Error launchKernel(KernelFn fn, const KernelContext &ctx);
+/// That widening around `fn` (launchKernel applies it).
 llvm::Error runWidened(const KernelContext &ctx, KernelFn fn);
 
 } // namespace shardc::rt::cpu

@@ -274,6 +274,14 @@ func.func @batchnorm_rank(%arg0: tensor<3xf32>, %arg1: tensor<3xf32>) -> tensor<
 
 // -----
 
+func.func @batchnorm_stats_type(%arg0: tensor<2x3x4xbf16>, %arg1: tensor<3xbf16>, %arg2: tensor<3xf32>) -> tensor<2x3x4xbf16> {
+  // expected-error @+1 {{'shardc.BatchNormalization' op mean, var and running statistics must have one element type, got 'f32' and 'bf16'}}
+  %0:3 = shardc.BatchNormalization %arg0, %arg1, %arg1, %arg2, %arg1 {epsilon = 1.0e-5 : f32, momentum = 0.9 : f32, training_mode = false} : (tensor<2x3x4xbf16>, tensor<3xbf16>, tensor<3xbf16>, tensor<3xf32>, tensor<3xbf16>) -> (tensor<2x3x4xbf16>, tensor<3xf32>, tensor<3xf32>)
+  return %0#0 : tensor<2x3x4xbf16>
+}
+
+// -----
+
 func.func @batchnorm_stats(%arg0: tensor<2x3x4xf32>, %arg1: tensor<3xf32>, %arg2: tensor<4xf32>) -> tensor<2x3x4xf32> {
   // expected-error @+1 {{'shardc.BatchNormalization' op scale, bias, mean, var and running statistics must have shape [3]}}
   %0:3 = shardc.BatchNormalization %arg0, %arg1, %arg1, %arg2, %arg1 {epsilon = 1.0e-5 : f32, momentum = 0.9 : f32, training_mode = false} : (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<4xf32>, tensor<3xf32>) -> (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>)

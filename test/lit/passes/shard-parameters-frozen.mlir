@@ -19,7 +19,10 @@
 // STAGE3-SAME: %[[S:[a-z0-9]+]]: tensor<1xf64> {shardc.flat_params = ["emb.scale"], shardc.flat_types = [tensor<1xf64>], shardc.param_shard = "frozen0", shardc.role = #shardc.param_role<frozen>}
 // STAGE3-SAME: %[[E:[a-z0-9]+]]: tensor<3xf32> {shardc.flat_params = ["emb.weight"], shardc.flat_types = [tensor<2x3xf32>], shardc.param_shard = "frozen1", shardc.role = #shardc.param_role<frozen>}
 // STAGE3-DAG: mesh.all_gather %[[E]] {{.*}} : tensor<3xf32> -> tensor<6xf32>
-// STAGE3-DAG: mesh.all_gather %[[S]] {{.*}} : tensor<1xf64> -> tensor<2xf64>
+// emb.scale is only used cast to f32: the shard is cast before the gather,
+// which moves half the bytes (a cast commutes with gathering).
+// STAGE3-DAG: %[[SC:.*]] = shardc.Cast %[[S]] {shardc.category = #shardc.category<params>} : tensor<1xf64> -> tensor<1xf32>
+// STAGE3-DAG: mesh.all_gather %[[SC]] {{.*}} : tensor<1xf32> -> tensor<2xf32>
 // STAGE3: mesh.all_gather %[[H]] {{.*}} : tensor<3xf32> -> tensor<6xf32>
 // STAGE3-NOT: mesh.all_gather
 // STAGE3: shardc.SGDUpdate %[[H]]
