@@ -552,7 +552,8 @@ def Shardc_CastOp : Shardc_Op<"Cast", [Pure]> {
   let description = [{
     Converts every element to the element type of the result, which is the
     target type; the shape does not change. The element types are those ONNX
-    Cast can target in Shard: f16, f32, f64, i1, i8, ui8, i32 and i64; float to
+    Cast can target in Shard: f16, bf16, f32, f64, i1, i8, ui8, i32 and i64
+    (to a 16-bit float: round to nearest even); float to
     integer truncates toward zero and conversion to i1 is `x != 0`. Imports ONNX
     Cast, whose `to` type code gives the result type.
 
