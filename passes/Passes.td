@@ -158,7 +158,7 @@ def MixedPrecision : Pass<"shardc-mixed-precision", "mlir::ModuleOp"> {
              clEnumValN(::shardc::Precision::Fp32, "fp32", "float32 throughout"),
              clEnumValN(::shardc::Precision::Bf16, "bf16", "bfloat16 compute"),
              clEnumValN(::shardc::Precision::Fp16, "fp16",
-                        "float16 compute (use a loss scale)"))}]>,
+                        "float16 compute (no loss scaling yet: prefer bf16)"))}]>,
     Option<"reduceDtype", "reduce-dtype", "::shardc::Precision",
            /*default=*/"::shardc::Precision::Param",
            "The element type gradients are reduced in across ranks (default: "
