@@ -144,6 +144,10 @@ struct MixedPrecisionPass : impl::MixedPrecisionBase<MixedPrecisionPass> {
     }
     if (compute == f32)
       return; // only a reduce (or buffer) dtype
+    if (data.empty())
+      func.emitWarning("mixed-precision: no float32 parameter or input "
+                       "reaches the model; nothing computes in ")
+          << compute;
 
     SmallVector<Operation *> ops;
     for (Operation &op : body.without_terminator())
@@ -194,23 +198,14 @@ struct MixedPrecisionPass : impl::MixedPrecisionBase<MixedPrecisionPass> {
       return signalPassFailure();
     }
 
-    // The step's float outputs are float32, as the model declared them.
+    // The step's outputs keep the types the model declared (float32 loss and
+    // logits; a buffer's new value in its argument's type).
     auto ret = cast<func::ReturnOp>(body.getTerminator());
     for (OpOperand &use : ret->getOpOperands()) {
-      Value v = use.get();
-      if (!data.contains(v) || hasElem(v, f32) ||
-          func.getFunctionType().getResult(use.getOperandNumber()) !=
-              withElem(v, f32))
-        continue;
-      use.set(castFor(v, f32, ret));
-    }
-    // Buffers' new values return in the arguments' own type.
-    for (OpOperand &use : ret->getOpOperands()) {
-      Type want = func.getFunctionType().getResult(use.getOperandNumber());
-      if (use.get().getType() != want && isa<RankedTensorType>(want) &&
-          isa<FloatType>(cast<RankedTensorType>(want).getElementType()))
-        use.set(castFor(use.get(),
-                        cast<RankedTensorType>(want).getElementType(), ret));
+      auto want = dyn_cast<RankedTensorType>(
+          func.getFunctionType().getResult(use.getOperandNumber()));
+      if (want && use.get().getType() != want)
+        use.set(castFor(use.get(), want.getElementType(), ret));
     }
   }
 };

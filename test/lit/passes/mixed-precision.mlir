@@ -62,3 +62,9 @@
 // RUN: shardc-opt %S/Inputs/mixed-precision-forward.mlir --shardc-train-pipeline='optimizer=sgd param-dtype=bf16 reduce-dtype=fp32 world-size=2 zero-stage=3' | FileCheck %s --check-prefix=S3F
 // S3F: shardc.AllGatherStart {{.*}} : tensor<8xbf16> -> !shardc.pending<tensor<16xbf16>>
 // S3F: shardc.ReduceScatterStart {{.*}} : tensor<16xf32> -> !shardc.pending<tensor<8xf32>>
+
+// A model without float32 parameters or inputs (here float64) has nothing
+// to compute in the param dtype: a warning, and nothing changes.
+// RUN: shardc-opt %S/Inputs/f64-forward.mlir -shardc-mixed-precision='param-dtype=bf16' 2>&1 | FileCheck %s --check-prefix=F64
+// F64: warning: mixed-precision: no float32 parameter or input reaches the model; nothing computes in 'bf16'
+// F64-NOT: shardc.Cast
