@@ -74,6 +74,7 @@ import math
 import os
 import re
 import sys
+import warnings
 
 import numpy as np
 import onnx
@@ -126,6 +127,30 @@ OPTIMIZERS = {
     "adamw_bf16_fp32reduce": {"optimizer": "adamw", "lr": 1e-3, "beta1": 0.9,
                               "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.01,
                               "param_dtype": "bf16", "reduce_dtype": "fp32"},
+    # float16 with dynamic loss scaling (fp16's default: GradScaler's init
+    # 2^16, growth 2 every 2000 steps, backoff 0.5), and a forced-overflow
+    # run: init 2^24 overflows float16 gradients until the scale has backed
+    # off, and a growth interval of 4 lets it grow (and overflow) again
+    # within the 20 steps. Needs PyTorch >= 2.1 (CPU float16 kernels).
+    "adamw_fp16": {"optimizer": "adamw", "lr": 1e-3, "beta1": 0.9, "beta2": 0.999,
+                   "eps": 1e-8, "weight_decay": 0.01, "param_dtype": "fp16",
+                   "loss_scale": "dynamic"},
+    "adamw_fp16_overflow": {"optimizer": "adamw", "lr": 1e-3, "beta1": 0.9,
+                            "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.01,
+                            "param_dtype": "fp16", "loss_scale": "dynamic",
+                            "init_loss_scale": 2.0 ** 24, "loss_scale_growth_interval": 4},
+    # Everything together: bfloat16, accumulation, clipping and a schedule.
+    "adamw_bf16_loop": {"optimizer": "adamw", "lr": 1e-3, "beta1": 0.9, "beta2": 0.999,
+                        "eps": 1e-8, "weight_decay": 0.01, "grad_accum": 2,
+                        "clip_grad_norm": 0.5, "lr_schedule": "cosine", "warmup_steps": 3,
+                        "decay_steps": 16, "min_lr_ratio": 0.1, "param_dtype": "bf16"},
+    # ... and float16 with loss scaling (unscaled before clipping).
+    "adamw_fp16_loop": {"optimizer": "adamw", "lr": 1e-3, "beta1": 0.9, "beta2": 0.999,
+                        "eps": 1e-8, "weight_decay": 0.01, "grad_accum": 2,
+                        "clip_grad_norm": 0.5, "lr_schedule": "cosine", "warmup_steps": 3,
+                        "decay_steps": 16, "min_lr_ratio": 0.1, "param_dtype": "fp16",
+                        "loss_scale": "dynamic", "init_loss_scale": 2.0 ** 20,
+                        "loss_scale_growth_interval": 4},
     # Gradient clipping (shardc --clip-grad-norm, --clip-norm-type):
     # torch.nn.utils.clip_grad_norm_ of the averaged gradients before each
     # step. The bounds sit inside the range of the unclipped norms (MLP: 2-norm
@@ -281,15 +306,61 @@ def float32_ops():
 
 def low_precision_copy(master, dtype, rounding, generator=None):
     """The float32 `master` rounded to `dtype`: to nearest even (PyTorch's and
-    Shard's cast), or, for the spread measurement, stochastically (bfloat16:
-    up or down with probabilities that make the rounding unbiased, drawn from
+    Shard's cast), or, for the spread measurement, stochastically (up or
+    down with probabilities that make the rounding unbiased, drawn from
     `generator`)."""
     if rounding == "stochastic" and dtype == torch.bfloat16:
         noise = torch.randint(0, 1 << 16, master.shape, dtype=torch.int32,
                               generator=generator)
         bits = (master.view(torch.int32) + noise) & -65536
         return bits.view(torch.float32).to(dtype)
+    if rounding == "stochastic" and dtype == torch.float16:
+        x = master.detach().numpy().astype(np.float64)
+        near = x.astype(np.float16)
+        other = np.nextafter(near, np.where(near > x, -np.inf, np.inf).astype(np.float16))
+        lo, hi = np.minimum(near, other), np.maximum(near, other)
+        span = hi.astype(np.float64) - lo.astype(np.float64)
+        p_hi = np.where(span > 0, (x - lo) / np.where(span > 0, span, 1), 0.0)
+        u = torch.rand(master.shape, generator=generator, dtype=torch.float64).numpy()
+        return torch.from_numpy(np.where(u < p_hi, hi, lo).astype(np.float16))
     return master.to(dtype)
+
+
+class LossScaler:
+    """torch.cuda.amp.GradScaler's arithmetic (the CPU has no GradScaler in
+    PyTorch 1.13): the float32 scale multiplies the loss, the averaged
+    float32 gradients are checked for inf/NaN and multiplied by
+    float(1 / double(scale)), a step with a non-finite gradient is skipped
+    (the optimizer's state, step count included, stays), and the scale backs
+    off, or grows after `interval` finite steps in a row (_amp_update_scale_).
+    The schedule steps every iteration, skipped or not."""
+
+    def __init__(self, cfg):
+        self.scale = torch.tensor(float(cfg.get("init_loss_scale", 2.0 ** 16)),
+                                  dtype=torch.float32)
+        self.growth, self.backoff = 2.0, 0.5
+        self.interval = cfg.get("loss_scale_growth_interval", 2000)
+        self.tracker = 0
+
+    def unscale(self, grads):
+        """Unscales `grads` in place; True when one is not finite."""
+        found = any(not bool(torch.isfinite(g).all()) for g in grads)
+        inv = torch.tensor(1.0 / float(self.scale), dtype=torch.float64).float()
+        for g in grads:
+            g.mul_(inv)
+        return found
+
+    def update(self, found):
+        if found:
+            self.scale = torch.tensor(float(self.scale) * self.backoff).float()
+            self.tracker = 0
+            return
+        self.tracker += 1
+        if self.tracker == self.interval:
+            grown = torch.tensor(float(self.scale) * self.growth).float()
+            if bool(torch.isfinite(grown)):
+                self.scale = grown
+            self.tracker = 0
 
 
 def train(name, cfg, onnx_path, data_dir, shadow=False, exact=False, world=1,
@@ -334,6 +405,8 @@ def train(name, cfg, onnx_path, data_dir, shadow=False, exact=False, world=1,
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(cfg, s)) \
         if "lr_schedule" in cfg or "warmup_steps" in cfg else None
     lrs, norms = [], []
+    scaler = LossScaler(cfg) if cfg.get("loss_scale", "none") != "none" else None
+    scales, skipped = [], []
     shadow = shadow or exact
     model64 = copy.deepcopy(model).double() if shadow else None
     params64 = ({k: p for k, p in model64.named_parameters() if k in params}
@@ -378,7 +451,7 @@ def train(name, cfg, onnx_path, data_dir, shadow=False, exact=False, world=1,
             else:
                 _, loss = model(*args)
             rank_losses.append(float(loss.item()))
-            loss.backward()
+            (loss * scaler.scale if scaler else loss).backward()
             for k in params:
                 g = fwd_params[k].grad.float()
                 if mixed and world > 1:
@@ -404,14 +477,22 @@ def train(name, cfg, onnx_path, data_dir, shadow=False, exact=False, world=1,
                 g64[k].append((sum64[k] / len(micro)).numpy().copy())
             if exact:
                 p.grad.copy_(torch.from_numpy(g64[k][-1]))
+        found = False
+        if scaler:
+            scales.append(float(scaler.scale))
+            found = scaler.unscale([p.grad for p in params.values()])
+            skipped.append(found)
         if "clip_grad_norm" in cfg:
             norm = torch.nn.utils.clip_grad_norm_(
                 list(params.values()), cfg["clip_grad_norm"],
                 norm_type=float(cfg.get("clip_norm_type", 2)))
-            norms.append(float(norm))
+            norms.append(float(norm) if not found else None)
         lrs.append(opt.param_groups[0]["lr"])
-        opt.step()
+        if not found:
+            opt.step()
         opt.zero_grad()
+        if scaler:
+            scaler.update(found)
         if sched:
             sched.step()
     with torch.no_grad():
@@ -424,6 +505,8 @@ def train(name, cfg, onnx_path, data_dir, shadow=False, exact=False, world=1,
     final = {k: state[k].detach().numpy().copy() for k in inits}
     grads = ({k: np.stack(v) for k, v in g32.items()},
              {k: np.stack(v) for k, v in g64.items()}) if shadow else None
+    if scaler:
+        norms = (norms, scales, skipped)
     return losses, final, grads, lrs, norms
 
 
@@ -489,7 +572,7 @@ def noise_masks(name, cfg, onnx_path, data_dir, final, grads, world=1):
 SPREAD_FACTOR = 3
 
 
-def mixed_tolerance(name, cfg, onnx_path, data_dir, losses, final, world):
+def mixed_tolerance(name, cfg, onnx_path, data_dir, losses, final, world, norms):
     """The tolerance of a mixed-precision reference, from PyTorch's spread.
 
     A second PyTorch run rounds the bfloat16 model copy stochastically instead
@@ -497,16 +580,27 @@ def mixed_tolerance(name, cfg, onnx_path, data_dir, losses, final, world):
     place per parameter, the size of the rounding differences between two
     correct bfloat16 implementations (which round their ops' outputs, fuse
     and accumulate differently). Its largest relative loss difference and largest
-    absolute difference of a trained value over the 20 steps are the spread;
-    Shard's run must agree with the reference to SPREAD_FACTOR times it."""
-    other, other_final, _, _, _ = train(name, cfg, onnx_path, data_dir, world=world,
-                                        rounding="stochastic")
+    absolute difference of a trained value over the 20 steps (and, with
+    clipping, the largest relative difference of a step's gradient norm) are
+    the spread; Shard's run must agree with the reference to SPREAD_FACTOR
+    times it."""
+    other, other_final, _, _, other_norms = train(name, cfg, onnx_path, data_dir,
+                                                  world=world, rounding="stochastic")
     loss_spread = max(abs(a - b) / abs(a) for a, b in zip(losses, other))
     weight_spread = max(float(np.abs(v - other_final[k]).max()) for k, v in final.items()
                         if np.issubdtype(v.dtype, np.floating) and v.size)
-    return {"loss_rtol": SPREAD_FACTOR * loss_spread,
-            "weight_rtol": 0.0, "weight_atol": SPREAD_FACTOR * weight_spread,
-            "spread": {"loss_rel": loss_spread, "weight_abs": weight_spread}}
+    tolerance = {"loss_rtol": SPREAD_FACTOR * loss_spread,
+                 "weight_rtol": 0.0, "weight_atol": SPREAD_FACTOR * weight_spread,
+                 "spread": {"loss_rel": loss_spread, "weight_abs": weight_spread}}
+    if "clip_grad_norm" in cfg:
+        # The gradient norms of the two runs, where both stepped.
+        if isinstance(norms, tuple):
+            norms, other_norms = norms[0], other_norms[0]
+        norm_spread = max((abs(a - b) / abs(a) for a, b in zip(norms, other_norms)
+                           if a is not None and b is not None), default=0.0)
+        tolerance["grad_norm_rtol"] = SPREAD_FACTOR * norm_spread
+        tolerance["spread"]["grad_norm_rel"] = norm_spread
+    return tolerance
 
 
 def main():
@@ -520,6 +614,9 @@ def main():
     args = ap.parse_args()
     if any(n < 1 for n in args.world_size):
         sys.exit("--world-size: each N must be at least 1")
+    # A step that loss scaling skips runs the schedule without the optimizer,
+    # as GradScaler users' loops do; PyTorch warns about that order.
+    warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step")
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)
     for name in args.examples:
@@ -544,10 +641,12 @@ def main():
                 record = {"losses": losses, "config": cfg}
                 if mixed:
                     record["tolerance"] = mixed_tolerance(name, cfg, onnx_path, data_dir,
-                                                          losses, final, world)
+                                                          losses, final, world, norms)
                     print(f"  {name} {stem}: tolerance {record['tolerance']}")
                 if "lr_schedule" in cfg or "warmup_steps" in cfg:
                     record["lrs"] = lrs
+                if "loss_scale" in cfg:
+                    norms, record["loss_scales"], record["skipped"] = norms
                 if "clip_grad_norm" in cfg:
                     record["grad_norms"] = norms
                 with open(os.path.join(out, f"{stem}.json"), "w") as f:

@@ -134,4 +134,37 @@ def Shardc_ParamRoleAttr
   let assemblyFormat = "`<` $value `>`";
 }
 
+// A double parameter of an attribute, held as an APFloat (hashable,
+// compared bitwise) and written as a decimal number.
+def Shardc_F64Parameter : AttrOrTypeParameter<"::llvm::APFloat", "a double"> {
+  let parser = [{ [&]() -> ::mlir::FailureOr<::llvm::APFloat> {
+    double v;
+    if (::mlir::failed($_parser.parseFloat(v)))
+      return ::mlir::failure();
+    return ::llvm::APFloat(v);
+  }() }];
+  let printer = [{ $_printer << $_self.convertToDouble() }];
+  let comparator = "$_lhs.bitwiseIsEqual($_rhs)";
+}
+
+def Shardc_LossScalingAttr : AttrDef<Shardc_Dialect, "LossScaling"> {
+  let mnemonic = "loss_scaling";
+  let summary = "How a dynamic loss scale changes (`shardc.loss_scale`)";
+  let description = [{
+    Set by `shardc-loss-scale` on the loss-scale state argument, and carried
+    by the LossScale op that updates it: torch.cuda.amp.GradScaler's
+    `growth_factor`, `backoff_factor` and `growth_interval`. A step with a
+    non-finite gradient multiplies the scale by `backoff_factor`;
+    `growth_interval` finite steps in a row multiply it by `growth_factor`.
+    A static scale (`shardc --loss-scale VALUE`) has both factors 1, e.g.
+    `#shardc.loss_scaling<growth_factor = 2.0, backoff_factor = 0.5,
+    growth_interval = 2000>`.
+  }];
+  let parameters = (ins Shardc_F64Parameter:$growth_factor,
+                    Shardc_F64Parameter:$backoff_factor,
+                    "int64_t":$growth_interval);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 #endif // SHARDC_ATTRS_TD

@@ -7,6 +7,8 @@
 
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <cmath>
+
 using namespace mlir;
 
 #include "ir/ShardcOpsDialect.cpp.inc"
@@ -59,6 +61,28 @@ LogicalResult PendingType::verify(function_ref<InFlightDiagnostic()> emitError,
   if (!tensorType.hasStaticShape())
     return emitError() << "a pending collective needs a static shape, got "
                        << tensorType;
+  return success();
+}
+
+LogicalResult
+LossScalingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                        llvm::APFloat growth, llvm::APFloat backoff,
+                        int64_t growthInterval) {
+  double growthFactor = growth.convertToDouble();
+  double backoffFactor = backoff.convertToDouble();
+  if (!(std::isfinite(growthFactor) && growthFactor >= 1.0))
+    return emitError() << "loss scaling's growth_factor must be finite and "
+                          ">= 1, got "
+                       << growthFactor;
+  if (!(backoffFactor > 0.0 && backoffFactor <= 1.0))
+    return emitError() << "loss scaling's backoff_factor must be in (0, 1], "
+                          "got "
+                       << backoffFactor;
+  // The tracker counts in float32, exact up to 2^24.
+  if (growthInterval < 1 || growthInterval > (int64_t(1) << 24))
+    return emitError() << "loss scaling's growth_interval must be in [1, "
+                          "16777216], got "
+                       << growthInterval;
   return success();
 }
 

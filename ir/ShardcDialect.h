@@ -90,6 +90,20 @@ constexpr llvm::StringLiteral kGradNormAttrName = "shardc.grad_norm";
 /// in across ranks (the ZeRO passes cast to it around their reductions).
 constexpr llvm::StringLiteral kParamDTypeAttrName = "shardc.param_dtype";
 constexpr llvm::StringLiteral kReduceDTypeAttrName = "shardc.reduce_dtype";
+/// Argument attribute of a `shardc.state` argument: the value its buffer
+/// starts with (an F64 FloatAttr; absent: zero).
+constexpr llvm::StringLiteral kStateInitAttrName = "shardc.state_init";
+/// Argument attributes set by shardc-loss-scale: on the loss scale (a
+/// LossScalingAttr, how it changes; autodiff seeds the loss gradient with
+/// it), and on its growth tracker (a UnitAttr).
+constexpr llvm::StringLiteral kLossScaleAttrName = "shardc.loss_scale";
+constexpr llvm::StringLiteral kLossScaleTrackerAttrName =
+    "shardc.loss_scale_tracker";
+/// Function attributes set by shardc-unscale-gradients: the graph outputs
+/// that hold the loss scale the step used and whether it skipped its update.
+constexpr llvm::StringLiteral kLossScaleOutputAttrName =
+    "shardc.loss_scale_output";
+constexpr llvm::StringLiteral kSkippedOutputAttrName = "shardc.skipped_output";
 
 } // namespace shardc
 

@@ -1649,6 +1649,15 @@ def Shardc_SliceGradOp : Shardc_Op<"SliceGrad", [Pure,
 // Optimizer (emitted by the optimizer pass; run in place)
 //===----------------------------------------------------------------------===//
 
+// Scalar operands of the optimizer ops whose type is fixed (no type in the
+// assembly): a 0-d i1 flag and a 0-d f32 counter.
+def Shardc_SkipFlag : 0DTensorOf<[I1]>,
+    BuildableType<"::mlir::RankedTensorType::get({}, $_builder.getI1Type())">;
+def Shardc_F32Scalar : 0DTensorOf<[F32]>,
+    BuildableType<"::mlir::RankedTensorType::get({}, $_builder.getF32Type())">;
+def Shardc_F64Scalar : 0DTensorOf<[F64]>,
+    BuildableType<"::mlir::RankedTensorType::get({}, $_builder.getF64Type())">;
+
 def Shardc_IncrementOp : Shardc_Op<"Increment",
     [Pure, AllTypesMatch<["input", "output"]>]> {
   let summary = "x + 1 (the optimizer's step counter), updated in place";
@@ -1656,18 +1665,22 @@ def Shardc_IncrementOp : Shardc_Op<"Increment",
     `input + 1` for an f32 tensor. `shardc-optimizer` counts training steps with
     it: the counter is a scalar `shardc.state` argument, incremented once per
     step before the updates that read it, and the result replaces the argument
-    in place at run time.
+    in place at run time. With `skip` (LossScale's: the step found a
+    non-finite gradient) true, the output is the input: a skipped step is
+    not counted, as torch.optim's `step` state is not.
 
     ```mlir
     %step1 = shardc.Increment %step : tensor<f32>
+    %step2 = shardc.Increment %step unless %skip : tensor<f32>
     ```
   }];
-  let arguments = (ins StaticShapeTensorOf<[F32]>:$input);
+  let arguments = (ins StaticShapeTensorOf<[F32]>:$input,
+                   Optional<Shardc_SkipFlag>:$skip);
   let results = (outs StaticShapeTensorOf<[F32]>:$output);
-  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let assemblyFormat = "$input (`unless` $skip^)? attr-dict `:` type($input)";
 }
 
-def Shardc_SGDUpdateOp : Shardc_Op<"SGDUpdate", [Pure,
+def Shardc_SGDUpdateOp : Shardc_Op<"SGDUpdate", [Pure, AttrSizedOperandSegments,
     AllTypesMatch<["param", "grad", "momentum_buffer", "new_param", "new_momentum_buffer"]>]> {
   let summary = "PyTorch's SGD step (momentum, dampening, Nesterov, weight decay)";
   let description = [{
@@ -1685,7 +1698,13 @@ def Shardc_SGDUpdateOp : Shardc_Op<"SGDUpdate", [Pure,
     `grad_scale` (an f32 scalar: gradient clipping's ClipCoefficient), the
     step uses `grad * grad_scale`, multiplied in the element type first, as
     torch.nn.utils.clip_grad_norm_ scales the gradients in place before the
-    optimizer reads them.
+    optimizer reads them (with loss scaling, GradScaler's unscale too).
+    With `skip` (LossScale's) true the step changes nothing: the results are
+    `param` and `momentum_buffer`, as GradScaler skips `optimizer.step()`
+    when a gradient is not finite. With `lr_step` the schedule is at that
+    counter instead of `step` (loss scaling: `step` counts the steps taken,
+    `lr_step` every step, as torch.optim.lr_scheduler stepped each
+    iteration).
 
     ```mlir
     %w1, %buf1 = shardc.SGDUpdate %w, %dw, %buf, %step
@@ -1704,17 +1723,20 @@ def Shardc_SGDUpdateOp : Shardc_Op<"SGDUpdate", [Pure,
                    OptionalAttr<I64Attr>:$warmup_steps,
                    OptionalAttr<I64Attr>:$decay_steps,
                    OptionalAttr<F64Attr>:$min_lr_ratio,
-                   Optional<0DTensorOf<[F32]>>:$grad_scale);
+                   Optional<0DTensorOf<[F32]>>:$grad_scale,
+                   Optional<Shardc_SkipFlag>:$skip,
+                   Optional<Shardc_F32Scalar>:$lr_step);
   let results = (outs Shardc_FloatTensor:$new_param,
                  Shardc_FloatTensor:$new_momentum_buffer);
   let assemblyFormat = [{
-    $param `,` $grad `,` $momentum_buffer `,` $step (`scaled_by` $grad_scale^)? attr-dict
+    $param `,` $grad `,` $momentum_buffer `,` $step (`scaled_by` $grad_scale^)?
+    (`unless` $skip^)? (`lr_at` $lr_step^)? attr-dict
     `:` type($param) `,` type($step) (`,` type($grad_scale)^)?
   }];
   let hasVerifier = 1;
 }
 
-def Shardc_AdamUpdateOp : Shardc_Op<"AdamUpdate", [Pure,
+def Shardc_AdamUpdateOp : Shardc_Op<"AdamUpdate", [Pure, AttrSizedOperandSegments,
     AllTypesMatch<["param", "grad", "exp_avg", "exp_avg_sq", "new_param", "new_exp_avg", "new_exp_avg_sq"]>]> {
   let summary = "PyTorch's Adam or AdamW step with bias correction";
   let description = [{
@@ -1728,7 +1750,8 @@ def Shardc_AdamUpdateOp : Shardc_Op<"AdamUpdate", [Pure,
     All operands but `step` (the f32 counter after its `shardc.Increment`) and
     all results share one float tensor type; the results replace `param`,
     `exp_avg` and `exp_avg_sq` in place at run time. Hyper-parameters, the
-    optional learning-rate schedule and `grad_scale` are SGDUpdate's.
+    optional learning-rate schedule, `grad_scale`, `skip` and `lr_step` are
+    SGDUpdate's.
 
     ```mlir
     %w1, %m1, %v1 = shardc.AdamUpdate %w, %dw, %m, %v, %step
@@ -1749,12 +1772,15 @@ def Shardc_AdamUpdateOp : Shardc_Op<"AdamUpdate", [Pure,
                    OptionalAttr<I64Attr>:$warmup_steps,
                    OptionalAttr<I64Attr>:$decay_steps,
                    OptionalAttr<F64Attr>:$min_lr_ratio,
-                   Optional<0DTensorOf<[F32]>>:$grad_scale);
+                   Optional<0DTensorOf<[F32]>>:$grad_scale,
+                   Optional<Shardc_SkipFlag>:$skip,
+                   Optional<Shardc_F32Scalar>:$lr_step);
   let results = (outs Shardc_FloatTensor:$new_param,
                  Shardc_FloatTensor:$new_exp_avg,
                  Shardc_FloatTensor:$new_exp_avg_sq);
   let assemblyFormat = [{
-    $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $step (`scaled_by` $grad_scale^)? attr-dict
+    $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $step (`scaled_by` $grad_scale^)?
+    (`unless` $skip^)? (`lr_at` $lr_step^)? attr-dict
     `:` type($param) `,` type($step) (`,` type($grad_scale)^)?
   }];
   let hasVerifier = 1;
@@ -1800,19 +1826,61 @@ def Shardc_ClipCoefficientOp : Shardc_Op<"ClipCoefficient", [Pure]> {
     (their `grad_scale`). A NaN or infinite norm gives a NaN or zero
     coefficient, as in PyTorch. `max_norm` must be finite and positive.
 
+    With `unscale` (LossScale's: the gradients are still multiplied by the
+    loss scale) the norm is the unscaled gradients', `norm * unscale` in
+    f32, and the coefficient clips and unscales at once: the clamped factor
+    times `unscale`, as GradScaler's `unscale_` before clipping.
+
     ```mlir
     %norm, %coef = shardc.ClipCoefficient %total
         {max_norm = 1.000000e+00 : f64, norm_type = #shardc.norm_type<l2>}
         : tensor<f64> -> tensor<f32>, tensor<f32>
+    %norm2, %coef2 = shardc.ClipCoefficient %total unscaled_by %unscale
+        {max_norm = 1.000000e+00 : f64, norm_type = #shardc.norm_type<l2>}
+        : tensor<f64> -> tensor<f32>, tensor<f32>
     ```
   }];
-  let arguments = (ins 0DTensorOf<[F64]>:$total, F64Attr:$max_norm,
+  let arguments = (ins 0DTensorOf<[F64]>:$total,
+                   Optional<Shardc_F32Scalar>:$unscale, F64Attr:$max_norm,
                    Shardc_NormTypeAttr:$norm_type);
   let results = (outs 0DTensorOf<[F32]>:$norm, 0DTensorOf<[F32]>:$coefficient);
   let assemblyFormat = [{
-    $total attr-dict `:` type($total) `->` type($norm) `,` type($coefficient)
+    $total (`unscaled_by` $unscale^)? attr-dict `:` type($total) `->` type($norm) `,` type($coefficient)
   }];
   let hasVerifier = 1;
+}
+
+def Shardc_LossScaleOp : Shardc_Op<"LossScale", [Pure]> {
+  let summary = "Dynamic loss scaling: skip, unscale and the next scale";
+  let description = [{
+    torch.cuda.amp.GradScaler's step and update (FairScale's
+    ShardedGradScaler), emitted by `shardc-unscale-gradients` after the last
+    gradient. `total` is the gradients' sum of squares over every rank
+    (PartialNorm l2, f64), which is finite exactly when every gradient
+    element is: `skip` is true when it is not. `scale` (the loss-scale
+    state, f32) multiplied the loss this step; the results are `unscale`,
+    `1 / scale` (computed in f64 and rounded, as GradScaler's `inv_scale`),
+    which the updates multiply their gradients by; `used`, the scale itself
+    (the step's log); and the state's next values: on a skipped step
+    `new_scale = scale * backoff_factor` and `new_tracker = 0`, otherwise
+    `new_tracker = tracker + 1` and, when that reaches `growth_interval`,
+    `new_scale = scale * growth_factor` (kept only if finite) and
+    `new_tracker = 0` (PyTorch's `_amp_update_scale_`). `loss_scaling` holds
+    the factors; a static scale has both 1.
+
+    ```mlir
+    %skip, %unscale, %used, %scale1, %tracker1 = shardc.LossScale %total, %scale, %tracker
+        {loss_scaling = #shardc.loss_scaling<growth_factor = 2.000000e+00,
+         backoff_factor = 5.000000e-01, growth_interval = 2000>}
+    ```
+  }];
+  let arguments = (ins Shardc_F64Scalar:$total, Shardc_F32Scalar:$scale,
+                   Shardc_F32Scalar:$tracker,
+                   Shardc_LossScalingAttr:$loss_scaling);
+  let results = (outs Shardc_SkipFlag:$skip, Shardc_F32Scalar:$unscale,
+                 Shardc_F32Scalar:$used, Shardc_F32Scalar:$new_scale,
+                 Shardc_F32Scalar:$new_tracker);
+  let assemblyFormat = "$total `,` $scale `,` $tracker attr-dict";
 }
 
 //===----------------------------------------------------------------------===//

@@ -256,11 +256,29 @@ LogicalResult Differentiator::run(StringRef lossName,
     forward.push_back(&op);
   builder.setInsertionPoint(ret);
   loc = loss.getLoc();
-  if (isActive(loss))
-    grads[loss] = builder.create<ConstantOp>(
-        loss.getLoc(), lossType,
-        cast<ElementsAttr>(DenseElementsAttr::get(
-            lossType, builder.getFloatAttr(lossType.getElementType(), 1.0))));
+  if (isActive(loss)) {
+    // The seed: 1, or the loss scale (shardc-loss-scale), which multiplies
+    // every gradient.
+    BlockArgument scale;
+    for (BlockArgument arg : func.getArguments())
+      if (func.getArgAttr(arg.getArgNumber(), kLossScaleAttrName))
+        scale = arg;
+    if (scale) {
+      Value seed = scale;
+      if (tensorTy(seed).getElementType() != lossType.getElementType())
+        seed = builder.create<CastOp>(
+            loss.getLoc(), RankedTensorType::get({}, lossType.getElementType()),
+            seed);
+      if (lossType.getRank() != 0)
+        seed = builder.create<ReshapeOp>(loss.getLoc(), lossType, seed);
+      grads[loss] = seed;
+    } else {
+      grads[loss] = builder.create<ConstantOp>(
+          loss.getLoc(), lossType,
+          cast<ElementsAttr>(DenseElementsAttr::get(
+              lossType, builder.getFloatAttr(lossType.getElementType(), 1.0))));
+    }
+  }
   for (Operation *op : llvm::reverse(forward))
     if (failed(backprop(op)))
       return failure();

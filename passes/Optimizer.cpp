@@ -110,7 +110,8 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
       BlockArgument step =
           addState(RankedTensorType::get({}, f32), "optimizer.step");
       b.setInsertionPoint(ret);
-      Value newStep = b.create<IncrementOp>(loc, step.getType(), step);
+      Value newStep =
+          b.create<IncrementOp>(loc, step.getType(), step, /*skip=*/Value());
       updates.push_back({newStep, step.getArgNumber()});
       for (auto &[name, index] : gradResults) {
         BlockArgument p = params.lookup(name);
@@ -129,7 +130,8 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
               b.getF64FloatAttr(lr), b.getF64FloatAttr(momentum),
               b.getF64FloatAttr(dampening), b.getF64FloatAttr(wd),
               b.getBoolAttr(nesterov), scheduleAttr, warmupAttr, decayAttr,
-              minRatioAttr, /*grad_scale=*/Value());
+              minRatioAttr, /*grad_scale=*/Value(), /*skip=*/Value(),
+              /*lr_step=*/Value());
           updates.push_back({upd.getNewParam(), p.getArgNumber()});
           updates.push_back({upd.getNewMomentumBuffer(), buf.getArgNumber()});
         } else {
@@ -142,7 +144,8 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
               b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps),
               b.getF64FloatAttr(wd),
               b.getBoolAttr(optimizer == OptimizerKind::AdamW), scheduleAttr,
-              warmupAttr, decayAttr, minRatioAttr, /*grad_scale=*/Value());
+              warmupAttr, decayAttr, minRatioAttr, /*grad_scale=*/Value(),
+              /*skip=*/Value(), /*lr_step=*/Value());
           updates.push_back({upd.getNewParam(), p.getArgNumber()});
           updates.push_back({upd.getNewExpAvg(), m.getArgNumber()});
           updates.push_back({upd.getNewExpAvgSq(), v.getArgNumber()});

@@ -14,6 +14,7 @@
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <cstdint>
 #include <string>
@@ -36,6 +37,24 @@ enum class NormType : uint32_t;
 /// A floating-point precision of mixed-precision training (`param-dtype`,
 /// `reduce-dtype`, `buffer-dtype`); `Param` is "the param dtype's".
 enum class Precision { Fp32, Bf16, Fp16, Param };
+
+/// The loss scaling of a training step (`loss-scale`): `auto` (dynamic when
+/// forward and backward compute in float16, else none), `none`, `dynamic`
+/// (torch.cuda.amp.GradScaler's) or a static `value`. Parsed from "auto",
+/// "none", "dynamic" or a positive number.
+struct LossScaleSpec {
+  enum Kind { Auto, None, Dynamic, Static };
+  Kind kind = Auto;
+  double value = 0; // Static only.
+
+  bool operator==(const LossScaleSpec &o) const {
+    return kind == o.kind && (kind != Static || value == o.value);
+  }
+  bool operator!=(const LossScaleSpec &o) const { return !(*this == o); }
+  /// Parses `text`; false when it is none of the forms above.
+  static bool parse(llvm::StringRef text, LossScaleSpec &spec);
+};
+llvm::raw_ostream &operator<<(llvm::raw_ostream &os, const LossScaleSpec &s);
 
 /// PyTorch's name of an optimizer ("sgd", "adam", "adamw").
 llvm::StringRef optimizerName(OptimizerKind kind);
@@ -129,6 +148,43 @@ class parser<shardc::NormType>
     : public shardc::detail::ChoiceParser<shardc::NormType> {
 public:
   using ChoiceParser::ChoiceParser;
+};
+
+/// LossScaleSpec holds a value, not one of a fixed set of names.
+template <>
+struct OptionValue<shardc::LossScaleSpec> final
+    : OptionValueCopy<shardc::LossScaleSpec> {
+  using WrapperType = shardc::LossScaleSpec;
+  OptionValue() = default;
+  OptionValue(const shardc::LossScaleSpec &v) { setValue(v); }
+  OptionValue &operator=(const shardc::LossScaleSpec &v) {
+    setValue(v);
+    return *this;
+  }
+
+private:
+  void anchor() override {}
+};
+template <>
+class parser<shardc::LossScaleSpec>
+    : public basic_parser<shardc::LossScaleSpec> {
+public:
+  parser(Option &o) : basic_parser(o) {}
+  /// Returns true (after reporting through `o`) on a malformed value.
+  bool parse(Option &o, StringRef argName, StringRef arg,
+             shardc::LossScaleSpec &value) {
+    if (shardc::LossScaleSpec::parse(arg, value))
+      return false;
+    return o.error("'" + arg +
+                   "' is not auto, none, dynamic or a positive number");
+  }
+  StringRef getValueName() const override { return "auto|none|dynamic|VALUE"; }
+  void printOptionDiff(const Option &o, const shardc::LossScaleSpec &v,
+                       const OptionValue<shardc::LossScaleSpec> &,
+                       size_t globalWidth) const {
+    printOptionName(o, globalWidth);
+    outs() << "= " << v << "\n";
+  }
 };
 } // namespace llvm::cl
 

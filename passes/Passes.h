@@ -118,6 +118,7 @@ struct TrainPipelineOptions
     : public ShardcPipelineOptions<TrainPipelineOptions> {
   SHARDC_PIPELINE_OPTIONS_FoldConstants
   SHARDC_PIPELINE_OPTIONS_MixedPrecision
+  SHARDC_PIPELINE_OPTIONS_LossScale
   SHARDC_PIPELINE_OPTIONS_Autodiff
   SHARDC_PIPELINE_OPTIONS_AccumulateGradients
   SHARDC_PIPELINE_OPTIONS_Optimizer

@@ -49,6 +49,64 @@ def FoldConstants : Pass<"shardc-fold-constants", "mlir::func::FuncOp"> {
   let dependentDialects = ["::shardc::ShardcDialect"];
 }
 
+def LossScale : Pass<"shardc-loss-scale", "mlir::ModuleOp"> {
+  let summary = "Scale the loss before backward (GradScaler), sharded";
+  let description = [{
+    Loss scaling for float16 training (torch.cuda.amp.GradScaler, FairScale's
+    ShardedGradScaler, DeepSpeed's dynamic loss scale), the forward half:
+    on the model after shardc-mixed-precision and before autodiff, adds the
+    loss scale as a float32 `shardc.state` argument, which starts at the
+    initial scale (`shardc.state_init`) and carries how it changes
+    (`shardc.loss_scale = #shardc.loss_scaling<...>`), and its growth
+    tracker (`shardc.loss_scale_tracker`, starting at 0). Autodiff seeds the
+    loss gradient with the scale instead of 1, so every gradient comes out
+    multiplied by it; float16 gradients that would underflow to zero keep
+    their digits. shardc-unscale-gradients, after the ZeRO passes, finds
+    non-finite gradients, skips the update on every rank, unscales and
+    updates the scale.
+
+    `loss-scale=auto` (the default) scales dynamically when
+    `param-dtype=fp16` and not otherwise; `dynamic` is GradScaler's (initial
+    scale `init-loss-scale`, 65536; `loss-scale-backoff-factor` 0.5 after a
+    step with an inf or NaN gradient; `loss-scale-growth-factor` 2 after
+    `loss-scale-growth-interval` 2000 finite steps in a row); a number is a
+    static scale (steps with non-finite gradients are still skipped).
+
+    Before: `func.func @main(%x: tensor<2x3xf16> {shardc.input = "x"}, ...)`
+    returning the loss.
+    After (`loss-scale=dynamic`): two more arguments,
+    ```mlir
+    %scale: tensor<f32> {shardc.loss_scale = #shardc.loss_scaling<growth_factor = 2.000000e+00,
+                             backoff_factor = 5.000000e-01, growth_interval = 2000>,
+                         shardc.state = "loss_scale", shardc.state_init = 6.553600e+04 : f64},
+    %tracker: tensor<f32> {shardc.loss_scale_tracker, shardc.state = "loss_scale.growth_tracker"}
+    ```
+  }];
+  let options = [
+    Option<"lossScale", "loss-scale", "::shardc::LossScaleSpec",
+           /*default=*/"::shardc::LossScaleSpec{}",
+           "Loss scaling: dynamic (GradScaler's), a static VALUE, none, or "
+           "auto (default: dynamic with param-dtype fp16, else none)">,
+    BoundedOption<"initLossScale", "init-loss-scale", "double",
+           /*default=*/"0",
+           "The dynamic loss scale's first value (GradScaler's init_scale; "
+           "default 65536)", "(0, inf)", "::llvm::cl::value_desc(\"S\")">,
+    BoundedOption<"growthFactor", "loss-scale-growth-factor", "double",
+           /*default=*/"2.0",
+           "What a dynamic loss scale is multiplied by after "
+           "loss-scale-growth-interval finite steps (default 2)", "(1, inf)">,
+    BoundedOption<"backoffFactor", "loss-scale-backoff-factor", "double",
+           /*default=*/"0.5",
+           "What a dynamic loss scale is multiplied by after a step with an "
+           "inf or NaN gradient (default 0.5)", "(0, 1)">,
+    BoundedOption<"growthInterval", "loss-scale-growth-interval", "int64_t",
+           /*default=*/"2000",
+           "Finite steps in a row before a dynamic loss scale grows "
+           "(default 2000)", "[1, 16777216]">,
+  ];
+  let dependentDialects = ["::shardc::ShardcDialect"];
+}
+
 def Autodiff : Pass<"shardc-autodiff", "mlir::ModuleOp"> {
   let summary = "Reverse-mode differentiation of the loss of @main";
   let description = [{
@@ -61,7 +119,10 @@ def Autodiff : Pass<"shardc-autodiff", "mlir::ModuleOp"> {
     in the parameter's name) leave in training. Every parameter gets its
     role, `shardc.role = #shardc.param_role<trained|frozen|no_gradient|
     statistic>`; a pattern that matches no parameter is an error. A
-    parameter used twice (tied weights) accumulates both gradients. Ops that need kernels of their own for their gradient emit
+    parameter used twice (tied weights) accumulates both gradients. The
+    loss's gradient starts at 1, or at the loss scale when an argument
+    carries `shardc.loss_scale` (shardc-loss-scale). Ops that need kernels
+    of their own for their gradient emit
     gradient ops (ReluGrad, ConvGradInput, LayerNormGrad, ...); the others
     are differentiated into forward ops. MaxPool gains its indices result.
     Each op's gradient rule is its `DifferentiableOpInterface` model, one
@@ -158,7 +219,7 @@ def MixedPrecision : Pass<"shardc-mixed-precision", "mlir::ModuleOp"> {
              clEnumValN(::shardc::Precision::Fp32, "fp32", "float32 throughout"),
              clEnumValN(::shardc::Precision::Bf16, "bf16", "bfloat16 compute"),
              clEnumValN(::shardc::Precision::Fp16, "fp16",
-                        "float16 compute (no loss scaling yet: prefer bf16)"))}]>,
+                        "float16 compute, with dynamic loss scaling"))}]>,
     Option<"reduceDtype", "reduce-dtype", "::shardc::Precision",
            /*default=*/"::shardc::Precision::Param",
            "The element type gradients are reduced in across ranks (default: "
@@ -505,6 +566,50 @@ def SyncBatchNorm : Pass<"shardc-sync-batchnorm", "mlir::ModuleOp"> {
            "Training-mode BatchNorm statistics over the global batch, all "
            "ranks together (torch.nn.SyncBatchNorm)">,
   ];
+  let dependentDialects = ["::shardc::ShardcDialect", "::mlir::mesh::MeshDialect"];
+}
+
+def UnscaleGradients : Pass<"shardc-unscale-gradients", "mlir::ModuleOp"> {
+  let summary = "Skip non-finite steps, unscale and update the loss scale";
+  let description = [{
+    The optimizer half of loss scaling (shardc-loss-scale): torch.cuda.amp.
+    GradScaler's `unscale_`, `step` and `update`, sharded as FairScale's
+    ShardedGradScaler. Runs after the ZeRO passes, on the gradients the
+    optimizer updates read (each rank's shards at stages 1-3), and before
+    shardc-clip-gradients. Right after the last gradient exists, a chain of
+    PartialNorm (l2, f64: finite exactly when every element is) sums the
+    rank's gradients; at stages 1-3 with more than one rank one
+    `mesh.all_reduce` sums the ranks' parts, so that a non-finite gradient
+    on any rank skips the step on every rank. `shardc.LossScale` turns the
+    sum and the scale into the skip flag, the unscale factor and the
+    scale's next value. Every update takes `grad_scale` = the unscale
+    factor and `skip`: a skipped step leaves parameters and optimizer state
+    as they were, and the step counter that Adam's bias correction and
+    SGD's first momentum step read is not incremented. A learning-rate
+    schedule keeps counting every step (a state counter of its own,
+    `lr_at`), as torch.optim.lr_scheduler stepped every iteration.
+    Updates placed before the last gradient move after LossScale. The
+    scale the step used and the skip flag become graph outputs
+    (`shardc.loss_scale_output`, `shardc.skipped_output`): shardrun logs
+    "loss_scale" every step and "skipped": true. Without a loss scale the
+    pass does nothing.
+
+    Before (stage 2, two ranks):
+    ```mlir
+    %s = shardc.Increment %step : tensor<f32>
+    %g0 = ... : tensor<3xf32>    // unit0's gradient shard
+    %w, %m, %v = shardc.AdamUpdate %p0, %g0, %m0, %v0, %s ...
+    ```
+    After:
+    ```mlir
+    %t0 = shardc.PartialNorm %g0 {norm_type = #shardc.norm_type<l2>} : (tensor<3xf32>) -> tensor<f64>
+    %r = mesh.all_reduce (shardc.Reshape %t0 : tensor<1xf64>) on @world mesh_axes = [0] ...
+    %skip, %unscale, %used, %scale1, %tracker1 = shardc.LossScale %total, %scale, %tracker {...}
+    %s = shardc.Increment %step unless %skip : tensor<f32>
+    %w, %m, %v = shardc.AdamUpdate %p0, %g0, %m0, %v0, %s scaled_by %unscale unless %skip ...
+    return ..., %used, %skip, %scale1, %tracker1   // "loss_scale", "skipped" and the state
+    ```
+  }];
   let dependentDialects = ["::shardc::ShardcDialect", "::mlir::mesh::MeshDialect"];
 }
 

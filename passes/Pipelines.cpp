@@ -39,16 +39,18 @@ void buildTrainPipeline(OpPassManager &pm,
   FoldConstantsOptions fold = getFoldConstantsOptions(options);
   buildImportCleanupPipeline(pm, fold);
   pm.addPass(createMixedPrecision(getMixedPrecisionOptions(options)));
+  pm.addPass(createLossScale(getLossScaleOptions(options)));
   pm.addPass(createAutodiff(getAutodiffOptions(options)));
   pm.addPass(createAccumulateGradients(getAccumulateGradientsOptions(options)));
   pm.addPass(createOptimizer(getOptimizerOptions(options)));
   buildImportCleanupPipeline(pm, fold);
-  // Clipping reads the gradients the updates finally take: after the ZeRO
-  // rewrite, whose collectives it joins.
+  // Unscaling and clipping read the gradients the updates finally take:
+  // after the ZeRO rewrite, whose collectives they join.
   ClipGradientsOptions clip = getClipGradientsOptions(options);
   if (!options.shards()) {
     // One process: its batch is the global batch, and sync-batchnorm has
     // nothing to synchronize.
+    pm.addPass(createUnscaleGradients());
     pm.addPass(createClipGradients(clip));
     return;
   }
@@ -56,6 +58,7 @@ void buildTrainPipeline(OpPassManager &pm,
   addZeroPasses(pm, options);
   pm.addPass(createSyncBatchNorm(getSyncBatchNormOptions(options)));
   buildImportCleanupPipeline(pm, fold);
+  pm.addPass(createUnscaleGradients());
   pm.addPass(createClipGradients(clip));
   pm.addPass(createLowerCollectives());
   pm.addPass(createScheduleCollectives(getScheduleCollectivesOptions(options)));

@@ -16,6 +16,7 @@
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -951,6 +952,20 @@ Error validatePlan(const Plan &plan, llvm::ArrayRef<StringRef> knownOpTypes) {
     Expected<uint64_t> bytes = denseBytes(dtype, shape);
     if (!bytes)
       return makeError(what + ": " + toString(bytes.takeError()));
+    if (b.initial_value() != 0) {
+      double v = b.initial_value();
+      if (b.kind() != STATE)
+        return makeError(what + ": only a STATE buffer has an initial value");
+      bool exact =
+          std::isfinite(v) && (dtype == rt::DType::F32   ? double(float(v)) == v
+                               : dtype == rt::DType::F64 ? true
+                                                         : std::trunc(v) == v);
+      if (!exact || !(dtype == rt::DType::F32 || dtype == rt::DType::F64 ||
+                      dtype == rt::DType::I64 || dtype == rt::DType::I32))
+        return makeError(what + ": initial value " +
+                         llvm::formatv("{0}", v).str() +
+                         " is not exact in its element type");
+    }
     if (!hasData(b)) {
       if (!b.data_file().empty() || b.data_bytes() != 0 || b.data_offset() != 0)
         return makeError(what + ": a " + kindName(b.kind()) +
@@ -1147,6 +1162,33 @@ Error validatePlan(const Plan &plan, llvm::ArrayRef<StringRef> knownOpTypes) {
         return makeError("training: the grad norm (" + norm.name() +
                          ") must be a float32 scalar");
     }
+    // Loss scaling's outputs: a float32 scalar and a bool scalar.
+    auto checkScalarOutput = [&](bool has, int32_t k, llvm::StringRef what,
+                                 DType dtype,
+                                 llvm::StringRef typeName) -> llvm::Error {
+      if (!has)
+        return llvm::Error::success();
+      if (k < 0 || k >= plan.outputs_size() || k == t.loss_output())
+        return makeError("training: " + what + " output " + Twine(k) +
+                         " is out of range or the loss (the plan has " +
+                         Twine(plan.outputs_size()) + " outputs)");
+      const Buffer &b = plan.buffers(plan.outputs(k));
+      if (b.shape_size() != 0 || b.dtype() != dtype)
+        return makeError("training: the " + what + " (" + b.name() +
+                         ") must be a " + typeName + " scalar");
+      return llvm::Error::success();
+    };
+    if (llvm::Error err =
+            checkScalarOutput(t.has_loss_scale_output(), t.loss_scale_output(),
+                              "loss scale", FLOAT32, "float32"))
+      return err;
+    if (llvm::Error err =
+            checkScalarOutput(t.has_skipped_output(), t.skipped_output(),
+                              "skipped", BOOL, "bool"))
+      return err;
+    if (t.has_loss_scale_output() != t.has_skipped_output())
+      return makeError("training: loss scaling needs both the loss scale and "
+                       "the skipped output");
     if (t.micro_batch() <= 0)
       return makeError("training: micro_batch must be positive");
     // The micro-batch picks each step's samples; it is the first graph

@@ -34,7 +34,7 @@ namespace shardc::plan {
 
 /// The schema version this build writes and accepts (plan.pb's `version`
 /// and the manifest's first line). Version 2 added the manifest.
-constexpr uint32_t kPlanVersion = 2;
+constexpr uint32_t kPlanVersion = 3;
 /// File names inside a plan directory.
 constexpr const char *kPlanFile = "plan.pb";
 constexpr const char *kParamsFile = "params.bin";

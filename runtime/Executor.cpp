@@ -262,8 +262,41 @@ Error Executor::allocateBuffers(const plan::LoadedPlan &loaded) {
         return makeError("buffer " + Twine(i) + " '" + b.name() +
                          "': " + toString(std::move(err)));
     } else if (b.kind() == plan::STATE) {
-      // Optimizer state starts at zero.
-      if (Error err = backend.fillZero(view.data, bytes, *computeStream))
+      // Optimizer state starts at zero; other state (the loss scale) at its
+      // initial value, which the plan's validation found exact in its type.
+      Error err = Error::success();
+      if (b.initial_value() == 0) {
+        err = backend.fillZero(view.data, bytes, *computeStream);
+      } else {
+        std::vector<uint8_t> host(bytes);
+        size_t n = bytes / std::max<size_t>(dtypeSize(view.dtype), 1);
+        double v = b.initial_value();
+        for (size_t k = 0; k < n; ++k)
+          switch (view.dtype) {
+          case DType::F32:
+            reinterpret_cast<float *>(host.data())[k] = static_cast<float>(v);
+            break;
+          case DType::F64:
+            reinterpret_cast<double *>(host.data())[k] = v;
+            break;
+          case DType::I64:
+            reinterpret_cast<int64_t *>(host.data())[k] =
+                static_cast<int64_t>(v);
+            break;
+          case DType::I32:
+            reinterpret_cast<int32_t *>(host.data())[k] =
+                static_cast<int32_t>(v);
+            break;
+          default:
+            break;
+          }
+        err =
+            backend.copyToDevice(view.data, host.data(), bytes, *computeStream);
+        // The host bytes must outlive an asynchronous copy.
+        if (!err)
+          err = computeStream->synchronize();
+      }
+      if (err)
         return makeError("buffer " + Twine(i) + " '" + b.name() +
                          "': " + toString(std::move(err)));
     }

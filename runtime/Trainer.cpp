@@ -402,9 +402,18 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
   std::optional<size_t> gradNormOutput;
   if (plan.training().has_grad_norm_output())
     gradNormOutput = plan.training().grad_norm_output();
+  // With loss scaling: the scale the step used, logged as "loss_scale", and
+  // whether it skipped its update ("skipped": true; the same on every rank).
+  std::optional<size_t> lossScaleOutput, skippedOutput;
+  if (plan.training().has_loss_scale_output()) {
+    lossScaleOutput = plan.training().loss_scale_output();
+    skippedOutput = plan.training().skipped_output();
+  }
+  int64_t skippedSteps = 0;
   for (size_t i = 0; i < exec.numOutputs(); ++i) {
     TensorView v = exec.output(i);
-    if (i == lossOutput || i == gradNormOutput || v.numel() != 1)
+    if (i == lossOutput || i == gradNormOutput || i == lossScaleOutput ||
+        i == skippedOutput || v.numel() != 1)
       continue;
     if (v.dtype == DType::F32 || v.dtype == DType::F64 ||
         v.dtype == DType::I64 || v.dtype == DType::I32)
@@ -455,6 +464,15 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
     if (gradNormOutput)
       if (Error err = exec.readOutput(*gradNormOutput, &gradNorm))
         return err;
+    float lossScale = 0;
+    uint8_t skipped = 0;
+    if (lossScaleOutput) {
+      if (Error err = exec.readOutput(*lossScaleOutput, &lossScale))
+        return err;
+      if (Error err = exec.readOutput(*skippedOutput, &skipped))
+        return err;
+      skippedSteps += skipped ? 1 : 0;
+    }
     std::vector<double> metricValues;
     for (const Metric &m : metrics) {
       TensorView v = exec.output(m.output);
@@ -509,6 +527,11 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
         *log << ", \"lr\": " << number("lr", rate->at(global));
       if (gradNormOutput)
         *log << ", \"grad_norm\": " << number("grad_norm", gradNorm);
+      if (lossScaleOutput) {
+        *log << ", \"loss_scale\": " << number("loss_scale", lossScale);
+        if (skipped)
+          *log << ", \"skipped\": true";
+      }
       *log << ", \"step_ms\": " << llvm::format("%.3f", ms)
            << ", \"samples_per_s\": " << llvm::format("%.1f", samplesPerSec)
            << ", \"samples_per_s_mean\": "
@@ -541,7 +564,9 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
                    << llvm::format("%.0f", meanSamplesPerSec)
                    << " samples/s (mean) ";
     }
-    if (!std::isfinite(loss)) {
+    // A step that loss scaling skipped changed nothing: float16's forward
+    // overflowed, and the next step tries again with a smaller scale.
+    if (!std::isfinite(loss) && !skipped) {
       if (options.progress)
         llvm::errs() << "\n";
       return makeError("step " + Twine(step + 1) + ": the loss is " +
@@ -552,6 +577,11 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
   }
   if (options.progress && options.rank == 0)
     llvm::errs() << "\n";
+  if (skippedSteps > 0 && options.rank == 0)
+    llvm::errs() << "shardrun: loss scaling skipped " << skippedSteps << " of "
+                 << options.steps
+                 << " steps (a gradient was inf or NaN; the scale backed "
+                    "off)\n";
   if (!options.exportPath.empty())
     return exportModel(exec, plan, planDir, options.exportPath, options.comm);
   return Error::success();

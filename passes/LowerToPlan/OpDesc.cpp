@@ -40,6 +40,16 @@ FailureOr<OpDesc> describeOp(Operation *op) {
       desc.attrs.set(name.str(),
                      rt::AttrValue::ofString(
                          stringifyLrSchedule(schedule.getValue()).str()));
+    } else if (auto scaling = dyn_cast<LossScalingAttr>(attr)) {
+      // LossScale's kernel reads the factors as attributes of their own.
+      desc.attrs.set(
+          "growth_factor",
+          rt::AttrValue::ofFloat(scaling.getGrowthFactor().convertToDouble()));
+      desc.attrs.set(
+          "backoff_factor",
+          rt::AttrValue::ofFloat(scaling.getBackoffFactor().convertToDouble()));
+      desc.attrs.set("growth_interval",
+                     rt::AttrValue::ofInt(scaling.getGrowthInterval()));
     } else if (auto i = dyn_cast<IntegerAttr>(attr)) {
       desc.attrs.set(name.str(), rt::AttrValue::ofInt(i.getInt()));
     } else if (auto f = dyn_cast<FloatAttr>(attr)) {

@@ -170,6 +170,10 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
       buffers[arg] =
           writer.addBuffer(name.getValue(), dtype, shape, plan::STATE);
       p.mutable_buffers(buffers[arg])->set_category(plan::OPT_STATE);
+      if (auto init = func.getArgAttrOfType<FloatAttr>(arg.getArgNumber(),
+                                                       kStateInitAttrName))
+        p.mutable_buffers(buffers[arg])
+            ->set_initial_value(init.getValueAsDouble());
       continue;
     }
     if (auto unit = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
@@ -404,8 +408,22 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
     std::string opName =
         locName(op.getLoc(), desc->type + "#" + std::to_string(counter++));
     pop->set_name(opName);
-    for (Value v : op.getOperands())
-      pop->add_inputs(buffers.lookup(v));
+    // Inputs by position: an absent optional operand (an empty segment of
+    // an op with several) is -1, so later operands keep their index.
+    auto segments = op.getInherentAttr("operandSegmentSizes");
+    if (auto sizes = segments ? dyn_cast_or_null<DenseI32ArrayAttr>(*segments)
+                              : DenseI32ArrayAttr()) {
+      unsigned next = 0;
+      for (int32_t size : sizes.asArrayRef()) {
+        if (size == 0)
+          pop->add_inputs(-1);
+        for (int32_t k = 0; k < size; ++k)
+          pop->add_inputs(buffers.lookup(op.getOperand(next++)));
+      }
+    } else {
+      for (Value v : op.getOperands())
+        pop->add_inputs(buffers.lookup(v));
+    }
     // An all-reduce whose input has no other use reduces in place.
     if (auto ar = dyn_cast<AllReduceStartOp>(op)) {
       Value in = ar.getInput();
@@ -453,11 +471,18 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
   if (auto loss = func->getAttrOfType<StringAttr>("shardc.loss")) {
     plan::Training *t = p.mutable_training();
     auto gradNorm = func->getAttrOfType<StringAttr>(kGradNormAttrName);
+    auto lossScale = func->getAttrOfType<StringAttr>(kLossScaleOutputAttrName);
+    auto skipped = func->getAttrOfType<StringAttr>(kSkippedOutputAttrName);
     for (auto [i, n] : llvm::enumerate(names)) {
-      if (cast<StringAttr>(n).getValue() == loss.getValue())
+      StringRef name = cast<StringAttr>(n).getValue();
+      if (name == loss.getValue())
         t->set_loss_output(i);
-      if (gradNorm && cast<StringAttr>(n).getValue() == gradNorm.getValue())
+      if (gradNorm && name == gradNorm.getValue())
         t->set_grad_norm_output(i);
+      if (lossScale && name == lossScale.getValue())
+        t->set_loss_scale_output(i);
+      if (skipped && name == skipped.getValue())
+        t->set_skipped_output(i);
     }
     if (auto opt = func->getAttrOfType<StringAttr>("shardc.optimizer"))
       t->set_optimizer(opt.str());

@@ -8,15 +8,14 @@
 // PartialNorm ops right after the last gradient exists; ClipCoefficient
 // finishes the norm and the clamped coefficient, which every update takes
 // as its grad_scale operand, and the norm becomes a graph output that the
-// plan's training record names.
+// plan's training record names. With loss scaling the gradients are still
+// scaled: the coefficient also unscales them.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
 #include "passes/Sharding/Sharding.h"
 
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
-
-#include "llvm/ADT/SetVector.h"
 
 using namespace mlir;
 
@@ -63,93 +62,53 @@ struct ClipGradientsPass : impl::ClipGradientsBase<ClipGradientsPass> {
                      "and a trained parameter");
       return signalPassFailure();
     }
-    for (Operation *op : updates)
-      if (getGradScale(op)) {
+    // With loss scaling (shardc-unscale-gradients ran first) every update
+    // already multiplies its gradient by the unscale factor: the norm is
+    // the unscaled gradients', and the coefficient clips and unscales.
+    Value unscale;
+    for (Operation *op : updates) {
+      Value scale = getGradScale(op);
+      if (scale && !scale.getDefiningOp<LossScaleOp>()) {
         op->emitOpError("clip-gradients: the update already scales its "
                         "gradient; the step is clipped twice");
         return signalPassFailure();
       }
+      if (op != updates.front() && scale != unscale) {
+        op->emitOpError("clip-gradients: the updates do not share one "
+                        "unscale factor");
+        return signalPassFailure();
+      }
+      unscale = scale;
+    }
 
     OpBuilder b(func.getContext());
     Block &body = func.getBody().front();
-    Operation *last = latestDef(grads);
+    // Every update needs the coefficient, so it waits for the last
+    // gradient (and the loss scale): updates placed earlier, and whatever
+    // uses their results before that point, move after the coefficient.
+    SmallVector<Value> needed(grads);
+    if (unscale)
+      needed.push_back(unscale);
+    Operation *last = latestDef(needed);
     if (last)
       b.setInsertionPointAfter(last);
     else
       b.setInsertionPointToStart(&body);
-    // Every update needs the coefficient, so it waits for the last
-    // gradient: updates placed earlier (the ZeRO passes put each unit's
-    // right after its own gradient), and whatever uses their results before
-    // that point (the gather of the updated parameters), move after it, in
-    // their order.
-    llvm::SetVector<Operation *> later;
-    if (last)
-      for (Operation &op : body) {
-        bool dependent = isa<SGDUpdateOp, AdamUpdateOp>(op) ||
-                         llvm::any_of(op.getOperands(), [&](Value v) {
-                           return later.contains(v.getDefiningOp());
-                         });
-        if (dependent && &op == last) {
-          op.emitOpError("clip-gradients: a gradient depends on an "
-                         "optimizer update of this step");
-          return signalPassFailure();
-        }
-        if (dependent)
-          later.insert(&op);
-        if (&op == last)
-          break;
-      }
+    FailureOr<SmallVector<Operation *>> later =
+        opsAfterUpdates(body, last, "clip-gradients");
+    if (failed(later))
+      return signalPassFailure();
 
     Location loc = NameLoc::get(b.getStringAttr("clip_grad_norm"),
                                 updates.front()->getLoc());
     FlatBuilder flat(b, 1);
-    // The parts are f64: a sum of squares overflows f32 long before the
-    // norm does.
-    auto part64 = RankedTensorType::get({}, b.getF64Type());
     auto scalar = RankedTensorType::get({}, b.getF32Type());
-    auto norm = NormTypeAttr::get(b.getContext(), normType);
-    Value part;
-    for (Value g : grads)
-      part = flat.tagged(b.create<PartialNormOp>(loc, part64, g, part, norm),
-                         MemoryCategory::Grads);
-
-    // At stages 1-3 each rank holds its own shards: combine the parts.
-    int64_t world = 1, stage = 0;
-    if (auto ws = func->getAttrOfType<IntegerAttr>(kWorldSizeAttrName))
-      world = ws.getInt();
-    if (auto st = func->getAttrOfType<IntegerAttr>(kZeroStageAttrName))
-      stage = st.getInt();
-    if (world > 1 && stage >= 1) {
-      Value one = flat.flatten(part, MemoryCategory::Grads);
-      if (normType == NormType::L2) {
-        Value sum =
-            flat.tagged(b.create<mesh::AllReduceOp>(
-                            loc, one.getType(), kMeshName, ArrayRef<int16_t>{0},
-                            one, mesh::ReductionKind::Sum),
-                        MemoryCategory::Grads);
-        part = flat.tagged(b.create<ReshapeOp>(loc, part64, sum),
-                           MemoryCategory::Grads);
-      } else {
-        // Gathered and reduced by PartialNorm, which propagates a NaN that
-        // a max reduction of the network might drop.
-        auto allType = RankedTensorType::get({world}, b.getF64Type());
-        Value all = flat.tagged(b.create<mesh::AllGatherOp>(
-                                    loc, allType, kMeshName,
-                                    ArrayRef<int16_t>{0}, one, APInt(64, 0)),
-                                MemoryCategory::Grads);
-        part = flat.tagged(
-            b.create<PartialNormOp>(loc, part64, all, Value(), norm),
-            MemoryCategory::Grads);
-      }
-    }
-    auto clip = b.create<ClipCoefficientOp>(loc, scalar, scalar, part,
-                                            b.getF64FloatAttr(maxNorm), norm);
+    Value total = totalNormOverRanks(flat, func, grads, normType, loc);
+    auto clip = b.create<ClipCoefficientOp>(
+        loc, scalar, scalar, total, unscale, b.getF64FloatAttr(maxNorm),
+        NormTypeAttr::get(b.getContext(), normType));
     flat.tag(clip, MemoryCategory::Grads);
-    Operation *after = clip;
-    for (Operation *op : later) {
-      op->moveAfter(after);
-      after = op;
-    }
+    moveOpsAfter(*later, clip);
     for (Operation *op : updates) {
       if (auto sgd = dyn_cast<SGDUpdateOp>(op))
         sgd.getGradScaleMutable().assign(clip.getCoefficient());
@@ -160,22 +119,7 @@ struct ClipGradientsPass : impl::ClipGradientsBase<ClipGradientsPass> {
 
     // The norm is a graph output, named in shardc.output_names and by the
     // function's shardc.grad_norm.
-    auto names = func->getAttrOfType<ArrayAttr>(kOutputNamesAttrName);
-    SmallVector<Attribute> outNames(names ? names.getValue()
-                                          : ArrayRef<Attribute>());
-    std::string name = "grad_norm";
-    for (int k = 1;
-         llvm::any_of(outNames,
-                      [&](Attribute a) {
-                        return cast<StringAttr>(a).getValue() == name;
-                      });
-         ++k)
-      name = "grad_norm_" + std::to_string(k);
-    StepResults results = readStepResults(func);
-    results.outputs.push_back(clip.getNorm());
-    outNames.push_back(b.getStringAttr(name));
-    writeStepResults(func, results);
-    func->setAttr(kOutputNamesAttrName, b.getArrayAttr(outNames));
+    std::string name = addNamedOutput(func, clip.getNorm(), "grad_norm");
     func->setAttr(kGradNormAttrName, b.getStringAttr(name));
   }
 

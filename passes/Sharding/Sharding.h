@@ -95,6 +95,33 @@ mlir::Type reduceElementType(mlir::func::FuncOp func);
 /// op result).
 mlir::Operation *latestDef(llvm::ArrayRef<mlir::Value> values);
 
+/// The operations that must follow an op placed after `last` because they
+/// are optimizer updates (which the ZeRO passes place right after their
+/// unit's gradient) or use an update's result before `last` (the gather of
+/// the updated parameters), in body order; an error naming `pass` when
+/// `last` is one of them (a gradient depends on an update).
+mlir::FailureOr<llvm::SmallVector<mlir::Operation *>>
+opsAfterUpdates(mlir::Block &body, mlir::Operation *last, llvm::StringRef pass);
+
+/// Moves `ops` right after `anchor`, keeping their order.
+void moveOpsAfter(llvm::ArrayRef<mlir::Operation *> ops,
+                  mlir::Operation *anchor);
+
+/// The total over every rank of the PartialNorm parts of `grads` (the
+/// gradients an optimizer update reads: full on every rank at stage 0,
+/// this rank's shards at stages 1-3), built at `flat`'s insertion point: a
+/// chain of PartialNorm, and at stages 1-3 with more than one rank, the
+/// parts combined over the mesh (l2: all_reduce sum; inf: all_gather and a
+/// PartialNorm of the parts, which propagates a NaN). An f64 scalar.
+mlir::Value totalNormOverRanks(FlatBuilder &flat, mlir::func::FuncOp func,
+                               llvm::ArrayRef<mlir::Value> grads,
+                               NormType normType, mlir::Location loc);
+
+/// Appends `value` to @main's graph outputs under `name` (made unique among
+/// shardc.output_names with a numeric suffix), and returns the name given.
+std::string addNamedOutput(mlir::func::FuncOp func, mlir::Value value,
+                           llvm::StringRef name);
+
 /// The parameter updates grouped by wrap unit (shardc.unit; a parameter
 /// without one is a unit of its own), in order of first appearance.
 llvm::MapVector<int64_t, llvm::SmallVector<ParamUpdate, 4>>

@@ -1,6 +1,7 @@
 //===- ShardingUtils.cpp - Helpers shared by the ZeRO/FSDP passes ---------===//
 #include "passes/Sharding/Sharding.h"
 
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "mlir/IR/Builders.h"
 
 #include "llvm/ADT/BitVector.h"
@@ -229,6 +230,95 @@ void finishRewrite(func::FuncOp func, const StepResults &results,
       erase.set(a.getArgNumber());
   func.eraseArguments(erase);
   writeStepResults(func, results);
+}
+
+FailureOr<SmallVector<Operation *>>
+opsAfterUpdates(Block &body, Operation *last, StringRef pass) {
+  llvm::SetVector<Operation *> later;
+  if (!last)
+    return SmallVector<Operation *>();
+  for (Operation &op : body) {
+    bool dependent = isa<SGDUpdateOp, AdamUpdateOp>(op) ||
+                     llvm::any_of(op.getOperands(), [&](Value v) {
+                       return later.contains(v.getDefiningOp());
+                     });
+    if (dependent && &op == last)
+      return op.emitOpError(pass) << ": a gradient depends on an optimizer "
+                                     "update of this step";
+    if (dependent)
+      later.insert(&op);
+    if (&op == last)
+      break;
+  }
+  return SmallVector<Operation *>(later.begin(), later.end());
+}
+
+void moveOpsAfter(ArrayRef<Operation *> ops, Operation *anchor) {
+  for (Operation *op : ops) {
+    op->moveAfter(anchor);
+    anchor = op;
+  }
+}
+
+Value totalNormOverRanks(FlatBuilder &flat, func::FuncOp func,
+                         ArrayRef<Value> grads, NormType normType,
+                         Location loc) {
+  OpBuilder &b = flat.b;
+  // The parts are f64: a sum of squares overflows f32 long before the norm
+  // does.
+  auto part64 = RankedTensorType::get({}, b.getF64Type());
+  auto norm = NormTypeAttr::get(b.getContext(), normType);
+  Value part;
+  for (Value g : grads)
+    part = flat.tagged(b.create<PartialNormOp>(loc, part64, g, part, norm),
+                       MemoryCategory::Grads);
+  int64_t world = 1, stage = 0;
+  if (auto ws = func->getAttrOfType<IntegerAttr>(kWorldSizeAttrName))
+    world = ws.getInt();
+  if (auto st = func->getAttrOfType<IntegerAttr>(kZeroStageAttrName))
+    stage = st.getInt();
+  if (world <= 1 || stage < 1)
+    return part;
+  Value one = flat.flatten(part, MemoryCategory::Grads);
+  if (normType == NormType::L2) {
+    Value sum =
+        flat.tagged(b.create<mesh::AllReduceOp>(loc, one.getType(), kMeshName,
+                                                ArrayRef<int16_t>{0}, one,
+                                                mesh::ReductionKind::Sum),
+                    MemoryCategory::Grads);
+    return flat.tagged(b.create<ReshapeOp>(loc, part64, sum),
+                       MemoryCategory::Grads);
+  }
+  // Gathered and reduced by PartialNorm, which propagates a NaN that a max
+  // reduction of the network might drop.
+  auto allType = RankedTensorType::get({world}, b.getF64Type());
+  Value all = flat.tagged(b.create<mesh::AllGatherOp>(loc, allType, kMeshName,
+                                                      ArrayRef<int16_t>{0}, one,
+                                                      APInt(64, 0)),
+                          MemoryCategory::Grads);
+  return flat.tagged(b.create<PartialNormOp>(loc, part64, all, Value(), norm),
+                     MemoryCategory::Grads);
+}
+
+std::string addNamedOutput(func::FuncOp func, Value value, StringRef name) {
+  OpBuilder b(func.getContext());
+  auto names = func->getAttrOfType<ArrayAttr>(kOutputNamesAttrName);
+  SmallVector<Attribute> outNames(names ? names.getValue()
+                                        : ArrayRef<Attribute>());
+  std::string unique = name.str();
+  for (int k = 1;
+       llvm::any_of(outNames,
+                    [&](Attribute a) {
+                      return cast<StringAttr>(a).getValue() == unique;
+                    });
+       ++k)
+    unique = name.str() + "_" + std::to_string(k);
+  StepResults results = readStepResults(func);
+  results.outputs.push_back(value);
+  outNames.push_back(b.getStringAttr(unique));
+  writeStepResults(func, results);
+  func->setAttr(kOutputNamesAttrName, b.getArrayAttr(outNames));
+  return unique;
 }
 
 } // namespace shardc

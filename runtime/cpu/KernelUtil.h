@@ -597,6 +597,13 @@ llvm::Error clipCoefficientKernel(const KernelContext &ctx);
 llvm::Error checkPartialNormOperands(const KernelContext &ctx, bool &l2);
 llvm::Error checkClipCoefficientOperands(const KernelContext &ctx, bool &l2,
                                          double &maxNorm);
+/// Loss scaling: LossScale, its operand and attribute checks, and the check
+/// of an update's optional skip flag at input `i` (a bool scalar); shared
+/// with the CUDA kernels.
+llvm::Error lossScaleKernel(const KernelContext &ctx);
+llvm::Error checkLossScaleOperands(const KernelContext &ctx,
+                                   ops::LossScaling &ls);
+llvm::Error checkSkipFlag(const KernelContext &ctx, size_t i);
 
 } // namespace shardc::rt::cpu
 

@@ -34,17 +34,32 @@ llvm::Error readStep(const KernelContext &ctx, size_t i, double &step) {
   return llvm::Error::success();
 }
 
-/// The grad_scale operand at input `i`, if present: a float32 scalar.
-llvm::Error readGradScale(const KernelContext &ctx, size_t i,
-                          const float *&scale) {
-  scale = nullptr;
+/// The optional float32 scalar operand `name` at input `i` (grad_scale,
+/// lr_step, unscale), or null when absent.
+llvm::Error readOptionalScalar(const KernelContext &ctx, size_t i,
+                               llvm::StringRef name, const float *&value) {
+  value = nullptr;
   if (!ctx.hasInput(i))
     return llvm::Error::success();
   const TensorView &t = ctx.inputs[i];
-  SHARDC_CPU_TRY(requireNumel(ctx, t, 1, "grad_scale"));
-  SHARDC_CPU_TRY(requireType(ctx, t, DType::F32, "grad_scale"));
-  scale = t.as<float>();
+  SHARDC_CPU_TRY(requireNumel(ctx, t, 1, name));
+  SHARDC_CPU_TRY(requireType(ctx, t, DType::F32, name));
+  value = t.as<float>();
   return llvm::Error::success();
+}
+
+llvm::Error readGradScale(const KernelContext &ctx, size_t i,
+                          const float *&scale) {
+  return readOptionalScalar(ctx, i, "grad_scale", scale);
+}
+
+/// Copies input `in` to output `out` unless the executor aliased them.
+void keep(const KernelContext &ctx, size_t in, size_t out) {
+  if (ctx.hasInput(in) && ctx.hasOutput(out) &&
+      ctx.outputs[out].data != ctx.inputs[in].data &&
+      ctx.inputs[in].bytes() > 0)
+    std::memmove(ctx.outputs[out].data, ctx.inputs[in].data,
+                 ctx.inputs[in].bytes());
 }
 
 /// Checks that input `in` and output `out` (both named `name`) have the
@@ -88,6 +103,20 @@ llvm::Error readLrSchedule(const KernelContext &ctx, ops::LrSchedule &s) {
   return llvm::Error::success();
 }
 
+llvm::Error checkSkipFlag(const KernelContext &ctx, size_t i) {
+  if (!ctx.hasInput(i))
+    return llvm::Error::success();
+  SHARDC_CPU_TRY(requireType(ctx, ctx.inputs[i], DType::Bool, "skip"));
+  return requireNumel(ctx, ctx.inputs[i], 1, "skip");
+}
+
+/// The skip operand's value at input `i` (absent: false).
+llvm::Error readSkip(const KernelContext &ctx, size_t i, bool &skip) {
+  SHARDC_CPU_TRY(checkSkipFlag(ctx, i));
+  skip = ctx.hasInput(i) && *ctx.inputs[i].as<uint8_t>() != 0;
+  return llvm::Error::success();
+}
+
 /// The hyper-parameters of SGDUpdate and AdamUpdate, from its attributes
 /// (shared with the CUDA kernels).
 llvm::Error sgdHyper(const KernelContext &ctx, ops::SgdHyper &h) {
@@ -121,8 +150,10 @@ llvm::Error checkSgdOperands(const KernelContext &ctx, bool &hasBuffer) {
   SHARDC_CPU_TRY(requireShape(ctx, ctx.outputs[0], param.shape, "new param"));
   SHARDC_CPU_TRY(requireInput(ctx, 3, "step"));
   SHARDC_CPU_TRY(requireNumel(ctx, ctx.inputs[3], 1, "step"));
-  const float *scale;
+  const float *scale, *lrStep;
   SHARDC_CPU_TRY(readGradScale(ctx, 4, scale));
+  SHARDC_CPU_TRY(checkSkipFlag(ctx, 5));
+  SHARDC_CPU_TRY(readOptionalScalar(ctx, 6, "lr_step", lrStep));
   hasBuffer = ctx.hasInput(2) || ctx.hasOutput(1);
   if (ctx.attrs.getFloat("momentum", 0.0) != 0.0 || hasBuffer)
     SHARDC_CPU_TRY(requireState(ctx, param, 2, 1, "momentum_buffer"));
@@ -143,8 +174,10 @@ llvm::Error checkAdamOperands(const KernelContext &ctx) {
   SHARDC_CPU_TRY(requireState(ctx, param, 3, 2, "exp_avg_sq"));
   SHARDC_CPU_TRY(requireInput(ctx, 4, "step"));
   SHARDC_CPU_TRY(requireNumel(ctx, ctx.inputs[4], 1, "step"));
-  const float *scale;
-  return readGradScale(ctx, 5, scale);
+  const float *scale, *lrStep;
+  SHARDC_CPU_TRY(readGradScale(ctx, 5, scale));
+  SHARDC_CPU_TRY(checkSkipFlag(ctx, 6));
+  return readOptionalScalar(ctx, 7, "lr_step", lrStep);
 }
 
 /// SGDUpdate (ops::SgdStep). With momentum 0 the buffer is left as it is
@@ -158,8 +191,18 @@ llvm::Error sgdUpdateKernel(const KernelContext &ctx) {
   SHARDC_CPU_TRY(readStep(ctx, 3, step));
   ops::SgdHyper hyper;
   SHARDC_CPU_TRY(sgdHyper(ctx, hyper));
-  const float *scale;
+  const float *scale, *lrStep;
   SHARDC_CPU_TRY(readGradScale(ctx, 4, scale));
+  SHARDC_CPU_TRY(readOptionalScalar(ctx, 6, "lr_step", lrStep));
+  bool skip = false;
+  SHARDC_CPU_TRY(readSkip(ctx, 5, skip));
+  if (skip) {
+    // A skipped step (loss scaling found a non-finite gradient).
+    keep(ctx, 0, 0);
+    if (hasBuffer)
+      keep(ctx, 2, 1);
+    return llvm::Error::success();
+  }
 
   return dispatchIn(
       FloatTypes{}, ctx, param.dtype, "param", [&](auto tag) -> llvm::Error {
@@ -173,7 +216,7 @@ llvm::Error sgdUpdateKernel(const KernelContext &ctx) {
             std::memmove(ctx.outputs[1].data, ctx.inputs[2].data,
                          ctx.inputs[2].bytes());
         }
-        auto update = ops::SgdStep<T>::make(hyper, step, scale);
+        auto update = ops::SgdStep<T>::make(hyper, step, scale, lrStep);
         const T *pb = update.hasMomentum ? ctx.inputs[2].as<T>() : nullptr;
         T *outB = update.hasMomentum ? ctx.outputs[1].as<T>() : nullptr;
         for (int64_t i = 0; i < n; ++i) {
@@ -193,14 +236,24 @@ llvm::Error adamUpdateKernel(const KernelContext &ctx) {
   const TensorView &grad = ctx.inputs[1];
   double step;
   SHARDC_CPU_TRY(readStep(ctx, 4, step));
-  if (step < 1.0)
+  bool skipping = false;
+  SHARDC_CPU_TRY(readSkip(ctx, 6, skipping));
+  if (step < 1.0 && !skipping)
     return ctx.error("step " + std::to_string(step) +
                      " must be at least 1 (it is incremented before the "
                      "update)");
   ops::AdamHyper hyper;
   SHARDC_CPU_TRY(adamHyper(ctx, hyper));
-  const float *scale;
+  const float *scale, *lrStep;
   SHARDC_CPU_TRY(readGradScale(ctx, 5, scale));
+  SHARDC_CPU_TRY(readOptionalScalar(ctx, 7, "lr_step", lrStep));
+  bool skip = false;
+  SHARDC_CPU_TRY(readSkip(ctx, 6, skip));
+  if (skip) {
+    for (size_t k = 0; k < 3; ++k)
+      keep(ctx, k == 0 ? 0 : k + 1, k);
+    return llvm::Error::success();
+  }
 
   return dispatchIn(
       FloatTypes{}, ctx, param.dtype, "param", [&](auto tag) -> llvm::Error {
@@ -212,7 +265,7 @@ llvm::Error adamUpdateKernel(const KernelContext &ctx) {
         T *outP = ctx.outputs[0].as<T>();
         T *outM = ctx.outputs[1].as<T>();
         T *outV = ctx.outputs[2].as<T>();
-        auto update = ops::AdamStep<T>::make(hyper, step, scale);
+        auto update = ops::AdamStep<T>::make(hyper, step, scale, lrStep);
         for (int64_t i = 0, n = param.numel(); i < n; ++i)
           update.apply(pp[i], pg[i], pm[i], pv[i], outP[i], outM[i], outV[i]);
         return llvm::Error::success();
@@ -250,6 +303,8 @@ llvm::Error checkClipCoefficientOperands(const KernelContext &ctx, bool &l2,
     SHARDC_CPU_TRY(requireType(ctx, *t, DType::F32, "norm and coefficient"));
     SHARDC_CPU_TRY(requireNumel(ctx, *t, 1, "norm and coefficient"));
   }
+  const float *unscale;
+  SHARDC_CPU_TRY(readOptionalScalar(ctx, 1, "unscale", unscale));
   maxNorm = ctx.attrs.getFloat("max_norm", 0.0);
   if (!(std::isfinite(maxNorm) && maxNorm > 0))
     return ctx.error("max_norm must be finite and positive, got " +
@@ -281,12 +336,64 @@ llvm::Error clipCoefficientKernel(const KernelContext &ctx) {
   double maxNorm = 0;
   SHARDC_CPU_TRY(checkClipCoefficientOperands(ctx, l2, maxNorm));
   double total = *ctx.inputs[0].as<double>();
+  const float *unscale;
+  SHARDC_CPU_TRY(readOptionalScalar(ctx, 1, "unscale", unscale));
   ops::clipCoefficient(total, l2, maxNorm, *ctx.outputs[0].as<float>(),
-                       *ctx.outputs[1].as<float>());
+                       *ctx.outputs[1].as<float>(), unscale);
   return llvm::Error::success();
 }
 
-/// x + 1 (the optimizer's step counter), in place.
+llvm::Error checkLossScaleOperands(const KernelContext &ctx,
+                                   ops::LossScaling &ls) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "total"));
+  SHARDC_CPU_TRY(requireType(ctx, ctx.inputs[0], DType::F64, "total"));
+  SHARDC_CPU_TRY(requireNumel(ctx, ctx.inputs[0], 1, "total"));
+  const char *names[] = {"scale", "tracker"};
+  for (size_t i = 1; i <= 2; ++i) {
+    SHARDC_CPU_TRY(requireInput(ctx, i, names[i - 1]));
+    SHARDC_CPU_TRY(requireType(ctx, ctx.inputs[i], DType::F32, names[i - 1]));
+    SHARDC_CPU_TRY(requireNumel(ctx, ctx.inputs[i], 1, names[i - 1]));
+  }
+  const char *outs[] = {"skip", "unscale", "used", "new_scale", "new_tracker"};
+  for (size_t i = 0; i < 5; ++i) {
+    SHARDC_CPU_TRY(requireOutput(ctx, i, outs[i]));
+    SHARDC_CPU_TRY(requireType(ctx, ctx.outputs[i],
+                               i == 0 ? DType::Bool : DType::F32, outs[i]));
+    SHARDC_CPU_TRY(requireNumel(ctx, ctx.outputs[i], 1, outs[i]));
+  }
+  ls.growthFactor = ctx.attrs.getFloat("growth_factor", 2.0);
+  ls.backoffFactor = ctx.attrs.getFloat("backoff_factor", 0.5);
+  ls.growthInterval = ctx.attrs.getInt("growth_interval", 2000);
+  if (!(std::isfinite(ls.growthFactor) && ls.growthFactor >= 1.0) ||
+      !(ls.backoffFactor > 0.0 && ls.backoffFactor <= 1.0) ||
+      ls.growthInterval < 1 || ls.growthInterval > (int64_t(1) << 24))
+    return ctx.error("loss scaling needs growth_factor >= 1, backoff_factor "
+                     "in (0, 1] and growth_interval in [1, 16777216]");
+  return llvm::Error::success();
+}
+
+/// LossScale (ops::lossScaleStep). Reads every input before writing: the
+/// state outputs may alias the scale and tracker.
+llvm::Error lossScaleKernel(const KernelContext &ctx) {
+  ops::LossScaling ls;
+  SHARDC_CPU_TRY(checkLossScaleOperands(ctx, ls));
+  double total = *ctx.inputs[0].as<double>();
+  float scale = *ctx.inputs[1].as<float>();
+  float tracker = *ctx.inputs[2].as<float>();
+  bool skip;
+  float unscale, used, newScale, newTracker;
+  ops::lossScaleStep(ls, total, scale, tracker, skip, unscale, used, newScale,
+                     newTracker);
+  *ctx.outputs[0].as<uint8_t>() = skip ? 1 : 0;
+  *ctx.outputs[1].as<float>() = unscale;
+  *ctx.outputs[2].as<float>() = used;
+  *ctx.outputs[3].as<float>() = newScale;
+  *ctx.outputs[4].as<float>() = newTracker;
+  return llvm::Error::success();
+}
+
+/// x + 1 (the optimizer's step counter), in place; x itself when the skip
+/// operand is true.
 llvm::Error incrementKernel(const KernelContext &ctx) {
   SHARDC_CPU_TRY(requireInput(ctx, 0, "x"));
   SHARDC_CPU_TRY(requireOutput(ctx, 0, "y"));
@@ -294,6 +401,12 @@ llvm::Error incrementKernel(const KernelContext &ctx) {
   const TensorView &y = ctx.outputs[0];
   SHARDC_CPU_TRY(requireType(ctx, y, x.dtype, "y"));
   SHARDC_CPU_TRY(requireShape(ctx, y, x.shape, "y"));
+  bool skip = false;
+  SHARDC_CPU_TRY(readSkip(ctx, 1, skip));
+  if (skip) {
+    keep(ctx, 0, 0);
+    return llvm::Error::success();
+  }
   using Types = DTypeList<DType::F32, DType::F64, DType::I64>;
   return dispatchIn(Types{}, ctx, x.dtype, "x", [&](auto tag) -> llvm::Error {
     using T = typename decltype(tag)::type;

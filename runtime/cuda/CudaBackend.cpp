@@ -1,5 +1,6 @@
 //===- CudaBackend.cpp - The CUDA backend and the plugin's entry points ---===//
 #include "runtime/cuda/CudaBackend.h"
+#include "runtime/cuda/CudaKernels.h"
 #include "runtime/cuda/CudaPlugin.h"
 
 #include "llvm/ADT/Twine.h"
@@ -238,14 +239,91 @@ public:
                Stream &stream) override {
     KernelContext onStream = ctx;
     onStream.stream = &stream;
-    if (Error err = kernel(onStream))
+    auto is16 = [](const TensorView &t) {
+      return t.present() && (t.dtype == DType::F16 || t.dtype == DType::BF16);
+    };
+    // As on the CPU (cpu::launchKernel): Cast converts 16-bit floats
+    // itself, every other kernel computes in float32 on widened copies.
+    if (ctx.opType != "Cast" &&
+        (llvm::any_of(ctx.inputs, is16) || llvm::any_of(ctx.outputs, is16))) {
+      if (Error err = runWidened(kernel, onStream))
+        return err;
+    } else if (Error err = kernel(onStream)) {
       return err;
+    }
     // A bad launch configuration is reported here, not at the next sync.
     return check(cudaPeekAtLastError(), "a kernel launch");
   }
 
 private:
   static constexpr size_t kStagingBytes = 8 << 20;
+
+  /// Runs `kernel` with every 16-bit float operand replaced by a float32
+  /// copy in stream-ordered device memory: inputs converted by the Cast
+  /// kernel before (exact), outputs rounded to nearest even after (the
+  /// CPU's runWidened, element for element). The copies are freed in
+  /// stream order.
+  Error runWidened(KernelFn kernel, const KernelContext &ctx) {
+    cudaStream_t s = static_cast<CudaStream &>(*ctx.stream).handle();
+    llvm::SmallVector<void *, 8> temps;
+    auto release = [&]() -> Error {
+      Error all = Error::success();
+      for (void *p : temps)
+        if (Error err = check(cudaFreeAsync(p, s), "cudaFreeAsync (widened)"))
+          all = joinErrors(std::move(all), std::move(err));
+      return all;
+    };
+    auto convert = [&](const TensorView &from, const TensorView &to) {
+      KernelContext c = ctx;
+      const TensorView in[] = {from}, out[] = {to};
+      c.opType = "Cast";
+      c.inputs = in;
+      c.outputs = out;
+      return castKernel(c);
+    };
+    auto widen = [&](const TensorView &t, bool load) -> Expected<TensorView> {
+      if (!t.present() || (t.dtype != DType::F16 && t.dtype != DType::BF16))
+        return t;
+      size_t bytes = std::max<int64_t>(t.numel(), 1) * sizeof(float);
+      void *p = nullptr;
+      if (Error err = check(cudaMallocAsync(&p, bytes, s),
+                            "cudaMallocAsync (a 16-bit operand in float32)"))
+        return std::move(err);
+      temps.push_back(p);
+      TensorView wide(DType::F32, t.shape, p);
+      if (load)
+        if (Error err = convert(t, wide))
+          return std::move(err);
+      return wide;
+    };
+    KernelContext wide = ctx;
+    llvm::SmallVector<TensorView, 8> ins, outs;
+    Error err = Error::success();
+    for (const TensorView &t : ctx.inputs) {
+      Expected<TensorView> w = widen(t, /*load=*/true);
+      if (!w) {
+        err = w.takeError();
+        break;
+      }
+      ins.push_back(*w);
+    }
+    for (size_t k = 0; !err && k < ctx.outputs.size(); ++k) {
+      Expected<TensorView> w = widen(ctx.outputs[k], /*load=*/false);
+      if (!w)
+        err = w.takeError();
+      else
+        outs.push_back(*w);
+    }
+    if (!err) {
+      wide.inputs = ins;
+      wide.outputs = outs;
+      err = kernel(wide);
+    }
+    for (size_t k = 0; !err && k < outs.size(); ++k)
+      if (outs[k].data != ctx.outputs[k].data)
+        err = convert(outs[k], ctx.outputs[k]);
+    return joinErrors(std::move(err), release());
+  }
 
   /// Copies in chunks through the pinned staging buffer.
   Error copy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,

@@ -304,6 +304,7 @@ llvm::Error adamUpdateKernel(const KernelContext &ctx);
 llvm::Error incrementKernel(const KernelContext &ctx);
 llvm::Error partialNormKernel(const KernelContext &ctx);
 llvm::Error clipCoefficientKernel(const KernelContext &ctx);
+llvm::Error lossScaleKernel(const KernelContext &ctx);
 
 } // namespace shardc::rt::cuda
 

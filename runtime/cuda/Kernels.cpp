@@ -96,6 +96,7 @@ const std::vector<std::pair<llvm::StringRef, KernelFn>> &kernelTable() {
       {"Increment", incrementKernel},
       {"PartialNorm", partialNormKernel},
       {"ClipCoefficient", clipCoefficientKernel},
+      {"LossScale", lossScaleKernel},
   };
   return table;
 }

@@ -83,11 +83,13 @@ template <typename T> struct SgdStep {
   T wd, mom, oneMinusDamp, negLr, gradScale;
   bool hasWd, hasMomentum, nesterov, first, scaled;
 
-  /// The step's scalars from the (incremented) step counter and the
-  /// optional grad_scale operand's value (null: none).
+  /// The step's scalars from the (incremented) step counter, the optional
+  /// grad_scale operand's value (null: none) and the optional lr_step
+  /// counter the schedule is at (null: `step`).
   SHARDC_HOST_DEVICE static SgdStep make(const SgdHyper &h, double step,
-                                         const float *scale = nullptr) {
-    double lr = h.schedule.lrAt(h.lr, step);
+                                         const float *scale = nullptr,
+                                         const float *lrStep = nullptr) {
+    double lr = h.schedule.lrAt(h.lr, lrStep ? double(*lrStep) : step);
     SgdStep s;
     s.scaled = scale != nullptr;
     s.gradScale = s.scaled ? static_cast<T>(*scale) : T(1);
@@ -137,9 +139,10 @@ template <typename T> struct AdamStep {
 
   /// As SgdStep::make.
   SHARDC_HOST_DEVICE static AdamStep make(const AdamHyper &h, double step,
-                                          const float *scale = nullptr) {
+                                          const float *scale = nullptr,
+                                          const float *lrStep = nullptr) {
     // What torch computes in Python floats.
-    double lr = h.schedule.lrAt(h.lr, step);
+    double lr = h.schedule.lrAt(h.lr, lrStep ? double(*lrStep) : step);
     double biasCorrection1 = 1.0 - std::pow(h.beta1, step);
     double biasCorrection2 = 1.0 - std::pow(h.beta2, step);
     AdamStep s;
@@ -191,12 +194,59 @@ SHARDC_HOST_DEVICE inline double accumulateNorm(double acc, double x, bool l2) {
 /// torch computes `max_norm / (total_norm + 1e-6)` (a Python float over a
 /// tensor: the tensor's reciprocal times max_norm) and clamps it at 1. NaN
 /// propagates (clamp keeps it).
+/// With `unscale` (loss scaling: the gradients are still scaled) the norm
+/// is the unscaled one, `norm * unscale`, and the coefficient is multiplied
+/// by `unscale` too, so that the update unscales and clips at once.
 SHARDC_HOST_DEVICE inline void clipCoefficient(double total, bool l2,
                                                double maxNorm, float &norm,
-                                               float &coef) {
+                                               float &coef,
+                                               const float *unscale = nullptr) {
   norm = static_cast<float>(l2 ? std::sqrt(total) : total);
+  if (unscale)
+    norm = norm * *unscale;
   float c = (1.0f / (norm + 1e-6f)) * static_cast<float>(maxNorm);
   coef = c > 1.0f ? 1.0f : c;
+  if (unscale)
+    coef = coef * *unscale;
+}
+
+/// LossScale's attributes (a #shardc.loss_scaling).
+struct LossScaling {
+  double growthFactor = 2.0, backoffFactor = 0.5;
+  int64_t growthInterval = 2000;
+};
+
+/// LossScale's results, as torch.cuda.amp.GradScaler computes them:
+/// `skip` when `total` (the gradients' sum of squares, f64) is not finite;
+/// `unscale` = 1 / scale in double, rounded (GradScaler's inv_scale);
+/// `used` = scale; and the next scale and growth tracker, as ATen's
+/// `_amp_update_scale_`: `scale * backoff` (in double, rounded) and tracker
+/// 0 on a skipped step, else tracker + 1, and at growth_interval
+/// `scale * growth` (kept only if finite) and tracker 0.
+SHARDC_HOST_DEVICE inline void
+lossScaleStep(const LossScaling &ls, double total, float scale, float tracker,
+              bool &skip, float &unscale, float &used, float &newScale,
+              float &newTracker) {
+  // inf - inf and NaN - NaN are NaN: finite exactly when this is 0.
+  skip = !(total - total == 0.0);
+  unscale = static_cast<float>(1.0 / static_cast<double>(scale));
+  used = scale;
+  if (skip) {
+    newScale =
+        static_cast<float>(static_cast<double>(scale) * ls.backoffFactor);
+    newTracker = 0.0f;
+    return;
+  }
+  float successful = tracker + 1.0f;
+  if (successful >= static_cast<float>(ls.growthInterval)) {
+    float grown =
+        static_cast<float>(static_cast<double>(scale) * ls.growthFactor);
+    newScale = grown - grown == 0.0f ? grown : scale;
+    newTracker = 0.0f;
+  } else {
+    newScale = scale;
+    newTracker = successful;
+  }
 }
 
 } // namespace shardc::rt::ops

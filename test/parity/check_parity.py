@@ -137,6 +137,13 @@ def compare_losses(want, got, rtol=LOSS_RTOL, names=("reference", "shard")):
     print(f"\n{'step':>4}  {names[0]:>14}  {names[1]:>14}  {'rel-err':>9}")
     bad, worst = 0, 0.0
     for s, (w, g) in enumerate(zip(want, got)):
+        if w is None:
+            # A step loss scaling skipped: no value to compare (shardrun
+            # logs null, a non-finite norm).
+            ok = g is None or g != g
+            bad += not ok
+            print(f"{s:>4}  {'skipped':>14}  {g!s:>14}{'' if ok else '  MISMATCH'}")
+            continue
         rel = abs(g - w) / abs(w) if w != 0 else abs(g)
         ok = rel <= rtol
         bad += not ok
@@ -232,7 +239,8 @@ def train(args, name, cfg, work, sharding, env=None):
          "--progress", "off"] + args.shardrun_arg, "shardrun", env)
     return read_losses(log), {i.name: numpy_helper.to_array(i)
                               for i in onnx.load(trained).graph.initializer}, \
-        {field: read_log(log, field) for field in ("lr", "grad_norm")}
+        {field: read_log(log, field)
+         for field in ("lr", "grad_norm", "loss_scale", "skipped")}
 
 
 def compare_stages(stage, losses0, weights0, losses, weights, masks):
@@ -390,7 +398,7 @@ def main():
     grad_norm_err = None
     for key, field, rtol, differ in (
             ("lrs", "lr", LR_RTOL, "learning rates differ from PyTorch's LambdaLR"),
-            ("grad_norms", "grad_norm", GRAD_NORM_RTOL,
+            ("grad_norms", "grad_norm", tol.get("grad_norm_rtol", GRAD_NORM_RTOL),
              "gradient norms differ from torch.nn.utils.clip_grad_norm_'s")):
         if key not in ref:
             continue
@@ -404,6 +412,20 @@ def main():
             problems.append(f"{bad} logged {differ} by more than rtol {rtol:g}")
         if key == "grad_norms":
             grad_norm_err = worst
+    # Loss scaling: the same steps skipped, the same scale at every step
+    # (powers of two: exact).
+    if "loss_scales" in ref:
+        got_scales = got_log["loss_scale"]
+        got_skipped = [v is not None for v in got_log["skipped"]]
+        print(f"\n{'step':>4}  {'reference scale':>16}  {'shard scale':>16}  skipped")
+        for s, (w, g, ws, gs) in enumerate(zip(ref["loss_scales"], got_scales,
+                                                ref["skipped"], got_skipped)):
+            same = w == g and ws == gs
+            print(f"{s:>4}  {w:>16.9g}  {g!s:>16}  {ws!s:>5} {gs!s:>5}"
+                  f"{'' if same else '  MISMATCH'}")
+        if got_scales != ref["loss_scales"] or got_skipped != ref["skipped"]:
+            problems.append("the loss scale or the skipped steps differ from "
+                            "GradScaler's")
     summary = (f"loss-rel-err={loss_err:.2e} weight-abs-err={stats['max_abs']:.2e} "
                f"weight-err/tol={stats['max_tol']:.2f}")
     if "grad_norms" in ref and grad_norm_err is not None:

@@ -426,9 +426,9 @@ int main(int argc, char **argv) {
   shardc::TrainPipelineOptions pipeline;
   using Args = llvm::ArrayRef<const char *>;
   const Args trainArgs[] = {
-      shardc::kAutodiffOptionArgs, shardc::kAccumulateGradientsOptionArgs,
-      shardc::kOptimizerOptionArgs, shardc::kClipGradientsOptionArgs,
-      shardc::kMixedPrecisionOptionArgs};
+      shardc::kAutodiffOptionArgs,       shardc::kAccumulateGradientsOptionArgs,
+      shardc::kOptimizerOptionArgs,      shardc::kClipGradientsOptionArgs,
+      shardc::kMixedPrecisionOptionArgs, shardc::kLossScaleOptionArgs};
   const Args shardArgs[] = {shardc::kZeroConfigOptionArgs,
                             shardc::kBucketGradientsOptionArgs,
                             shardc::kReduceScatterGradientsOptionArgs,
@@ -477,11 +477,13 @@ int main(int argc, char **argv) {
     llvm::errs() << "shardc: warning: --sync-batchnorm synchronizes BatchNorm "
                     "statistics across ranks; without --world-size the step "
                     "runs on one process, whose batch is the global batch\n";
-  if (pipeline.paramDtype == shardc::Precision::Fp16)
-    llvm::errs() << "shardc: warning: --param-dtype fp16 without loss "
-                    "scaling: gradients below float16's range (6e-8) flush "
-                    "to zero and large ones overflow; prefer bf16, which has "
-                    "float32's range\n";
+  if (pipeline.paramDtype == shardc::Precision::Fp16 &&
+      pipeline.lossScale.getValue().kind == shardc::LossScaleSpec::None)
+    llvm::errs() << "shardc: warning: --param-dtype fp16 with --loss-scale "
+                    "none: gradients below float16's range (6e-8) flush "
+                    "to zero and large ones overflow; drop --loss-scale none "
+                    "(dynamic loss scaling is fp16's default) or prefer bf16, "
+                    "which has float32's range\n";
   if (pipeline.normType.hasValue() && !pipeline.maxNorm.hasValue())
     return fail("--clip-norm-type chooses the norm that --clip-grad-norm "
                 "bounds: give --clip-grad-norm MAX too");

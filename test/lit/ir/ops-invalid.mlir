@@ -1110,3 +1110,27 @@ func.func @grad_scale_not_scalar(%w: tensor<2xf32>, %s: tensor<f32>) -> tensor<2
   %0, %1 = shardc.SGDUpdate %w, %w, %w, %s scaled_by %w {dampening = 0.0, lr = 0.1, momentum = 0.0, nesterov = false, weight_decay = 0.0} : tensor<2xf32>, tensor<f32>, tensor<2xf32>
   return %0 : tensor<2xf32>
 }
+
+// -----
+
+func.func @loss_scaling_shrinks(%t: tensor<f64>, %s: tensor<f32>) -> tensor<i1> {
+  // expected-error @+1 {{loss scaling's growth_factor must be finite and >= 1, got 5.000000e-01}}
+  %k, %u, %x, %n, %r = shardc.LossScale %t, %s, %s {loss_scaling = #shardc.loss_scaling<growth_factor = 0.5, backoff_factor = 0.5, growth_interval = 2000>}
+  return %k : tensor<i1>
+}
+
+// -----
+
+func.func @loss_scaling_interval(%t: tensor<f64>, %s: tensor<f32>) -> tensor<i1> {
+  // expected-error @+1 {{loss scaling's growth_interval must be in [1, 16777216], got 0}}
+  %k, %u, %x, %n, %r = shardc.LossScale %t, %s, %s {loss_scaling = #shardc.loss_scaling<growth_factor = 2.0, backoff_factor = 0.5, growth_interval = 0>}
+  return %k : tensor<i1>
+}
+
+// -----
+
+func.func @skip_not_bool(%w: tensor<2xf32>, %s: tensor<f32>) -> tensor<2xf32> {
+  // expected-error @+1 {{operand #4 must be 0D tensor of 1-bit signless integer values}}
+  %0, %1 = "shardc.SGDUpdate"(%w, %w, %w, %s, %s) <{dampening = 0.0 : f64, lr = 0.1 : f64, momentum = 0.0 : f64, nesterov = false, weight_decay = 0.0 : f64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1, 0>}> : (tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<f32>, tensor<f32>) -> (tensor<2xf32>, tensor<2xf32>)
+  return %0 : tensor<2xf32>
+}

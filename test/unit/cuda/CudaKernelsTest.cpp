@@ -150,6 +150,66 @@ TEST(CudaKernelsTest, OptimizersMatchCpu) {
   }
 }
 
+TEST(CudaKernelsTest, LossScalingMatchesCpu) {
+  AttrMap attrs =
+      optimizerAttrs({{"growth_factor", 2.0}, {"backoff_factor", 0.5}},
+                     {{"growth_interval", 3}});
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (double total : {2.5, inf, nan})
+    for (double tracker : {0.0, 2.0})
+      expectSameAsCpu("LossScale",
+                      {{DType::F64, {}, false, total},
+                       {DType::F32, {}, false, 65536.0},
+                       {DType::F32, {}, false, tracker}},
+                      {{DType::Bool, {}},
+                       {DType::F32, {}},
+                       {DType::F32, {}},
+                       {DType::F32, {}},
+                       {DType::F32, {}}},
+                      Tolerance{}, attrs);
+  // The updates and the counter with a skip flag (and a schedule counter).
+  const std::vector<int64_t> shape = {4099};
+  const Operand step{DType::F32, {}, false, 3.0},
+      unscale{DType::F32, {}, false, 1.0 / 1024},
+      lrStep{DType::F32, {}, false, 5.0};
+  AttrMap sgd =
+      optimizerAttrs({{"lr", 0.1}, {"momentum", 0.9}}, {{"warmup_steps", 8}});
+  AttrMap adam = optimizerAttrs({{"lr", 1e-3},
+                                 {"beta1", 0.9},
+                                 {"beta2", 0.999},
+                                 {"eps", 1e-8},
+                                 {"weight_decay", 0.01}},
+                                {{"decoupled", 1}, {"warmup_steps", 8}});
+  for (double skip : {0.0, 1.0}) {
+    const Operand flag{DType::Bool, {}, false, skip};
+    for (DType t : kFloat) {
+      expectSameAsCpu(
+          "SGDUpdate",
+          {{t, shape}, {t, shape}, {t, shape}, step, unscale, flag, lrStep},
+          {{t, shape}, {t, shape}}, Tolerance{}, sgd);
+      expectSameAsCpu("AdamUpdate",
+                      {{t, shape},
+                       {t, shape},
+                       {t, shape},
+                       {t, shape},
+                       step,
+                       unscale,
+                       flag,
+                       lrStep},
+                      {{t, shape}, {t, shape}, {t, shape}}, Tolerance{2}, adam);
+    }
+    expectSameAsCpu("Increment", {{DType::F32, {}}, flag}, {{DType::F32, {}}});
+  }
+  AttrMap clip;
+  clip.set("norm_type", AttrValue::ofString("l2"));
+  clip.set("max_norm", AttrValue::ofFloat(1.5));
+  for (double total : {0.25, 9.0e6, inf})
+    expectSameAsCpu("ClipCoefficient",
+                    {{DType::F64, {}, false, total}, unscale},
+                    {{DType::F32, {}}, {DType::F32, {}}}, Tolerance{}, clip);
+}
+
 TEST(CudaKernelsTest, ClippingMatchesCpu) {
   // Both accumulate in double, in different orders: the CPU one element
   // after another, the GPU in 256 strided shares and a tree. For up to 3e5

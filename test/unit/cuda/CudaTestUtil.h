@@ -98,7 +98,8 @@ struct Operand {
   DType dtype = DType::Undefined;
   std::vector<int64_t> shape;
   bool nonZero = false;
-  /// Every element this value (a float type) instead of random ones.
+  /// Every element this value (a float type, or bool) instead of random
+  /// ones.
   std::optional<double> fill;
   /// When positive, integers drawn from [0, below) (class targets, indices).
   int64_t below = 0;
@@ -126,6 +127,8 @@ inline std::vector<uint8_t> inputBytes(const Operand &op, std::mt19937 &rng) {
     if (op.dtype == DType::F32) {
       float f = static_cast<float>(*op.fill);
       std::memcpy(&bytes[i * 4], &f, 4);
+    } else if (op.dtype == DType::Bool) {
+      bytes[i] = *op.fill != 0 ? 1 : 0;
     } else {
       double d = *op.fill;
       std::memcpy(&bytes[i * 8], &d, 8);

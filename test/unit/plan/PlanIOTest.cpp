@@ -394,7 +394,7 @@ TEST(PlanIOTest, RejectsEmptyPlanFile) {
 
 TEST(PlanIOTest, RejectsWrongVersion) {
   expectRejected([](Plan &p) { p.set_version(7); },
-                 {"has version 7", "reads version 2", "recompile", "shardc"});
+                 {"has version 7", "reads version 3", "recompile", "shardc"});
 }
 
 //===----------------------------------------------------------------------===//
@@ -738,24 +738,24 @@ TEST(PlanManifestTest, WriterNeedsTheSourceModelAsAFile) {
 
 TEST(PlanManifestTest, ParseRejectsMalformedManifests) {
   std::string plan = "plan.pb 10 " + kZeroHash;
-  EXPECT_EQ(parseError(signedManifest({"shard-plan 2", plan})), "");
+  EXPECT_EQ(parseError(signedManifest({"shard-plan 3", plan})), "");
   EXPECT_NE(parseError("").find("empty"), std::string::npos);
-  std::string good = signedManifest({"shard-plan 2", plan});
+  std::string good = signedManifest({"shard-plan 3", plan});
   EXPECT_NE(parseError(llvm::StringRef(good).drop_back()).find("line break"),
             std::string::npos);
   EXPECT_NE(parseError(signedManifest({"PK\x03\x04 zip", plan}))
                 .find("not a plan manifest"),
             std::string::npos);
   EXPECT_NE(parseError(signedManifest({"shard-plan 1", plan}))
-                .find("version 1, but this build reads version 2; recompile"),
+                .find("version 1, but this build reads version 3; recompile"),
             std::string::npos);
   EXPECT_NE(parseError(signedManifest({"shard-plan x", plan}))
                 .find("no valid plan version"),
             std::string::npos);
-  EXPECT_NE(parseError(signedManifest({"shard-plan 2"})).find("lists no files"),
+  EXPECT_NE(parseError(signedManifest({"shard-plan 3"})).find("lists no files"),
             std::string::npos);
   EXPECT_NE(
-      parseError(signedManifest({"shard-plan 2", "params.bin 1 " + kZeroHash}))
+      parseError(signedManifest({"shard-plan 3", "params.bin 1 " + kZeroHash}))
           .find("does not list plan.pb"),
       std::string::npos);
   for (const std::string &line : std::vector<std::string>{
@@ -765,11 +765,11 @@ TEST(PlanManifestTest, ParseRejectsMalformedManifests) {
            "plan.pb 10 " + std::string(64, 'A'),
            "plan.pb 10 " + kZeroHash + " x", "plan.pb 10",
            "manifest 10 " + kZeroHash})
-    EXPECT_NE(parseError(signedManifest({"shard-plan 2", line}))
+    EXPECT_NE(parseError(signedManifest({"shard-plan 3", line}))
                   .find("manifest line 2"),
               std::string::npos)
         << line;
-  EXPECT_NE(parseError(signedManifest({"shard-plan 2", plan, plan}))
+  EXPECT_NE(parseError(signedManifest({"shard-plan 3", plan, plan}))
                 .find("listed more than once"),
             std::string::npos);
   // The final line guards everything above it.
@@ -839,7 +839,7 @@ TEST(PlanManifestTest, RejectsOldPlanWithoutManifest) {
   writeMutated(dir, [](Plan &p) { p.set_version(1); });
   ASSERT_FALSE(llvm::sys::fs::remove(dir.file(kManifestFile)));
   expectLoadError(dir, {"the plan in " + dir.str() + " has version 1",
-                        "this build reads version 2",
+                        "this build reads version 3",
                         "recompile the model with shardc"});
 }
 

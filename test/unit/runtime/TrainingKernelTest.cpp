@@ -129,7 +129,10 @@ TEST(TrainingKernelTable, HasEveryTrainingOp) {
                        "SliceGrad",
                        "SGDUpdate",
                        "AdamUpdate",
-                       "Increment"};
+                       "Increment",
+                       "PartialNorm",
+                       "ClipCoefficient",
+                       "LossScale"};
   for (const char *op : ops) {
     bool found = false;
     for (const auto &entry : cpu::kernelTable())
@@ -1448,6 +1451,176 @@ TEST(OptimizerKernel, GradScaleMultipliesTheGradientFirst) {
   EXPECT_KERNEL_ERROR(
       run("SGDUpdate", sgd, {&p, &g, &b, &step, &wide}, {&p, &b}),
       "grad_scale");
+}
+
+//===----------------------------------------------------------------------===//
+// Loss scaling
+//===----------------------------------------------------------------------===//
+
+namespace {
+struct LossScaleResult {
+  bool skip;
+  float unscale, used, scale, tracker;
+};
+LossScaleResult lossScale(double total, float scale, float tracker,
+                          double growth = 2.0, double backoff = 0.5,
+                          int64_t interval = 3) {
+  Buf t = f64({}, {total}), s = f32({}, {scale}), k = f32({}, {tracker});
+  Buf skip = boolean({}, {0}), u = f32({}, {0}), used = f32({}, {0});
+  AttrMap a = attrs({{"growth_factor", floatv(growth)},
+                     {"backoff_factor", floatv(backoff)},
+                     {"growth_interval", intv(interval)}});
+  // The state outputs in place, as the executor runs them.
+  EXPECT_KERNEL_OK(
+      run("LossScale", a, {&t, &s, &k}, {&skip, &u, &used, &s, &k}));
+  return {skip.values<uint8_t>()[0] != 0, u.values<float>()[0],
+          used.values<float>()[0], s.values<float>()[0], k.values<float>()[0]};
+}
+} // namespace
+
+TEST(LossScaleKernel, GradScalersSkipUnscaleAndUpdate) {
+  // A finite step: unscale = 1 / scale, the tracker counts, and the scale
+  // grows when it reaches the interval.
+  LossScaleResult r = lossScale(12.5, 65536.0f, 0.0f);
+  EXPECT_FALSE(r.skip);
+  EXPECT_EQ(r.unscale, 1.0f / 65536.0f);
+  EXPECT_EQ(r.used, 65536.0f);
+  EXPECT_EQ(r.scale, 65536.0f);
+  EXPECT_EQ(r.tracker, 1.0f);
+  r = lossScale(12.5, 65536.0f, 2.0f);
+  EXPECT_EQ(r.scale, 131072.0f);
+  EXPECT_EQ(r.tracker, 0.0f);
+  // An inf or NaN anywhere in the sum: skip, back off, reset the tracker.
+  for (double bad : {std::numeric_limits<double>::infinity(),
+                     std::numeric_limits<double>::quiet_NaN()}) {
+    r = lossScale(bad, 65536.0f, 2.0f);
+    EXPECT_TRUE(r.skip);
+    EXPECT_EQ(r.used, 65536.0f);
+    EXPECT_EQ(r.scale, 32768.0f);
+    EXPECT_EQ(r.tracker, 0.0f);
+  }
+  // Growth past float32's range keeps the scale (_amp_update_scale_).
+  r = lossScale(1.0, 3e38f, 0.0f, 2.0, 0.5, 1);
+  EXPECT_EQ(r.scale, 3e38f);
+  EXPECT_EQ(r.tracker, 0.0f);
+  // A static scale: both factors 1.
+  r = lossScale(std::numeric_limits<double>::infinity(), 1000.0f, 0.0f, 1.0,
+                1.0, 1);
+  EXPECT_TRUE(r.skip);
+  EXPECT_EQ(r.scale, 1000.0f);
+  EXPECT_EQ(r.unscale, float(1.0 / 1000.0));
+
+  Buf t = f64({}, {1}), s = f32({}, {1}), k = f32({}, {0});
+  Buf skip = boolean({}, {0}), u = f32({}, {0}), used = f32({}, {0});
+  EXPECT_KERNEL_ERROR(run("LossScale",
+                          attrs({{"growth_factor", floatv(0.5)},
+                                 {"backoff_factor", floatv(0.5)},
+                                 {"growth_interval", intv(10)}}),
+                          {&t, &s, &k}, {&skip, &u, &used, &s, &k}),
+                      "growth_factor >= 1");
+  Buf wrong = f32({}, {0});
+  EXPECT_KERNEL_ERROR(
+      run("LossScale", attrs({}), {&t, &s, &k}, {&wrong, &u, &used, &s, &k}),
+      "'skip'");
+}
+
+TEST(OptimizerKernel, SkipLeavesParametersStateAndCounter) {
+  std::vector<int64_t> shape = {4};
+  std::vector<double> p0 = randomValues(4, 3), g0 = randomValues(4, 4);
+  AttrMap sgd = attrs({{"lr", floatv(0.1)}, {"momentum", floatv(0.9)}});
+  AttrMap adam = attrs({{"lr", floatv(1e-2)},
+                        {"beta1", floatv(0.9)},
+                        {"beta2", floatv(0.999)},
+                        {"eps", floatv(1e-8)},
+                        {"decoupled", intv(1)},
+                        {"weight_decay", floatv(1e-2)}});
+  Buf yes = boolean({}, {1}), no = boolean({}, {0});
+  Buf scale = f32({}, {0.5f}), step = f32({}, {0});
+  // A skipped first step (the counter stayed 0), in place and not.
+  Buf p = fromDoubles(DType::F32, shape, p0),
+      g = fromDoubles(DType::F32, shape, g0);
+  Buf b = fromDoubles(DType::F32, shape, g0),
+      m = fromDoubles(DType::F32, shape, g0);
+  Buf v = fromDoubles(DType::F32, shape, p0);
+  ASSERT_KERNEL_OK(
+      run("SGDUpdate", sgd, {&p, &g, &b, &step, &scale, &yes}, {&p, &b}));
+  EXPECT_EQ(toDoubles(p), toDoubles(fromDoubles(DType::F32, shape, p0)));
+  EXPECT_EQ(toDoubles(b), toDoubles(fromDoubles(DType::F32, shape, g0)));
+  Buf pOut = f32({4}, {0, 0, 0, 0}), mOut = f32({4}, {0, 0, 0, 0}),
+      vOut = f32({4}, {0, 0, 0, 0});
+  ASSERT_KERNEL_OK(run("AdamUpdate", adam,
+                       {&p, &g, &m, &v, &step, &scale, &yes},
+                       {&pOut, &mOut, &vOut}));
+  EXPECT_EQ(toDoubles(pOut), toDoubles(p));
+  EXPECT_EQ(toDoubles(mOut), toDoubles(m));
+  EXPECT_EQ(toDoubles(vOut), toDoubles(v));
+  Buf counter = f32({}, {3});
+  ASSERT_KERNEL_OK(run("Increment", attrs({}), {&counter, &yes}, {&counter}));
+  EXPECT_EQ(counter.values<float>()[0], 3.0f);
+  ASSERT_KERNEL_OK(run("Increment", attrs({}), {&counter, &no}, {&counter}));
+  EXPECT_EQ(counter.values<float>()[0], 4.0f);
+  // skip = false is the plain update.
+  Buf step1 = f32({}, {1});
+  Buf pa = fromDoubles(DType::F32, shape, p0),
+      pb = fromDoubles(DType::F32, shape, p0);
+  Buf ba = f32({4}, {0, 0, 0, 0}), bb = f32({4}, {0, 0, 0, 0});
+  ASSERT_KERNEL_OK(
+      run("SGDUpdate", sgd, {&pa, &g, &ba, &step1, &scale, &no}, {&pa, &ba}));
+  ASSERT_KERNEL_OK(
+      run("SGDUpdate", sgd, {&pb, &g, &bb, &step1, &scale}, {&pb, &bb}));
+  EXPECT_EQ(toDoubles(pa), toDoubles(pb));
+  // The skip flag must be a bool scalar.
+  EXPECT_KERNEL_ERROR(
+      run("SGDUpdate", sgd, {&pa, &g, &ba, &step1, &scale, &scale}, {&pa, &ba}),
+      "'skip'");
+}
+
+TEST(OptimizerKernel, LrStepDrivesTheScheduleNotTheStep) {
+  // Loss scaling: `step` counts the steps taken (Adam's bias correction),
+  // `lr_step` every step (the schedule). An update at step 1 with lr_step
+  // 3 equals, bit for bit, one whose schedule is shifted by two steps.
+  std::vector<int64_t> shape = {3};
+  std::vector<double> p0 = randomValues(3, 5), g0 = randomValues(3, 6);
+  AttrMap adam = attrs({{"lr", floatv(1e-2)},
+                        {"beta1", floatv(0.9)},
+                        {"beta2", floatv(0.999)},
+                        {"eps", floatv(1e-8)},
+                        {"decoupled", intv(0)},
+                        {"weight_decay", floatv(0.0)},
+                        {"warmup_steps", intv(4)}});
+  Buf step = f32({}, {1}), lrStep = f32({}, {3});
+  Buf pa = fromDoubles(DType::F32, shape, p0),
+      g = fromDoubles(DType::F32, shape, g0);
+  Buf ma = f32({3}, {0, 0, 0}), va = f32({3}, {0, 0, 0});
+  ASSERT_KERNEL_OK(run("AdamUpdate", adam,
+                       {&pa, &g, &ma, &va, &step, nullptr, nullptr, &lrStep},
+                       {&pa, &ma, &va}));
+  // Warmup 4: step 3's factor is 3/4; a constant lr of 0.75e-2 at step 1.
+  AttrMap flat = attrs({{"lr", floatv(1e-2 * (3.0 / 4.0))},
+                        {"beta1", floatv(0.9)},
+                        {"beta2", floatv(0.999)},
+                        {"eps", floatv(1e-8)},
+                        {"decoupled", intv(0)},
+                        {"weight_decay", floatv(0.0)}});
+  Buf pb = fromDoubles(DType::F32, shape, p0);
+  Buf mb = f32({3}, {0, 0, 0}), vb = f32({3}, {0, 0, 0});
+  ASSERT_KERNEL_OK(
+      run("AdamUpdate", flat, {&pb, &g, &mb, &vb, &step}, {&pb, &mb, &vb}));
+  EXPECT_EQ(toDoubles(pa), toDoubles(pb));
+}
+
+TEST(ClipKernel, ClipCoefficientUnscales) {
+  // The gradients are still scaled by 1024: the norm is the unscaled one,
+  // and the coefficient clips and unscales at once.
+  Buf t = f64({}, {1024.0 * 1024.0 * 4.0}), unscale = f32({}, {1.0f / 1024});
+  Buf norm = f32({}, {0}), coef = f32({}, {0});
+  ASSERT_KERNEL_OK(
+      run("ClipCoefficient",
+          attrs({{"norm_type", str("l2")}, {"max_norm", floatv(0.5)}}),
+          {&t, &unscale}, {&norm, &coef}));
+  EXPECT_EQ(norm.values<float>()[0], 2.0f);
+  EXPECT_EQ(coef.values<float>()[0],
+            (1.0f / (2.0f + 1e-6f)) * 0.5f * (1.0f / 1024));
 }
 
 TEST(OptimizerKernel, RejectsBadTypesShapesAndSteps) {
