@@ -58,6 +58,18 @@ masks are written: the comparison's tolerance is in the record's
 "tolerance", derived from the spread of two PyTorch runs (see
 mixed_tolerance).
 
+A config with "param_dtype": "fp16" trains the same way on a float16 copy,
+with GradScaler's arithmetic ("loss_scale": "dynamic", LossScaler): the
+loss is multiplied by the float32 scale before backward, the averaged
+gradients are checked for inf/NaN and unscaled, a step with a non-finite
+gradient leaves the optimizer alone, the scale backs off or grows, and the
+schedule steps every iteration. Debian's PyTorch 1.13 has no CPU float16
+matrix products: each op without a float16 kernel runs on float32 copies
+and rounds its results (WidenHalf), as Shard's CPU kernels compute. (PyTorch
+2.x's native float16 CPU kernels give the same skipped steps and losses
+within 1.4e-4 of these, inside every reference's tolerance.) The record gets
+"loss_scales" (the scale of each step) and "skipped".
+
 A config with "grad_accum": K (shardc --grad-accum K) takes K micro-batches
 per rank and step: the global batch is N*K*B samples from s*N*K*B on; its
 micro-batch c (rank c % N's (c // N)-th) is forwarded at the current weights
@@ -131,7 +143,8 @@ OPTIMIZERS = {
     # 2^16, growth 2 every 2000 steps, backoff 0.5), and a forced-overflow
     # run: init 2^24 overflows float16 gradients until the scale has backed
     # off, and a growth interval of 4 lets it grow (and overflow) again
-    # within the 20 steps. Needs PyTorch >= 2.1 (CPU float16 kernels).
+    # within the 20 steps. PyTorch 1.13 has few CPU float16 kernels: see
+    # WidenHalf.
     "adamw_fp16": {"optimizer": "adamw", "lr": 1e-3, "beta1": 0.9, "beta2": 0.999,
                    "eps": 1e-8, "weight_decay": 0.01, "param_dtype": "fp16",
                    "loss_scale": "dynamic"},
@@ -304,6 +317,54 @@ def float32_ops():
         F.cross_entropy, F.batch_norm = ce, bn
 
 
+def has_cpu_half_kernels():
+    """Whether this PyTorch multiplies float16 matrices on the CPU (2.1 and
+    later; Debian's 1.13 does not)."""
+    try:
+        torch.ones(2, 2, dtype=torch.float16) @ torch.ones(2, 2, dtype=torch.float16)
+        return True
+    except RuntimeError:
+        return False
+
+
+HALF_KERNELS = has_cpu_half_kernels()
+
+
+class WidenHalf(torch.overrides.TorchFunctionMode):
+    """For a PyTorch without CPU float16 kernels: an op on float16 tensors
+    that has no float16 kernel runs on float32 copies of them and rounds its
+    float32 results back to float16, which is what Shard's CPU kernels do
+    (load 16-bit floats into float32, compute, round once on store). Its
+    backward runs in float32 too, and the casts round each gradient to
+    float16 where it leaves the op, as Shard's backward kernels do. Ops with
+    a float16 kernel (elementwise arithmetic, views, in-place updates) run
+    natively."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        try:
+            return func(*args, **kwargs)
+        except RuntimeError as e:
+            if "Half" not in str(e):
+                raise
+
+        def up(a):
+            if isinstance(a, torch.Tensor) and a.dtype == torch.float16:
+                return a.float()
+            if isinstance(a, (list, tuple)):
+                return type(a)(up(x) for x in a)
+            return a
+
+        def down(r):
+            if isinstance(r, torch.Tensor) and r.dtype == torch.float32:
+                return r.half()
+            if isinstance(r, (list, tuple)):
+                return type(r)(down(x) for x in r)
+            return r
+
+        return down(func(*up(list(args)), **{k: up(v) for k, v in kwargs.items()}))
+
+
 def low_precision_copy(master, dtype, rounding, generator=None):
     """The float32 `master` rounded to `dtype`: to nearest even (PyTorch's and
     Shard's cast), or, for the spread measurement, stochastically (up or
@@ -445,7 +506,9 @@ def train(name, cfg, onnx_path, data_dir, shadow=False, exact=False, world=1,
                 with torch.no_grad():
                     for k, p in fwd_params.items():
                         p.copy_(low_precision_copy(masters[k], lp, rounding, gen))
-                with float32_ops():
+                widen = WidenHalf() if lp == torch.float16 and not HALF_KERNELS \
+                    else contextlib.nullcontext()
+                with float32_ops(), widen:
                     _, loss = fwd(*[a.to(lp) if a.is_floating_point() else a
                                     for a in args])
             else:
