@@ -397,10 +397,15 @@ class LossScaler:
     The schedule steps every iteration, skipped or not."""
 
     def __init__(self, cfg):
-        self.scale = torch.tensor(float(cfg.get("init_loss_scale", 2.0 ** 16)),
-                                  dtype=torch.float32)
-        self.growth, self.backoff = 2.0, 0.5
-        self.interval = cfg.get("loss_scale_growth_interval", 2000)
+        mode = cfg.get("loss_scale", "dynamic")
+        if mode == "dynamic":
+            init = cfg.get("init_loss_scale", 2.0 ** 16)
+            self.growth = cfg.get("loss_scale_growth_factor", 2.0)
+            self.backoff = cfg.get("loss_scale_backoff_factor", 0.5)
+            self.interval = cfg.get("loss_scale_growth_interval", 2000)
+        else:  # a static scale: it never changes
+            init, self.growth, self.backoff, self.interval = float(mode), 1.0, 1.0, 1
+        self.scale = torch.tensor(float(init), dtype=torch.float32)
         self.tracker = 0
 
     def unscale(self, grads):
@@ -466,6 +471,8 @@ def train(name, cfg, onnx_path, data_dir, shadow=False, exact=False, world=1,
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(cfg, s)) \
         if "lr_schedule" in cfg or "warmup_steps" in cfg else None
     lrs, norms = [], []
+    assert not ((shadow or exact) and "loss_scale" in cfg), \
+        "no float64 shadow of a loss-scaled run (its float32 gradients are scaled)"
     scaler = LossScaler(cfg) if cfg.get("loss_scale", "none") != "none" else None
     scales, skipped = [], []
     shadow = shadow or exact
@@ -708,7 +715,7 @@ def main():
                     print(f"  {name} {stem}: tolerance {record['tolerance']}")
                 if "lr_schedule" in cfg or "warmup_steps" in cfg:
                     record["lrs"] = lrs
-                if "loss_scale" in cfg:
+                if isinstance(norms, tuple):  # loss scaling's record
                     norms, record["loss_scales"], record["skipped"] = norms
                 if "clip_grad_norm" in cfg:
                     record["grad_norms"] = norms

@@ -11,6 +11,7 @@
 #include "mlir/IR/Builders.h"
 
 #include <cmath>
+#include <limits>
 
 using namespace mlir;
 
@@ -65,10 +66,15 @@ struct LossScalePass : impl::LossScaleBase<LossScalePass> {
     double init = spec.kind == LossScaleSpec::Static ? spec.value
                   : initLossScale != 0               ? initLossScale.getValue()
                                                      : kDefaultInitScale;
-    // The scale is a float32 tensor, as GradScaler's.
-    if (!std::isfinite(static_cast<float>(init))) {
+    // The scale is a float32 tensor, as GradScaler's: a normal float32,
+    // since a zero scale would zero every gradient and its reciprocal
+    // would turn the update into NaN.
+    float f32 = static_cast<float>(init);
+    if (!std::isfinite(f32) || f32 < std::numeric_limits<float>::min()) {
       func.emitError("loss-scale: the loss scale ")
-          << init << " is not a finite float32";
+          << init
+          << " is not a normal float32 (between 1.2e-38 and 3.4e38); give a "
+             "power of two such as 65536";
       return signalPassFailure();
     }
     init = static_cast<float>(init);

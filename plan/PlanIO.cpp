@@ -956,8 +956,17 @@ Error validatePlan(const Plan &plan, llvm::ArrayRef<StringRef> knownOpTypes) {
       double v = b.initial_value();
       if (b.kind() != STATE)
         return makeError(what + ": only a STATE buffer has an initial value");
-      bool exact =
-          std::isfinite(v) && (dtype == rt::DType::F32   ? double(float(v)) == v
+      // In range before any cast (an out-of-range conversion is undefined).
+      bool inRange =
+          std::isfinite(v) &&
+          (dtype == rt::DType::F32
+               ? std::fabs(v) <= std::numeric_limits<float>::max()
+           : dtype == rt::DType::I32
+               ? v >= std::numeric_limits<int32_t>::min() &&
+                     v <= std::numeric_limits<int32_t>::max()
+           : dtype == rt::DType::I64 ? std::fabs(v) < 9.2233720368547758e18
+                                     : true);
+      bool exact = inRange && (dtype == rt::DType::F32   ? double(float(v)) == v
                                : dtype == rt::DType::F64 ? true
                                                          : std::trunc(v) == v);
       if (!exact || !(dtype == rt::DType::F32 || dtype == rt::DType::F64 ||
@@ -1186,6 +1195,11 @@ Error validatePlan(const Plan &plan, llvm::ArrayRef<StringRef> knownOpTypes) {
             checkScalarOutput(t.has_skipped_output(), t.skipped_output(),
                               "skipped", BOOL, "bool"))
       return err;
+    if (t.has_loss_scale_output() && t.has_grad_norm_output() &&
+        t.loss_scale_output() == t.grad_norm_output())
+      return makeError("training: the loss scale and the grad norm are the "
+                       "same output " +
+                       Twine(t.loss_scale_output()));
     if (t.has_loss_scale_output() != t.has_skipped_output())
       return makeError("training: loss scaling needs both the loss scale and "
                        "the skipped output");

@@ -65,7 +65,7 @@ struct ManifestEntry {
 
 /// The manifest of a plan directory:
 ///
-///   shard-plan 2
+///   shard-plan 3
 ///   plan.pb 33816 <sha256 of plan.pb>
 ///   params.bin 112128 <sha256>
 ///   ...

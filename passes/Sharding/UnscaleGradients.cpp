@@ -78,9 +78,14 @@ struct UnscaleGradientsPass : impl::UnscaleGradientsBase<UnscaleGradientsPass> {
         return signalPassFailure();
       }
       auto inc = getStep(op).getDefiningOp<IncrementOp>();
-      if (!inc || inc.getSkip()) {
+      if (!inc) {
         op->emitOpError("unscale-gradients: the update's step counter is "
-                        "not a shardc.Increment of its own");
+                        "not a shardc.Increment");
+        return signalPassFailure();
+      }
+      if (inc.getSkip()) {
+        op->emitOpError("unscale-gradients: the step counter already skips "
+                        "(the pass ran twice)");
         return signalPassFailure();
       }
       increments.insert(inc);

@@ -111,7 +111,7 @@ llvm::Error checkSkipFlag(const KernelContext &ctx, size_t i) {
 }
 
 /// The skip operand's value at input `i` (absent: false).
-llvm::Error readSkip(const KernelContext &ctx, size_t i, bool &skip) {
+static llvm::Error readSkip(const KernelContext &ctx, size_t i, bool &skip) {
   SHARDC_CPU_TRY(checkSkipFlag(ctx, i));
   skip = ctx.hasInput(i) && *ctx.inputs[i].as<uint8_t>() != 0;
   return llvm::Error::success();
@@ -236,9 +236,9 @@ llvm::Error adamUpdateKernel(const KernelContext &ctx) {
   const TensorView &grad = ctx.inputs[1];
   double step;
   SHARDC_CPU_TRY(readStep(ctx, 4, step));
-  bool skipping = false;
-  SHARDC_CPU_TRY(readSkip(ctx, 6, skipping));
-  if (step < 1.0 && !skipping)
+  bool skip = false;
+  SHARDC_CPU_TRY(readSkip(ctx, 6, skip));
+  if (step < 1.0 && !skip)
     return ctx.error("step " + std::to_string(step) +
                      " must be at least 1 (it is incremented before the "
                      "update)");
@@ -247,8 +247,6 @@ llvm::Error adamUpdateKernel(const KernelContext &ctx) {
   const float *scale, *lrStep;
   SHARDC_CPU_TRY(readGradScale(ctx, 5, scale));
   SHARDC_CPU_TRY(readOptionalScalar(ctx, 7, "lr_step", lrStep));
-  bool skip = false;
-  SHARDC_CPU_TRY(readSkip(ctx, 6, skip));
   if (skip) {
     for (size_t k = 0; k < 3; ++k)
       keep(ctx, k == 0 ? 0 : k + 1, k);

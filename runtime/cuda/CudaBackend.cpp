@@ -296,32 +296,32 @@ private:
           return std::move(err);
       return wide;
     };
-    KernelContext wide = ctx;
-    llvm::SmallVector<TensorView, 8> ins, outs;
-    Error err = Error::success();
-    for (const TensorView &t : ctx.inputs) {
-      Expected<TensorView> w = widen(t, /*load=*/true);
-      if (!w) {
-        err = w.takeError();
-        break;
+    auto run = [&]() -> Error {
+      llvm::SmallVector<TensorView, 8> ins, outs;
+      for (const TensorView &t : ctx.inputs) {
+        Expected<TensorView> w = widen(t, /*load=*/true);
+        if (!w)
+          return w.takeError();
+        ins.push_back(*w);
       }
-      ins.push_back(*w);
-    }
-    for (size_t k = 0; !err && k < ctx.outputs.size(); ++k) {
-      Expected<TensorView> w = widen(ctx.outputs[k], /*load=*/false);
-      if (!w)
-        err = w.takeError();
-      else
+      for (const TensorView &t : ctx.outputs) {
+        Expected<TensorView> w = widen(t, /*load=*/false);
+        if (!w)
+          return w.takeError();
         outs.push_back(*w);
-    }
-    if (!err) {
+      }
+      KernelContext wide = ctx;
       wide.inputs = ins;
       wide.outputs = outs;
-      err = kernel(wide);
-    }
-    for (size_t k = 0; !err && k < outs.size(); ++k)
-      if (outs[k].data != ctx.outputs[k].data)
-        err = convert(outs[k], ctx.outputs[k]);
+      if (Error err = kernel(wide))
+        return err;
+      for (size_t k = 0; k < outs.size(); ++k)
+        if (outs[k].data != ctx.outputs[k].data)
+          if (Error err = convert(outs[k], ctx.outputs[k]))
+            return err;
+      return Error::success();
+    };
+    Error err = run();
     return joinErrors(std::move(err), release());
   }
 

@@ -16,6 +16,8 @@
 // NOTDYN: error: loss-scale: init-loss-scale and the loss-scale-growth/backoff options are for a dynamic loss scale: add loss-scale=dynamic
 // RUN: not shardc-opt %S/Inputs/mixed-precision-forward.mlir -shardc-loss-scale='loss-scale=huge' 2>&1 | FileCheck %s --check-prefix=BAD
 // BAD: 'huge' is not auto, none, dynamic or a positive number
+// RUN: not shardc-opt %S/Inputs/mixed-precision-forward.mlir -shardc-loss-scale='loss-scale=1e-50' 2>&1 | FileCheck %s --check-prefix=TINY
+// TINY: error: loss-scale: the loss scale 1.000000e-50 is not a normal float32 (between 1.2e-38 and 3.4e38); give a power of two such as 65536
 // RUN: not shardc-opt %S/Inputs/mixed-precision-forward.mlir -shardc-loss-scale='loss-scale=dynamic loss-scale-backoff-factor=1.5' 2>&1 | FileCheck %s --check-prefix=BACKOFF
 // BACKOFF: loss-scale-backoff-factor must be in (0, 1), got 1.5
 

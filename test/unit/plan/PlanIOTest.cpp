@@ -430,6 +430,27 @@ TEST(PlanIOTest, RejectsShapeOverflow) {
       {"buffer 4 'y'", "bytes"});
 }
 
+TEST(PlanIOTest, RejectsInitialValueOutsideState) {
+  // Only compiler-created state starts at a value of its own (the loss
+  // scale); a parameter's values come from its data file.
+  expectRejected([](Plan &p) { p.mutable_buffers(1)->set_initial_value(2); },
+                 {"buffer 1 'w'", "only a STATE buffer has an initial value"});
+  // A STATE buffer's value must be exact in its type (checked before any
+  // conversion: a value past int32's range is refused, not cast).
+  expectRejected(
+      [](Plan &p) {
+        Buffer *b = p.mutable_buffers(1);
+        b->set_kind(STATE);
+        b->clear_data_file();
+        b->set_data_bytes(0);
+        b->set_data_offset(0);
+        b->set_checksum(0);
+        b->set_dtype(INT32);
+        b->set_initial_value(1e30);
+      },
+      {"buffer 1 'w'", "initial value", "is not exact in its element type"});
+}
+
 TEST(PlanIOTest, RejectsDataBytesMismatch) {
   expectRejected([](Plan &p) { p.mutable_buffers(1)->set_data_bytes(20); },
                  {"buffer 1 'w'", "data_bytes is 20", "needs 24"});
