@@ -28,6 +28,8 @@ struct CommResource : public mlir::SideEffects::Resource::Base<CommResource> {
 #define GET_TYPEDEF_CLASSES
 #include "ir/ShardcOpsTypes.h.inc"
 
+#include "ir/ShardcInterfaces.h"
+
 #define GET_OP_CLASSES
 #include "ir/ShardcOps.h.inc"
 

@@ -29,4 +29,27 @@ def Shardc_DifferentiableOpInterface : OpInterface<"DifferentiableOpInterface"> 
   ];
 }
 
+def Shardc_OptimizerUpdateOpInterface : OpInterface<"OptimizerUpdate"> {
+  let cppNamespace = "::shardc";
+  let description = [{
+    An optimizer update (SGDUpdate, AdamUpdate): the operands that the
+    passes after the optimizer rewrite, whatever the optimizer. Clipping
+    sets `grad_scale`; loss scaling sets `grad_scale`, `skip` and `lr_step`.
+  }];
+  let methods = [
+    InterfaceMethod<"The gradient the update reads.", "::mlir::Value",
+                    "getGrad">,
+    InterfaceMethod<"The step counter (after its Increment).", "::mlir::Value",
+                    "getStep">,
+    InterfaceMethod<"The factor the gradient is multiplied by, or null.",
+                    "::mlir::Value", "getGradScale">,
+    InterfaceMethod<"The grad_scale operand, to set.",
+                    "::mlir::MutableOperandRange", "getGradScaleMutable">,
+    InterfaceMethod<"The skip flag operand, to set.",
+                    "::mlir::MutableOperandRange", "getSkipMutable">,
+    InterfaceMethod<"The schedule's counter operand, to set.",
+                    "::mlir::MutableOperandRange", "getLrStepMutable">,
+  ];
+}
+
 #endif // SHARDC_INTERFACES_TD

@@ -4,6 +4,7 @@
 
 include "ir/ShardcAttrs.td"
 include "ir/ShardcDialect.td"
+include "ir/ShardcInterfaces.td"
 include "ir/ShardcTypes.td"
 include "mlir/IR/BuiltinAttributes.td"
 include "mlir/IR/CommonAttrConstraints.td"
@@ -1681,6 +1682,7 @@ def Shardc_IncrementOp : Shardc_Op<"Increment",
 }
 
 def Shardc_SGDUpdateOp : Shardc_Op<"SGDUpdate", [Pure, AttrSizedOperandSegments,
+    Shardc_OptimizerUpdateOpInterface,
     AllTypesMatch<["param", "grad", "momentum_buffer", "new_param", "new_momentum_buffer"]>]> {
   let summary = "PyTorch's SGD step (momentum, dampening, Nesterov, weight decay)";
   let description = [{
@@ -1737,6 +1739,7 @@ def Shardc_SGDUpdateOp : Shardc_Op<"SGDUpdate", [Pure, AttrSizedOperandSegments,
 }
 
 def Shardc_AdamUpdateOp : Shardc_Op<"AdamUpdate", [Pure, AttrSizedOperandSegments,
+    Shardc_OptimizerUpdateOpInterface,
     AllTypesMatch<["param", "grad", "exp_avg", "exp_avg_sq", "new_param", "new_exp_avg", "new_exp_avg_sq"]>]> {
   let summary = "PyTorch's Adam or AdamW step with bias correction";
   let description = [{

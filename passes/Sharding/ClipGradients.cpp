@@ -48,13 +48,11 @@ struct ClipGradientsPass : impl::ClipGradientsBase<ClipGradientsPass> {
       return signalPassFailure();
     }
 
-    SmallVector<Operation *> updates;
+    SmallVector<OptimizerUpdate> updates;
     SmallVector<Value> grads;
-    func.walk([&](Operation *op) {
-      if (isa<SGDUpdateOp, AdamUpdateOp>(op)) {
-        updates.push_back(op);
-        grads.push_back(op->getOperand(1));
-      }
+    func.walk([&](OptimizerUpdate op) {
+      updates.push_back(op);
+      grads.push_back(op.getGrad());
     });
     if (updates.empty()) {
       func.emitError("clip-gradients: the step updates no parameter; "
@@ -66,8 +64,8 @@ struct ClipGradientsPass : impl::ClipGradientsBase<ClipGradientsPass> {
     // already multiplies its gradient by the unscale factor: the norm is
     // the unscaled gradients', and the coefficient clips and unscales.
     Value unscale;
-    for (Operation *op : updates) {
-      Value scale = getGradScale(op);
+    for (OptimizerUpdate op : updates) {
+      Value scale = op.getGradScale();
       if (scale && !scale.getDefiningOp<LossScaleOp>()) {
         op->emitOpError("clip-gradients: the update already scales its "
                         "gradient; the step is clipped twice");
@@ -109,24 +107,13 @@ struct ClipGradientsPass : impl::ClipGradientsBase<ClipGradientsPass> {
         NormTypeAttr::get(b.getContext(), normType));
     flat.tag(clip, MemoryCategory::Grads);
     moveOpsAfter(*later, clip);
-    for (Operation *op : updates) {
-      if (auto sgd = dyn_cast<SGDUpdateOp>(op))
-        sgd.getGradScaleMutable().assign(clip.getCoefficient());
-      else
-        cast<AdamUpdateOp>(op).getGradScaleMutable().assign(
-            clip.getCoefficient());
-    }
+    for (OptimizerUpdate op : updates)
+      op.getGradScaleMutable().assign(clip.getCoefficient());
 
     // The norm is a graph output, named in shardc.output_names and by the
     // function's shardc.grad_norm.
     std::string name = addNamedOutput(func, clip.getNorm(), "grad_norm");
     func->setAttr(kGradNormAttrName, b.getStringAttr(name));
-  }
-
-  static Value getGradScale(Operation *op) {
-    if (auto sgd = dyn_cast<SGDUpdateOp>(op))
-      return sgd.getGradScale();
-    return cast<AdamUpdateOp>(op).getGradScale();
   }
 };
 

@@ -238,7 +238,7 @@ opsAfterUpdates(Block &body, Operation *last, StringRef pass) {
   if (!last)
     return SmallVector<Operation *>();
   for (Operation &op : body) {
-    bool dependent = isa<SGDUpdateOp, AdamUpdateOp>(op) ||
+    bool dependent = isa<OptimizerUpdate>(op) ||
                      llvm::any_of(op.getOperands(), [&](Value v) {
                        return later.contains(v.getDefiningOp());
                      });

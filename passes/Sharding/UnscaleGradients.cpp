@@ -54,13 +54,11 @@ struct UnscaleGradientsPass : impl::UnscaleGradientsBase<UnscaleGradientsPass> {
       return signalPassFailure();
     }
 
-    SmallVector<Operation *> updates;
+    SmallVector<OptimizerUpdate> updates;
     SmallVector<Value> grads;
-    func.walk([&](Operation *op) {
-      if (isa<SGDUpdateOp, AdamUpdateOp>(op)) {
-        updates.push_back(op);
-        grads.push_back(op->getOperand(1));
-      }
+    func.walk([&](OptimizerUpdate op) {
+      updates.push_back(op);
+      grads.push_back(op.getGrad());
     });
     if (updates.empty()) {
       func.emitError("unscale-gradients: the step updates no parameter; "
@@ -70,14 +68,14 @@ struct UnscaleGradientsPass : impl::UnscaleGradientsBase<UnscaleGradientsPass> {
     }
     // The step counters the updates read, incremented by the optimizer.
     llvm::SetVector<Operation *> increments;
-    for (Operation *op : updates) {
-      if (getGradScale(op)) {
+    for (OptimizerUpdate op : updates) {
+      if (op.getGradScale()) {
         op->emitOpError("unscale-gradients: the update already scales its "
                         "gradient (run shardc-unscale-gradients before "
                         "shardc-clip-gradients)");
         return signalPassFailure();
       }
-      auto inc = getStep(op).getDefiningOp<IncrementOp>();
+      auto inc = op.getStep().getDefiningOp<IncrementOp>();
       if (!inc) {
         op->emitOpError("unscale-gradients: the update's step counter is "
                         "not a shardc.Increment");
@@ -121,7 +119,7 @@ struct UnscaleGradientsPass : impl::UnscaleGradientsBase<UnscaleGradientsPass> {
       anchor = inc;
       cast<IncrementOp>(inc).getSkipMutable().assign(ls.getSkip());
     }
-    bool scheduled = llvm::any_of(updates, [](Operation *op) {
+    bool scheduled = llvm::any_of(updates, [](OptimizerUpdate op) {
       return op->hasAttr("lr_schedule") || op->hasAttr("warmup_steps");
     });
     StepResults results = readStepResults(func);
@@ -138,22 +136,13 @@ struct UnscaleGradientsPass : impl::UnscaleGradientsBase<UnscaleGradientsPass> {
       flat.tag(inc, MemoryCategory::OptState);
       anchor = inc;
       results.updates.push_back({inc.getOutput(), counter});
-      for (Operation *op : updates)
-        if (auto sgd = dyn_cast<SGDUpdateOp>(op))
-          sgd.getLrStepMutable().assign(inc.getOutput());
-        else
-          cast<AdamUpdateOp>(op).getLrStepMutable().assign(inc.getOutput());
+      for (OptimizerUpdate op : updates)
+        op.getLrStepMutable().assign(inc.getOutput());
     }
     moveOpsAfter(*later, anchor);
-    for (Operation *op : updates) {
-      if (auto sgd = dyn_cast<SGDUpdateOp>(op)) {
-        sgd.getGradScaleMutable().assign(ls.getUnscale());
-        sgd.getSkipMutable().assign(ls.getSkip());
-      } else {
-        auto adam = cast<AdamUpdateOp>(op);
-        adam.getGradScaleMutable().assign(ls.getUnscale());
-        adam.getSkipMutable().assign(ls.getSkip());
-      }
+    for (OptimizerUpdate op : updates) {
+      op.getGradScaleMutable().assign(ls.getUnscale());
+      op.getSkipMutable().assign(ls.getSkip());
     }
 
     results.updates.push_back({ls.getNewScale(), scale});
@@ -163,17 +152,6 @@ struct UnscaleGradientsPass : impl::UnscaleGradientsBase<UnscaleGradientsPass> {
     std::string skipped = addNamedOutput(func, ls.getSkip(), "skipped");
     func->setAttr(kLossScaleOutputAttrName, b.getStringAttr(used));
     func->setAttr(kSkippedOutputAttrName, b.getStringAttr(skipped));
-  }
-
-  static Value getGradScale(Operation *op) {
-    if (auto sgd = dyn_cast<SGDUpdateOp>(op))
-      return sgd.getGradScale();
-    return cast<AdamUpdateOp>(op).getGradScale();
-  }
-  static Value getStep(Operation *op) {
-    if (auto sgd = dyn_cast<SGDUpdateOp>(op))
-      return sgd.getStep();
-    return cast<AdamUpdateOp>(op).getStep();
   }
 };
 
