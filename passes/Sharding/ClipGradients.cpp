@@ -48,18 +48,14 @@ struct ClipGradientsPass : impl::ClipGradientsBase<ClipGradientsPass> {
       return signalPassFailure();
     }
 
-    SmallVector<OptimizerUpdate> updates;
-    SmallVector<Value> grads;
-    func.walk([&](OptimizerUpdate op) {
-      updates.push_back(op);
-      grads.push_back(op.getGrad());
-    });
-    if (updates.empty()) {
-      func.emitError("clip-gradients: the step updates no parameter; "
-                     "clip-grad-norm needs an optimizer (shardc --optimizer) "
-                     "and a trained parameter");
+    FailureOr<SmallVector<OptimizerUpdate>> found =
+        requireUpdates(func, "clip-gradients", "clip-grad-norm");
+    if (failed(found))
       return signalPassFailure();
-    }
+    SmallVector<OptimizerUpdate> updates = std::move(*found);
+    SmallVector<Value> grads;
+    for (OptimizerUpdate op : updates)
+      grads.push_back(op.getGrad());
     // With loss scaling (shardc-unscale-gradients ran first) every update
     // already multiplies its gradient by the unscale factor: the norm is
     // the unscaled gradients', and the coefficient clips and unscales.

@@ -103,6 +103,13 @@ mlir::Operation *latestDef(llvm::ArrayRef<mlir::Value> values);
 mlir::FailureOr<llvm::SmallVector<mlir::Operation *>>
 opsAfterUpdates(mlir::Block &body, mlir::Operation *last, llvm::StringRef pass);
 
+/// The optimizer updates of @main in body order, or an error on `func`
+/// naming `pass` and the option that needs them (`feature`) when the step
+/// updates no parameter.
+mlir::FailureOr<llvm::SmallVector<OptimizerUpdate>>
+requireUpdates(mlir::func::FuncOp func, llvm::StringRef pass,
+               llvm::StringRef feature);
+
 /// Moves `ops` right after `anchor`, keeping their order.
 void moveOpsAfter(llvm::ArrayRef<mlir::Operation *> ops,
                   mlir::Operation *anchor);

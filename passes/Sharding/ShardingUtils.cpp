@@ -253,6 +253,18 @@ opsAfterUpdates(Block &body, Operation *last, StringRef pass) {
   return SmallVector<Operation *>(later.begin(), later.end());
 }
 
+FailureOr<SmallVector<OptimizerUpdate>>
+requireUpdates(func::FuncOp func, StringRef pass, StringRef feature) {
+  SmallVector<OptimizerUpdate> updates;
+  func.walk([&](OptimizerUpdate op) { updates.push_back(op); });
+  if (updates.empty())
+    return func.emitError(pass)
+           << ": the step updates no parameter; " << feature
+           << " needs an optimizer (shardc --optimizer) and a trained "
+              "parameter";
+  return updates;
+}
+
 void moveOpsAfter(ArrayRef<Operation *> ops, Operation *anchor) {
   for (Operation *op : ops) {
     op->moveAfter(anchor);

@@ -54,18 +54,14 @@ struct UnscaleGradientsPass : impl::UnscaleGradientsBase<UnscaleGradientsPass> {
       return signalPassFailure();
     }
 
-    SmallVector<OptimizerUpdate> updates;
-    SmallVector<Value> grads;
-    func.walk([&](OptimizerUpdate op) {
-      updates.push_back(op);
-      grads.push_back(op.getGrad());
-    });
-    if (updates.empty()) {
-      func.emitError("unscale-gradients: the step updates no parameter; "
-                     "loss scaling needs an optimizer (shardc --optimizer) "
-                     "and a trained parameter");
+    FailureOr<SmallVector<OptimizerUpdate>> found =
+        requireUpdates(func, "unscale-gradients", "loss scaling");
+    if (failed(found))
       return signalPassFailure();
-    }
+    SmallVector<OptimizerUpdate> updates = std::move(*found);
+    SmallVector<Value> grads;
+    for (OptimizerUpdate op : updates)
+      grads.push_back(op.getGrad());
     // The step counters the updates read, incremented by the optimizer.
     llvm::SetVector<Operation *> increments;
     for (OptimizerUpdate op : updates) {

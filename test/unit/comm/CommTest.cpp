@@ -123,26 +123,21 @@ template <> struct Elem<BoolElem> {
 
 /// float16 and bfloat16, held as their bits: small integers, so that every
 /// sum of up to 4 ranks is exact in either type (|sum| <= 256).
-struct HalfElem {};
-struct BFloat16Elem {};
-template <> struct Elem<HalfElem> {
+template <DType D, float (*Load)(uint16_t), uint16_t (*Store)(float)>
+struct Float16Elem {
   using Storage = uint16_t;
-  static constexpr DType dtype = DType::F16;
-  static float decode(Storage v) { return ops::halfToFloat(v); }
-  static Storage encode(float f) { return ops::floatToHalf(f); }
+  static constexpr DType dtype = D;
+  static float decode(Storage v) { return Load(v); }
+  static Storage encode(float f) { return Store(f); }
   static Storage value(int r, int64_t i) {
     return encode(static_cast<float>((r * 29 + i * 3) % 129 - 64));
   }
 };
-template <> struct Elem<BFloat16Elem> {
-  using Storage = uint16_t;
-  static constexpr DType dtype = DType::BF16;
-  static float decode(Storage v) { return ops::bfloat16ToFloat(v); }
-  static Storage encode(float f) { return ops::floatToBfloat16(f); }
-  static Storage value(int r, int64_t i) {
-    return encode(static_cast<float>((r * 31 + i * 5) % 129 - 64));
-  }
-};
+using HalfElem = Float16Elem<DType::F16, ops::halfToFloat, ops::floatToHalf>;
+using BFloat16Elem =
+    Float16Elem<DType::BF16, ops::bfloat16ToFloat, ops::floatToBfloat16>;
+template <> struct Elem<HalfElem> : HalfElem {};
+template <> struct Elem<BFloat16Elem> : BFloat16Elem {};
 
 template <typename T> using Storage = typename Elem<T>::Storage;
 
