@@ -782,12 +782,21 @@ const HyperAttr kSgdAttrs[] = {{"lr", HyperKind::NonNegative},
                                {"decay_steps", HyperKind::Count, false},
                                {"min_lr_ratio", HyperKind::Ratio, false}};
 
-/// The attributes an optimizer op type takes (empty: not an optimizer op).
+/// LossScale's: its factors and interval (their ranges are the kernel's
+/// check; here, that none is renamed or dropped).
+const HyperAttr kLossScaleAttrs[] = {{"growth_factor", HyperKind::NonNegative},
+                                     {"backoff_factor", HyperKind::NonNegative},
+                                     {"growth_interval", HyperKind::Count}};
+
+/// The attributes an optimizer op type (or loss scaling's, LossScale) takes
+/// (empty: neither).
 llvm::ArrayRef<HyperAttr> optimizerAttrs(StringRef type) {
   if (type == "AdamUpdate")
     return kAdamAttrs;
   if (type == "SGDUpdate")
     return kSgdAttrs;
+  if (type == "LossScale")
+    return kLossScaleAttrs;
   return {};
 }
 

@@ -359,9 +359,14 @@ llvm::Error checkLossScaleOperands(const KernelContext &ctx,
                                i == 0 ? DType::Bool : DType::F32, outs[i]));
     SHARDC_CPU_TRY(requireNumel(ctx, ctx.outputs[i], 1, outs[i]));
   }
-  ls.growthFactor = ctx.attrs.getFloat("growth_factor", 2.0);
-  ls.backoffFactor = ctx.attrs.getFloat("backoff_factor", 0.5);
-  ls.growthInterval = ctx.attrs.getInt("growth_interval", 2000);
+  // No defaults: a plan always carries all three (the loader checks).
+  for (const char *name :
+       {"growth_factor", "backoff_factor", "growth_interval"})
+    if (!ctx.attrs.has(name))
+      return ctx.error("attribute '" + llvm::Twine(name) + "' is missing");
+  ls.growthFactor = ctx.attrs.getFloat("growth_factor", 0.0);
+  ls.backoffFactor = ctx.attrs.getFloat("backoff_factor", 0.0);
+  ls.growthInterval = ctx.attrs.getInt("growth_interval", 0);
   if (!(std::isfinite(ls.growthFactor) && ls.growthFactor >= 1.0) ||
       !(ls.backoffFactor > 0.0 && ls.backoffFactor <= 1.0) ||
       ls.growthInterval < 1 || ls.growthInterval > (int64_t(1) << 24))

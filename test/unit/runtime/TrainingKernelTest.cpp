@@ -1522,6 +1522,12 @@ TEST(LossScaleKernel, GradScalersSkipUnscaleAndUpdate) {
   EXPECT_KERNEL_ERROR(
       run("LossScale", attrs({}), {&t, &s, &k}, {&wrong, &u, &used, &s, &k}),
       "'skip'");
+  // No attribute falls back to a default.
+  EXPECT_KERNEL_ERROR(run("LossScale",
+                          attrs({{"growth_factor", floatv(2.0)},
+                                 {"backoff_factor", floatv(0.5)}}),
+                          {&t, &s, &k}, {&skip, &u, &used, &s, &k}),
+                      "attribute 'growth_interval' is missing");
 }
 
 TEST(OptimizerKernel, SkipLeavesParametersStateAndCounter) {
