@@ -125,162 +125,10 @@ Expected<uint64_t> denseBytes(rt::DType dtype, llvm::ArrayRef<int64_t> shape) {
   return static_cast<uint64_t>(bytes);
 }
 
-/// Writes `bytes` to a new temporary file next to `finalPath` and returns the
-/// temporary's path.
-Expected<std::string> writeTemporary(StringRef finalPath,
-                                     llvm::ArrayRef<uint8_t> bytes) {
-  int fd = -1;
-  llvm::SmallString<256> tmpPath;
-  if (std::error_code ec = llvm::sys::fs::createUniqueFile(
-          finalPath + ".tmp-%%%%%%%%", fd, tmpPath))
-    return makeError("cannot create a temporary file for " + finalPath + ": " +
-                     ec.message());
-  llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
-  os.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
-  os.close();
-  if (os.has_error()) {
-    std::string msg = os.error().message();
-    os.clear_error();
-    llvm::sys::fs::remove(tmpPath);
-    return makeError("cannot write " + tmpPath + ": " + msg);
-  }
-  return std::string(tmpPath);
-}
-
-/// An open regular file of a plan directory; closed on destruction.
-struct PlanFile {
-  PlanFile() = default;
-  PlanFile(const PlanFile &) = delete;
-  PlanFile &operator=(const PlanFile &) = delete;
-  ~PlanFile() {
-    if (fd >= 0)
-      ::close(fd);
-  }
-  int fd = -1;
-  uint64_t size = 0;
-  std::string path;
-};
-
-StringRef describeFileType(mode_t mode) {
-  if (S_ISFIFO(mode))
-    return "a FIFO";
-  if (S_ISCHR(mode))
-    return "a character device";
-  if (S_ISBLK(mode))
-    return "a block device";
-  if (S_ISDIR(mode))
-    return "a directory";
-  if (S_ISSOCK(mode))
-    return "a socket";
-  return "not a regular file";
-}
-
-/// Opens file `name` of plan directory `dir`: a plain name, no symbolic link,
-/// nothing but a regular file. O_NONBLOCK keeps a FIFO from blocking the
-/// open; the type is checked on the open descriptor, so the file checked is
-/// the file read. An error for a missing file carries ENOENT.
-Expected<std::unique_ptr<PlanFile>> openPlanFile(StringRef dir,
-                                                 StringRef name) {
-  if (!isPlainFileName(name))
-    return makeError("'" + name +
-                     "' is not a plain file name inside the plan directory");
-  auto file = std::make_unique<PlanFile>();
-  llvm::SmallString<256> path(dir);
-  llvm::sys::path::append(path, name);
-  file->path = std::string(path);
-  int fd;
-  do {
-    fd = ::open(file->path.c_str(),
-                O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
-  } while (fd < 0 && errno == EINTR);
-  if (fd < 0) {
-    int e = errno;
-    if (e == ELOOP)
-      return makeError(file->path +
-                       " is a symbolic link; every file of a plan must be a "
-                       "regular file inside the plan directory");
-    return llvm::createStringError(std::error_code(e, std::generic_category()),
-                                   "cannot open " + file->path + ": " +
-                                       std::strerror(e));
-  }
-  file->fd = fd;
-  struct stat st;
-  if (::fstat(fd, &st) != 0)
-    return makeError("cannot stat " + file->path + ": " + std::strerror(errno));
-  if (!S_ISREG(st.st_mode))
-    return makeError(file->path + " is " + describeFileType(st.st_mode) +
-                     ", not a regular file; every file of a plan must be a "
-                     "regular file inside the plan directory");
-  // A regular file never blocks; reads below are ordinary ones.
-  int flags = ::fcntl(fd, F_GETFL);
-  if (flags >= 0)
-    ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
-  file->size = static_cast<uint64_t>(st.st_size);
-  return std::move(file);
-}
-
-/// Reads `out.size()` bytes at `offset` of an open file.
-Error readSlice(const PlanFile &file, uint64_t offset,
-                llvm::MutableArrayRef<uint8_t> out) {
-  size_t done = 0;
-  while (done < out.size()) {
-    size_t want = std::min<size_t>(out.size() - done, size_t(1) << 30);
-    ssize_t got = ::pread(file.fd, out.data() + done, want,
-                          static_cast<off_t>(offset + done));
-    if (got < 0 && errno == EINTR)
-      continue;
-    if (got < 0)
-      return makeError("cannot read " + file.path + ": " +
-                       std::strerror(errno));
-    if (got == 0)
-      return makeError("unexpected end of " + file.path + " after " +
-                       Twine(offset + done) +
-                       " bytes (the file shrank while being read)");
-    done += static_cast<size_t>(got);
-  }
-  return Error::success();
-}
-
-/// Fails when the file holds bytes past `size` (it grew since it was
-/// opened): nothing past what was checked is ever used.
-Error checkNoMoreData(const PlanFile &file, uint64_t size) {
-  uint8_t extra;
-  ssize_t got;
-  do {
-    got = ::pread(file.fd, &extra, 1, static_cast<off_t>(size));
-  } while (got < 0 && errno == EINTR);
-  if (got > 0)
-    return makeError(file.path + " grew while being read");
-  return Error::success();
-}
-
-std::string toHex(const std::array<uint8_t, 32> &digest) {
-  static const char *digits = "0123456789abcdef";
-  std::string s;
-  s.reserve(64);
-  for (uint8_t b : digest) {
-    s += digits[b >> 4];
-    s += digits[b & 15];
-  }
-  return s;
-}
-
-/// SHA-256 of an open file's first `size` bytes, read in chunks.
-Expected<std::string> hashFile(const PlanFile &file, uint64_t size) {
-  llvm::SHA256 hasher;
-  std::vector<uint8_t> chunk(std::min<uint64_t>(size, uint64_t(4) << 20));
-  for (uint64_t done = 0; done < size;) {
-    size_t n =
-        static_cast<size_t>(std::min<uint64_t>(chunk.size(), size - done));
-    if (Error err = readSlice(file, done,
-                              llvm::MutableArrayRef<uint8_t>(chunk.data(), n)))
-      return std::move(err);
-    hasher.update(llvm::ArrayRef<uint8_t>(chunk.data(), n));
-    done += n;
-  }
-  if (Error err = checkNoMoreData(file, size))
-    return std::move(err);
-  return toHex(hasher.final());
+/// Opens file `name` of plan directory `dir` (ReadOnlyFile::open).
+Expected<std::unique_ptr<ReadOnlyFile>> openPlanFile(StringRef dir,
+                                                     StringRef name) {
+  return ReadOnlyFile::open(dir, name, "plan");
 }
 
 /// "the file is corrupt or does not belong to this plan; recompile ...".
@@ -289,17 +137,18 @@ const char *kMismatchAdvice =
     "model with shardc";
 
 /// Checks an open file's size against its manifest entry.
-Error checkSize(const PlanFile &file, const ManifestEntry &entry) {
-  if (file.size != entry.size)
-    return makeError(file.path + " is " + Twine(file.size) +
+Error checkSize(const ReadOnlyFile &file, const ManifestEntry &entry) {
+  if (file.size() != entry.size)
+    return makeError(file.path() + " is " + Twine(file.size()) +
                      " bytes, but the manifest lists " + Twine(entry.size) +
                      ": " + kMismatchAdvice);
   return Error::success();
 }
 
-Error hashMismatch(const PlanFile &file, const ManifestEntry &entry,
+Error hashMismatch(const ReadOnlyFile &file, const ManifestEntry &entry,
                    StringRef actual) {
-  return makeError(file.path + " does not match its SHA-256 in the manifest (" +
+  return makeError(file.path() +
+                   " does not match its SHA-256 in the manifest (" +
                    entry.sha256.substr(0, 16) + "..., the file has " +
                    actual.substr(0, 16) + "...): " + kMismatchAdvice);
 }
@@ -322,22 +171,6 @@ std::string excerpt(StringRef text) {
 
 } // namespace
 
-bool isPlainFileName(StringRef name) {
-  if (name.empty() || name == "." || name == ".." || name.size() > 255)
-    return false;
-  if (name.contains("..") || name.starts_with("."))
-    return false;
-  // Printable ASCII without separators or spaces: the manifest is a list of
-  // space-separated fields.
-  return llvm::all_of(name, [](char c) {
-    return c > 0x20 && c < 0x7f && c != '/' && c != '\\';
-  });
-}
-
-std::string sha256Hex(llvm::ArrayRef<uint8_t> data) {
-  return toHex(llvm::SHA256::hash(data));
-}
-
 //===----------------------------------------------------------------------===//
 // Manifest
 //===----------------------------------------------------------------------===//
@@ -349,8 +182,13 @@ const ManifestEntry *Manifest::find(StringRef name) const {
   return nullptr;
 }
 
-std::string formatManifest(llvm::ArrayRef<ManifestEntry> files) {
-  std::string text = "shard-plan " + std::to_string(kPlanVersion) + "\n";
+const ManifestKind kPlanManifest = {"shard-plan", kPlanVersion, kPlanFile,
+                                    "plan", "recompile the model with shardc"};
+
+std::string formatManifest(llvm::ArrayRef<ManifestEntry> files,
+                           const ManifestKind &kind) {
+  std::string text =
+      kind.word.str() + " " + std::to_string(kind.version) + "\n";
   for (const ManifestEntry &e : files)
     text += e.name + " " + std::to_string(e.size) + " " + e.sha256 + "\n";
   text += "sha256 " +
@@ -360,7 +198,7 @@ std::string formatManifest(llvm::ArrayRef<ManifestEntry> files) {
   return text;
 }
 
-Expected<Manifest> parseManifest(StringRef text) {
+Expected<Manifest> parseManifest(StringRef text, const ManifestKind &kind) {
   Manifest m;
   if (text.empty())
     return makeError("the manifest is empty");
@@ -372,20 +210,20 @@ Expected<Manifest> parseManifest(StringRef text) {
   body.split(lines, '\n');
   StringRef header = lines.front();
   StringRef versionText = header;
-  if (!versionText.consume_front("shard-plan "))
-    return makeError("not a plan manifest (its first line is '" +
-                     excerpt(header) + "', not 'shard-plan " +
-                     Twine(kPlanVersion) + "')");
+  if (!versionText.consume_front(kind.word) || !versionText.consume_front(" "))
+    return makeError("not a " + kind.container +
+                     " manifest (its first line is '" + excerpt(header) +
+                     "', not '" + kind.word + " " + Twine(kind.version) + "')");
   uint32_t version = 0;
   if (versionText.empty() || versionText.size() > 9 ||
       !llvm::all_of(versionText, [](char c) { return c >= '0' && c <= '9'; }) ||
       versionText.getAsInteger(10, version))
     return makeError("the manifest's first line '" + excerpt(header) +
-                     "' has no valid plan version");
-  if (version != kPlanVersion)
-    return makeError("the plan has version " + Twine(version) +
-                     ", but this build reads version " + Twine(kPlanVersion) +
-                     "; recompile the model with shardc");
+                     "' has no valid " + kind.container + " version");
+  if (version != kind.version)
+    return makeError("the " + kind.container + " has version " +
+                     Twine(version) + ", but this build reads version " +
+                     Twine(kind.version) + "; " + kind.advice);
   m.version = version;
   if (lines.size() < 3)
     return makeError("the manifest lists no files");
@@ -400,7 +238,8 @@ Expected<Manifest> parseManifest(StringRef text) {
       reinterpret_cast<const uint8_t *>(text.data()), signedBytes));
   if (actual != digest)
     return makeError("the manifest does not match its own SHA-256 (it is "
-                     "damaged); recompile the model with shardc");
+                     "damaged); " +
+                     kind.advice);
   m.digest = digest.str();
   if (lines.size() - 2 > kMaxManifestFiles)
     return makeError("the manifest lists " + Twine(lines.size() - 2) +
@@ -419,7 +258,8 @@ Expected<Manifest> parseManifest(StringRef text) {
     e.name = fields[0].str();
     if (!isPlainFileName(fields[0]) || fields[0] == kManifestFile)
       return bad("'" + excerpt(fields[0]) +
-                 "' is not a plain file name inside the plan directory");
+                 "' is not a plain file name inside the " + kind.container +
+                 " directory");
     StringRef size = fields[1];
     if (size.empty() || size.size() > 19 ||
         (size.size() > 1 && size.front() == '0') ||
@@ -434,24 +274,25 @@ Expected<Manifest> parseManifest(StringRef text) {
       return bad("file listed more than once");
     m.files.push_back(std::move(e));
   }
-  if (!m.find(kPlanFile))
-    return makeError("the manifest does not list " + Twine(kPlanFile));
+  if (!m.find(kind.required))
+    return makeError("the manifest does not list " + kind.required);
   return std::move(m);
 }
 
 Expected<std::vector<uint8_t>> readPlanFile(StringRef dir, StringRef name,
                                             uint64_t maxBytes) {
-  Expected<std::unique_ptr<PlanFile>> file = openPlanFile(dir, name);
+  Expected<std::unique_ptr<ReadOnlyFile>> file = openPlanFile(dir, name);
   if (!file)
     return file.takeError();
-  const PlanFile &f = **file;
-  if (f.size > maxBytes)
-    return makeError(f.path + " is " + Twine(f.size) + " bytes, more than " +
-                     Twine(maxBytes) + " (it is not the plan's, or damaged)");
-  std::vector<uint8_t> bytes(static_cast<size_t>(f.size));
-  if (Error err = readSlice(f, 0, bytes))
+  const ReadOnlyFile &f = **file;
+  if (f.size() > maxBytes)
+    return makeError(f.path() + " is " + Twine(f.size()) +
+                     " bytes, more than " + Twine(maxBytes) +
+                     " (it is not the plan's, or damaged)");
+  std::vector<uint8_t> bytes(static_cast<size_t>(f.size()));
+  if (Error err = f.read(0, bytes))
     return std::move(err);
-  if (Error err = checkNoMoreData(f, f.size))
+  if (Error err = f.checkEndsAt(f.size()))
     return std::move(err);
   return std::move(bytes);
 }
@@ -515,16 +356,16 @@ Expected<Manifest> readManifest(StringRef dir) {
 /// Reads file `name` of `dir` whole and checks it against `entry`.
 static Expected<std::vector<uint8_t>> readAgainst(StringRef dir,
                                                   const ManifestEntry &entry) {
-  Expected<std::unique_ptr<PlanFile>> file = openPlanFile(dir, entry.name);
+  Expected<std::unique_ptr<ReadOnlyFile>> file = openPlanFile(dir, entry.name);
   if (!file)
     return file.takeError();
-  const PlanFile &f = **file;
+  const ReadOnlyFile &f = **file;
   if (Error err = checkSize(f, entry))
     return std::move(err);
-  std::vector<uint8_t> bytes(static_cast<size_t>(f.size));
-  if (Error err = readSlice(f, 0, bytes))
+  std::vector<uint8_t> bytes(static_cast<size_t>(f.size()));
+  if (Error err = f.read(0, bytes))
     return std::move(err);
-  if (Error err = checkNoMoreData(f, f.size))
+  if (Error err = f.checkEndsAt(f.size()))
     return std::move(err);
   std::string actual = sha256Hex(bytes);
   if (actual != entry.sha256)
@@ -554,13 +395,13 @@ Error resealPlan(StringRef dir) {
   if (!m)
     return m.takeError();
   for (ManifestEntry &e : m->files) {
-    Expected<std::unique_ptr<PlanFile>> file = openPlanFile(dir, e.name);
+    Expected<std::unique_ptr<ReadOnlyFile>> file = openPlanFile(dir, e.name);
     if (!file)
       return file.takeError();
-    Expected<std::string> sum = hashFile(**file, (*file)->size);
+    Expected<std::string> sum = (*file)->sha256((*file)->size());
     if (!sum)
       return sum.takeError();
-    e.size = (*file)->size;
+    e.size = (*file)->size();
     e.sha256 = *sum;
   }
   std::string text = formatManifest(m->files);
@@ -861,39 +702,60 @@ Error validateOptimizerOp(const Plan &plan, int index) {
   return Error::success();
 }
 
-/// ZeRO-3 units: each names a sharded PARAMETER buffer, its padded size is
+/// Wrap units (ZeRO stages 1-3): each names a sharded PARAMETER buffer
+/// (stage 3) or none (-1: its parameters are whole PARAMETER buffers of the
+/// same names and shapes), and optimizer-state shards; its padded size is
 /// what the shards hold, and its parameters lie inside it one after another
 /// from element 0 (no gap, no overlap), padded by less than one element per
 /// shard.
 Error validateUnits(const Plan &plan) {
   llvm::StringSet<> paramNames;
   std::vector<bool> usedBuffer(plan.buffers_size(), false);
+  const int64_t world = std::max<int64_t>(plan.world_size(), 1);
+  llvm::StringMap<int> buffersByName;
+  for (int i = 0; i < plan.buffers_size(); ++i)
+    buffersByName.try_emplace(plan.buffers(i).name(), i);
+  auto elementsOf = [](const Buffer &b) {
+    int64_t n = 1;
+    for (int64_t d : b.shape())
+      n *= d; // validated: no overflow
+    return n;
+  };
   for (int u = 0; u < plan.units_size(); ++u) {
     const FlatUnit &unit = plan.units(u);
     std::string what = "unit " + std::to_string(u) + " '" + unit.name() + "'";
-    if (unit.buffer() < 0 || unit.buffer() >= plan.buffers_size())
-      return makeError(what + ": buffer index " + Twine(unit.buffer()) +
-                       " is out of range (the plan has " +
-                       Twine(plan.buffers_size()) + " buffers)");
-    const Buffer &b = plan.buffers(unit.buffer());
-    std::string buf = describeBuffer(plan, unit.buffer());
-    if (b.kind() != PARAMETER)
-      return makeError(what + ": " + buf + " is a " + kindName(b.kind()) +
-                       " buffer, not a PARAMETER");
-    if (usedBuffer[unit.buffer()])
-      return makeError(what + ": " + buf + " belongs to another unit too");
-    usedBuffer[unit.buffer()] = true;
-    int64_t shardElems = 1;
-    for (int64_t d : b.shape())
-      shardElems *= d; // validated: no overflow
-    int64_t shards = std::max<int64_t>(b.shard_count(), 1);
-    int64_t padded;
-    if (llvm::MulOverflow(shardElems, shards, padded) ||
-        padded != unit.padded_elements())
-      return makeError(what + ": padded_elements is " +
-                       Twine(unit.padded_elements()) + ", but " + buf +
-                       " holds " + Twine(shards) + " shard(s) of " +
-                       Twine(shardElems) + " elements");
+    // Shards of the flat layout: the parameter buffer's, else the world's.
+    int64_t shards = world;
+    if (unit.buffer() != -1) {
+      if (unit.buffer() < 0 || unit.buffer() >= plan.buffers_size())
+        return makeError(what + ": buffer index " + Twine(unit.buffer()) +
+                         " is out of range (the plan has " +
+                         Twine(plan.buffers_size()) + " buffers)");
+      const Buffer &b = plan.buffers(unit.buffer());
+      std::string buf = describeBuffer(plan, unit.buffer());
+      if (b.kind() != PARAMETER)
+        return makeError(what + ": " + buf + " is a " + kindName(b.kind()) +
+                         " buffer, not a PARAMETER");
+      if (usedBuffer[unit.buffer()])
+        return makeError(what + ": " + buf + " belongs to another unit too");
+      usedBuffer[unit.buffer()] = true;
+      shards = std::max<int64_t>(b.shard_count(), 1);
+      int64_t padded;
+      if (llvm::MulOverflow(elementsOf(b), shards, padded) ||
+          padded != unit.padded_elements())
+        return makeError(what + ": padded_elements is " +
+                         Twine(unit.padded_elements()) + ", but " + buf +
+                         " holds " + Twine(shards) + " shard(s) of " +
+                         Twine(elementsOf(b)) + " elements");
+    } else if (unit.states_size() == 0) {
+      return makeError(what + ": it has neither a parameter buffer nor "
+                              "optimizer state");
+    } else if (unit.padded_elements() <= 0 ||
+               unit.padded_elements() % world != 0) {
+      return makeError(
+          what + ": padded_elements " + Twine(unit.padded_elements()) +
+          " is not a positive multiple of the world size " + Twine(world));
+    }
     int64_t next = 0; // the parameters tile the unit in order from 0
     for (int k = 0; k < unit.params_size(); ++k) {
       const FlatParam &fp = unit.params(k);
@@ -921,6 +783,17 @@ Error validateUnits(const Plan &plan) {
                          "from element 0 (the previous one ends at " +
                          Twine(next) + ")");
       next = end;
+      if (unit.buffer() == -1) {
+        // Whole parameters: a PARAMETER buffer of this name and shape.
+        auto it = buffersByName.find(fp.name());
+        const Buffer *b =
+            it == buffersByName.end() ? nullptr : &plan.buffers(it->second);
+        if (!b || b->kind() != PARAMETER ||
+            !llvm::equal(b->shape(), fp.shape()))
+          return makeError(pw + ": the unit has no parameter buffer, but the "
+                                "plan has no PARAMETER buffer of this name "
+                                "and shape");
+      }
     }
     // Padding fills the last shard only: less than one element per shard.
     if (unit.padded_elements() - next >= shards)
@@ -928,6 +801,32 @@ Error validateUnits(const Plan &plan) {
                        ", but it has " + Twine(unit.padded_elements()) +
                        " elements in " + Twine(shards) +
                        " shard(s): more padding than the last shard needs");
+    llvm::StringSet<> suffixes;
+    for (int k = 0; k < unit.states_size(); ++k) {
+      const FlatState &fs = unit.states(k);
+      std::string sw = what + ": optimizer state " + std::to_string(k) + " '" +
+                       fs.suffix() + "'";
+      if (fs.suffix().empty() || !suffixes.insert(fs.suffix()).second)
+        return makeError(sw + ": its suffix is empty or repeated");
+      if (fs.buffer() < 0 || fs.buffer() >= plan.buffers_size())
+        return makeError(sw + ": buffer index " + Twine(fs.buffer()) +
+                         " is out of range (the plan has " +
+                         Twine(plan.buffers_size()) + " buffers)");
+      const Buffer &b = plan.buffers(fs.buffer());
+      std::string buf = describeBuffer(plan, fs.buffer());
+      if (b.kind() != STATE)
+        return makeError(sw + ": " + buf + " is a " + kindName(b.kind()) +
+                         " buffer, not a STATE");
+      if (usedBuffer[fs.buffer()])
+        return makeError(sw + ": " + buf + " belongs to another unit too");
+      usedBuffer[fs.buffer()] = true;
+      int64_t padded;
+      if (llvm::MulOverflow(elementsOf(b), shards, padded) ||
+          padded != unit.padded_elements())
+        return makeError(sw + ": " + buf + " holds " + Twine(elementsOf(b)) +
+                         " elements, not the unit's shard of " +
+                         Twine(unit.padded_elements()) + " / " + Twine(shards));
+    }
   }
   return Error::success();
 }
@@ -1306,7 +1205,7 @@ namespace {
 /// bounds and checksums.
 Error loadData(LoadedPlan &loaded, int rank) {
   const Plan &plan = loaded.plan;
-  llvm::StringMap<std::unique_ptr<PlanFile>> files;
+  llvm::StringMap<std::unique_ptr<ReadOnlyFile>> files;
 
   loaded.bytes.assign(plan.buffers_size(), {});
   for (int i = 0; i < plan.buffers_size(); ++i) {
@@ -1321,7 +1220,7 @@ Error loadData(LoadedPlan &loaded, int rank) {
       if (!entry)
         return makeError(what + ": data file " + b.data_file() +
                          " is not listed in the manifest");
-      Expected<std::unique_ptr<PlanFile>> file =
+      Expected<std::unique_ptr<ReadOnlyFile>> file =
           openPlanFile(loaded.dir, b.data_file());
       if (!file)
         return makeError(
@@ -1329,7 +1228,7 @@ Error loadData(LoadedPlan &loaded, int rank) {
       // The whole file against the manifest, before any buffer is used.
       if (Error err = checkSize(**file, *entry))
         return makeError(what + ": " + toString(std::move(err)));
-      Expected<std::string> sum = hashFile(**file, (*file)->size);
+      Expected<std::string> sum = (*file)->sha256((*file)->size());
       if (!sum)
         return makeError(what + ": " + toString(sum.takeError()));
       if (*sum != entry->sha256)
@@ -1337,15 +1236,15 @@ Error loadData(LoadedPlan &loaded, int rank) {
                          toString(hashMismatch(**file, *entry, *sum)));
       it = files.insert({b.data_file(), std::move(*file)}).first;
     }
-    const PlanFile &df = *it->second;
+    const ReadOnlyFile &df = *it->second;
 
     // validatePlan ruled out overflow of offset + bytes.
-    if (b.data_offset() + b.data_bytes() > df.size)
+    if (b.data_offset() + b.data_bytes() > df.size())
       return makeError(what + ": bytes [" + Twine(b.data_offset()) + ", " +
                        Twine(b.data_offset() + b.data_bytes()) +
                        ") lie past "
                        "the end of " +
-                       b.data_file() + " (" + Twine(df.size) +
+                       b.data_file() + " (" + Twine(df.size()) +
                        " bytes); the file is truncated or does not belong to "
                        "this plan");
     if (b.shard_count() > 1 && (rank < 0 || rank >= b.shard_count()))
@@ -1353,7 +1252,7 @@ Error loadData(LoadedPlan &loaded, int rank) {
                        " shards, none for rank " + Twine(rank));
     std::vector<uint8_t> &bytes = loaded.bytes[i];
     bytes.resize(b.data_bytes());
-    if (Error err = readSlice(df, b.data_offset(), bytes))
+    if (Error err = df.read(b.data_offset(), bytes))
       return makeError(what + ": cannot read " + b.data_file() + ": " +
                        toString(std::move(err)));
     uint64_t sum = fnv1a64(bytes);
@@ -1436,14 +1335,14 @@ loadPlan(StringRef dir, llvm::ArrayRef<StringRef> knownOpTypes, int rank) {
     });
     if (dataFile)
       continue; // checked by loadData as it reads
-    Expected<std::unique_ptr<PlanFile>> file = openPlanFile(dir, e.name);
+    Expected<std::unique_ptr<ReadOnlyFile>> file = openPlanFile(dir, e.name);
     if (!file)
       return makeError("invalid plan in " + dir + ": " +
                        toString(file.takeError()));
     if (Error err = checkSize(**file, e))
       return makeError("invalid plan in " + dir + ": " +
                        toString(std::move(err)));
-    Expected<std::string> sum = hashFile(**file, (*file)->size);
+    Expected<std::string> sum = (*file)->sha256((*file)->size());
     if (!sum)
       return makeError("invalid plan in " + dir + ": " +
                        toString(sum.takeError()));

@@ -18,6 +18,7 @@
 #define SHARDC_PLAN_PLANIO_H
 
 #include "plan.pb.h"
+#include "plan/SafeFile.h"
 #include "runtime/Tensor.h"
 
 #include "llvm/ADT/ArrayRef.h"
@@ -33,8 +34,9 @@
 namespace shardc::plan {
 
 /// The schema version this build writes and accepts (plan.pb's `version`
-/// and the manifest's first line). Version 2 added the manifest.
-constexpr uint32_t kPlanVersion = 3;
+/// and the manifest's first line). Version 2 added the manifest, 3 the
+/// initial values of state, 4 the units' optimizer-state layout.
+constexpr uint32_t kPlanVersion = 4;
 /// File names inside a plan directory.
 constexpr const char *kPlanFile = "plan.pb";
 constexpr const char *kParamsFile = "params.bin";
@@ -48,13 +50,6 @@ constexpr size_t kMaxManifestFiles = 256;
 /// FNV-1a 64-bit hash of `data`.
 uint64_t fnv1a64(llvm::ArrayRef<uint8_t> data,
                  uint64_t seed = 0xcbf29ce484222325ULL);
-
-/// SHA-256 of `data` as 64 lowercase hex digits.
-std::string sha256Hex(llvm::ArrayRef<uint8_t> data);
-
-/// Whether `name` is a plain file name that stays inside a directory: not
-/// empty, no '/', '\', NUL, "..", whitespace or control characters.
-bool isPlainFileName(llvm::StringRef name);
 
 /// One file of a plan directory as the manifest lists it.
 struct ManifestEntry {
@@ -82,13 +77,30 @@ struct Manifest {
   const ManifestEntry *find(llvm::StringRef name) const;
 };
 
-/// The text of a manifest listing `files` (version kPlanVersion).
-std::string formatManifest(llvm::ArrayRef<ManifestEntry> files);
+/// What a manifest belongs to: its first line is "<word> <version>", it
+/// must list file `required`, and messages about a bad one name the
+/// `container` and end with `advice`. Checkpoints (runtime/Checkpoint.h)
+/// have manifests of the same form.
+struct ManifestKind {
+  llvm::StringRef word;
+  uint32_t version;
+  llvm::StringRef required;
+  llvm::StringRef container;
+  llvm::StringRef advice;
+};
+/// "shard-plan 4", plan.pb, "recompile the model with shardc".
+extern const ManifestKind kPlanManifest;
+
+/// The text of a manifest listing `files`.
+std::string formatManifest(llvm::ArrayRef<ManifestEntry> files,
+                           const ManifestKind &kind = kPlanManifest);
 
 /// Parses and checks a manifest's text: header, one well-formed line per
-/// file (plain names, no duplicates, plan.pb listed) and the final SHA-256.
-/// A manifest of another version is an error that says to recompile.
-llvm::Expected<Manifest> parseManifest(llvm::StringRef text);
+/// file (plain names, no duplicates, the required file listed) and the
+/// final SHA-256. A manifest of another version is an error with the kind's
+/// advice.
+llvm::Expected<Manifest>
+parseManifest(llvm::StringRef text, const ManifestKind &kind = kPlanManifest);
 
 /// Reads file `name` of the plan directory `dir`. Only a regular file is
 /// read (a FIFO, device, directory or symbolic link is an error, and

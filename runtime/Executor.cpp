@@ -231,6 +231,8 @@ Error Executor::allocateBuffers(const plan::LoadedPlan &loaded) {
   bufferViews.reserve(plan.buffers_size());
   for (int i = 0; i < plan.buffers_size(); ++i) {
     const plan::Buffer &b = plan.buffers(i);
+    persistent.push_back(b.kind() == plan::PARAMETER ||
+                         b.kind() == plan::STATE);
     llvm::SmallVector<int64_t, 6> shape(b.shape().begin(), b.shape().end());
     TensorView view(plan::toRuntime(b.dtype()), shape, nullptr);
     size_t bytes = view.bytes();
@@ -391,6 +393,16 @@ Expected<std::vector<uint8_t>> Executor::readBuffer(size_t index) const {
   if (Error err = readBuffer(index, host.data()))
     return std::move(err);
   return host;
+}
+
+Error Executor::writeBuffer(size_t index, const void *host) {
+  if (index >= persistent.size() || !persistent[index])
+    return makeError("buffer " + Twine(index) +
+                     " is not a parameter or state buffer of the plan");
+  TensorView v = view(static_cast<int32_t>(index));
+  if (Error err = backend.copyToDevice(v.data, host, v.bytes(), *computeStream))
+    return err;
+  return computeStream->synchronize();
 }
 
 TensorView Executor::view(int32_t index) const {

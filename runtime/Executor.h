@@ -150,6 +150,10 @@ public:
   }
   /// Buffer `i`'s bytes, copied to the host.
   llvm::Expected<std::vector<uint8_t>> readBuffer(size_t i) const;
+  /// Copies `host` (buffer(i).bytes() bytes) into PARAMETER or STATE buffer
+  /// `i` (< numBuffers()): how a checkpoint is loaded. The value persists
+  /// until a step updates it.
+  llvm::Error writeBuffer(size_t i, const void *host);
   /// The backend the buffers live on.
   const KernelBackend &kernelBackend() const { return backend; }
 
@@ -232,6 +236,8 @@ private:
   char *arena = nullptr;
   /// Buffer i of the plan as kernels see it.
   std::vector<TensorView> bufferViews;
+  /// Whether buffer i is a PARAMETER or STATE (writeBuffer may fill it).
+  std::vector<bool> persistent;
   std::vector<Step> steps;
   std::vector<Port> inputs, outputs;
   bool profiling = false;

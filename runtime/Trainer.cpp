@@ -1,5 +1,6 @@
 //===- Trainer.cpp - The training loop of shardrun ------------------------===//
 #include "runtime/Trainer.h"
+#include "runtime/Checkpoint.h"
 #include "runtime/cpu/KernelUtil.h"
 #include "runtime/kernels/OptimizerOps.h"
 
@@ -10,6 +11,7 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MathExtras.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/raw_ostream.h"
@@ -237,6 +239,8 @@ static Error checkParametersMatch(const plan::Plan &plan,
   };
   std::vector<bool> unitBuffer(plan.buffers_size(), false);
   for (const plan::FlatUnit &unit : plan.units()) {
+    if (unit.buffer() == -1) // stages 1-2: whole parameter buffers
+      continue;
     if (unit.buffer() < 0 || unit.buffer() >= plan.buffers_size())
       return makeError("--export: unit '" + unit.name() +
                        "' has no buffer of the plan");
@@ -334,9 +338,15 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
     if (Error err = checkParametersMatch(plan, *model, planDir))
       return err;
   }
-  Expected<Dataset> data = Dataset::load(options.dataDir, exec);
-  if (!data)
-    return data.takeError();
+  // A run with no step to take (a resumed run loaded to export or to save
+  // in another layout) needs no data.
+  std::optional<Dataset> data;
+  if (options.steps > 0 || !options.dataDir.empty()) {
+    Expected<Dataset> loaded = Dataset::load(options.dataDir, exec);
+    if (!loaded)
+      return loaded.takeError();
+    data = std::move(*loaded);
+  }
   Expected<LearningRate> rate = learningRateOf(plan);
   if (!rate)
     return rate.takeError();
@@ -349,7 +359,8 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
     return makeError("the plan's loss output " + Twine(lossOutput) +
                      " is not a float32 scalar graph output");
   int64_t globalBatch = batch * accum * std::max(options.worldSize, 1);
-  if (data->numSamples() < globalBatch && options.rank == 0)
+  if (data && options.steps > 0 && data->numSamples() < globalBatch &&
+      options.rank == 0)
     llvm::errs() << "shardrun: warning: the data set in " << options.dataDir
                  << " holds " << data->numSamples()
                  << " samples, fewer than one step takes (" << batch
@@ -364,16 +375,19 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
   // Non-finite input data is refused before step 1, naming where it is and
   // the first step that would read it, so that it is never mistaken for a
   // diverging run.
-  if (std::optional<Dataset::NonFinite> bad = data->firstNonFinite()) {
-    // Position p of the sample stream (global step g, micro-batch m, rank
-    // r, slot k) is p = ((g * K + m) * world + r) * batch + k and reads
-    // sample p mod N.
+  std::optional<Dataset::NonFinite> bad;
+  if (data)
+    bad = data->firstNonFinite();
+  if (bad) {
+    // Position p of the sample stream (step s of this run, micro-batch m,
+    // rank r, slot k) is p = firstSample + ((s * K + m) * world + r) *
+    // batch + k and reads sample p mod N.
     int64_t world = std::max(options.worldSize, 1);
     int64_t n = data->numSamples();
-    int64_t p0 = static_cast<int64_t>(options.firstStep) * globalBatch;
+    int64_t p0 = static_cast<int64_t>(options.firstSample);
     int64_t p = p0 + (((bad->sample - p0) % n) + n) % n;
-    int64_t step = p / globalBatch - static_cast<int64_t>(options.firstStep);
-    int64_t rank = (p % globalBatch) / batch % world;
+    int64_t step = (p - p0) / globalBatch;
+    int64_t rank = ((p - p0) % globalBatch) / batch % world;
     std::string what = (std::isnan(bad->value) ? "NaN" : "infinite") +
                        std::string(" input data: ") + options.dataDir + "/" +
                        exec.inputInfo(bad->input).name + ".npy, sample " +
@@ -381,7 +395,7 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
                        std::to_string(bad->element) + " of the sample";
     if (step < options.steps)
       return makeError(what + " (read by rank " + Twine(rank) + " at step " +
-                       Twine(step + 1) +
+                       Twine(options.firstStep + step + 1) +
                        "); clean the data set: every loss it reaches would "
                        "be non-finite");
     if (options.rank == 0)
@@ -422,16 +436,46 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
 
   std::unique_ptr<llvm::raw_fd_ostream> log;
   if (!options.logPath.empty() && options.rank == 0) {
+    // A resumed run continues the log of the run it resumes: the lines of
+    // steps after the checkpoint (that run went on past it) are dropped.
+    std::string kept;
+    if (options.continueLog) {
+      if (auto old = llvm::MemoryBuffer::getFile(options.logPath)) {
+        llvm::SmallVector<StringRef> lines;
+        (*old)->getBuffer().split(lines, '\n', -1, /*KeepEmpty=*/false);
+        for (StringRef line : lines) {
+          StringRef rest = line;
+          uint64_t step = 0;
+          if (!rest.consume_front("{\"step\": ") ||
+              rest.consumeInteger(10, step) || step > options.firstStep)
+            continue;
+          kept += line.str() + "\n";
+        }
+      }
+    }
     std::error_code ec;
     log = std::make_unique<llvm::raw_fd_ostream>(options.logPath, ec);
     if (ec)
       return makeError("cannot write --log " + options.logPath + ": " +
                        ec.message());
+    *log << kept;
   }
 
   using Clock = std::chrono::steady_clock;
   auto start = Clock::now();
   exec.setSeed(options.seed);
+  // Where the run stands after `done` steps of this run: what a checkpoint
+  // records.
+  auto positionAfter = [&](int64_t done) {
+    TrainingPosition pos;
+    pos.step = options.firstStep + static_cast<uint64_t>(done);
+    pos.samplesConsumed =
+        options.firstSample + static_cast<uint64_t>(done * globalBatch);
+    pos.seed = options.seed;
+    pos.dataSamples = data ? data->numSamples() : options.dataSamples;
+    return pos;
+  };
+  uint64_t lastStep = options.firstStep + static_cast<uint64_t>(options.steps);
   for (int64_t step = 0; step < options.steps; ++step) {
     auto t0 = Clock::now();
     // The global step: data and dropout masks continue where a resumed
@@ -439,15 +483,14 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
     uint64_t global = options.firstStep + static_cast<uint64_t>(step);
     llvm::SmallVector<int64_t, 4> firsts;
     for (int64_t m = 0; m < accum; ++m)
-      firsts.push_back(
-          ((static_cast<int64_t>(global) * accum + m) * options.worldSize +
-           options.rank) *
-          batch);
+      firsts.push_back(static_cast<int64_t>(options.firstSample) +
+                       ((step * accum + m) * options.worldSize + options.rank) *
+                           batch);
     if (Error err = data->bind(exec, firsts))
       return err;
     exec.setStep(global);
     if (Error err = exec.run())
-      return makeError("step " + Twine(step + 1) + ": " +
+      return makeError("step " + Twine(global + 1) + ": " +
                        toString(std::move(err)));
     float loss = 0;
     if (Error err = exec.readOutput(lossOutput, &loss))
@@ -499,6 +542,24 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
       }
       metricValues.push_back(value);
     }
+    // Checkpoints: a save every K steps (the copy out of the executor holds
+    // this step up; the writing overlaps the next steps), else a check
+    // whether the pending one can be published. A diverged step is never
+    // saved (the run stops below).
+    bool diverged = !std::isfinite(loss) && !skipped;
+    std::optional<double> checkpointMs;
+    if (options.checkpoints && !diverged) {
+      uint64_t done = global + 1;
+      if (options.checkpointEvery > 0 &&
+          done % static_cast<uint64_t>(options.checkpointEvery) == 0) {
+        if (Error err =
+                options.checkpoints->save(exec, positionAfter(step + 1)))
+          return err;
+        checkpointMs = options.checkpoints->lastHoldMs();
+      } else if (Error err = options.checkpoints->poll()) {
+        return err;
+      }
+    }
     double ms =
         std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     double elapsed =
@@ -521,7 +582,7 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
                             "\"");
         return "null";
       };
-      *log << "{\"step\": " << step + 1
+      *log << "{\"step\": " << global + 1
            << ", \"loss\": " << number("loss", loss);
       if (rate->present)
         *log << ", \"lr\": " << number("lr", rate->at(global));
@@ -532,6 +593,8 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
         if (skipped)
           *log << ", \"skipped\": true";
       }
+      if (checkpointMs)
+        *log << ", \"checkpoint_ms\": " << llvm::format("%.3f", *checkpointMs);
       *log << ", \"step_ms\": " << llvm::format("%.3f", ms)
            << ", \"samples_per_s\": " << llvm::format("%.1f", samplesPerSec)
            << ", \"samples_per_s_mean\": "
@@ -558,18 +621,18 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
       int filled =
           options.steps ? int(width * (step + 1) / options.steps) : width;
       llvm::errs() << "\r[" << std::string(filled, '#')
-                   << std::string(width - filled, ' ') << "] step " << step + 1
-                   << "/" << options.steps << "  loss "
+                   << std::string(width - filled, ' ') << "] step "
+                   << global + 1 << "/" << lastStep << "  loss "
                    << llvm::format("%.5f", loss) << "  "
                    << llvm::format("%.0f", meanSamplesPerSec)
                    << " samples/s (mean) ";
     }
     // A step that loss scaling skipped changed nothing: float16's forward
     // overflowed, and the next step tries again with a smaller scale.
-    if (!std::isfinite(loss) && !skipped) {
+    if (diverged) {
       if (options.progress)
         llvm::errs() << "\n";
-      return makeError("step " + Twine(step + 1) + ": the loss is " +
+      return makeError("step " + Twine(global + 1) + ": the loss is " +
                        (std::isnan(loss) ? "nan" : "inf") +
                        " although every input of the data set is finite: "
                        "training diverged; lower the learning rate");
@@ -582,9 +645,41 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
                  << options.steps
                  << " steps (a gradient was inf or NaN; the scale backed "
                     "off)\n";
+  // The last step is always saved (unless it is saved already), and the
+  // run ends only once its checkpoint is complete.
+  if (options.checkpoints) {
+    if (options.checkpoints->savedStep() != lastStep)
+      if (Error err =
+              options.checkpoints->save(exec, positionAfter(options.steps)))
+        return err;
+    if (Error err = options.checkpoints->finish())
+      return err;
+  }
   if (!options.exportPath.empty())
     return exportModel(exec, plan, planDir, options.exportPath, options.comm);
   return Error::success();
+}
+
+/// Replaces an initializer's data by `bytes` (raw, little-endian).
+static void setInitializerData(onnx::TensorProto &init,
+                               llvm::ArrayRef<uint8_t> bytes) {
+  init.clear_float_data();
+  init.clear_double_data();
+  init.clear_int32_data();
+  init.clear_int64_data();
+  init.clear_external_data();
+  init.set_data_location(onnx::TensorProto::DEFAULT);
+  init.set_raw_data(bytes.data(), bytes.size());
+}
+
+static bool sameShape(const onnx::TensorProto &init,
+                      llvm::ArrayRef<int64_t> shape) {
+  if (init.dims_size() != static_cast<int>(shape.size()))
+    return false;
+  for (int d = 0; d < init.dims_size(); ++d)
+    if (init.dims(d) != shape[d])
+      return false;
+  return true;
 }
 
 Error exportModel(const Executor &exec, const plan::Plan &plan,
@@ -592,14 +687,13 @@ Error exportModel(const Executor &exec, const plan::Plan &plan,
   if (!plan.has_training() || plan.training().source_model().empty())
     return makeError("--export: the plan in " + planDir +
                      " carries no source model");
-  // ZeRO-3 flat parameters: gather every rank's shard (all ranks take part).
-  // The loader validated the units; the checks here depend on the plan
-  // alone, so every rank fails alike before any collective.
   int world = comm ? comm->worldSize() : 1;
-  llvm::StringMap<std::pair<std::vector<uint8_t>, std::vector<int64_t>>>
-      unsharded;
-  llvm::StringMap<DType> flatTypes;
+  int rank = comm ? comm->rank() : 0;
+  // The units' layout, checked before any collective: the checks depend on
+  // the plan alone, so every rank fails alike. (The loader validated them.)
   for (const plan::FlatUnit &unit : plan.units()) {
+    if (unit.buffer() == -1) // stages 1-2: whole parameter buffers
+      continue;
     std::string what = "--export: unit '" + unit.name() + "'";
     if (unit.buffer() < 0 || unit.buffer() >= plan.buffers_size())
       return makeError(what + ": buffer index " + Twine(unit.buffer()) +
@@ -610,6 +704,62 @@ Error exportModel(const Executor &exec, const plan::Plan &plan,
       return makeError(what + ": " + Twine(world) + " shards of " +
                        Twine(shard.numel()) + " elements are not its " +
                        Twine(unit.padded_elements()) + " padded elements");
+    int64_t fullElems = unit.padded_elements();
+    for (const plan::FlatParam &p : unit.params()) {
+      int64_t n = 1;
+      bool ok = p.offset() >= 0;
+      for (int64_t d : p.shape())
+        ok = ok && d >= 0 && !llvm::MulOverflow(n, d, n);
+      ok = ok && n <= fullElems && p.offset() <= fullElems - n;
+      if (!ok)
+        return makeError(what + ": parameter '" + p.name() + "' (offset " +
+                         Twine(p.offset()) + ", shape " +
+                         shapeToString(std::vector<int64_t>(p.shape().begin(),
+                                                            p.shape().end())) +
+                         ") lies outside the unit's " + Twine(fullElems) +
+                         " elements");
+    }
+  }
+  // Rank 0 writes the model; every rank takes part in gathering the ZeRO-3
+  // shards, so all learn whether rank 0 could read the source model before
+  // the first gather.
+  onnx::ModelProto model;
+  llvm::StringMap<onnx::TensorProto *> inits;
+  Error readError = Error::success();
+  if (rank == 0) {
+    Expected<onnx::ModelProto> modelOr = readSourceModel(plan, planDir);
+    if (!modelOr)
+      readError = modelOr.takeError();
+    else if (Error err = checkParametersMatch(plan, *modelOr, planDir))
+      readError = std::move(err);
+    else
+      model = std::move(*modelOr);
+    for (onnx::TensorProto &init :
+         *model.mutable_graph()->mutable_initializer())
+      inits[init.name()] = &init;
+  }
+  if (comm && world > 1) {
+    int32_t failed = readError ? 1 : 0, any = failed;
+    if (Error err =
+            comm->allReduce(&failed, &any, 1, DType::I32, ReduceOp::Max)) {
+      llvm::consumeError(std::move(readError));
+      return err;
+    }
+    if (any && !readError)
+      return makeError("--export: rank 0 could not read the source model of "
+                       "the plan in " +
+                       planDir + " (its message says why)");
+  }
+  if (readError)
+    return readError;
+
+  // ZeRO-3 flat parameters, one unit at a time: gathered, copied into the
+  // model (rank 0), released.
+  for (const plan::FlatUnit &unit : plan.units()) {
+    if (unit.buffer() == -1) // stages 1-2: whole parameter buffers
+      continue;
+    TensorView shard = exec.buffer(unit.buffer());
+    size_t elem = dtypeSize(shard.dtype);
     Expected<std::vector<uint8_t>> mine = exec.readBuffer(unit.buffer());
     if (!mine)
       return mine.takeError();
@@ -621,82 +771,46 @@ Error exportModel(const Executor &exec, const plan::Plan &plan,
     } else {
       std::memcpy(full.data(), mine->data(), shard.bytes());
     }
-    size_t elem = dtypeSize(shard.dtype);
-    int64_t fullElems = unit.padded_elements();
+    if (rank != 0)
+      continue;
     for (const plan::FlatParam &p : unit.params()) {
       std::vector<int64_t> shape(p.shape().begin(), p.shape().end());
-      int64_t n = 1;
-      bool ok = p.offset() >= 0;
-      for (int64_t d : shape)
-        ok = ok && d >= 0 && !llvm::MulOverflow(n, d, n);
-      ok = ok && n <= fullElems && p.offset() <= fullElems - n;
-      if (!ok)
-        return makeError(what + ": parameter '" + p.name() + "' (offset " +
-                         Twine(p.offset()) + ", shape " + shapeToString(shape) +
-                         ") lies outside the unit's " + Twine(fullElems) +
-                         " elements");
-      size_t begin = static_cast<size_t>(p.offset()) * elem;
-      size_t bytes = static_cast<size_t>(n) * elem;
-      std::vector<uint8_t> data(full.begin() + begin,
-                                full.begin() + begin + bytes);
-      unsharded[p.name()] = {std::move(data), std::move(shape)};
-      flatTypes[p.name()] = shard.dtype;
-    }
-  }
-  if (comm && comm->rank() != 0)
-    return Error::success();
-  Expected<onnx::ModelProto> modelOr = readSourceModel(plan, planDir);
-  if (!modelOr)
-    return modelOr.takeError();
-  onnx::ModelProto &model = *modelOr;
-  if (Error err = checkParametersMatch(plan, model, planDir))
-    return err;
-  llvm::StringMap<size_t> params;
-  for (int i = 0; i < plan.buffers_size(); ++i)
-    if (plan.buffers(i).kind() == plan::PARAMETER)
-      params[plan.buffers(i).name()] = i;
-  for (onnx::TensorProto &init :
-       *model.mutable_graph()->mutable_initializer()) {
-    auto flat = unsharded.find(init.name());
-    if (flat != unsharded.end()) {
-      const std::vector<int64_t> &shape = flat->second.second;
-      bool same = init.dims_size() == static_cast<int>(shape.size());
-      for (int d = 0; same && d < init.dims_size(); ++d)
-        same = init.dims(d) == shape[d];
-      if (!same || init.data_type() !=
-                       static_cast<int32_t>(flatTypes.lookup(init.name())))
-        return makeError("--export: initializer '" + init.name() +
+      onnx::TensorProto *init = inits.lookup(p.name());
+      if (!init || !sameShape(*init, shape) ||
+          init->data_type() != static_cast<int32_t>(shard.dtype))
+        return makeError("--export: initializer '" + p.name() +
                          "' of the source model does not match the plan's "
                          "sharded parameter of shape " +
                          shapeToString(shape));
-      init.clear_float_data();
-      init.clear_double_data();
-      init.clear_int32_data();
-      init.clear_int64_data();
-      init.clear_external_data();
-      init.set_data_location(onnx::TensorProto::DEFAULT);
-      init.set_raw_data(flat->second.first.data(), flat->second.first.size());
-      continue;
+      size_t begin = static_cast<size_t>(p.offset()) * elem;
+      size_t bytes = static_cast<size_t>(numElements(shape)) * elem;
+      setInitializerData(*init,
+                         llvm::ArrayRef<uint8_t>(full.data() + begin, bytes));
     }
-    auto it = params.find(init.name());
-    if (it == params.end())
+  }
+  if (rank != 0)
+    return Error::success();
+  std::vector<bool> flat(plan.buffers_size(), false);
+  for (const plan::FlatUnit &unit : plan.units())
+    if (unit.buffer() >= 0)
+      flat[unit.buffer()] = true;
+  for (int i = 0; i < plan.buffers_size(); ++i) {
+    const plan::Buffer &b = plan.buffers(i);
+    if (b.kind() != plan::PARAMETER || flat[i])
       continue;
-    TensorView v = exec.buffer(it->second);
-    if (static_cast<int64_t>(init.data_type()) !=
+    onnx::TensorProto *init = inits.lookup(b.name());
+    if (!init)
+      continue; // checkParametersMatch found every one
+    TensorView v = exec.buffer(i);
+    if (static_cast<int64_t>(init->data_type()) !=
             static_cast<int64_t>(v.dtype) ||
-        init.dims_size() != v.rank())
-      return makeError("--export: initializer '" + init.name() +
+        init->dims_size() != v.rank())
+      return makeError("--export: initializer '" + init->name() +
                        "' of the source model does not match the plan");
-    init.clear_float_data();
-    init.clear_double_data();
-    init.clear_int32_data();
-    init.clear_int64_data();
-    init.clear_external_data();
-    init.set_data_location(onnx::TensorProto::DEFAULT);
-    Expected<std::vector<uint8_t>> bytes = exec.readBuffer(it->second);
+    Expected<std::vector<uint8_t>> bytes = exec.readBuffer(i);
     if (!bytes)
       return bytes.takeError();
-    init.set_raw_data(bytes->data(), bytes->size());
+    setInitializerData(*init, *bytes);
   }
   std::string bytes;
   if (!model.SerializeToString(&bytes))

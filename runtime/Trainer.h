@@ -21,6 +21,8 @@
 
 namespace shardc::rt {
 
+class CheckpointWriter;
+
 /// A data set: one array per graph input of the plan, first axis = samples.
 class Dataset {
 public:
@@ -81,6 +83,21 @@ struct TrainOptions {
   /// micro-batches and its dropout masks (KernelContext::step), so a run
   /// resumed after k steps continues an uninterrupted one by starting at k.
   uint64_t firstStep = 0;
+  /// The first position of the sample stream this run reads (0, or the
+  /// data position of the checkpoint it resumes): step s of this run (from
+  /// 0) reads positions firstSample + ((s * K + m) * worldSize + rank) * B
+  /// + k, k < B, of micro-batch m, sample (position mod samples).
+  uint64_t firstSample = 0;
+  /// Samples of the data set the resumed run trained on, recorded again
+  /// when a run with no step (and no data) saves.
+  int64_t dataSamples = 0;
+  /// Keep the log lines of steps up to firstStep in --log (a resumed run
+  /// continues the log of the run it resumes).
+  bool continueLog = false;
+  /// Saves a checkpoint after every checkpointEvery-th global step (0:
+  /// none) and after the last step; nullptr: no checkpoints.
+  CheckpointWriter *checkpoints = nullptr;
+  int64_t checkpointEvery = 0;
 };
 
 /// Peak resident set size of this process so far, in bytes.

@@ -135,6 +135,8 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
     p.set_model_name(name.str());
 
   DenseMap<Value, int32_t> buffers;
+  // Optimizer-state shards of wrap units, with their unit's name.
+  SmallVector<std::pair<BlockArgument, StringAttr>> stateShards;
   // A pending collective's buffer is the tensor it will hold.
   auto bufferType = [](Value v) {
     auto t = isa<PendingType>(v.getType())
@@ -174,6 +176,9 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
                                                        kStateInitAttrName))
         p.mutable_buffers(buffers[arg])
             ->set_initial_value(init.getValueAsDouble());
+      if (auto unit = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                        kStateShardOfAttrName))
+        stateShards.push_back({arg, unit});
       continue;
     }
     if (auto unit = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
@@ -253,6 +258,55 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
       p.mutable_buffers(*id)->set_role(planRole(role.getValue()));
   }
 
+  // The units' optimizer-state shards join their unit (stage 3) or make one
+  // whose parameters are whole buffers (stages 1-2).
+  for (auto [arg, unitName] : stateShards) {
+    unsigned argNo = arg.getArgNumber();
+    auto names = func.getArgAttrOfType<ArrayAttr>(argNo, kFlatParamsAttrName);
+    auto types = func.getArgAttrOfType<ArrayAttr>(argNo, kFlatTypesAttrName);
+    auto suffix =
+        func.getArgAttrOfType<StringAttr>(argNo, kStateSuffixAttrName);
+    if (!names || !types || names.size() != types.size() || !suffix)
+      return func.emitError("optimizer state shard of ")
+             << unitName << " has no layout";
+    plan::FlatUnit *fu = nullptr;
+    for (plan::FlatUnit &u : *p.mutable_units())
+      if (u.name() == unitName.getValue())
+        fu = &u;
+    if (!fu) {
+      int64_t worldSize = 1;
+      if (auto ws = func->getAttrOfType<IntegerAttr>(kWorldSizeAttrName))
+        worldSize = ws.getInt();
+      fu = p.add_units();
+      fu->set_name(unitName.str());
+      fu->set_buffer(-1);
+      int64_t offset = 0;
+      for (Attribute typeAttr : types) {
+        auto ptype =
+            cast<RankedTensorType>(cast<TypeAttr>(typeAttr).getValue());
+        plan::FlatParam *fp = fu->add_params();
+        fp->set_name(
+            cast<StringAttr>(names[fu->params_size() - 1]).getValue().str());
+        fp->set_offset(offset);
+        for (int64_t d : ptype.getShape())
+          fp->add_shape(d);
+        offset += ptype.getNumElements();
+      }
+      fu->set_padded_elements(
+          cast<RankedTensorType>(arg.getType()).getNumElements() * worldSize);
+    } else if (fu->params_size() != static_cast<int>(names.size()) ||
+               llvm::any_of(llvm::enumerate(names), [&](auto entry) {
+                 return fu->params(entry.index()).name() !=
+                        cast<StringAttr>(entry.value()).getValue();
+               })) {
+      return func.emitError("optimizer state shard of ")
+             << unitName << " has another layout than the unit's parameters";
+    }
+    plan::FlatState *fs = fu->add_states();
+    fs->set_buffer(buffers[arg]);
+    fs->set_suffix(suffix.str());
+  }
+
   // In-place updates: a result marked `shardc.updates = N` is the new value
   // of argument N. Its producer writes straight into the argument's buffer
   // when nothing reads the old value after it; otherwise the new value is
@@ -279,15 +333,22 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
       return func.emitError("result ")
              << i << " updates argument " << arg.getArgNumber()
              << " with a value of another type";
+    // A collective's wait completes its start's buffer: the start is what
+    // writes (from the moment it is issued) into the argument.
+    Value written = v;
     Operation *producer = v.getDefiningOp();
+    if (auto wait = dyn_cast_or_null<CollectiveWaitOp>(producer)) {
+      written = wait.getPending();
+      producer = written.getDefiningOp();
+    }
     bool canAlias = producer && !isa<ConstantOp>(producer) &&
-                    !inPlace.count(v) &&
+                    !inPlace.count(written) &&
                     llvm::all_of(arg.getUsers(), [&](Operation *user) {
                       return user == producer || user == ret ||
                              user->isBeforeInBlock(producer);
                     });
     if (canAlias) {
-      inPlace[v] = arg;
+      inPlace[written] = arg;
       inPlaceWriter[arg] = producer;
     } else {
       copyBack.push_back({v, arg});

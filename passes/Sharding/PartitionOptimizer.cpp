@@ -3,7 +3,9 @@
 // ZeRO-1 (FairScale OSS) for every stage >= 1: each wrap unit's parameters,
 // gradients and optimizer state are flattened and padded to a multiple of
 // the world size, and a rank updates only its shard (mesh.all_slice), with
-// shard-sized optimizer state (`shardc.state = "unitK.exp_avg"`, ...). One
+// shard-sized optimizer state (`shardc.state = "unitK.exp_avg"`, ..., with
+// the unit's layout: `shardc.state_shard_of`, `shardc.state_suffix`,
+// `shardc.flat_params`, `shardc.flat_types`). One
 // update per unit replaces the per-parameter ones, and mesh.all_gather
 // rebuilds the full parameters from the updated shards.
 //
@@ -119,8 +121,13 @@ struct PartitionOptimizerPass
       unsigned idx = func.getNumArguments();
       func.insertArgument(
           idx, shardType,
-          b.getDictionaryAttr(b.getNamedAttr(
-              kStateAttrName, b.getStringAttr(unitName + suffix.str()))),
+          b.getDictionaryAttr(
+              {b.getNamedAttr(kStateAttrName,
+                              b.getStringAttr(unitName + suffix.str())),
+               b.getNamedAttr(kStateShardOfAttrName, unitAttr),
+               b.getNamedAttr(kStateSuffixAttrName, b.getStringAttr(suffix)),
+               b.getNamedAttr(kFlatParamsAttrName, b.getArrayAttr(names)),
+               b.getNamedAttr(kFlatTypesAttrName, b.getArrayAttr(types))}),
           loc);
       states.push_back(func.getArgument(idx));
     }

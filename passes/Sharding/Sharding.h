@@ -17,6 +17,13 @@ constexpr llvm::StringLiteral kUnitAttrName = "shardc.unit";
 constexpr llvm::StringLiteral kParamShardAttrName = "shardc.param_shard";
 constexpr llvm::StringLiteral kFlatParamsAttrName = "shardc.flat_params";
 constexpr llvm::StringLiteral kFlatTypesAttrName = "shardc.flat_types";
+/// Argument attributes of a wrap unit's optimizer-state shard (stages 1-3):
+/// the unit's name and the state's suffix ("unit0" and ".exp_avg" for the
+/// shard of every parameter's "<parameter>.exp_avg"), with the unit's
+/// layout in kFlatParamsAttrName / kFlatTypesAttrName. The plan records it
+/// (plan.proto FlatUnit.states) so that checkpoints can be resharded.
+constexpr llvm::StringLiteral kStateShardOfAttrName = "shardc.state_shard_of";
+constexpr llvm::StringLiteral kStateSuffixAttrName = "shardc.state_suffix";
 /// Function attributes recording the sharding configuration.
 constexpr llvm::StringLiteral kWorldSizeAttrName = "shardc.world_size";
 constexpr llvm::StringLiteral kZeroStageAttrName = "shardc.zero_stage";

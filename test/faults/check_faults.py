@@ -15,7 +15,12 @@ process behind. One case per run (--case); each prints what it measured.
                                      the shell killed: the ranks end themselves
   rank-sigstop                       SIGSTOP of rank 1, --collective-timeout 3;
                                      also measures rank 0's CPU while it waits
-  rank-sigkill, rank-sigsegv         the signal to rank 1
+  rank-sigkill, rank-sigsegv         the signal to rank 1 (mid-step)
+  rank-sigkill-collective            SIGKILL to rank 1 while it waits in a
+                                     collective (rank 0 stopped meanwhile)
+  rank-sigkill-save                  SIGKILL to rank 1 while it writes a
+                                     checkpoint: the earlier one stays
+                                     loadable and resuming from it is exact
   direct-sigstop                     rank 1 stopped under a direct mpirun launch
   job-pause                          every rank stopped for 6 s, then resumed
                                      (Ctrl-Z and fg): the job goes on
@@ -107,12 +112,14 @@ def environment(pid):
 
 
 class Job:
-    def __init__(self, args, tmp, timeout, direct=False, steps=1000000, shell=False):
+    def __init__(self, args, tmp, timeout, direct=False, steps=1000000, shell=False,
+                 extra=(), env=None):
         self.log = os.path.join(tmp, "run.jsonl")
         self.token = tmp
         self.out_path = os.path.join(tmp, "out.txt")
         cmd = [args.shardrun, args.plan, "--data", args.data, "--steps", str(steps),
                "--progress", "off", "--log", self.log, "--collective-timeout", str(timeout)]
+        cmd += list(extra)
         if shell:
             # Each rank is a child of a shell that mpirun started.
             cmd = ["/bin/sh", "-c", " ".join(cmd) + " & wait"]
@@ -122,7 +129,7 @@ class Job:
                 mpirun.append("--allow-run-as-root")
             cmd = mpirun + cmd
         self.out = open(self.out_path, "wb")
-        self.proc = subprocess.Popen(cmd, stdout=self.out, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(cmd, stdout=self.out, stderr=subprocess.STDOUT, env=env)
         self.start = time.monotonic()
 
     def wait_training(self, lines=3, limit=60):
@@ -377,6 +384,98 @@ def case_rank_signal(args, tmp, sig):
           f"(status {job.proc.returncode}), every process gone {gone:.2f} s after that")
 
 
+def expect_rank1_sigkill_ends_job(job, ranks, what):
+    """SIGKILL to rank 1 ends the job within 30 s, naming rank 1, with no
+    process left; returns the line that names it."""
+    os.kill(ranks[1], signal.SIGKILL)
+    t0 = time.monotonic()
+    job.wait_end(limit=30)
+    took = time.monotonic() - t0
+    if job.proc.returncode == 0:
+        fail(f"the job exited 0 although rank 1 was killed {what}")
+    line = expect_output(job, rf"shardrun: error: rank 1 \(pid {ranks[1]}\) died at step \d+, "
+                              r"(op \d+ \(\w+\)|outside the plan's ops) without a word, "
+                              r"which means signal 9 \(SIGKILL\)")
+    gone = expect_no_process_left(job)
+    print(line)
+    print(f"SIGKILL to rank 1 {what}: the job ended {took:.2f} s later (status "
+          f"{job.proc.returncode}, bound 30 s), every process gone {gone:.2f} s after that")
+    return line
+
+
+def case_rank_sigkill_collective(args, tmp):
+    """Rank 0 stopped, so rank 1 waits for it in a collective; rank 1 killed
+    there, then rank 0 continued."""
+    job = Job(args, tmp, timeout=600)
+    ranks = job.wait_training()
+    os.kill(ranks[0], signal.SIGSTOP)
+    # Rank 1 reaches the step's next collective within milliseconds and
+    # waits there for rank 0.
+    time.sleep(1.0)
+    before = cpu_seconds(ranks[1])
+    time.sleep(0.5)
+    if cpu_seconds(ranks[1]) - before > 0.25:
+        job.cleanup()
+        fail("rank 1 is not waiting (it used a core while rank 0 was stopped)")
+    os.kill(ranks[0], signal.SIGCONT)
+    line = expect_rank1_sigkill_ends_job(job, ranks, "while it waited in a collective")
+    if "CollectiveWait" not in line and "outside the plan's ops" not in line:
+        fail("rank 1 was not in a collective: " + line)
+
+
+def case_rank_sigkill_save(args, tmp):
+    """Rank 1 killed while it writes checkpoint step-8 (its writer is held
+    3 s by SHARDRUN_FAULT_SAVE_DELAY_MS): step-4 stays complete and loadable,
+    step-8 never exists, and resuming from the directory ends equal to a run
+    that never stopped."""
+    ck = os.path.join(tmp, "ck")
+    env = dict(os.environ, SHARDRUN_FAULT_SAVE_DELAY_MS="3000")
+    job = Job(args, tmp, timeout=600, env=env,
+              extra=["--checkpoint-dir", ck, "--checkpoint-every", "4"])
+    deadline = time.monotonic() + 60
+    while True:
+        names = os.listdir(ck) if os.path.isdir(ck) else []
+        if (os.path.exists(os.path.join(ck, "step-4", "manifest")) and
+                any(n.startswith(".step-8.partial-") for n in names)):
+            break
+        if job.proc.poll() is not None or time.monotonic() > deadline:
+            job.cleanup()
+            fail(f"no save of step 8 in progress after step-4 (found {names}):\n"
+                 + job.output())
+        time.sleep(0.02)
+    ranks = rank_pids(job.token)
+    if len(ranks) != 2:
+        job.cleanup()
+        fail(f"expected 2 ranks, found {ranks}")
+    expect_rank1_sigkill_ends_job(job, ranks, "while it saved checkpoint step 8")
+    complete = sorted(n for n in os.listdir(ck)
+                      if os.path.exists(os.path.join(ck, n, "manifest")))
+    if complete != ["step-4"]:
+        fail(f"complete checkpoints after the kill: {complete}, expected ['step-4']")
+    def run(*extra):
+        r = subprocess.run([args.shardrun, args.plan, "--data", args.data, "--progress",
+                            "off", *extra], capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:
+            fail("command failed: %s\n%s" % (" ".join(extra), r.stderr))
+        return r
+    straight_log, resumed_log = (os.path.join(tmp, n) for n in ("s.jsonl", "r.jsonl"))
+    straight_onnx, resumed_onnx = (os.path.join(tmp, n) for n in ("s.onnx", "r.onnx"))
+    run("--steps", "6", "--log", straight_log, "--export", straight_onnx)
+    run("--steps", "6", "--resume", ck, "--log", resumed_log, "--export", resumed_onnx)
+    def losses(path):
+        with open(path) as f:
+            return [re.search(r'"loss": ([^,]+)', l).group(1) for l in f]
+    if losses(straight_log)[4:] != losses(resumed_log):
+        fail(f"steps 5-6 after resuming from step-4: {losses(resumed_log)}, "
+             f"a run that never stopped: {losses(straight_log)[4:]}")
+    with open(straight_onnx, "rb") as a, open(resumed_onnx, "rb") as b:
+        if a.read() != b.read():
+            fail("resumed from step-4 to step 6, the model differs from a run that "
+                 "never stopped")
+    print("the earlier checkpoint step-4 was left complete; resumed from it to step 6: "
+          "the losses and the model of a run that never stopped, bit for bit")
+
+
 def case_job_pause(args, tmp):
     job = Job(args, tmp, timeout=3)
     ranks = job.wait_training()
@@ -432,6 +531,8 @@ def main():
             "direct-sigstop": lambda: case_rank_sigstop(args, tmp, direct=True),
             "rank-sigkill": lambda: case_rank_signal(args, tmp, signal.SIGKILL),
             "rank-sigsegv": lambda: case_rank_signal(args, tmp, signal.SIGSEGV),
+            "rank-sigkill-collective": lambda: case_rank_sigkill_collective(args, tmp),
+            "rank-sigkill-save": lambda: case_rank_sigkill_save(args, tmp),
             "job-pause": lambda: case_job_pause(args, tmp),
         }
         if args.case not in cases:

@@ -318,6 +318,8 @@ static void printParameterRoles(const shardc::plan::Plan &plan,
   };
   llvm::DenseSet<int32_t> flatBuffers;
   for (const auto &unit : plan.units()) {
+    if (unit.buffer() < 0) // stages 1-2: whole parameter buffers
+      continue;
     flatBuffers.insert(unit.buffer());
     std::string role = roleName(plan.buffers(unit.buffer()).role());
     for (const auto &p : unit.params()) {

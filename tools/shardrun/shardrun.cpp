@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "plan/PlanIO.h"
 #include "runtime/Backend.h"
+#include "runtime/Checkpoint.h"
 #include "runtime/Device.h"
 #include "runtime/Executor.h"
 #include "runtime/Npy.h"
@@ -99,8 +100,38 @@ static cl::opt<std::string>
                      "s on rank r of N uses samples [(s*N+r)*B, (s*N+r+1)*B), "
                      "wrapping around"),
             cl::value_desc("DIR"), cl::cat(trainCategory));
-static cl::opt<int64_t> steps("steps", cl::desc("Training steps (default 1)"),
-                              cl::init(1), cl::cat(trainCategory));
+static cl::opt<int64_t>
+    steps("steps",
+          cl::desc("Train until global step S (default 1): S steps, or with "
+                   "--resume the steps after the checkpoint's (none when S "
+                   "is at or below it)"),
+          cl::init(1), cl::value_desc("S"), cl::cat(trainCategory));
+
+static cl::OptionCategory
+    checkpointCategory("checkpoints (docs/checkpoints.md)");
+static cl::opt<std::string> checkpointDir(
+    "checkpoint-dir",
+    cl::desc("Save checkpoints as DIR/step-N: every rank its own shard, "
+             "written in the background, complete once DIR/step-N/manifest "
+             "exists; the last step is always saved"),
+    cl::value_desc("DIR"), cl::cat(checkpointCategory));
+static cl::opt<int64_t> checkpointEvery(
+    "checkpoint-every",
+    cl::desc("With --checkpoint-dir: save after every K-th step (default 0: "
+             "only after the last)"),
+    cl::init(0), cl::value_desc("K"), cl::cat(checkpointCategory));
+static cl::opt<int64_t> keepLast(
+    "keep-last",
+    cl::desc("With --checkpoint-dir: keep only the newest M complete "
+             "checkpoints (default 0: all); the newest is never deleted"),
+    cl::init(0), cl::value_desc("M"), cl::cat(checkpointCategory));
+static cl::opt<std::string> resumePath(
+    "resume",
+    cl::desc("Start from a checkpoint: DIR/step-N, or DIR for its newest "
+             "complete one. It may come from any world size and ZeRO stage "
+             "of the same model and optimizer; the step numbering, the data "
+             "order and --log go on"),
+    cl::value_desc("DIR"), cl::cat(checkpointCategory));
 static cl::opt<std::string>
     logPath("log", cl::desc("Write one JSON line per step to FILE"),
             cl::value_desc("FILE"), cl::cat(trainCategory));
@@ -687,8 +718,45 @@ static Error checkMemoryAvailable(rt::Communicator &comm, const plan::Plan &p) {
   return Error::success();
 }
 
+/// The checkpoint flags make sense together.
+static Error checkCheckpointFlags() {
+  if (checkpointEvery < 0)
+    return makeError("--checkpoint-every must be >= 0 (0: only after the "
+                     "last step), got " +
+                     Twine(checkpointEvery));
+  if (keepLast < 0)
+    return makeError("--keep-last must be >= 0 (0: keep all), got " +
+                     Twine(keepLast));
+  if (checkpointDir.empty() &&
+      (checkpointEvery.getNumOccurrences() || keepLast.getNumOccurrences()))
+    return makeError(Twine(checkpointEvery.getNumOccurrences()
+                               ? "--checkpoint-every"
+                               : "--keep-last") +
+                     " needs --checkpoint-dir DIR");
+  if (steps < 0)
+    return makeError("--steps must be >= 0");
+  if ((!checkpointDir.empty() || !resumePath.empty()) && dataDir.empty() &&
+      resumePath.empty())
+    return makeError("--checkpoint-dir saves a training run: give --data DIR");
+  auto sameFile = [](StringRef a, StringRef b) {
+    bool same = false;
+    return !llvm::sys::fs::equivalent(a, b, same) && same;
+  };
+  if (!checkpointDir.empty()) {
+    if (sameFile(checkpointDir, planDir))
+      return makeError("--checkpoint-dir " + checkpointDir +
+                       " is the plan directory; save checkpoints elsewhere");
+    if (!dataDir.empty() && sameFile(checkpointDir, dataDir))
+      return makeError("--checkpoint-dir " + checkpointDir +
+                       " is the data directory; save checkpoints elsewhere");
+  }
+  return Error::success();
+}
+
 static Error runMain(rt::Communicator &hostComm) {
   if (Error err = checkOutputPaths())
+    return err;
+  if (Error err = checkCheckpointFlags())
     return err;
   if (tf32 && deviceKind == rt::DeviceKind::Cpu)
     return makeError("--tf32 is for GPUs: add --device cuda (or auto)");
@@ -725,10 +793,11 @@ static Error runMain(rt::Communicator &hostComm) {
   rt::Executor &exec = **execOr;
   exec.setTracing(!tracePath.empty());
   exec.setSeed(seed);
-  if (!dataDir.empty()) {
+  if (!dataDir.empty() || !resumePath.empty()) {
     if (!inputSpecs.empty())
-      return makeError("--input and --data are exclusive: --data feeds every "
-                       "graph input from the data set");
+      return makeError(Twine(dataDir.empty() ? "--resume" : "--data") +
+                       " and --input are exclusive: a training run feeds "
+                       "every graph input from the data set");
     rt::TrainOptions options;
     options.dataDir = dataDir;
     options.steps = steps;
@@ -741,6 +810,67 @@ static Error runMain(rt::Communicator &hostComm) {
     options.progress = progressMode == ProgressMode::On ||
                        (progressMode == ProgressMode::Auto &&
                         llvm::sys::Process::StandardErrIsDisplayed());
+    if (!resumePath.empty()) {
+      Expected<std::unique_ptr<rt::CheckpointReader>> ck =
+          rt::CheckpointReader::open(resumePath);
+      // Every rank opens the same files; one that fails alone (a file
+      // system that differs between hosts) must not leave the others
+      // waiting in load's collective.
+      int32_t failed = ck ? 0 : 1, anyFailed = failed;
+      if (comm.worldSize() > 1)
+        if (Error err = comm.allReduce(&failed, &anyFailed, 1, rt::DType::I32,
+                                       rt::ReduceOp::Max))
+          return err;
+      if (!ck)
+        return ck.takeError();
+      if (anyFailed)
+        return makeError("another rank could not open --resume " + resumePath +
+                         " (its message says why)");
+      const plan::Checkpoint &info = (*ck)->checkpoint();
+      if (seed.getNumOccurrences() && seed != info.seed())
+        return makeError("--seed " + Twine(seed) + ", but checkpoint " +
+                         (*ck)->dir() + " was trained with --seed " +
+                         Twine(info.seed()) +
+                         ": another seed would change the dropout masks of "
+                         "the steps to come. Leave --seed out to keep the "
+                         "checkpoint's");
+      if (Error err = (*ck)->load(exec, **loaded, &comm))
+        return err;
+      options.seed = info.seed();
+      exec.setSeed(info.seed());
+      options.firstStep = info.step();
+      options.firstSample = info.samples_consumed();
+      options.dataSamples = info.data_samples();
+      options.continueLog = true;
+      options.steps =
+          std::max<int64_t>(0, steps - static_cast<int64_t>(info.step()));
+      if (comm.rank() == 0) {
+        llvm::errs() << "shardrun: resuming from " << (*ck)->dir() << " (step "
+                     << info.step() << ", saved by " << info.world_size()
+                     << " rank(s) at ZeRO stage " << info.zero_stage() << ")";
+        if (options.steps == 0)
+          llvm::errs() << "; --steps " << steps
+                       << " is at or below it: no step runs";
+        llvm::errs() << "\n";
+      }
+      if (options.steps > 0 && dataDir.empty())
+        return makeError("--resume: training on to step " + Twine(steps) +
+                         " needs --data DIR (the data set the run trained "
+                         "on)");
+    }
+    std::unique_ptr<rt::CheckpointWriter> writer;
+    if (!checkpointDir.empty()) {
+      rt::CheckpointOptions ckOptions;
+      ckOptions.dir = checkpointDir;
+      ckOptions.keepLast = keepLast;
+      Expected<std::unique_ptr<rt::CheckpointWriter>> w =
+          rt::CheckpointWriter::create(ckOptions, **loaded, &comm);
+      if (!w)
+        return w.takeError();
+      writer = std::move(*w);
+      options.checkpoints = writer.get();
+      options.checkpointEvery = checkpointEvery;
+    }
     stepsStarted = true;
     if (Error err = rt::train(exec, (*loaded)->plan, planDir, options))
       return err;
@@ -887,7 +1017,8 @@ static int planWorldSize(StringRef dir) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
-  cl::HideUnrelatedOptions({&shardrunCategory, &trainCategory, &distCategory});
+  cl::HideUnrelatedOptions(
+      {&shardrunCategory, &trainCategory, &checkpointCategory, &distCategory});
   cl::SetVersionPrinter([](llvm::raw_ostream &os) {
     os << "shardrun (Shard), reads plan version " << plan::kPlanVersion << "\n";
   });

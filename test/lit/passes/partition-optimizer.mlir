@@ -4,8 +4,8 @@
 // rank slices its shard of the flat gradient and parameters, updates it with
 // shard-sized state, and the full parameters are gathered back.
 // CHECK-LABEL: func.func @main
-// CHECK-SAME: %[[M0:[a-z0-9]+]]: tensor<4xf32> {shardc.state = "unit0.momentum_buffer"}
-// CHECK-SAME: %[[M1:[a-z0-9]+]]: tensor<2xf32> {shardc.state = "unit1.momentum_buffer"}
+// CHECK-SAME: %[[M0:[a-z0-9]+]]: tensor<4xf32> {shardc.flat_params = ["fc.weight", "fc.bias"], shardc.flat_types = [tensor<5x2xf32>, tensor<5xf32>], shardc.state = "unit0.momentum_buffer", shardc.state_shard_of = "unit0", shardc.state_suffix = ".momentum_buffer"}
+// CHECK-SAME: %[[M1:[a-z0-9]+]]: tensor<2xf32> {shardc.flat_params = ["head.scale"], shardc.flat_types = [tensor<5xf32>], shardc.state = "unit1.momentum_buffer", shardc.state_shard_of = "unit1", shardc.state_suffix = ".momentum_buffer"}
 // CHECK: %[[G0:.*]] = mesh.all_slice %{{.*}} {shardc.category = #shardc.category<grads>, shardc.grad_shard_of = "unit0"} : tensor<16xf32> -> tensor<4xf32>
 // CHECK: %[[P0:.*]] = mesh.all_slice %{{.*}} {shardc.category = #shardc.category<params>, shardc.param_shard_of = "unit0"} : tensor<16xf32> -> tensor<4xf32>
 // CHECK: %[[NP0:.*]], %{{.*}} = shardc.SGDUpdate %[[P0]], %[[G0]], %[[M0]]

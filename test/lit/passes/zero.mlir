@@ -62,7 +62,7 @@
 // STAGE1-SAME: %[[W:[a-z0-9]+]]: tensor<5x2xf32> {shardc.param = "fc.weight", shardc.unit = 0 : i64}
 // STAGE1-SAME: %[[B:[a-z0-9]+]]: tensor<5xf32> {shardc.param = "fc.bias", shardc.unit = 0 : i64}
 // STAGE1-SAME: %[[S:[a-z0-9]+]]: tensor<5xf32> {shardc.param = "head.scale", shardc.unit = 1 : i64}
-// STAGE1-SAME: %[[STEP:[a-z0-9]+]]: tensor<f32> {shardc.state = "optimizer.step"}, %[[M0:[a-z0-9]+]]: tensor<4xf32> {shardc.state = "unit0.momentum_buffer"}, %[[M1:[a-z0-9]+]]: tensor<2xf32> {shardc.state = "unit1.momentum_buffer"})
+// STAGE1-SAME: %[[STEP:[a-z0-9]+]]: tensor<f32> {shardc.state = "optimizer.step"}, %[[M0:[a-z0-9]+]]: tensor<4xf32> {shardc.flat_params = ["fc.weight", "fc.bias"], shardc.flat_types = [tensor<5x2xf32>, tensor<5xf32>], shardc.state = "unit0.momentum_buffer", shardc.state_shard_of = "unit0", shardc.state_suffix = ".momentum_buffer"}, %[[M1:[a-z0-9]+]]: tensor<2xf32> {shardc.flat_params = ["head.scale"], shardc.flat_types = [tensor<5xf32>], shardc.state = "unit1.momentum_buffer", shardc.state_shard_of = "unit1", shardc.state_suffix = ".momentum_buffer"})
 // STAGE1-SAME: -> (tensor<f32>, tensor<f32> {shardc.updates = 4 : i64}, tensor<4xf32> {shardc.updates = 5 : i64}, tensor<5x2xf32> {shardc.updates = 1 : i64}, tensor<5xf32> {shardc.updates = 2 : i64}, tensor<2xf32> {shardc.updates = 6 : i64}, tensor<5xf32> {shardc.updates = 3 : i64})
 // STAGE1-SAME: shardc.zero_stage = 1 : i64
 // ZeRO-1 keeps the all-reduced full gradients until the step: each unit's
@@ -101,7 +101,7 @@
 // reduce-scattered (and averaged) as soon as its last gradient exists:
 // head.scale's before fc.weight's gradient is even computed.
 // STAGE2-LABEL: func.func @main
-// STAGE2-SAME: %[[STEP:[a-z0-9]+]]: tensor<f32> {shardc.state = "optimizer.step"}, %[[M0:[a-z0-9]+]]: tensor<4xf32> {shardc.state = "unit0.momentum_buffer"}, %[[M1:[a-z0-9]+]]: tensor<2xf32> {shardc.state = "unit1.momentum_buffer"})
+// STAGE2-SAME: %[[STEP:[a-z0-9]+]]: tensor<f32> {shardc.state = "optimizer.step"}, %[[M0:[a-z0-9]+]]: tensor<4xf32> {shardc.flat_params = ["fc.weight", "fc.bias"], shardc.flat_types = [tensor<5x2xf32>, tensor<5xf32>], shardc.state = "unit0.momentum_buffer", shardc.state_shard_of = "unit0", shardc.state_suffix = ".momentum_buffer"}, %[[M1:[a-z0-9]+]]: tensor<2xf32> {shardc.flat_params = ["head.scale"], shardc.flat_types = [tensor<5xf32>], shardc.state = "unit1.momentum_buffer", shardc.state_shard_of = "unit1", shardc.state_suffix = ".momentum_buffer"})
 // STAGE2-NOT: mesh.all_reduce
 // STAGE2: %[[DS:.*]] = shardc.Reshape %{{.*}} : tensor<1x5xf32> -> tensor<5xf32>
 // STAGE2: %[[PAD3:.*]] = shardc.Constant {shardc.category = #shardc.category<comm>} dense<0.000000e+00> : tensor<3xf32>
@@ -130,7 +130,7 @@
 // only in forward, unit 1 (also used by backward) again in backward. The
 // update runs on the shard argument and writes it in place.
 // STAGE3-LABEL: func.func @main
-// STAGE3-SAME: (%[[X:[a-z0-9]+]]: tensor<2x2xf32> {shardc.input = "x"}, %[[STEP:[a-z0-9]+]]: tensor<f32> {shardc.state = "optimizer.step"}, %[[M0:[a-z0-9]+]]: tensor<4xf32> {shardc.state = "unit0.momentum_buffer"}, %[[M1:[a-z0-9]+]]: tensor<2xf32> {shardc.state = "unit1.momentum_buffer"}, %[[P0:[a-z0-9]+]]: tensor<4xf32> {shardc.flat_params = ["fc.weight", "fc.bias"], shardc.flat_types = [tensor<5x2xf32>, tensor<5xf32>], shardc.param_shard = "unit0"}, %[[P1:[a-z0-9]+]]: tensor<2xf32> {shardc.flat_params = ["head.scale"], shardc.flat_types = [tensor<5xf32>], shardc.param_shard = "unit1"})
+// STAGE3-SAME: (%[[X:[a-z0-9]+]]: tensor<2x2xf32> {shardc.input = "x"}, %[[STEP:[a-z0-9]+]]: tensor<f32> {shardc.state = "optimizer.step"}, %[[M0:[a-z0-9]+]]: tensor<4xf32> {shardc.flat_params = ["fc.weight", "fc.bias"], shardc.flat_types = [tensor<5x2xf32>, tensor<5xf32>], shardc.state = "unit0.momentum_buffer", shardc.state_shard_of = "unit0", shardc.state_suffix = ".momentum_buffer"}, %[[M1:[a-z0-9]+]]: tensor<2xf32> {shardc.flat_params = ["head.scale"], shardc.flat_types = [tensor<5xf32>], shardc.state = "unit1.momentum_buffer", shardc.state_shard_of = "unit1", shardc.state_suffix = ".momentum_buffer"}, %[[P0:[a-z0-9]+]]: tensor<4xf32> {shardc.flat_params = ["fc.weight", "fc.bias"], shardc.flat_types = [tensor<5x2xf32>, tensor<5xf32>], shardc.param_shard = "unit0"}, %[[P1:[a-z0-9]+]]: tensor<2xf32> {shardc.flat_params = ["head.scale"], shardc.flat_types = [tensor<5xf32>], shardc.param_shard = "unit1"})
 // STAGE3-SAME: -> (tensor<f32>, tensor<f32> {shardc.updates = 1 : i64}, tensor<4xf32> {shardc.updates = 2 : i64}, tensor<2xf32> {shardc.updates = 3 : i64}, tensor<4xf32> {shardc.updates = 4 : i64}, tensor<2xf32> {shardc.updates = 5 : i64})
 // STAGE3-SAME: shardc.zero_stage = 3 : i64
 // STAGE3: %[[FULL0:.*]] = mesh.all_gather %[[P0]] on @world mesh_axes = [0] gather_axis = 0 {shardc.category = #shardc.category<params>} : tensor<4xf32> -> tensor<16xf32>

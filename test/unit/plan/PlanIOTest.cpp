@@ -394,7 +394,7 @@ TEST(PlanIOTest, RejectsEmptyPlanFile) {
 
 TEST(PlanIOTest, RejectsWrongVersion) {
   expectRejected([](Plan &p) { p.set_version(7); },
-                 {"has version 7", "reads version 3", "recompile", "shardc"});
+                 {"has version 7", "reads version 4", "recompile", "shardc"});
 }
 
 //===----------------------------------------------------------------------===//
@@ -759,24 +759,24 @@ TEST(PlanManifestTest, WriterNeedsTheSourceModelAsAFile) {
 
 TEST(PlanManifestTest, ParseRejectsMalformedManifests) {
   std::string plan = "plan.pb 10 " + kZeroHash;
-  EXPECT_EQ(parseError(signedManifest({"shard-plan 3", plan})), "");
+  EXPECT_EQ(parseError(signedManifest({"shard-plan 4", plan})), "");
   EXPECT_NE(parseError("").find("empty"), std::string::npos);
-  std::string good = signedManifest({"shard-plan 3", plan});
+  std::string good = signedManifest({"shard-plan 4", plan});
   EXPECT_NE(parseError(llvm::StringRef(good).drop_back()).find("line break"),
             std::string::npos);
   EXPECT_NE(parseError(signedManifest({"PK\x03\x04 zip", plan}))
                 .find("not a plan manifest"),
             std::string::npos);
   EXPECT_NE(parseError(signedManifest({"shard-plan 1", plan}))
-                .find("version 1, but this build reads version 3; recompile"),
+                .find("version 1, but this build reads version 4; recompile"),
             std::string::npos);
   EXPECT_NE(parseError(signedManifest({"shard-plan x", plan}))
                 .find("no valid plan version"),
             std::string::npos);
-  EXPECT_NE(parseError(signedManifest({"shard-plan 3"})).find("lists no files"),
+  EXPECT_NE(parseError(signedManifest({"shard-plan 4"})).find("lists no files"),
             std::string::npos);
   EXPECT_NE(
-      parseError(signedManifest({"shard-plan 3", "params.bin 1 " + kZeroHash}))
+      parseError(signedManifest({"shard-plan 4", "params.bin 1 " + kZeroHash}))
           .find("does not list plan.pb"),
       std::string::npos);
   for (const std::string &line : std::vector<std::string>{
@@ -786,11 +786,11 @@ TEST(PlanManifestTest, ParseRejectsMalformedManifests) {
            "plan.pb 10 " + std::string(64, 'A'),
            "plan.pb 10 " + kZeroHash + " x", "plan.pb 10",
            "manifest 10 " + kZeroHash})
-    EXPECT_NE(parseError(signedManifest({"shard-plan 3", line}))
+    EXPECT_NE(parseError(signedManifest({"shard-plan 4", line}))
                   .find("manifest line 2"),
               std::string::npos)
         << line;
-  EXPECT_NE(parseError(signedManifest({"shard-plan 3", plan, plan}))
+  EXPECT_NE(parseError(signedManifest({"shard-plan 4", plan, plan}))
                 .find("listed more than once"),
             std::string::npos);
   // The final line guards everything above it.
@@ -859,9 +859,10 @@ TEST(PlanManifestTest, RejectsOldPlanWithoutManifest) {
   TempDir dir;
   writeMutated(dir, [](Plan &p) { p.set_version(1); });
   ASSERT_FALSE(llvm::sys::fs::remove(dir.file(kManifestFile)));
-  expectLoadError(dir, {"the plan in " + dir.str() + " has version 1",
-                        "this build reads version 3",
-                        "recompile the model with shardc"});
+  expectLoadError(dir,
+                  {"the plan in " + dir.str() + " has version 1",
+                   "this build reads version " + std::to_string(kPlanVersion),
+                   "recompile the model with shardc"});
 }
 
 TEST(PlanManifestTest, RejectsMissingManifest) {
@@ -1489,4 +1490,91 @@ TEST(PlanDigestTest, DescribesHyperParameters) {
   EXPECT_EQ(describeHyperParameters(p),
             "optimizer adamw, micro_batch 8, AdamUpdate lr=0.003|0.001 "
             "beta1=0.9 beta2=0.999 eps=1e-08 weight_decay=0.01 decoupled=1");
+}
+
+namespace {
+/// Adds a STATE buffer of `elements` float32 elements and returns its index.
+int32_t addStateBuffer(Plan &p, const std::string &name, int64_t elements) {
+  Buffer *b = p.add_buffers();
+  b->set_name(name);
+  b->set_dtype(FLOAT32);
+  b->add_shape(elements);
+  b->set_kind(STATE);
+  b->set_category(OPT_STATE);
+  return p.buffers_size() - 1;
+}
+
+/// Loads the sharded plan after `mutate`; "" when it is accepted.
+std::string shardedLoadError(const std::function<void(Plan &)> &mutate) {
+  TempDir dir;
+  PlanWriter w;
+  buildShardedPlan(w);
+  EXPECT_EQ(errorText(w.write(dir.str())), "");
+  Plan p;
+  EXPECT_TRUE(p.ParseFromString(readFile(dir.file(kPlanFile))));
+  mutate(p);
+  writeFile(dir.file(kPlanFile), p.SerializeAsString());
+  EXPECT_EQ(errorText(resealPlan(dir.str())), "");
+  auto loaded = loadPlan(dir.str(), {}, 1);
+  return errorText(loaded);
+}
+} // namespace
+
+TEST(PlanIOTest, AcceptsUnitOptimizerStateShards) {
+  // Stage 3: the parameter shard and an optimizer-state shard of one layout.
+  EXPECT_EQ(shardedLoadError([](Plan &p) {
+              FlatState *s = p.mutable_units(0)->add_states();
+              s->set_buffer(addStateBuffer(p, "unit0.exp_avg", 4));
+              s->set_suffix(".exp_avg");
+            }),
+            "");
+  // Stages 1-2 (no parameter shard, whole parameter buffers) are the plans
+  // shardc writes at those stages: every training test loads them.
+}
+
+TEST(PlanIOTest, RejectsUnitOptimizerStateMismatch) {
+  expectShardedRejected(
+      [](Plan &p) {
+        FlatState *s = p.mutable_units(0)->add_states();
+        s->set_buffer(addStateBuffer(p, "unit0.exp_avg", 3));
+        s->set_suffix(".exp_avg");
+      },
+      {"unit 0 'unit0'", "optimizer state 0 '.exp_avg'", "holds 3 elements",
+       "shard of 8 / 2"});
+  expectShardedRejected(
+      [](Plan &p) {
+        FlatState *s = p.mutable_units(0)->add_states();
+        s->set_buffer(1);
+        s->set_suffix(".exp_avg");
+      },
+      {"optimizer state 0 '.exp_avg'", "buffer 1 'out'",
+       "a TEMP buffer, not a STATE"});
+  expectShardedRejected(
+      [](Plan &p) {
+        int32_t id = addStateBuffer(p, "unit0.m", 4);
+        for (int k = 0; k < 2; ++k) {
+          FlatState *s = p.mutable_units(0)->add_states();
+          s->set_buffer(id);
+          s->set_suffix(k ? ".v" : ".m");
+        }
+      },
+      {"optimizer state 1 '.v'", "belongs to another unit too"});
+  expectShardedRejected(
+      [](Plan &p) {
+        FlatState *s = p.mutable_units(0)->add_states();
+        s->set_buffer(addStateBuffer(p, "unit0.m", 4));
+      },
+      {"optimizer state 0 ''", "suffix is empty or repeated"});
+  expectShardedRejected([](Plan &p) { p.mutable_units(0)->set_buffer(-1); },
+                        {"unit 0 'unit0'", "neither a parameter buffer nor "
+                                           "optimizer state"});
+  expectShardedRejected(
+      [](Plan &p) {
+        FlatUnit *u = p.mutable_units(0);
+        u->set_buffer(-1);
+        FlatState *s = u->add_states();
+        s->set_buffer(addStateBuffer(p, "unit0.m", 4));
+        s->set_suffix(".m");
+      },
+      {"parameter 0 'a'", "no PARAMETER buffer of this name and shape"});
 }
