@@ -149,6 +149,20 @@ completeCheckpoints(StringRef dir) {
   return found;
 }
 
+/// Buffer `buffer` of `exec` copied to the host, once per `cache`.
+static Expected<std::vector<uint8_t> *>
+hostCopy(const Executor &exec,
+         llvm::DenseMap<int32_t, std::vector<uint8_t>> &cache, int32_t buffer) {
+  auto it = cache.find(buffer);
+  if (it == cache.end()) {
+    Expected<std::vector<uint8_t>> bytes = exec.readBuffer(buffer);
+    if (!bytes)
+      return bytes.takeError();
+    it = cache.try_emplace(buffer, std::move(*bytes)).first;
+  }
+  return &it->second;
+}
+
 //===----------------------------------------------------------------------===//
 // Saving
 //===----------------------------------------------------------------------===//
@@ -258,17 +272,13 @@ Error CheckpointWriter::save(const Executor &exec,
   for (const StateSlice &s : layout->slices) {
     if (!s.saved)
       continue;
-    auto it = read.find(s.buffer);
-    if (it == read.end()) {
-      Expected<std::vector<uint8_t>> bytes = exec.readBuffer(s.buffer);
-      if (!bytes)
-        return bytes.takeError();
-      it = read.try_emplace(s.buffer, std::move(*bytes)).first;
-    }
+    Expected<std::vector<uint8_t> *> host = hostCopy(exec, read, s.buffer);
+    if (!host)
+      return host.takeError();
     size_t elem = dtypeSize(layout->tensors[s.tensor].dtype);
     size_t n = static_cast<size_t>(s.elements) * elem;
     std::memcpy(p->data.data() + at,
-                it->second.data() + static_cast<size_t>(s.bufferElement) * elem,
+                (*host)->data() + static_cast<size_t>(s.bufferElement) * elem,
                 n);
     p->pieceOffsets.push_back(at);
     at += n;
@@ -789,13 +799,9 @@ Error CheckpointReader::loadHere(Executor &exec, const plan::LoadedPlan &loaded,
     const StateTensor &t = layout->tensors[s.tensor];
     const plan::CheckpointTensor &ct = *saved.lookup(t.name);
     size_t elem = dtypeSize(t.dtype);
-    auto it = images.find(s.buffer);
-    if (it == images.end()) {
-      Expected<std::vector<uint8_t>> bytes = exec.readBuffer(s.buffer);
-      if (!bytes)
-        return bytes.takeError();
-      it = images.try_emplace(s.buffer, std::move(*bytes)).first;
-    }
+    Expected<std::vector<uint8_t> *> image = hostCopy(exec, images, s.buffer);
+    if (!image)
+      return image.takeError();
     // A per-rank value: this rank's if the saving run had it, else rank 0's.
     int from = -1;
     if (ct.per_rank())
@@ -831,7 +837,7 @@ Error CheckpointReader::loadHere(Executor &exec, const plan::LoadedPlan &loaded,
             file->path() + ": the bytes of '" + t.name + "' at offset " +
             Twine(q.byte_offset()) +
             " do not match their checksum: " + kCheckpointManifest.advice);
-      std::memcpy(it->second.data() +
+      std::memcpy((*image)->data() +
                       static_cast<size_t>(s.bufferElement + (b - lo)) * elem,
                   piece.data() +
                       static_cast<size_t>(b - q.element_offset()) * elem,

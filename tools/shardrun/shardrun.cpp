@@ -575,14 +575,16 @@ static Error writeTrace(rt::Communicator &comm, const rt::Executor &exec,
   return Error::success();
 }
 
+/// Whether `a` and `b` name the same existing file or directory.
+static bool sameFile(StringRef a, StringRef b) {
+  bool same = false;
+  return !llvm::sys::fs::equivalent(a, b, same) && same;
+}
+
 /// Outputs never overwrite inputs: no output file lands in the plan
 /// directory or the data directory, on an --input file or on another
 /// output, and --output-dir is neither the plan nor the data directory.
 static Error checkOutputPaths() {
-  auto sameFile = [](StringRef a, StringRef b) {
-    bool same = false;
-    return !llvm::sys::fs::equivalent(a, b, same) && same;
-  };
   // The directory an output file would be created in.
   auto parentOf = [](StringRef file) {
     StringRef parent = llvm::sys::path::parent_path(file);
@@ -738,10 +740,6 @@ static Error checkCheckpointFlags() {
   if ((!checkpointDir.empty() || !resumePath.empty()) && dataDir.empty() &&
       resumePath.empty())
     return makeError("--checkpoint-dir saves a training run: give --data DIR");
-  auto sameFile = [](StringRef a, StringRef b) {
-    bool same = false;
-    return !llvm::sys::fs::equivalent(a, b, same) && same;
-  };
   if (!checkpointDir.empty()) {
     if (sameFile(checkpointDir, planDir))
       return makeError("--checkpoint-dir " + checkpointDir +

@@ -1025,21 +1025,28 @@ void buildShardedPlan(PlanWriter &w) {
   b->add_shape(5);
 }
 
-void expectShardedRejected(const std::function<void(Plan &)> &mutate,
-                           std::initializer_list<llvm::StringRef> parts) {
+/// Loads the sharded plan, edited by `mutate`, as rank 1: the loader's
+/// error ("" when it is accepted) and the plan directory it named.
+std::pair<std::string, std::string>
+loadMutatedShardedPlan(const std::function<void(Plan &)> &mutate) {
   TempDir dir;
   PlanWriter w;
   buildShardedPlan(w);
-  ASSERT_EQ(errorText(w.write(dir.str())), "");
+  EXPECT_EQ(errorText(w.write(dir.str())), "");
   Plan p;
-  ASSERT_TRUE(p.ParseFromString(readFile(dir.file(kPlanFile))));
+  EXPECT_TRUE(p.ParseFromString(readFile(dir.file(kPlanFile))));
   mutate(p);
   writeFile(dir.file(kPlanFile), p.SerializeAsString());
-  ASSERT_EQ(errorText(resealPlan(dir.str())), "");
+  EXPECT_EQ(errorText(resealPlan(dir.str())), "");
   auto loaded = loadPlan(dir.str(), {}, 1);
-  std::string msg = errorText(loaded);
+  return {errorText(loaded), dir.str()};
+}
+
+void expectShardedRejected(const std::function<void(Plan &)> &mutate,
+                           std::initializer_list<llvm::StringRef> parts) {
+  auto [msg, dir] = loadMutatedShardedPlan(mutate);
   ASSERT_NE(msg, "") << "the plan was accepted";
-  EXPECT_NE(msg.find(dir.str()), std::string::npos) << msg;
+  EXPECT_NE(msg.find(dir), std::string::npos) << msg;
   for (llvm::StringRef part : parts)
     EXPECT_NE(msg.find(part.str()), std::string::npos)
         << "'" << part.str() << "' not in: " << msg;
@@ -1504,29 +1511,15 @@ int32_t addStateBuffer(Plan &p, const std::string &name, int64_t elements) {
   return p.buffers_size() - 1;
 }
 
-/// Loads the sharded plan after `mutate`; "" when it is accepted.
-std::string shardedLoadError(const std::function<void(Plan &)> &mutate) {
-  TempDir dir;
-  PlanWriter w;
-  buildShardedPlan(w);
-  EXPECT_EQ(errorText(w.write(dir.str())), "");
-  Plan p;
-  EXPECT_TRUE(p.ParseFromString(readFile(dir.file(kPlanFile))));
-  mutate(p);
-  writeFile(dir.file(kPlanFile), p.SerializeAsString());
-  EXPECT_EQ(errorText(resealPlan(dir.str())), "");
-  auto loaded = loadPlan(dir.str(), {}, 1);
-  return errorText(loaded);
-}
 } // namespace
 
 TEST(PlanIOTest, AcceptsUnitOptimizerStateShards) {
   // Stage 3: the parameter shard and an optimizer-state shard of one layout.
-  EXPECT_EQ(shardedLoadError([](Plan &p) {
+  EXPECT_EQ(loadMutatedShardedPlan([](Plan &p) {
               FlatState *s = p.mutable_units(0)->add_states();
               s->set_buffer(addStateBuffer(p, "unit0.exp_avg", 4));
               s->set_suffix(".exp_avg");
-            }),
+            }).first,
             "");
   // Stages 1-2 (no parameter shard, whole parameter buffers) are the plans
   // shardc writes at those stages: every training test loads them.
