@@ -26,6 +26,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <random>
 
@@ -561,6 +562,14 @@ static Error validateCheckpoint(const plan::Checkpoint &ck,
   if (ck.world_size() < 1 || ck.world_size() > (1 << 20))
     return makeError(where + ": world_size " + Twine(ck.world_size()) +
                      " is invalid");
+  // Positions of the sample stream and steps stay far inside int64, where
+  // the trainer computes with them.
+  constexpr uint64_t kMaxPosition = uint64_t(1) << 52;
+  if (ck.step() > kMaxPosition || ck.samples_consumed() > kMaxPosition ||
+      ck.data_samples() < 0)
+    return makeError(where + ": step " + Twine(ck.step()) + ", data position " +
+                     Twine(ck.samples_consumed()) + " or data-set size " +
+                     Twine(ck.data_samples()) + " is invalid");
   std::vector<uint64_t> fileSizes;
   for (int64_t r = 0; r < ck.world_size(); ++r) {
     const plan::ManifestEntry *e = manifest.find(rankFileName(r));
@@ -593,8 +602,11 @@ static Error validateCheckpoint(const plan::Checkpoint &ck,
         return makeError(what + ": a piece of rank " + Twine(p.rank()) +
                          " at element " + Twine(p.element_offset()) +
                          " lies outside the tensor");
-      uint64_t bytes = static_cast<uint64_t>(p.elements()) * dtypeSize(dtype);
-      if (p.byte_offset() > fileSizes[p.rank()] ||
+      uint64_t elem = dtypeSize(dtype);
+      uint64_t elements = static_cast<uint64_t>(p.elements());
+      uint64_t bytes = elements * elem;
+      if (elements > std::numeric_limits<uint64_t>::max() / elem ||
+          p.byte_offset() > fileSizes[p.rank()] ||
           bytes > fileSizes[p.rank()] - p.byte_offset())
         return makeError(what + ": a piece lies outside " +
                          rankFileName(p.rank()));

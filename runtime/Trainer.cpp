@@ -319,6 +319,8 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
   // A graph input frozen by --bind is a constant of the step: data for it
   // would be silently ignored, and every step would train on the bound value.
   for (const std::string &name : plan.training().bound_inputs()) {
+    if (options.dataDir.empty()) // a run with no step and no data
+      break;
     llvm::SmallString<256> path(options.dataDir);
     llvm::sys::path::append(path, name + ".npy");
     if (llvm::sys::fs::exists(path))

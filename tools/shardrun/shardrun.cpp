@@ -737,8 +737,7 @@ static Error checkCheckpointFlags() {
                      " needs --checkpoint-dir DIR");
   if (steps < 0)
     return makeError("--steps must be >= 0");
-  if ((!checkpointDir.empty() || !resumePath.empty()) && dataDir.empty() &&
-      resumePath.empty())
+  if (!checkpointDir.empty() && dataDir.empty() && resumePath.empty())
     return makeError("--checkpoint-dir saves a training run: give --data DIR");
   if (!checkpointDir.empty()) {
     if (sameFile(checkpointDir, planDir))
