@@ -30,6 +30,8 @@
 #include <map>
 #include <random>
 
+#include <unistd.h>
+
 namespace shardc::rt {
 
 using llvm::Error;
@@ -224,7 +226,51 @@ CheckpointWriter::create(const CheckpointOptions &options,
   w->token = llvm::utohexstr(static_cast<uint64_t>(all[1]), true);
   if (all[2] >= 0)
     w->saved = static_cast<uint64_t>(all[2]);
+  if (Error err = w->checkShared())
+    return std::move(err);
   return std::move(w);
+}
+
+Error CheckpointWriter::checkShared() {
+  if (!comm || world == 1)
+    return Error::success();
+  // Rank 0 leaves a file in the directory and every rank looks for it: ranks
+  // on hosts that do not share the directory would write their shards where
+  // rank 0, which publishes the checkpoint, never sees them.
+  llvm::SmallString<256> probe(options.dir);
+  llvm::sys::path::append(probe, ".probe-" + token);
+  int32_t wrote = 1;
+  if (rank == 0)
+    if (Error err = plan::writeFileDurably(probe, {})) {
+      llvm::consumeError(std::move(err));
+      wrote = 0;
+    }
+  std::vector<int32_t> seen(world, 0);
+  if (Error err = comm->allGather(&wrote, seen.data(), 1, DType::I32))
+    return err;
+  if (!seen[0])
+    return makeError("--checkpoint-dir: rank 0 cannot write in " + options.dir);
+  int32_t mine = llvm::sys::fs::exists(probe) ? 1 : 0;
+  if (Error err = comm->allGather(&mine, seen.data(), 1, DType::I32))
+    return err;
+  if (rank == 0)
+    llvm::sys::fs::remove(probe);
+  std::string blind;
+  for (int r = 0; r < world; ++r)
+    if (!seen[r])
+      blind += (blind.empty() ? "" : ", ") + std::to_string(r);
+  if (blind.empty())
+    return Error::success();
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  std::string who = mine ? "rank(s) " + blind
+                         : "rank " + std::to_string(rank) + " (host " +
+                               std::string(host) + ")";
+  return makeError("--checkpoint-dir " + options.dir +
+                   " is not shared: " + who +
+                   " cannot see the files rank 0 writes there. Every "
+                   "rank must see the same directory: on several hosts put "
+                   "it on a file system they all mount (NFS, Lustre, ...)");
 }
 
 CheckpointWriter::~CheckpointWriter() {
@@ -472,6 +518,20 @@ Error CheckpointWriter::publish() {
       std::string hex = llvm::utohexstr(rec[1 + w], /*LowerCase=*/true);
       sha += std::string(8 - hex.size(), '0') + hex;
     }
+    // What rank r wrote must be there as rank 0 sees the directory.
+    llvm::SmallString<256> shard(p->partialDir);
+    llvm::sys::path::append(shard, rankFileName(r));
+    uint64_t onDisk = 0;
+    if (std::error_code ec = llvm::sys::fs::file_size(shard, onDisk))
+      return makeError("checkpoint " + stepName + ": rank " + Twine(r) +
+                       " wrote " + shard + " but rank 0 cannot see it (" +
+                       ec.message() +
+                       "): --checkpoint-dir must be one directory every "
+                       "rank sees");
+    if (onDisk != rec[0])
+      return makeError("checkpoint " + stepName + ": " + shard + " has " +
+                       Twine(onDisk) + " bytes, rank " + Twine(r) + " wrote " +
+                       Twine(rec[0]));
     entries.push_back({rankFileName(r), rec[0], sha});
   }
   std::string bytes;
@@ -518,13 +578,18 @@ Error CheckpointWriter::publish() {
 }
 
 Error CheckpointWriter::prune() {
-  // Partial directories of jobs that ended before publishing, and older
-  // checkpoints beyond --keep-last. The newest complete one always stays.
+  // Partial directories (and shared-directory probes) of jobs that ended
+  // before publishing, and older checkpoints beyond --keep-last. The newest
+  // complete one always stays.
   std::error_code ec;
   std::vector<std::string> stale;
   for (llvm::sys::fs::directory_iterator it(options.dir, ec), end;
        it != end && !ec; it.increment(ec)) {
     StringRef name = llvm::sys::path::filename(it->path());
+    if (name.starts_with(".probe-") && name != ".probe-" + token) {
+      llvm::sys::fs::remove(it->path());
+      continue;
+    }
     if (name.starts_with(".step-") &&
         (name.contains(".partial-") || name.contains(".old-")) &&
         !name.contains(".partial-" + token + "-") &&

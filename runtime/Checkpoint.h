@@ -160,6 +160,9 @@ public:
 private:
   CheckpointWriter() = default;
   struct Pending;
+  /// Every rank sees the files rank 0 writes in the directory (a shared
+  /// file system across hosts), or all fail naming the ranks that do not.
+  llvm::Error checkShared();
   /// Every rank's writer state: 0 writing, 1 written, 2 failed.
   llvm::Expected<bool> allWritten(bool wait);
   llvm::Error publish();

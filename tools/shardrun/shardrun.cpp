@@ -132,6 +132,12 @@ static cl::opt<std::string> resumePath(
              "of the same model and optimizer; the step numbering, the data "
              "order and --log go on"),
     cl::value_desc("DIR"), cl::cat(checkpointCategory));
+static cl::opt<bool> autoResume(
+    "auto-resume",
+    cl::desc("With --checkpoint-dir: resume from its newest complete "
+             "checkpoint when it has one, else start at step 1 (a job that a "
+             "scheduler restarts runs the same command line every time)"),
+    cl::init(false), cl::cat(checkpointCategory));
 static cl::opt<std::string>
     logPath("log", cl::desc("Write one JSON line per step to FILE"),
             cl::value_desc("FILE"), cl::cat(trainCategory));
@@ -735,6 +741,12 @@ static Error checkCheckpointFlags() {
                                ? "--checkpoint-every"
                                : "--keep-last") +
                      " needs --checkpoint-dir DIR");
+  if (autoResume && checkpointDir.empty())
+    return makeError("--auto-resume resumes from --checkpoint-dir: give "
+                     "--checkpoint-dir DIR");
+  if (autoResume && !resumePath.empty())
+    return makeError("--auto-resume and --resume are exclusive: --auto-resume "
+                     "takes the newest checkpoint in --checkpoint-dir");
   if (steps < 0)
     return makeError("--steps must be >= 0");
   if (!checkpointDir.empty() && dataDir.empty() && resumePath.empty())
@@ -747,6 +759,37 @@ static Error checkCheckpointFlags() {
       return makeError("--checkpoint-dir " + checkpointDir +
                        " is the data directory; save checkpoints elsewhere");
   }
+  return Error::success();
+}
+
+/// --auto-resume: --resume becomes the newest complete checkpoint in
+/// --checkpoint-dir, if any. Ranks that see different directories (hosts
+/// without a shared file system) stop together.
+static Error resolveAutoResume(rt::Communicator &comm) {
+  if (!autoResume)
+    return Error::success();
+  auto done = rt::completeCheckpoints(checkpointDir);
+  int64_t mine = done.empty() ? -1 : static_cast<int64_t>(done.back().first);
+  std::vector<int64_t> all(comm.worldSize(), mine);
+  if (comm.worldSize() > 1)
+    if (Error err = comm.allGather(&mine, all.data(), 1, rt::DType::I64))
+      return err;
+  auto name = [](int64_t step) {
+    return step < 0 ? std::string("no checkpoint")
+                    : "step-" + std::to_string(step);
+  };
+  for (int r = 1; r < comm.worldSize(); ++r)
+    if (all[r] != all[0])
+      return makeError("--auto-resume: rank 0 finds " + name(all[0]) + " in " +
+                       checkpointDir + ", rank " + Twine(r) + " finds " +
+                       name(all[r]) +
+                       ": every rank must see the same --checkpoint-dir (on "
+                       "several hosts, a file system they all mount)");
+  if (mine >= 0)
+    resumePath = done.back().second;
+  else if (comm.rank() == 0)
+    llvm::errs() << "shardrun: --auto-resume: no complete checkpoint in "
+                 << checkpointDir << " yet; starting at step 1\n";
   return Error::success();
 }
 
@@ -790,6 +833,8 @@ static Error runMain(rt::Communicator &hostComm) {
   rt::Executor &exec = **execOr;
   exec.setTracing(!tracePath.empty());
   exec.setSeed(seed);
+  if (Error err = resolveAutoResume(comm))
+    return err;
   if (!dataDir.empty() || !resumePath.empty()) {
     if (!inputSpecs.empty())
       return makeError(Twine(dataDir.empty() ? "--resume" : "--data") +
@@ -1136,8 +1181,15 @@ int main(int argc, char **argv) {
         << " shardrun PLAN ...\n";
     return 1;
   }
-  if (ranks > 1)
+  if (ranks > 1) {
+    // Flags that are wrong on every rank: said once, before mpirun starts.
+    if (Error err = checkCheckpointFlags()) {
+      llvm::WithColor::error(llvm::errs(), "shardrun")
+          << toString(std::move(err)) << "\n";
+      return 1;
+    }
     return launchRanks(ranks, argc, argv);
+  }
   rt::installRankGuards(0, /*lifeline=*/false);
   std::unique_ptr<rt::Communicator> self = rt::createSelfCommunicator();
   if (Error err = runMain(*self)) {
