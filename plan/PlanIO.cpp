@@ -498,6 +498,11 @@ Error PlanWriter::addFile(StringRef name, std::vector<uint8_t> bytes) {
   return Error::success();
 }
 
+bool PlanWriter::hasFile(StringRef name) const {
+  return llvm::any_of(extraFiles,
+                      [&](const auto &f) { return f.first == name; });
+}
+
 Error PlanWriter::write(StringRef dir) {
   if (Error err = validatePlan(planMsg))
     return makeError("refusing to write an invalid plan to " + dir + ": " +

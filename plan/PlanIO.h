@@ -146,6 +146,8 @@ public:
   /// Training.source_model): written to `dir`/`name` and listed in the
   /// manifest. `name` must be a plain file name other than the plan's own.
   llvm::Error addFile(llvm::StringRef name, std::vector<uint8_t> bytes);
+  /// Whether addFile added `name`.
+  bool hasFile(llvm::StringRef name) const;
 
   /// The message being built: add ops, inputs and outputs directly.
   Plan &plan() { return planMsg; }

@@ -1,5 +1,7 @@
 //===- Trainer.cpp - The training loop of shardrun ------------------------===//
 #include "runtime/Trainer.h"
+#include "plan/PlanIO.h"
+#include "plan/SafeFile.h"
 #include "runtime/Checkpoint.h"
 #include "runtime/cpu/KernelUtil.h"
 #include "runtime/kernels/OptimizerOps.h"
@@ -7,6 +9,7 @@
 #include "onnx/onnx_pb.h"
 
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -658,7 +661,8 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
       return err;
   }
   if (!options.exportPath.empty())
-    return exportModel(exec, plan, planDir, options.exportPath, options.comm);
+    return exportModel(exec, plan, planDir, options.exportPath, options.comm,
+                       options.exportData);
   return Error::success();
 }
 
@@ -684,8 +688,153 @@ static bool sameShape(const onnx::TensorProto &init,
   return true;
 }
 
+namespace {
+/// Where the exported model's initializer data goes: inline, or appended to
+/// FILE.data (written under a temporary name until commit()).
+class InitializerData {
+public:
+  static Expected<std::unique_ptr<InitializerData>> open(StringRef modelPath,
+                                                         bool external) {
+    std::unique_ptr<InitializerData> d(new InitializerData());
+    if (!external)
+      return std::move(d);
+    d->finalPath = (modelPath + ".data").str();
+    d->location = llvm::sys::path::filename(d->finalPath).str();
+    d->tmpPath = d->finalPath + ".tmp";
+    std::error_code ec;
+    d->out = std::make_unique<llvm::raw_fd_ostream>(d->tmpPath, ec);
+    if (ec)
+      return makeError("--export: cannot write " + d->tmpPath + ": " +
+                       ec.message());
+    return std::move(d);
+  }
+  ~InitializerData() {
+    if (out && !committed) {
+      out->close();
+      out->clear_error();
+      llvm::sys::fs::remove(tmpPath);
+    }
+  }
+
+  bool external() const { return out != nullptr; }
+  const std::string &path() const { return finalPath; }
+
+  /// Makes `bytes` the data of `init`.
+  Error put(onnx::TensorProto &init, llvm::ArrayRef<uint8_t> bytes) {
+    if (!out || bytes.size() < kExternalMinBytes) {
+      setInitializerData(init, bytes);
+      return Error::success();
+    }
+    uint64_t offset = llvm::alignTo(size, kAlign);
+    out->write_zeros(offset - size);
+    out->write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
+    if (out->has_error())
+      return makeError("--export: writing " + tmpPath +
+                       " failed: " + out->error().message());
+    size = offset + bytes.size();
+    init.clear_float_data();
+    init.clear_double_data();
+    init.clear_int32_data();
+    init.clear_int64_data();
+    init.clear_raw_data();
+    init.clear_external_data();
+    init.set_data_location(onnx::TensorProto::EXTERNAL);
+    auto add = [&](const char *key, const std::string &value) {
+      onnx::StringStringEntryProto *e = init.add_external_data();
+      e->set_key(key);
+      e->set_value(value);
+    };
+    add("location", location);
+    add("offset", std::to_string(offset));
+    add("length", std::to_string(bytes.size()));
+    return Error::success();
+  }
+
+  /// Puts FILE.data in place (before the model that refers to it).
+  Error commit() {
+    if (!out)
+      return Error::success();
+    out->close();
+    if (out->has_error())
+      return makeError("--export: writing " + tmpPath +
+                       " failed: " + out->error().message());
+    if (std::error_code ec = llvm::sys::fs::rename(tmpPath, finalPath))
+      return makeError("--export: cannot write " + finalPath + ": " +
+                       ec.message());
+    committed = true;
+    return Error::success();
+  }
+
+private:
+  InitializerData() = default;
+  /// ONNX's own threshold (onnx.save's size_threshold) and an alignment
+  /// that lets readers map each tensor.
+  static constexpr size_t kExternalMinBytes = 1024;
+  static constexpr uint64_t kAlign = 64;
+  std::string finalPath, tmpPath, location;
+  std::unique_ptr<llvm::raw_fd_ostream> out;
+  uint64_t size = 0;
+  bool committed = false;
+};
+} // namespace
+
+/// The data of a source-model initializer that the plan keeps as external
+/// data: a file of the plan directory listed in its manifest (checked
+/// against its SHA-256 when the plan was loaded), within its bounds.
+static Expected<std::vector<uint8_t>>
+readPlanExternalData(const onnx::TensorProto &init, StringRef planDir) {
+  std::string what =
+      "--export: initializer '" + init.name() + "' of the plan's source model";
+  std::string location;
+  uint64_t offset = 0, length = 0;
+  bool hasLength = false;
+  for (const onnx::StringStringEntryProto &e : init.external_data()) {
+    if (e.key() == "location") {
+      location = e.value();
+      continue;
+    }
+    if (e.key() != "offset" && e.key() != "length")
+      continue;
+    uint64_t &value = e.key() == "offset" ? offset : length;
+    hasLength |= e.key() == "length";
+    if (StringRef(e.value()).getAsInteger(10, value))
+      return makeError(what + ": external data " + e.key() + " '" + e.value() +
+                       "' is not a number");
+  }
+  std::optional<DType> dtype = dtypeFromCode(init.data_type());
+  std::vector<int64_t> dims(init.dims().begin(), init.dims().end());
+  int64_t n = 1;
+  bool sized = dtype.has_value();
+  for (int64_t d : dims)
+    sized = sized && d >= 0 && !llvm::MulOverflow(n, d, n);
+  if (!sized ||
+      (hasLength && length != static_cast<uint64_t>(n) * dtypeSize(*dtype)))
+    return makeError(what + " has external data of another size than its "
+                            "type and shape");
+  length = static_cast<uint64_t>(n) * dtypeSize(*dtype);
+  Expected<plan::Manifest> manifest = plan::readManifest(planDir);
+  if (!manifest)
+    return manifest.takeError();
+  if (!plan::isPlainFileName(location) || !manifest->find(location))
+    return makeError(what + ": its external data '" + location +
+                     "' is not a file of the plan");
+  Expected<std::unique_ptr<plan::ReadOnlyFile>> file =
+      plan::ReadOnlyFile::open(planDir, location);
+  if (!file)
+    return file.takeError();
+  if (offset > (*file)->size() || length > (*file)->size() - offset)
+    return makeError(what + ": its external data [" + Twine(offset) + ", " +
+                     Twine(offset + length) + ") runs past the end of " +
+                     (*file)->path());
+  std::vector<uint8_t> bytes(length);
+  if (Error err = (*file)->read(offset, bytes))
+    return std::move(err);
+  return std::move(bytes);
+}
+
 Error exportModel(const Executor &exec, const plan::Plan &plan,
-                  StringRef planDir, StringRef path, Communicator *comm) {
+                  StringRef planDir, StringRef path, Communicator *comm,
+                  ExportData dataMode) {
   if (!plan.has_training() || plan.training().source_model().empty())
     return makeError("--export: the plan in " + planDir +
                      " carries no source model");
@@ -754,6 +903,22 @@ Error exportModel(const Executor &exec, const plan::Plan &plan,
   }
   if (readError)
     return readError;
+  std::unique_ptr<InitializerData> data;
+  if (rank == 0) {
+    bool external = dataMode == ExportData::External ||
+                    (dataMode == ExportData::Auto &&
+                     llvm::any_of(model.graph().initializer(),
+                                  [](const onnx::TensorProto &init) {
+                                    return init.data_location() ==
+                                           onnx::TensorProto::EXTERNAL;
+                                  }));
+    Expected<std::unique_ptr<InitializerData>> d =
+        InitializerData::open(path, external);
+    if (!d)
+      return d.takeError(); // before any gather: the others fail in it
+    data = std::move(*d);
+  }
+  llvm::StringSet<> written;
 
   // ZeRO-3 flat parameters, one unit at a time: gathered, copied into the
   // model (rank 0), released.
@@ -786,8 +951,10 @@ Error exportModel(const Executor &exec, const plan::Plan &plan,
                          shapeToString(shape));
       size_t begin = static_cast<size_t>(p.offset()) * elem;
       size_t bytes = static_cast<size_t>(numElements(shape)) * elem;
-      setInitializerData(*init,
-                         llvm::ArrayRef<uint8_t>(full.data() + begin, bytes));
+      if (Error err = data->put(
+              *init, llvm::ArrayRef<uint8_t>(full.data() + begin, bytes)))
+        return err;
+      written.insert(p.name());
     }
   }
   if (rank != 0)
@@ -812,12 +979,43 @@ Error exportModel(const Executor &exec, const plan::Plan &plan,
     Expected<std::vector<uint8_t>> bytes = exec.readBuffer(i);
     if (!bytes)
       return bytes.takeError();
-    setInitializerData(*init, *bytes);
+    if (Error err = data->put(*init, *bytes))
+      return err;
+    written.insert(init->name());
   }
+  // The initializers that are not parameters: data the plan keeps outside
+  // its model.onnx comes along, and with external data every large one
+  // moves to FILE.data.
+  for (onnx::TensorProto &init :
+       *model.mutable_graph()->mutable_initializer()) {
+    if (written.contains(init.name()))
+      continue;
+    if (init.data_location() == onnx::TensorProto::EXTERNAL) {
+      Expected<std::vector<uint8_t>> bytes =
+          readPlanExternalData(init, planDir);
+      if (!bytes)
+        return bytes.takeError();
+      if (Error err = data->put(init, *bytes))
+        return err;
+    } else if (data->external() && init.has_raw_data()) {
+      std::string raw = init.raw_data();
+      if (Error err =
+              data->put(init, llvm::ArrayRef<uint8_t>(
+                                  reinterpret_cast<const uint8_t *>(raw.data()),
+                                  raw.size())))
+        return err;
+    }
+  }
+  if (model.ByteSizeLong() >= (size_t(1) << 31))
+    return makeError("--export: the trained model is over 2 GiB with its "
+                     "initializers inline, the limit of an ONNX file; export "
+                     "it with --export-data external (" +
+                     path + " and " + path + ".data)");
   std::string bytes;
   if (!model.SerializeToString(&bytes))
-    return makeError("--export: the trained model cannot be serialized (over "
-                     "2 GiB?)");
+    return makeError("--export: the trained model cannot be serialized");
+  if (Error err = data->commit())
+    return err;
   std::string tmp = path.str() + ".tmp";
   {
     std::error_code ec;

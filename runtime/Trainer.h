@@ -59,6 +59,17 @@ private:
   int64_t batch = 0;
 };
 
+/// Where --export writes the initializers' data.
+enum class ExportData {
+  /// External when the plan's source model keeps its data outside.
+  Auto,
+  /// In the ONNX file (a protobuf: the model must stay under 2 GiB).
+  Inline,
+  /// ONNX external data: every initializer of 1 KiB or more in FILE.data
+  /// beside FILE, at offsets aligned to 64 bytes.
+  External,
+};
+
 struct TrainOptions {
   std::string dataDir;
   int64_t steps = 1;
@@ -66,6 +77,7 @@ struct TrainOptions {
   std::string logPath;
   /// Write the trained model here after the last step (empty: none).
   std::string exportPath;
+  ExportData exportData = ExportData::Auto;
   /// Draw a progress line on stderr.
   bool progress = false;
   /// Data parallel rank and world size: at global step s, rank r takes the
@@ -110,11 +122,14 @@ llvm::Error train(Executor &exec, const plan::Plan &plan,
 
 /// Writes the plan's source model (PLAN/model.onnx) to `path` with every
 /// initializer that is a parameter of the plan replaced by its current value
-/// in `exec`. Sharded (ZeRO-3) parameters are all-gathered over `comm`, so
-/// every rank must call this; only rank 0 writes.
+/// in `exec`. Sharded (ZeRO-3) parameters are all-gathered over `comm` one
+/// wrap unit at a time, so every rank must call this; only rank 0 writes.
+/// With external data (`data`), each unit's parameters go to `path`.data as
+/// they arrive: rank 0 holds one unit's full parameters at a time.
 llvm::Error exportModel(const Executor &exec, const plan::Plan &plan,
                         llvm::StringRef planDir, llvm::StringRef path,
-                        Communicator *comm = nullptr);
+                        Communicator *comm = nullptr,
+                        ExportData data = ExportData::Auto);
 
 } // namespace shardc::rt
 

@@ -266,6 +266,58 @@ def case_consolidate(r, args):
                  "single-rank run exported" % m)
     print("ok: the checkpoint consolidated from 1, 2 and 4 ranks (stage 3) is "
           "the single-rank --export, bit for bit")
+    consolidate_external(r, model, data, flags, single, base)
+
+
+def consolidate_external(r, model, data, flags, inline, base):
+    """The same model saved with ONNX external data (as PyTorch saves models
+    over 2 GiB): the plan keeps the data outside too, --export follows, and
+    every world size writes the same two files, holding the values of the
+    inline export."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+    src = os.path.join(base, "external")
+    os.makedirs(src)
+    external_model = os.path.join(src, "gpt.onnx")
+    onnx.save(onnx.load(model), external_model, save_as_external_data=True,
+              location="gpt.weights", size_threshold=256)
+    plan = r.plan(external_model, 1, 0, flags)
+    if not os.path.exists(os.path.join(plan, "model.onnx.data")):
+        fail("the plan of a model with external data keeps no model.onnx.data")
+    ck = os.path.join(base, "ck-external")
+    first = os.path.join(base, "ext1")
+    os.makedirs(first)
+    r.train(plan, "--data", data, "--steps", "2", "--export",
+            os.path.join(first, "m.onnx"), "--checkpoint-dir", ck)
+    for m in (1, 2, 4):
+        out = os.path.join(base, "ext-from%d" % m)
+        os.makedirs(out)
+        r.train(r.plan(external_model, m, 3, flags), "--resume", ck,
+                "--steps", "2", "--export", os.path.join(out, "m.onnx"))
+        for name in ("m.onnx", "m.onnx.data"):
+            if not same_file(os.path.join(first, name), os.path.join(out, name)):
+                fail("external data, consolidated from %d rank(s): %s differs "
+                     "from the single-rank --export's" % (m, name))
+    path = os.path.join(first, "m.onnx")
+    onnx.checker.check_model(path)
+    bare = onnx.load(path, load_external_data=False)
+    external = [t.name for t in bare.graph.initializer
+                if t.data_location == onnx.TensorProto.EXTERNAL]
+    if not external:
+        fail("--export of a model with external data wrote none")
+    got = {t.name: numpy_helper.to_array(t)
+           for t in onnx.load(path).graph.initializer}
+    want = {t.name: numpy_helper.to_array(t)
+            for t in onnx.load(inline).graph.initializer}
+    if got.keys() != want.keys() or any(
+            got[k].dtype != want[k].dtype or not np.array_equal(got[k], want[k])
+            for k in got):
+        fail("the export with external data holds other values than the "
+             "inline one")
+    print("ok: with ONNX external data (%d of %d initializers in m.onnx.data): "
+          "the export from 1, 2 and 4 ranks is the same two files, and their "
+          "values are the inline export's" % (len(external), len(got)))
 
 
 def expect_error(r, plan, ck, what, *needles, extra=()):

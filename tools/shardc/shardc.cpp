@@ -24,6 +24,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
@@ -142,32 +143,72 @@ static void printDiagnostic(Diagnostic &diag) {
 }
 
 static constexpr const char *kSourceModelFile = "model.onnx";
+/// The source model's external data, when it has any.
+static constexpr const char *kSourceDataFile = "model.onnx.data";
 
-/// The model as the user gave it (original opset, graph and names), with
-/// external initializer data pulled inline: PLAN/model.onnx, a file of the
-/// plan (listed in its manifest).
-static llvm::Expected<std::vector<uint8_t>>
+/// The source model as the plan keeps it.
+struct SourceModel {
+  std::vector<uint8_t> model;
+  /// The initializers' data when the model keeps it outside (empty: inline).
+  std::optional<std::vector<uint8_t>> data;
+};
+
+/// The model as the user gave it (original opset, graph and names): PLAN/
+/// model.onnx, a file of the plan (listed in its manifest). A model that
+/// keeps initializer data outside its protobuf (PyTorch's exports over
+/// 2 GiB, onnx.save(..., save_as_external_data=True)) keeps it outside in
+/// the plan too, in PLAN/model.onnx.data: every raw initializer of 1 KiB or
+/// more (ONNX's threshold), at offsets aligned to 64 bytes. Otherwise the
+/// data is inline.
+static llvm::Expected<SourceModel>
 serializeSourceModel(llvm::StringRef path, llvm::StringRef modelDir) {
   onnx::ModelProto model;
   if (llvm::Error err = shardc::onnxbridge::readModel(path, model))
     return std::move(err);
+  bool external = llvm::any_of(
+      model.graph().initializer(), [](const onnx::TensorProto &init) {
+        return init.data_location() == onnx::TensorProto::EXTERNAL;
+      });
+  SourceModel out;
+  if (external)
+    out.data.emplace();
   for (onnx::TensorProto &init :
        *model.mutable_graph()->mutable_initializer()) {
-    if (init.data_location() != onnx::TensorProto::EXTERNAL)
+    if (init.data_location() == onnx::TensorProto::EXTERNAL) {
+      auto bytes = shardc::readTensorBytes(init, modelDir);
+      if (!bytes)
+        return bytes.takeError();
+      init.clear_external_data();
+      init.set_data_location(onnx::TensorProto::DEFAULT);
+      init.set_raw_data(bytes->data(), bytes->size());
+    }
+    if (!external || !init.has_raw_data() || init.raw_data().size() < 1024)
       continue;
-    auto bytes = shardc::readTensorBytes(init, modelDir);
-    if (!bytes)
-      return bytes.takeError();
-    init.clear_external_data();
-    init.set_data_location(onnx::TensorProto::DEFAULT);
-    init.set_raw_data(bytes->data(), bytes->size());
+    std::vector<uint8_t> &data = *out.data;
+    data.resize(llvm::alignTo(data.size(), 64), 0);
+    uint64_t offset = data.size();
+    data.insert(data.end(), init.raw_data().begin(), init.raw_data().end());
+    uint64_t length = init.raw_data().size();
+    init.clear_raw_data();
+    init.set_data_location(onnx::TensorProto::EXTERNAL);
+    auto add = [&](const char *key, const std::string &value) {
+      onnx::StringStringEntryProto *e = init.add_external_data();
+      e->set_key(key);
+      e->set_value(value);
+    };
+    add("location", kSourceDataFile);
+    add("offset", std::to_string(offset));
+    add("length", std::to_string(length));
   }
   if (model.ByteSizeLong() >= (size_t(1) << 31))
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "the model is over 2 GiB");
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "the model is over 2 GiB with its initializers inline; save it with "
+        "external data (onnx.save(..., save_as_external_data=True))");
   std::string bytes;
   model.SerializeToString(&bytes);
-  return std::vector<uint8_t>(bytes.begin(), bytes.end());
+  out.model.assign(bytes.begin(), bytes.end());
+  return std::move(out);
 }
 
 static const char *roleName(shardc::plan::ParamRole role) {
@@ -387,9 +428,12 @@ static llvm::Error checkOutputPath(llvm::StringRef out, llvm::StringRef input,
       return error("that is the input model; give another output file");
     return llvm::Error::success();
   }
-  const char *planFiles[] = {shardc::plan::kPlanFile, shardc::plan::kParamsFile,
+  const char *planFiles[] = {shardc::plan::kPlanFile,
+                             shardc::plan::kParamsFile,
                              shardc::plan::kConstantsFile,
-                             shardc::plan::kManifestFile, kSourceModelFile};
+                             shardc::plan::kManifestFile,
+                             kSourceModelFile,
+                             kSourceDataFile};
   for (const char *name : planFiles) {
     llvm::SmallString<256> path(out);
     llvm::sys::path::append(path, name);
@@ -612,19 +656,29 @@ int main(int argc, char **argv) {
   if (training) {
     // The source model rides along so shardrun --export can write it back
     // with trained initializers.
-    llvm::Expected<std::vector<uint8_t>> source =
+    llvm::Expected<SourceModel> source =
         serializeSourceModel(inputPath, modelDir);
     if (!source) {
       llvm::errs() << "shardc: warning: " << llvm::toString(source.takeError())
                    << "; shardrun --export will not be available\n";
     } else {
       if (llvm::Error err =
-              writer.addFile(kSourceModelFile, std::move(*source)))
+              writer.addFile(kSourceModelFile, std::move(source->model)))
         return fail(llvm::toString(std::move(err)));
+      if (source->data)
+        if (llvm::Error err =
+                writer.addFile(kSourceDataFile, std::move(*source->data)))
+          return fail(llvm::toString(std::move(err)));
       writer.plan().mutable_training()->set_source_model(kSourceModelFile);
     }
   }
   if (llvm::Error err = writer.write(planDir))
     return fail(llvm::toString(std::move(err)));
+  // A previous plan's external data that this plan does not list.
+  if (!writer.hasFile(kSourceDataFile)) {
+    llvm::SmallString<256> stale(planDir);
+    llvm::sys::path::append(stale, kSourceDataFile);
+    llvm::sys::fs::remove(stale);
+  }
   return 0;
 }

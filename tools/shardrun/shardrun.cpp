@@ -146,6 +146,19 @@ static cl::opt<std::string> exportPath(
     cl::desc("After training, write the source ONNX model with the trained "
              "parameters to FILE"),
     cl::value_desc("FILE.onnx"), cl::cat(trainCategory));
+static cl::opt<rt::ExportData> exportData(
+    "export-data",
+    cl::desc("Where --export puts the initializers' data (default auto)"),
+    cl::init(rt::ExportData::Auto),
+    cl::values(
+        clEnumValN(rt::ExportData::Auto, "auto",
+                   "as the source model did: external data if it had any"),
+        clEnumValN(rt::ExportData::Inline, "inline",
+                   "in the ONNX file (which must stay under 2 GiB)"),
+        clEnumValN(rt::ExportData::External, "external",
+                   "ONNX external data: initializers of 1 KiB or more in "
+                   "FILE.data beside FILE (models over 2 GiB)")),
+    cl::cat(trainCategory));
 enum class ProgressMode { Auto, On, Off };
 static cl::opt<ProgressMode>
     progressMode("progress",
@@ -603,11 +616,21 @@ static Error checkOutputPaths() {
   std::vector<Output> files;
   if (!logPath.empty())
     files.push_back({"--log", logPath});
-  if (!exportPath.empty())
+  if (!exportPath.empty()) {
     files.push_back({"--export", exportPath});
+    files.push_back({"--export's external data", exportPath + ".data"});
+  }
+  if (exportData.getNumOccurrences() && exportPath.empty())
+    return makeError("--export-data says how --export writes: give --export "
+                     "FILE.onnx");
   if (!tracePath.empty())
     files.push_back({"--trace", tracePath});
   for (const Output &out : files) {
+    // Found now, not after the last step.
+    if (!llvm::sys::fs::is_directory(parentOf(out.path)))
+      return makeError(Twine(out.flag) + " " + out.path + ": the directory " +
+                       parentOf(out.path) +
+                       " does not exist; create it first");
     if (sameFile(out.path, planDir) || sameFile(parentOf(out.path), planDir))
       return makeError(Twine(out.flag) + " " + out.path +
                        " would write into the plan directory " + planDir +
@@ -845,6 +868,7 @@ static Error runMain(rt::Communicator &hostComm) {
     options.steps = steps;
     options.logPath = logPath;
     options.exportPath = exportPath;
+    options.exportData = exportData;
     options.rank = comm.rank();
     options.worldSize = comm.worldSize();
     options.comm = &comm;
@@ -1183,7 +1207,10 @@ int main(int argc, char **argv) {
   }
   if (ranks > 1) {
     // Flags that are wrong on every rank: said once, before mpirun starts.
-    if (Error err = checkCheckpointFlags()) {
+    Error err = checkOutputPaths();
+    if (!err)
+      err = checkCheckpointFlags();
+    if (err) {
       llvm::WithColor::error(llvm::errs(), "shardrun")
           << toString(std::move(err)) << "\n";
       return 1;
