@@ -26,6 +26,9 @@ checked.
   keep-last --checkpoint-every 1 --keep-last 2 keeps the newest two; --resume
             DIR takes the newest; a directory step-N without a manifest is
             skipped, and named when given itself.
+  large     A 2.16 GB model (over ONNX's 2 GiB limit, so saved with external
+            data) at 2 ranks, ZeRO-3: trains, saves and exports with
+            external data.
 
 Needs numpy and onnx (Debian's python3-numpy, python3-onnx)."""
 import argparse
@@ -320,6 +323,91 @@ def consolidate_external(r, model, data, flags, inline, base):
           "values are the inline export's" % (len(external), len(got)))
 
 
+def case_large(r, args):
+    """A model over ONNX's 2 GiB protobuf limit, saved as PyTorch saves one
+    (external data): a [16384, 33000] float32 weight (2.16 GB, frozen) and a
+    trained head. Compiled for 2 ranks at ZeRO-3, one step, a checkpoint and
+    an export: the export has external data, the frozen weight comes back
+    byte for byte, and the head changed. (Consolidating from other world
+    sizes with external data: case consolidate.)"""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    k, m = 16384, 33000
+    src = os.path.join(r.work, "large")
+    os.makedirs(os.path.join(src, "data"))
+    weight = os.path.join(src, "large.weights")
+    rows = 1024
+    with open(weight, "wb") as f:
+        for r0 in range(0, k, rows):
+            i = np.arange(r0 * m, (r0 + rows) * m, dtype=np.int64)
+            ((i % 1000003).astype(np.float32) * np.float32(1e-8)).tofile(f)
+    w = TensorProto()
+    w.name, w.data_type = "w", TensorProto.FLOAT
+    w.dims.extend([k, m])
+    w.data_location = TensorProto.EXTERNAL
+    for key, value in (("location", "large.weights"), ("offset", "0"),
+                       ("length", str(k * m * 4))):
+        entry = w.external_data.add()
+        entry.key, entry.value = key, value
+    rng = np.random.default_rng(3)
+    head = numpy_helper.from_array(
+        (rng.standard_normal((m, 4)) * 0.01).astype(np.float32), "head")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["h"], name="big"),
+         helper.make_node("MatMul", ["h", "head"], ["logits"], name="proj"),
+         helper.make_node("SoftmaxCrossEntropyLoss", ["logits", "y"], ["loss"],
+                          name="xent")],
+        "large",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, k]),
+         helper.make_tensor_value_info("y", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+        [w, head])
+    model = os.path.join(src, "large.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+              model)
+    data = os.path.join(src, "data")
+    np.save(os.path.join(data, "x.npy"),
+            rng.standard_normal((8, k)).astype(np.float32))
+    np.save(os.path.join(data, "y.npy"), np.arange(8, dtype=np.int64) % 4)
+    flags = ["--optimizer", "sgd", "--lr", "0.1", "--trainable", "head"]
+    plan = r.plan(model, 2, 3, flags)
+    os.remove(weight)  # the plan holds everything it needs
+    out = os.path.join(src, "out")
+    os.makedirs(out)
+    ck = os.path.join(src, "ck")
+    r.train(plan, "--data", data, "--steps", "1", "--export",
+            os.path.join(out, "m.onnx"), "--checkpoint-dir", ck)
+    exported = onnx.load(os.path.join(out, "m.onnx"), load_external_data=False)
+    inits = {t.name: t for t in exported.graph.initializer}
+    where = {e.key: e.value for e in inits["w"].external_data}
+    if inits["w"].data_location != TensorProto.EXTERNAL or \
+            where.get("location") != "m.onnx.data":
+        fail("large: the exported weight is not external data in m.onnx.data")
+    offset, length = int(where.get("offset", 0)), int(where["length"])
+    if length != k * m * 4:
+        fail("large: the exported weight has %d bytes" % length)
+    got = np.memmap(os.path.join(out, "m.onnx.data"), np.float32, "r",
+                    offset=offset, shape=(k, m))
+    for r0 in range(0, k, rows):
+        i = np.arange(r0 * m, (r0 + rows) * m, dtype=np.int64)
+        want = ((i % 1000003).astype(np.float32) * np.float32(1e-8)).reshape(rows, m)
+        if not np.array_equal(got[r0:r0 + rows], want):
+            fail("large: the frozen weight's rows %d.. differ after export" % r0)
+    del got
+    hinfo = {e.key: e.value for e in inits["head"].external_data}
+    trained = np.memmap(os.path.join(out, "m.onnx.data"), np.float32, "r",
+                        offset=int(hinfo["offset"]), shape=(m, 4))
+    if np.array_equal(np.asarray(trained), numpy_helper.to_array(head)):
+        fail("large: the trained head did not change")
+    del trained
+    if not os.path.exists(os.path.join(ck, "step-1", "manifest")):
+        fail("large: no complete checkpoint step-1")
+    print("ok: a %.2f GB model (external data) at 2 ranks, ZeRO-3: one step, "
+          "a checkpoint, and an export with external data: the frozen weight "
+          "back byte for byte, the head trained" % (k * m * 4 / 1e9))
+
+
 def expect_error(r, plan, ck, what, *needles, extra=()):
     out = r.train(plan, "--resume", ck, "--steps", "4", "--data",
                   r.data, *extra, expect_ok=False)
@@ -436,7 +524,7 @@ def main():
     p.add_argument("--examples", required=True)
     p.add_argument("--case", required=True,
                    choices=["resume", "reshard", "consolidate", "corrupt",
-                            "keep-last"])
+                            "keep-last", "large"])
     p.add_argument("--config", action="append", default=[],
                    help="resume: N,stage (repeatable)")
     p.add_argument("--from", dest="source", default="2,1",
@@ -447,7 +535,7 @@ def main():
         r = Runner(args, work)
         {"resume": case_resume, "reshard": case_reshard,
          "consolidate": case_consolidate, "corrupt": case_corrupt,
-         "keep-last": case_keep_last}[args.case](r, args)
+         "keep-last": case_keep_last, "large": case_large}[args.case](r, args)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
