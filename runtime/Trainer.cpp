@@ -717,7 +717,6 @@ public:
   }
 
   bool external() const { return out != nullptr; }
-  const std::string &path() const { return finalPath; }
 
   /// Makes `bytes` the data of `init`.
   Error put(onnx::TensorProto &init, llvm::ArrayRef<uint8_t> bytes) {

@@ -347,10 +347,13 @@ def check(args, cluster, work):
                                   + re.escape(cluster.hosts.ips[1]) +
                                   r" exited on signal 9", line)]
         else:
+            # "ORTE has lost communication with a remote daemon ... on node
+            # B", or, when mpirun first sees its agent process for host b
+            # die, "ORTE was unable to reliably start one or more daemons"
+            # next to the ranks' "Peer host: B".
             named = [line for line in out.splitlines()
-                     if "Remote daemon" in line and cluster.hosts.ips[1] in line]
-            if "lost communication with a remote daemon" not in out:
-                named = []
+                     if cluster.hosts.ips[1] in line or
+                     cluster.hosts.names[1] in line]
         if not named:
             fail("%s: the job's output does not name the killed %s:\n%s" %
                  (case, "rank" if case == "ranks" else "host", out))

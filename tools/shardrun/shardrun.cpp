@@ -629,8 +629,7 @@ static Error checkOutputPaths() {
     // Found now, not after the last step.
     if (!llvm::sys::fs::is_directory(parentOf(out.path)))
       return makeError(Twine(out.flag) + " " + out.path + ": the directory " +
-                       parentOf(out.path) +
-                       " does not exist; create it first");
+                       parentOf(out.path) + " does not exist; create it first");
     if (sameFile(out.path, planDir) || sameFile(parentOf(out.path), planDir))
       return makeError(Twine(out.flag) + " " + out.path +
                        " would write into the plan directory " + planDir +
