@@ -60,6 +60,9 @@ constexpr llvm::StringLiteral kStateAttrName = "shardc.state";
 constexpr llvm::StringLiteral kRoleAttrName = "shardc.role";
 /// Discardable op attribute: the op belongs to the backward pass.
 constexpr llvm::StringLiteral kBackwardAttrName = "shardc.backward";
+/// Discardable op attribute set by shardc-recompute on the backward copies
+/// of forward ops that recompute activations.
+constexpr llvm::StringLiteral kRecomputeAttrName = "shardc.recompute";
 /// Discardable op attribute: memory category of the op's results, a
 /// MemoryCategoryAttr (`#shardc.category<grads>`).
 constexpr llvm::StringLiteral kCategoryAttrName = "shardc.category";

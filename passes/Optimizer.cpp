@@ -157,7 +157,8 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
     // gradient accumulation a chain of normalizations (one per micro-batch)
     // passes them on: the last one's are the step's.
     func.walk([&](BatchNormalizationOp bn) {
-      if (!bn.getTrainingMode())
+      // A recomputation's statistics repeat its forward's: never stored.
+      if (!bn.getTrainingMode() || bn->hasAttr(kRecomputeAttrName))
         return;
       // Statistics in a buffer dtype (shardc-mixed-precision) are casts of
       // the arguments, and are stored back in the arguments' type.
@@ -178,7 +179,8 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
         BatchNormalizationOp next;
         for (Operation *user : last.getRunningMean().getUsers())
           if (auto n = dyn_cast<BatchNormalizationOp>(user);
-              n && n.getMean() == last.getRunningMean() &&
+              n && !n->hasAttr(kRecomputeAttrName) &&
+              n.getMean() == last.getRunningMean() &&
               n.getVar() == last.getRunningVar())
             next = n;
         if (!next)

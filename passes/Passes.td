@@ -242,6 +242,57 @@ def MixedPrecision : Pass<"shardc-mixed-precision", "mlir::ModuleOp"> {
   let dependentDialects = ["::shardc::ShardcDialect"];
 }
 
+def Recompute : Pass<"shardc-recompute", "mlir::ModuleOp"> {
+  let summary = "Recompute activations in backward instead of keeping them";
+  let description = [{
+    Activation checkpointing (FairScale's `checkpoint_wrapper`, FSDP's
+    activation checkpointing, DeepSpeed's activation checkpointing) on the
+    step autodiff produced. The forward ops are cut into one segment per
+    layer: an op belongs to the layer of the parameters it reads (the
+    parameter name up to its first numeric component, `blocks.3`, else its
+    module, `fc1`: the default wrap units), else to the latest segment among
+    the producers of its operands. In each selected segment (every one with
+    `recompute`, those whose layer name matches a `recompute-units` pattern
+    otherwise) the values backward reads are no longer kept from forward: the
+    segment's ops that produce them are cloned before the first backward op
+    that reads one, and backward reads the clones. Only the segment's inputs
+    and outputs (which the neighbouring segments' backward reads anyway),
+    parameters and constants stay alive from forward to backward. All ops are
+    pure and deterministic (a Dropout mask is a function of seed, step, site
+    and element), so the step computes the same values bit for bit. Clones
+    carry `shardc.backward` (at ZeRO-3 the segment's parameters are gathered
+    for them like for the rest of backward) and `shardc.recompute` (the plan
+    marks them and the trace shows them as "recompute"). A training-mode
+    BatchNormalization's clone computes its running statistics again, but
+    only the forward's update them.
+
+    Before (recompute):
+    ```mlir
+    %h = shardc.Gemm %x, %w1 ...            // layer fc1
+    %r = shardc.Relu %h ...
+    %y = shardc.Gemm %r, %w2 ...            // layer fc2
+    ...
+    %dr = shardc.Gemm %dy, %w2 ... {shardc.backward}
+    %dh = shardc.ReluGrad %dr, %r {shardc.backward}
+    ```
+    After: `%r` lives only in forward; before `%dr`'s backward reader,
+    `%h2 = shardc.Gemm %x, %w1 {shardc.backward, shardc.recompute}`,
+    `%r2 = shardc.Relu %h2 {shardc.backward, shardc.recompute}`, and
+    `shardc.ReluGrad %dr, %r2`.
+  }];
+  let options = [
+    Option<"recompute", "recompute", "bool", /*default=*/"false",
+           "Recompute every layer's activations in backward instead of "
+           "keeping them from forward (activation checkpointing)">,
+    ListOption<"recomputeUnits", "recompute-units", "std::string",
+           "Recompute only the layers whose names match REGEX (searched in "
+           "the layer name, e.g. 'blocks[.]'; repeatable; implies "
+           "--recompute)",
+           "::llvm::cl::value_desc(\"REGEX\")">,
+  ];
+  let dependentDialects = ["::shardc::ShardcDialect"];
+}
+
 def AccumulateGradients : Pass<"shardc-accumulate-gradients", "mlir::ModuleOp"> {
   let summary = "Accumulate gradients over K micro-batches per optimizer step";
   let description = [{

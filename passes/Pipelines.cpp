@@ -41,6 +41,7 @@ void buildTrainPipeline(OpPassManager &pm,
   pm.addPass(createMixedPrecision(getMixedPrecisionOptions(options)));
   pm.addPass(createLossScale(getLossScaleOptions(options)));
   pm.addPass(createAutodiff(getAutodiffOptions(options)));
+  pm.addPass(createRecompute(getRecomputeOptions(options)));
   pm.addPass(createAccumulateGradients(getAccumulateGradientsOptions(options)));
   pm.addPass(createOptimizer(getOptimizerOptions(options)));
   buildImportCleanupPipeline(pm, fold);

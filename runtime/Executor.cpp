@@ -140,7 +140,7 @@ Error Executor::resolveStep(const plan::Plan &plan, int index) {
   std::optional<CollectiveOpKind> collective = getCollectiveOpKind(op.type());
   if (!collective) {
     step.kind = StepKind::Kernel;
-    step.category = "kernel";
+    step.category = op.recompute() ? "recompute" : "kernel";
     step.kernel = backend.lookup(op.type());
     if (!step.kernel)
       return makeError(opLabel(plan, index) + ": the " + backend.name() +

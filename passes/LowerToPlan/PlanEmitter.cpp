@@ -469,6 +469,7 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
     std::string opName =
         locName(op.getLoc(), desc->type + "#" + std::to_string(counter++));
     pop->set_name(opName);
+    pop->set_recompute(op.hasAttr(kRecomputeAttrName));
     // Inputs by position: an absent optional operand (an empty segment of
     // an op with several) is -1, so later operands keep their index.
     auto segments = op.getInherentAttr("operandSegmentSizes");

@@ -50,6 +50,12 @@ struct ParamUpdate {
 /// The parameter updates of @main, in body order.
 llvm::SmallVector<ParamUpdate> collectParamUpdates(mlir::func::FuncOp func);
 
+/// The layer a parameter belongs to: its name up to the first numeric
+/// component ("blocks.3.attn.qkv.weight" -> "blocks.3"), else its module
+/// ("fc1.weight" -> "fc1"). Default wrap units and recomputed segments are
+/// layers.
+std::string layerOf(llvm::StringRef paramName);
+
 /// The `shardc.param` name of an argument ("" if none).
 llvm::StringRef paramName(mlir::func::FuncOp func, mlir::BlockArgument arg);
 

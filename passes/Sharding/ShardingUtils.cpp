@@ -40,6 +40,19 @@ SmallVector<ParamUpdate> collectParamUpdates(func::FuncOp func) {
   return out;
 }
 
+std::string layerOf(StringRef name) {
+  SmallVector<StringRef> parts;
+  name.split(parts, '.');
+  std::string prefix;
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    prefix += (i ? "." : "") + parts[i].str();
+    unsigned n;
+    if (!parts[i].getAsInteger(10, n))
+      return prefix;
+  }
+  return name.rsplit('.').first.str();
+}
+
 StringRef paramName(func::FuncOp func, BlockArgument arg) {
   if (auto name =
           func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kParamAttrName))

@@ -28,22 +28,6 @@ namespace shardc {
 
 namespace {
 
-/// The layer a parameter belongs to: its name up to the first numeric
-/// component ("blocks.3.attn.qkv.weight" -> "blocks.3"), else its module
-/// ("fc1.weight" -> "fc1").
-std::string layerOf(StringRef name) {
-  SmallVector<StringRef> parts;
-  name.split(parts, '.');
-  std::string prefix;
-  for (size_t i = 0; i + 1 < parts.size(); ++i) {
-    prefix += (i ? "." : "") + parts[i].str();
-    unsigned n;
-    if (!parts[i].getAsInteger(10, n))
-      return prefix;
-  }
-  return name.rsplit('.').first.str();
-}
-
 struct WrapUnitsPass : impl::WrapUnitsBase<WrapUnitsPass> {
   using WrapUnitsBase::WrapUnitsBase;
   SHARDC_CHECK_OPTIONS_WrapUnits;

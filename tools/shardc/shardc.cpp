@@ -471,10 +471,13 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   shardc::TrainPipelineOptions pipeline;
   using Args = llvm::ArrayRef<const char *>;
-  const Args trainArgs[] = {
-      shardc::kAutodiffOptionArgs,       shardc::kAccumulateGradientsOptionArgs,
-      shardc::kOptimizerOptionArgs,      shardc::kClipGradientsOptionArgs,
-      shardc::kMixedPrecisionOptionArgs, shardc::kLossScaleOptionArgs};
+  const Args trainArgs[] = {shardc::kAutodiffOptionArgs,
+                            shardc::kRecomputeOptionArgs,
+                            shardc::kAccumulateGradientsOptionArgs,
+                            shardc::kOptimizerOptionArgs,
+                            shardc::kClipGradientsOptionArgs,
+                            shardc::kMixedPrecisionOptionArgs,
+                            shardc::kLossScaleOptionArgs};
   const Args shardArgs[] = {shardc::kZeroConfigOptionArgs,
                             shardc::kBucketGradientsOptionArgs,
                             shardc::kReduceScatterGradientsOptionArgs,
