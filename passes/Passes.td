@@ -251,7 +251,10 @@ def Recompute : Pass<"shardc-recompute", "mlir::ModuleOp"> {
     layer: an op belongs to the layer of the parameters it reads (the
     parameter name up to its first numeric component, `blocks.3`, else its
     module, `fc1`: the default wrap units), else to the latest segment among
-    the producers of its operands. In each selected segment (every one with
+    the producers of its operands; a parameter-free op computed from one value
+    alone that crosses into a later segment anyway (a LayerNorm an exporter
+    decomposed, normalizing the residual stream) joins the segment that reads
+    it, so that only the value crosses. In each selected segment (every one with
     `recompute`, those whose layer name matches a `recompute-units` pattern
     otherwise) the values backward reads are no longer kept from forward: the
     segment's ops that produce them are cloned before the first backward op

@@ -5,7 +5,9 @@
 // are cut into segments, one per layer: an op belongs to the layer of the
 // parameters it reads (the parameter name up to its first numeric component,
 // "blocks.3", else its module, "fc1": the default wrap units), else to the
-// latest segment among the ops that produce its operands. For each selected
+// latest segment among the ops that produce its operands (a parameter-free
+// op computed from one value alone that crosses to a later segment anyway
+// joins the segment that reads it: moveSingleRootChains). For each selected
 // segment, the values it computes that backward ops read are no longer kept
 // from the forward pass: the segment's ops that produce them are cloned
 // right before the first backward op that reads one, and the backward ops
@@ -33,6 +35,8 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Regex.h"
 
+#include <climits>
+
 using namespace mlir;
 
 namespace shardc {
@@ -40,6 +44,84 @@ namespace shardc {
 #include "passes/Passes.h.inc"
 
 namespace {
+
+/// Whether `op` reads a parameter.
+bool readsParam(func::FuncOp func, Operation *op) {
+  return llvm::any_of(op->getOperands(), [&](Value v) {
+    auto arg = dyn_cast<BlockArgument>(v);
+    return arg && !paramName(func, arg).empty();
+  });
+}
+
+/// Parameter-free ops computed from one value alone that already crosses
+/// into a later segment join the segment that reads them, so that the one
+/// value crosses rather than it and what is computed from it: a LayerNorm
+/// that an exporter decomposed (ReduceMean, Sub, Pow, Sqrt, Div of the
+/// residual stream, then a Mul by the next layer's weight) otherwise belongs
+/// to the previous layer, and its output would be kept beside its input.
+void moveSingleRootChains(func::FuncOp func, ArrayRef<Operation *> forward,
+                          DenseMap<Operation *, int> &segmentOf) {
+  // The one value each parameter-free op's result is a function of (with
+  // constants), if there is one.
+  DenseMap<Value, Value> root;
+  auto rootOf = [&](Value v) {
+    auto it = root.find(v);
+    return it == root.end() ? v : it->second;
+  };
+  for (Operation *op : forward) {
+    if (readsParam(func, op))
+      continue;
+    Value r;
+    bool single = true;
+    for (Value v : op->getOperands()) {
+      if (Operation *def = v.getDefiningOp(); def && def->getNumOperands() == 0)
+        continue; // a constant
+      Value rv = rootOf(v);
+      if (r && rv != r)
+        single = false;
+      r = rv;
+    }
+    if (r && single)
+      for (Value res : op->getResults())
+        root[res] = r;
+  }
+  for (Operation *op : llvm::reverse(forward)) {
+    if (op->getNumResults() == 0 || readsParam(func, op))
+      continue;
+    Value r = root.lookup(op->getResult(0));
+    Operation *rootDef = r ? r.getDefiningOp() : nullptr;
+    if (!rootDef || !segmentOf.count(rootDef))
+      continue;
+    int from = segmentOf.lookup(rootDef);
+    // The earliest segment that reads the op, if only later ones do.
+    int to = INT_MAX;
+    bool movable = true;
+    for (Value res : op->getResults())
+      for (Operation *user : res.getUsers()) {
+        if (user->hasAttr(kBackwardAttrName))
+          continue;
+        auto it = segmentOf.find(user);
+        if (it == segmentOf.end()) {
+          movable = false; // returned
+          continue;
+        }
+        to = std::min(to, it->second);
+      }
+    if (!movable || to == INT_MAX || to <= from)
+      continue;
+    // The root must cross to a later segment anyway, through an op that is
+    // not computed from it alone.
+    bool crosses = llvm::any_of(r.getUsers(), [&](Operation *user) {
+      auto it = segmentOf.find(user);
+      return !user->hasAttr(kBackwardAttrName) && it != segmentOf.end() &&
+             it->second > from &&
+             (user->getNumResults() == 0 ||
+              root.lookup(user->getResult(0)) != r);
+    });
+    if (crosses)
+      segmentOf[op] = to;
+  }
+}
 
 struct RecomputePass : impl::RecomputeBase<RecomputePass> {
   using RecomputeBase::RecomputeBase;
@@ -91,6 +173,7 @@ struct RecomputePass : impl::RecomputeBase<RecomputePass> {
       }
       segmentOf[&op] = segment;
     }
+    moveSingleRootChains(func, forward, segmentOf);
 
     // Which segments are recomputed; a pattern that selects none is an
     // error (a typo would silently recompute nothing).

@@ -58,3 +58,25 @@ func.func @main(%x: tensor<4x3xf32> {shardc.input = "x"},
   %l = shardc.ReduceSum %t {axes = array<i64: 0, 1>, keepdims = false} : tensor<4x3xf32> -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// A parameter-free op computed from one value alone (%h) that crosses into
+// the next layer anyway (the residual Add) joins the layer that reads it, as
+// a decomposed LayerNorm does: %h is kept, the Tanh of it is recomputed.
+// CHECK-LABEL: func.func @main
+// CHECK: %[[H:.*]] = shardc.Gemm %arg0, %arg1 :
+// CHECK: %[[N:.*]] = shardc.Tanh %[[H]] :
+// CHECK: %[[N2:.*]] = shardc.Tanh %[[H]] {shardc.backward, shardc.recompute}
+// CHECK: shardc.TanhGrad %{{.*}}, %[[N2]] {shardc.backward}
+func.func @main(%x: tensor<4x3xf32> {shardc.input = "x"},
+                %w1: tensor<3x3xf32> {shardc.param = "fc1.weight"},
+                %s: tensor<3xf32> {shardc.param = "ln.weight"}) -> tensor<f32>
+    attributes {shardc.output_names = ["loss"]} {
+  %h = shardc.Gemm %x, %w1 : (tensor<4x3xf32>, tensor<3x3xf32>) -> tensor<4x3xf32>
+  %n = shardc.Tanh %h : tensor<4x3xf32>
+  %m = shardc.Mul %n, %s : (tensor<4x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
+  %z = shardc.Add %h, %m : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  %l = shardc.ReduceSum %z {axes = array<i64: 0, 1>, keepdims = false} : tensor<4x3xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
