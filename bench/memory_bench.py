@@ -27,15 +27,18 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "examples"))
 
 
-def export(out, layers, width):
+def export(out, layers, width, ctx=16, batch=2, samples=64):
+    """The GPT example at this size, exported in training mode to
+    OUT/gpt<layers>.onnx with `samples` sequences in OUT/data; returns the
+    model, the data directory and the parameter count."""
     import torch
     from export_examples import GPT
     torch.manual_seed(0)
-    vocab, ctx, batch = 64, 16, 2
+    vocab = 64
     model = GPT(vocab=vocab, ctx=ctx, d=width, heads=8, layers=layers)
     psi = sum(p.numel() for p in model.parameters())
     rng = np.random.default_rng(0)
-    tokens = rng.integers(0, vocab, (64, ctx + 1))
+    tokens = rng.integers(0, vocab, (samples, ctx + 1))
     data = os.path.join(out, "data")
     os.makedirs(data, exist_ok=True)
     np.save(os.path.join(data, "idx.npy"), tokens[:, :-1].astype(np.int64))
@@ -43,7 +46,7 @@ def export(out, layers, width):
     args = (torch.from_numpy(tokens[:batch, :-1].astype(np.int64)),
             torch.from_numpy(tokens[:batch, 1:].astype(np.int64)))
     model.train()
-    path = os.path.join(out, "gpt.onnx")
+    path = os.path.join(out, "gpt%d.onnx" % layers)
     torch.onnx.export(model, args, path, input_names=["idx", "targets"],
                       output_names=["logits", "loss"], opset_version=15,
                       do_constant_folding=False,

@@ -31,33 +31,16 @@ import subprocess
 import sys
 import tempfile
 
-import numpy as np
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "examples"))
+sys.path.insert(0, HERE)
 
 
 def export(out, layers, width, ctx, batch):
-    import torch
-    from export_examples import GPT
-    torch.manual_seed(0)
-    vocab = 64
-    model = GPT(vocab=vocab, ctx=ctx, d=width, heads=8, layers=layers)
-    rng = np.random.default_rng(0)
-    tokens = rng.integers(0, vocab, (16 * batch, ctx + 1))
-    data = os.path.join(out, "data")
-    os.makedirs(data, exist_ok=True)
-    np.save(os.path.join(data, "idx.npy"), tokens[:, :-1].astype(np.int64))
-    np.save(os.path.join(data, "targets.npy"), tokens[:, 1:].astype(np.int64))
-    args = (torch.from_numpy(tokens[:batch, :-1].astype(np.int64)),
-            torch.from_numpy(tokens[:batch, 1:].astype(np.int64)))
-    model.train()
-    path = os.path.join(out, "gpt%d.onnx" % layers)
-    torch.onnx.export(model, args, path, input_names=["idx", "targets"],
-                      output_names=["logits", "loss"], opset_version=15,
-                      do_constant_folding=False,
-                      training=torch.onnx.TrainingMode.TRAINING)
+    from memory_bench import export as export_gpt
+    path, data, _ = export_gpt(out, layers, width, ctx=ctx, batch=batch,
+                               samples=16 * batch)
     return path, data
 
 
