@@ -781,7 +781,8 @@ private:
 /// data: a file of the plan directory listed in its manifest (checked
 /// against its SHA-256 when the plan was loaded), within its bounds.
 static Expected<std::vector<uint8_t>>
-readPlanExternalData(const onnx::TensorProto &init, StringRef planDir) {
+readPlanExternalData(const onnx::TensorProto &init, StringRef planDir,
+                     const plan::Manifest &manifest) {
   std::string what =
       "--export: initializer '" + init.name() + "' of the plan's source model";
   std::string location;
@@ -811,10 +812,7 @@ readPlanExternalData(const onnx::TensorProto &init, StringRef planDir) {
     return makeError(what + " has external data of another size than its "
                             "type and shape");
   length = static_cast<uint64_t>(n) * dtypeSize(*dtype);
-  Expected<plan::Manifest> manifest = plan::readManifest(planDir);
-  if (!manifest)
-    return manifest.takeError();
-  if (!plan::isPlainFileName(location) || !manifest->find(location))
+  if (!plan::isPlainFileName(location) || !manifest.find(location))
     return makeError(what + ": its external data '" + location +
                      "' is not a file of the plan");
   Expected<std::unique_ptr<plan::ReadOnlyFile>> file =
@@ -985,19 +983,26 @@ Error exportModel(const Executor &exec, const plan::Plan &plan,
   // The initializers that are not parameters: data the plan keeps outside
   // its model.onnx comes along, and with external data every large one
   // moves to FILE.data.
+  std::optional<plan::Manifest> manifest;
   for (onnx::TensorProto &init :
        *model.mutable_graph()->mutable_initializer()) {
     if (written.contains(init.name()))
       continue;
     if (init.data_location() == onnx::TensorProto::EXTERNAL) {
+      if (!manifest) {
+        Expected<plan::Manifest> m = plan::readManifest(planDir);
+        if (!m)
+          return m.takeError();
+        manifest = std::move(*m);
+      }
       Expected<std::vector<uint8_t>> bytes =
-          readPlanExternalData(init, planDir);
+          readPlanExternalData(init, planDir, *manifest);
       if (!bytes)
         return bytes.takeError();
       if (Error err = data->put(init, *bytes))
         return err;
     } else if (data->external() && init.has_raw_data()) {
-      std::string raw = init.raw_data();
+      std::string raw = std::move(*init.mutable_raw_data());
       if (Error err =
               data->put(init, llvm::ArrayRef<uint8_t>(
                                   reinterpret_cast<const uint8_t *>(raw.data()),

@@ -321,6 +321,64 @@ def consolidate_external(r, model, data, flags, inline, base):
     print("ok: with ONNX external data (%d of %d initializers in m.onnx.data): "
           "the export from 1, 2 and 4 ranks is the same two files, and their "
           "values are the inline export's" % (len(external), len(got)))
+    export_keeps_constants(r, base)
+
+
+def export_keeps_constants(r, base):
+    """An initializer that is not a parameter (an int64 index table of 2 KiB)
+    comes through the plan's model.onnx.data into the export's data file
+    unchanged."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    src = os.path.join(base, "gather")
+    os.makedirs(os.path.join(src, "data"))
+    rng = np.random.default_rng(5)
+    perm = rng.permutation(np.tile(np.arange(16, dtype=np.int64), 16))
+    inits = [numpy_helper.from_array(
+                 (rng.standard_normal((16, 4)) * 0.1).astype(np.float32),
+                 "fc.weight"),
+             numpy_helper.from_array(perm, "perm")]
+    for name, value in (("starts", 0), ("ends", 16), ("axes", 1)):
+        inits.append(numpy_helper.from_array(np.array([value], np.int64), name))
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["x", "perm"], ["xp"], axis=1, name="g"),
+         helper.make_node("Slice", ["xp", "starts", "ends", "axes"], ["xs"],
+                          name="s"),
+         helper.make_node("MatMul", ["xs", "fc.weight"], ["logits"], name="fc"),
+         helper.make_node("SoftmaxCrossEntropyLoss", ["logits", "y"], ["loss"],
+                          name="xent")],
+        "gather",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 16]),
+         helper.make_tensor_value_info("y", TensorProto.INT64, [8])],
+        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])], inits)
+    model = os.path.join(src, "gather.onnx")
+    onnx.save(helper.make_model(graph,
+                                opset_imports=[helper.make_opsetid("", 17)]),
+              model, save_as_external_data=True, location="gather.bin",
+              size_threshold=0)
+    data = os.path.join(src, "data")
+    np.save(os.path.join(data, "x.npy"),
+            rng.standard_normal((32, 16)).astype(np.float32))
+    np.save(os.path.join(data, "y.npy"), (np.arange(32) % 4).astype(np.int64))
+    out = os.path.join(src, "out")
+    os.makedirs(out)
+    r.train(r.plan(model, 2, 3, ["--optimizer", "sgd", "--lr", "0.1"]),
+            "--data", data, "--steps", "2", "--export",
+            os.path.join(out, "m.onnx"))
+    path = os.path.join(out, "m.onnx")
+    bare = {t.name: t for t in
+            onnx.load(path, load_external_data=False).graph.initializer}
+    if bare["perm"].data_location != TensorProto.EXTERNAL:
+        fail("the exported index table is not in m.onnx.data")
+    got = {t.name: numpy_helper.to_array(t)
+           for t in onnx.load(path).graph.initializer}
+    if not np.array_equal(got["perm"], perm):
+        fail("the exported index table differs from the source model's")
+    if np.array_equal(got["fc.weight"], numpy_helper.to_array(inits[0])):
+        fail("the trained weight did not change")
+    print("ok: an index table that is not a parameter comes through the "
+          "plan's external data into the export's, unchanged")
 
 
 def case_large(r, args):
