@@ -1021,7 +1021,22 @@ static RankedTensorType tensorTypeOf(Value v) {
   return cast<RankedTensorType>(v.getType());
 }
 
+/// `mesh_axes`, when present, lists increasing mesh axes.
+static LogicalResult verifyMeshAxes(Operation *op,
+                                    std::optional<ArrayRef<int64_t>> axes) {
+  if (!axes)
+    return success();
+  if (axes->empty())
+    return op->emitOpError("mesh_axes must list at least one axis");
+  for (size_t k = 0; k < axes->size(); ++k)
+    if ((*axes)[k] < 0 || (k > 0 && (*axes)[k] <= (*axes)[k - 1]))
+      return op->emitOpError("mesh_axes must be increasing axes >= 0");
+  return success();
+}
+
 LogicalResult AllGatherStartOp::verify() {
+  if (failed(verifyMeshAxes(*this, getMeshAxes())))
+    return failure();
   return verifyShardPair(*this, tensorTypeOf(getInput()), getResultTensorType(),
                          getWorldSize());
 }
@@ -1033,17 +1048,21 @@ static LogicalResult verifySummable(Operation *op, Type elementType) {
 }
 
 LogicalResult ReduceScatterStartOp::verify() {
-  if (failed(verifySummable(*this, elemOf(getInput()))))
+  if (failed(verifySummable(*this, elemOf(getInput()))) ||
+      failed(verifyMeshAxes(*this, getMeshAxes())))
     return failure();
   return verifyShardPair(*this, getResultTensorType(), tensorTypeOf(getInput()),
                          getWorldSize());
 }
 LogicalResult ShardSliceOp::verify() {
+  if (failed(verifyMeshAxes(*this, getMeshAxes())))
+    return failure();
   return verifyShardPair(*this, tensorTypeOf(getOutput()),
                          tensorTypeOf(getInput()), getWorldSize());
 }
 LogicalResult AllReduceStartOp::verify() {
-  if (failed(verifySummable(*this, elemOf(getInput()))))
+  if (failed(verifySummable(*this, elemOf(getInput()))) ||
+      failed(verifyMeshAxes(*this, getMeshAxes())))
     return failure();
   if (getWorldSize() < 1)
     return emitOpError("world_size must be positive");

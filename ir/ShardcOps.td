@@ -1896,10 +1896,15 @@ def Shardc_LossScaleOp : Shardc_Op<"LossScale", [Pure]> {
 defvar Shardc_Communicates = MemoryEffects<[MemRead<Shardc_CommResource>,
                                             MemWrite<Shardc_CommResource>]>;
 
+// `world_size` is the number of ranks the collective spans: every rank, or
+// with a mesh of several axes (hybrid sharding) the group of ranks along the
+// axes `mesh_axes` lists (the ranks that differ from this one only along
+// them; absent: every axis).
 class Shardc_CollectiveStartOp<string mnemonic, list<Trait> traits = []>
     : Shardc_Op<mnemonic, !listconcat(traits, [Shardc_Communicates])> {
   let arguments = (ins StaticShapeTensorOf<[AnyType]>:$input,
-                   I64Attr:$world_size);
+                   I64Attr:$world_size,
+                   OptionalAttr<DenseI64ArrayAttr>:$mesh_axes);
   let results = (outs Shardc_PendingType:$pending);
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -1925,6 +1930,9 @@ def Shardc_AllGatherStartOp : Shardc_CollectiveStartOp<"AllGatherStart"> {
         : tensor<3xf32> -> !shardc.pending<tensor<6xf32>>
     %full = shardc.CollectiveWait %h : tensor<6xf32>
     ```
+
+    With hybrid sharding (a 2-d mesh of groups x ranks per group), within
+    the group: `{mesh_axes = array<i64: 1>, world_size = 2 : i64}`.
   }];
   let assemblyFormat = [{
     $input attr-dict `:` type($input) `->` qualified(type($pending))
@@ -2003,7 +2011,8 @@ def Shardc_ShardSliceOp : Shardc_Op<"ShardSlice", [Pure]> {
   let description = [{
     This rank's chunk of a 1-d buffer, without communication: with
     `n = size / world_size`, `output = input[rank * n, (rank + 1) * n)`, the
-    rank coming from the executor at run time. The input has `world_size` times
+    rank coming from the executor at run time (with `mesh_axes`, the rank's
+    position in its group along those axes, of `world_size` ranks). The input has `world_size` times
     the output's elements, of the same element type (any).
     `shardc-lower-collectives` emits it for `mesh.all_slice` (the parameter and
     gradient shards of ZeRO).
@@ -2012,7 +2021,8 @@ def Shardc_ShardSliceOp : Shardc_Op<"ShardSlice", [Pure]> {
     %mine = shardc.ShardSlice %flat {world_size = 2 : i64} : tensor<6xf32> -> tensor<3xf32>
     ```
   }];
-  let arguments = (ins StaticShapeTensorOf<[AnyType]>:$input, I64Attr:$world_size);
+  let arguments = (ins StaticShapeTensorOf<[AnyType]>:$input, I64Attr:$world_size,
+                   OptionalAttr<DenseI64ArrayAttr>:$mesh_axes);
   let results = (outs StaticShapeTensorOf<[AnyType]>:$output);
   let hasVerifier = 1;
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($output)";

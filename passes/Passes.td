@@ -447,8 +447,17 @@ def ZeroConfig : Pass<"shardc-zero-config", "mlir::ModuleOp"> {
     2: partition-optimizer, reduce-scatter-gradients; 3: those and
     shard-parameters.
 
+    With `hybrid-shard=G` (FSDP's HYBRID_SHARD and _HYBRID_SHARD_ZERO2,
+    DeepSpeed's hpZ), G < N dividing N: the mesh is 2-d, N/G groups x G
+    ranks, and `shardc.shard_group = G` tells the stage passes to spread
+    each shard along axis 1 (within a group of G consecutive ranks), gather
+    and reduce-scatter there, and all-reduce the gradient shards along axis 0
+    (across the groups, which hold replicas of the same shards).
+
     After: `mesh.mesh @world(shape = 4)` and
-    `func.func @main(...) attributes {shardc.world_size = 4 : i64, shardc.zero_stage = 3 : i64}`.
+    `func.func @main(...) attributes {shardc.world_size = 4 : i64, shardc.zero_stage = 3 : i64}`;
+    with hybrid-shard=2, `mesh.mesh @world(shape = 2x2)` and
+    `shardc.shard_group = 2 : i64`.
   }];
   let options = [
     BoundedOption<"worldSize", "world-size", "int64_t", /*default=*/"1",
@@ -458,6 +467,12 @@ def ZeroConfig : Pass<"shardc-zero-config", "mlir::ModuleOp"> {
            "0: DDP (all-reduce), 1: shard optimizer state (OSS), 2: also "
            "gradients (SHARD_GRAD_OP), 3: also parameters (FULL_SHARD); default 3",
            "[0, 3]">,
+    BoundedOption<"hybridShard", "hybrid-shard", "int64_t", /*default=*/"0",
+           "Hybrid sharding (HYBRID_SHARD, hpZ): shard within groups of this "
+           "many consecutive ranks (e.g. one node) and replicate across the "
+           "groups, which all-reduce the gradient shards; must divide the "
+           "world size; 0 (default): shard over every rank",
+           "[0, 1048576]">,
   ];
   let dependentDialects = ["::shardc::ShardcDialect", "::mlir::mesh::MeshDialect"];
 }
@@ -734,6 +749,9 @@ def LowerCollectives : Pass<"shardc-lower-collectives", "mlir::ModuleOp"> {
     %p = shardc.AllGatherStart %0 {world_size = 2 : i64} : tensor<3xf32> -> !shardc.pending<tensor<6xf32>>
     %1 = shardc.CollectiveWait %p : tensor<6xf32>
     ```
+    On a mesh of several axes (hybrid sharding, `@world(shape = 2x2)`), a
+    collective over some of them runs within the group of ranks along them:
+    `mesh_axes = [1]` becomes `{mesh_axes = array<i64: 1>, world_size = 2 : i64}`.
   }];
   let dependentDialects = ["::shardc::ShardcDialect", "::mlir::mesh::MeshDialect"];
 }

@@ -587,6 +587,84 @@ Error PlanWriter::write(StringRef dir) {
 }
 
 //===----------------------------------------------------------------------===//
+// The rank mesh
+//===----------------------------------------------------------------------===//
+
+RankMesh RankMesh::of(const Plan &plan) {
+  RankMesh mesh;
+  mesh.shape.assign(plan.mesh_shape().begin(), plan.mesh_shape().end());
+  if (mesh.shape.empty())
+    mesh.shape.push_back(std::max<int64_t>(plan.world_size(), 1));
+  mesh.shardAxes.assign(plan.shard_axes().begin(), plan.shard_axes().end());
+  if (mesh.shardAxes.empty())
+    mesh.shardAxes = mesh.allAxes();
+  return mesh;
+}
+
+std::vector<int32_t> RankMesh::allAxes() const {
+  std::vector<int32_t> axes(shape.size());
+  for (size_t a = 0; a < axes.size(); ++a)
+    axes[a] = static_cast<int32_t>(a);
+  return axes;
+}
+
+int64_t RankMesh::worldSize() const {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+int64_t RankMesh::groupSize(llvm::ArrayRef<int32_t> axes) const {
+  int64_t n = 1;
+  for (int32_t a : axes)
+    n *= shape[a];
+  return n;
+}
+
+int64_t RankMesh::indexIn(int64_t rank, llvm::ArrayRef<int32_t> axes) const {
+  // Row-major coordinates, the last axis fastest.
+  std::vector<int64_t> coord(shape.size());
+  for (size_t a = shape.size(); a-- > 0;) {
+    coord[a] = rank % shape[a];
+    rank /= shape[a];
+  }
+  int64_t index = 0;
+  for (int32_t a : axes)
+    index = index * shape[a] + coord[a];
+  return index;
+}
+
+int64_t RankMesh::groupOf(int64_t rank, llvm::ArrayRef<int32_t> axes) const {
+  std::vector<int32_t> others;
+  for (int32_t a : allAxes())
+    if (!llvm::is_contained(axes, a))
+      others.push_back(a);
+  return indexIn(rank, others);
+}
+
+std::string RankMesh::describe() const {
+  if (shape.size() == 1 && shardAxes.size() == 1)
+    return "";
+  std::string text;
+  for (size_t a = 0; a < shape.size(); ++a)
+    text += (a ? " x " : "") + std::to_string(shape[a]);
+  text += " (shards along axis";
+  text += shardAxes.size() == 1 ? " " : "es ";
+  for (size_t k = 0; k < shardAxes.size(); ++k)
+    text += (k ? ", " : "") + std::to_string(shardAxes[k]);
+  return text + ")";
+}
+
+std::vector<int32_t> collectiveAxes(const Op &op, const RankMesh &mesh) {
+  for (const Attribute &attr : op.attributes())
+    if (attr.name() == "mesh_axes" && attr.value_case() == Attribute::kInts)
+      return std::vector<int32_t>(attr.ints().values().begin(),
+                                  attr.ints().values().end());
+  return mesh.allAxes();
+}
+
+//===----------------------------------------------------------------------===//
 // Validation
 //===----------------------------------------------------------------------===//
 
@@ -716,7 +794,7 @@ Error validateOptimizerOp(const Plan &plan, int index) {
 Error validateUnits(const Plan &plan) {
   llvm::StringSet<> paramNames;
   std::vector<bool> usedBuffer(plan.buffers_size(), false);
-  const int64_t world = std::max<int64_t>(plan.world_size(), 1);
+  const int64_t world = RankMesh::of(plan).shardCount();
   llvm::StringMap<int> buffersByName;
   for (int i = 0; i < plan.buffers_size(); ++i)
     buffersByName.try_emplace(plan.buffers(i).name(), i);
@@ -729,7 +807,7 @@ Error validateUnits(const Plan &plan) {
   for (int u = 0; u < plan.units_size(); ++u) {
     const FlatUnit &unit = plan.units(u);
     std::string what = "unit " + std::to_string(u) + " '" + unit.name() + "'";
-    // Shards of the flat layout: the parameter buffer's, else the world's.
+    // Shards of the flat layout: the parameter buffer's, else the mesh's.
     int64_t shards = world;
     if (unit.buffer() != -1) {
       if (unit.buffer() < 0 || unit.buffer() >= plan.buffers_size())
@@ -759,7 +837,7 @@ Error validateUnits(const Plan &plan) {
                unit.padded_elements() % world != 0) {
       return makeError(
           what + ": padded_elements " + Twine(unit.padded_elements()) +
-          " is not a positive multiple of the world size " + Twine(world));
+          " is not a positive multiple of the shard count " + Twine(world));
     }
     int64_t next = 0; // the parameters tile the unit in order from 0
     for (int k = 0; k < unit.params_size(); ++k) {
@@ -849,6 +927,28 @@ Error validatePlan(const Plan &plan, llvm::ArrayRef<StringRef> knownOpTypes) {
     return makeError("zero_stage " + Twine(plan.zero_stage()) +
                      " is invalid (0 to 3)");
   const int64_t worldSize = std::max<int64_t>(plan.world_size(), 1);
+  if (plan.mesh_shape_size() > 0 || plan.shard_axes_size() > 0) {
+    if (plan.mesh_shape_size() == 0 || plan.mesh_shape_size() > 8)
+      return makeError("mesh_shape has " + Twine(plan.mesh_shape_size()) +
+                       " axes (1 to 8)");
+    int64_t ranks = 1;
+    for (int64_t d : plan.mesh_shape())
+      if (d < 1 || d > INT_MAX || llvm::MulOverflow(ranks, d, ranks))
+        return makeError("mesh_shape has an axis of " + Twine(d) + " ranks");
+    if (ranks != worldSize)
+      return makeError("mesh_shape holds " + Twine(ranks) +
+                       " ranks, but the world size is " + Twine(worldSize));
+    int32_t previous = -1;
+    for (int32_t a : plan.shard_axes()) {
+      if (a <= previous || a >= plan.mesh_shape_size())
+        return makeError("shard_axes must be increasing axes of the " +
+                         Twine(plan.mesh_shape_size()) + "-d mesh, got " +
+                         Twine(a) + " after " + Twine(previous));
+      previous = a;
+    }
+  }
+  const RankMesh mesh = RankMesh::of(plan);
+  const int64_t shardCount = mesh.shardCount();
 
   // Buffers.
   for (int i = 0; i < numBuffers; ++i) {
@@ -897,10 +997,12 @@ Error validatePlan(const Plan &plan, llvm::ArrayRef<StringRef> knownOpTypes) {
     if (b.shard_count() < 0 || (b.shard_count() > 1 && b.kind() != PARAMETER))
       return makeError(what + ": shard_count " + Twine(b.shard_count()) +
                        " is invalid (only PARAMETER buffers are sharded)");
-    if (b.shard_count() > 1 && b.shard_count() != worldSize)
+    if (b.shard_count() > 1 && b.shard_count() != shardCount)
       return makeError(what + ": shard_count " + Twine(b.shard_count()) +
-                       " differs from the plan's world size " +
-                       Twine(worldSize) + " (one shard per rank)");
+                       " differs from the plan's shard count " +
+                       Twine(shardCount) + " (one shard per rank" +
+                       (shardCount != worldSize ? " of a shard group" : "") +
+                       ")");
     uint64_t shards = b.shard_count() > 1 ? b.shard_count() : 1;
     if (*bytes != 0 && shards > std::numeric_limits<uint64_t>::max() / *bytes)
       return makeError(what + ": shard_count overflows");
@@ -1031,14 +1133,34 @@ Error validatePlan(const Plan &plan, llvm::ArrayRef<StringRef> knownOpTypes) {
       if (attr.value_case() == Attribute::VALUE_NOT_SET)
         return makeError(what + ": attribute '" + attr.name() +
                          "' has no value");
-      // Collectives and shard slices split by the world size: it must be
-      // the plan's.
-      if (attr.name() == "world_size" &&
-          (attr.value_case() != Attribute::kI || attr.i() != worldSize))
-        return makeError(what +
-                         ": attribute 'world_size' must be the plan's "
-                         "world size " +
-                         Twine(worldSize));
+      // Collectives and shard slices run over a group of the mesh: the
+      // axes it spans must be the mesh's, and its size the group's.
+      if (attr.name() == "mesh_axes") {
+        if (attr.value_case() != Attribute::kInts ||
+            attr.ints().values_size() == 0)
+          return makeError(what + ": attribute 'mesh_axes' must list mesh "
+                                  "axes");
+        int64_t previous = -1;
+        for (int64_t a : attr.ints().values()) {
+          if (a <= previous || a >= static_cast<int64_t>(mesh.shape.size()))
+            return makeError(what +
+                             ": attribute 'mesh_axes' must be "
+                             "increasing axes of the " +
+                             Twine(mesh.shape.size()) + "-d rank mesh");
+          previous = a;
+        }
+      }
+    }
+    for (const Attribute &attr : op.attributes()) {
+      if (attr.name() != "world_size")
+        continue;
+      int64_t group = mesh.groupSize(collectiveAxes(op, mesh));
+      if (attr.value_case() != Attribute::kI || attr.i() != group)
+        return makeError(what + ": attribute 'world_size' must be the " +
+                         (group == worldSize
+                              ? Twine("plan's world size ")
+                              : Twine("size of its rank group, ")) +
+                         Twine(group));
     }
     if (!optimizerAttrs(op.type()).empty())
       if (Error err = validateOptimizerOp(plan, j))
@@ -1211,6 +1333,10 @@ namespace {
 Error loadData(LoadedPlan &loaded, int rank) {
   const Plan &plan = loaded.plan;
   llvm::StringMap<std::unique_ptr<ReadOnlyFile>> files;
+  // The shard this rank holds (its rank, unless shards are replicated).
+  const RankMesh mesh = RankMesh::of(plan);
+  const int64_t shard =
+      rank >= 0 && rank < mesh.worldSize() ? mesh.shardIndex(rank) : rank;
 
   loaded.bytes.assign(plan.buffers_size(), {});
   for (int i = 0; i < plan.buffers_size(); ++i) {
@@ -1252,7 +1378,7 @@ Error loadData(LoadedPlan &loaded, int rank) {
                        b.data_file() + " (" + Twine(df.size()) +
                        " bytes); the file is truncated or does not belong to "
                        "this plan");
-    if (b.shard_count() > 1 && (rank < 0 || rank >= b.shard_count()))
+    if (b.shard_count() > 1 && (shard < 0 || shard >= b.shard_count()))
       return makeError(what + ": has " + Twine(b.shard_count()) +
                        " shards, none for rank " + Twine(rank));
     std::vector<uint8_t> &bytes = loaded.bytes[i];
@@ -1269,8 +1395,8 @@ Error loadData(LoadedPlan &loaded, int rank) {
                        "plan");
     if (b.shard_count() > 1) {
       size_t shardBytes = bytes.size() / b.shard_count();
-      std::vector<uint8_t> mine(bytes.begin() + rank * shardBytes,
-                                bytes.begin() + (rank + 1) * shardBytes);
+      std::vector<uint8_t> mine(bytes.begin() + shard * shardBytes,
+                                bytes.begin() + (shard + 1) * shardBytes);
       bytes = std::move(mine);
     }
   }
@@ -1416,11 +1542,19 @@ PlanDigest digestPlan(const LoadedPlan &loaded,
   d.parts[PlanDigest::Whole] = hash64(loaded.manifest.digest);
 
   // The collectives: type and each operand's element type and count.
-  std::string coll = "world " + std::to_string(plan.world_size()) + "\n";
+  // With a mesh, also the axes each one spans.
+  const RankMesh mesh = RankMesh::of(plan);
+  std::string coll = "world " + std::to_string(plan.world_size());
+  if (std::string shape = mesh.describe(); !shape.empty())
+    coll += " mesh " + shape;
+  coll += "\n";
   for (const Op &op : plan.ops()) {
     if (!llvm::is_contained(collectiveOpTypes, op.type()))
       continue;
     coll += op.type();
+    if (mesh.shape.size() > 1)
+      for (int32_t a : collectiveAxes(op, mesh))
+        coll += " axis" + std::to_string(a);
     for (auto list : {&op.inputs(), &op.outputs()})
       for (int32_t index : *list) {
         if (index < 0 || index >= plan.buffers_size())

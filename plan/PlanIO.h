@@ -35,8 +35,9 @@ namespace shardc::plan {
 
 /// The schema version this build writes and accepts (plan.pb's `version`
 /// and the manifest's first line). Version 2 added the manifest, 3 the
-/// initial values of state, 4 the units' optimizer-state layout.
-constexpr uint32_t kPlanVersion = 4;
+/// initial values of state, 4 the units' optimizer-state layout, 5 the rank
+/// mesh (hybrid sharding).
+constexpr uint32_t kPlanVersion = 5;
 /// File names inside a plan directory.
 constexpr const char *kPlanFile = "plan.pb";
 constexpr const char *kParamsFile = "params.bin";
@@ -176,10 +177,49 @@ struct LoadedPlan {
   std::vector<std::vector<uint8_t>> bytes;
 };
 
+/// The ranks of a plan as a mesh (plan.proto Plan.mesh_shape and
+/// shard_axes): rank r sits at the row-major coordinates of r in `shape`.
+/// A set of axes splits the ranks into groups of the ranks that differ only
+/// along those axes; a collective runs within such a group, and ZeRO shards
+/// are spread over the group of the shard axes.
+struct RankMesh {
+  std::vector<int64_t> shape;
+  /// Increasing, in [0, shape.size()).
+  std::vector<int32_t> shardAxes;
+
+  /// The mesh of a validated plan (one axis of world_size ranks, sharded
+  /// along it, when the plan names none).
+  static RankMesh of(const Plan &plan);
+  int64_t worldSize() const;
+  /// Ranks per group of `axes` (the product of their extents).
+  int64_t groupSize(llvm::ArrayRef<int32_t> axes) const;
+  /// `rank`'s position in its group of `axes` (its linear index over them),
+  /// and which group it is in (its linear index over the other axes).
+  int64_t indexIn(int64_t rank, llvm::ArrayRef<int32_t> axes) const;
+  int64_t groupOf(int64_t rank, llvm::ArrayRef<int32_t> axes) const;
+  /// ZeRO shards: how many, the shard `rank` holds, and whether `rank` holds
+  /// the first copy of it (replica 0, which saves it in checkpoints).
+  int64_t shardCount() const { return groupSize(shardAxes); }
+  int64_t shardIndex(int64_t rank) const { return indexIn(rank, shardAxes); }
+  bool firstReplica(int64_t rank) const {
+    return groupOf(rank, shardAxes) == 0;
+  }
+  /// Every axis, in order.
+  std::vector<int32_t> allAxes() const;
+  /// "2 x 2 (shards along axis 1)", for messages; "" for one axis sharded
+  /// along it.
+  std::string describe() const;
+};
+
+/// The axes of a collective op's `mesh_axes` attribute (every axis of
+/// `mesh` when absent).
+std::vector<int32_t> collectiveAxes(const Op &op, const RankMesh &mesh);
+
 /// Reads and validates a plan directory: the manifest, then every file it
 /// lists against it, then plan.pb and the data. `knownOpTypes`, when non-empty,
 /// lists the op types the caller can run; any other op type is an error.
-/// `rank` selects which shard of sharded parameters is loaded.
+/// `rank` selects which shard of sharded parameters is loaded (its
+/// RankMesh::shardIndex).
 llvm::Expected<std::unique_ptr<LoadedPlan>>
 loadPlan(llvm::StringRef dir, llvm::ArrayRef<llvm::StringRef> knownOpTypes = {},
          int rank = 0);

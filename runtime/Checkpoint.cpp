@@ -64,7 +64,12 @@ static std::string stepDirName(uint64_t step) {
 
 Expected<StateLayout> stateLayout(const plan::Plan &plan, int rank) {
   StateLayout layout;
-  int64_t world = std::max<int64_t>(plan.world_size(), 1);
+  // Units are sharded over the mesh's shard axes; with hybrid sharding the
+  // ranks of the first replica save the shards, each element once.
+  const plan::RankMesh mesh = plan::RankMesh::of(plan);
+  const int64_t shards = mesh.shardCount();
+  const int64_t shardIndex = mesh.shardIndex(rank);
+  const bool savesShard = mesh.firstReplica(rank);
   llvm::StringMap<size_t> byName;
   auto addTensor = [&](const std::string &name, DType dtype,
                        llvm::ArrayRef<int64_t> shape,
@@ -85,8 +90,8 @@ Expected<StateLayout> stateLayout(const plan::Plan &plan, int rank) {
   std::vector<bool> inUnit(plan.buffers_size(), false);
   for (const plan::FlatUnit &unit : plan.units()) {
     // This rank's elements [lo, hi) of the unit's flat layout.
-    int64_t shard = unit.padded_elements() / world;
-    int64_t lo = shard * rank, hi = lo + shard;
+    int64_t shard = unit.padded_elements() / shards;
+    int64_t lo = shard * shardIndex, hi = lo + shard;
     auto addShard = [&](int32_t buffer, const std::string &suffix) -> Error {
       inUnit[buffer] = true;
       DType dtype = plan::toRuntime(plan.buffers(buffer).dtype());
@@ -98,8 +103,8 @@ Expected<StateLayout> stateLayout(const plan::Plan &plan, int rank) {
         int64_t begin = std::max(p.offset(), lo);
         int64_t end = std::min(p.offset() + numElements(shape), hi);
         if (begin < end)
-          layout.slices.push_back(
-              {*t, buffer, begin - lo, begin - p.offset(), end - begin, true});
+          layout.slices.push_back({*t, buffer, begin - lo, begin - p.offset(),
+                                   end - begin, savesShard});
       }
       return Error::success();
     };

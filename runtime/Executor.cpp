@@ -53,6 +53,11 @@ Executor::create(const plan::LoadedPlan &loaded, KernelBackend &backend,
         Twine(planWorld) + " rank(s), but this run has " +
         Twine(comm->worldSize()) + "; recompile with shardc --world-size " +
         Twine(comm->worldSize()) + " or run with --nproc " + Twine(planWorld));
+  exec->mesh = plan::RankMesh::of(plan);
+  Expected<Communicator *> shards = exec->groupAlong(exec->mesh.shardAxes);
+  if (!shards)
+    return shards.takeError();
+  exec->shardComm = *shards;
   exec->memoryPlan = plan::planMemory(plan);
   exec->aliases.resize(plan.buffers_size());
   for (int i = 0; i < plan.buffers_size(); ++i)
@@ -125,9 +130,44 @@ static std::string opLabel(const plan::Plan &plan, int index) {
          "')";
 }
 
+Expected<Communicator *>
+Executor::groupAlong(const std::vector<int32_t> &axes) {
+  if (axes == mesh.allAxes())
+    return comm;
+  std::unique_ptr<Communicator> &group = groups[axes];
+  if (!group) {
+    std::string label = axes.size() == 1 ? "axis " : "axes ";
+    for (size_t k = 0; k < axes.size(); ++k)
+      label += (k ? ", " : "") + std::to_string(axes[k]);
+    Expected<std::unique_ptr<Communicator>> made =
+        comm->split(static_cast<int>(mesh.groupOf(comm->rank(), axes)),
+                    static_cast<int>(mesh.indexIn(comm->rank(), axes)), label);
+    if (!made)
+      return makeError("cannot make the rank groups along mesh " + label +
+                       ": " + toString(made.takeError()));
+    if ((*made)->worldSize() != mesh.groupSize(axes))
+      return makeError("the rank group along mesh " + label + " has " +
+                       Twine((*made)->worldSize()) + " ranks, not " +
+                       Twine(mesh.groupSize(axes)));
+    group = std::move(*made);
+  }
+  return group.get();
+}
+
 Error Executor::resolveStep(const plan::Plan &plan, int index) {
   const plan::Op &op = plan.ops(index);
   Step &step = steps.back();
+  step.group = comm;
+  bool grouped = llvm::any_of(op.attributes(), [](const plan::Attribute &a) {
+    return a.name() == "mesh_axes";
+  });
+  if (grouped) {
+    Expected<Communicator *> group = groupAlong(plan::collectiveAxes(op, mesh));
+    if (!group)
+      return makeError(opLabel(plan, index) + ": " +
+                       toString(group.takeError()));
+    step.group = *group;
+  }
   step.type = op.type();
   step.name = op.name();
   step.label = step.type + " '" + step.name + "'";
@@ -149,7 +189,7 @@ Error Executor::resolveStep(const plan::Plan &plan, int index) {
     return Error::success();
   }
   if (Error err = checkCollectiveOp(*collective, step.inputViews,
-                                    step.outputViews, comm->worldSize()))
+                                    step.outputViews, step.group->worldSize()))
     return makeError(opLabel(plan, index) + ": " + toString(std::move(err)));
   if (*collective == CollectiveOpKind::Wait) {
     step.kind = StepKind::CollectiveWait;
@@ -177,6 +217,7 @@ Error Executor::assignCollectiveSlots(const plan::Plan &plan) {
                          opLabel(plan, it->second) + " is still in flight");
       step.slot = static_cast<int32_t>(inFlight.size());
       inFlight.emplace_back();
+      inFlightComm.push_back(step.group);
     } else if (step.kind == StepKind::CollectiveWait) {
       auto it = started.find(step.inputBuffers[0]);
       if (it == started.end())
@@ -184,6 +225,7 @@ Error Executor::assignCollectiveSlots(const plan::Plan &plan) {
                          plan.buffers(step.inputBuffers[0]).name() +
                          "', which no collective in flight writes");
       step.slot = steps[it->second].slot;
+      step.group = steps[it->second].group;
       started.erase(it);
     }
   }
@@ -198,9 +240,10 @@ Error Executor::assignCollectiveSlots(const plan::Plan &plan) {
 }
 
 void Executor::drainInFlight() {
-  for (std::optional<CollectiveHandle> &h : inFlight)
-    if (h)
-      llvm::consumeError(comm->wait(*std::exchange(h, std::nullopt)));
+  for (size_t slot = 0; slot < inFlight.size(); ++slot)
+    if (inFlight[slot])
+      llvm::consumeError(inFlightComm[slot]->wait(
+          *std::exchange(inFlight[slot], std::nullopt)));
 }
 
 Executor::~Executor() {
@@ -445,8 +488,8 @@ Error Executor::runStep(Step &step) {
   case StepKind::Kernel: {
     KernelContext ctx{step.type, step.name, step.attrs, step.inputViews,
                       step.outputViews};
-    ctx.rank = comm->rank();
-    ctx.worldSize = comm->worldSize();
+    ctx.rank = step.group->rank();
+    ctx.worldSize = step.group->worldSize();
     ctx.seed = randomSeed;
     ctx.step = globalStep;
     ctx.stream = computeStream.get();
@@ -457,7 +500,7 @@ Error Executor::runStep(Step &step) {
     if (Error err = step.inputReady->record(*computeStream))
       return err;
     Expected<CollectiveHandle> h =
-        startCollectiveOp(*comm, step.collective, step.inputViews[0],
+        startCollectiveOp(*step.group, step.collective, step.inputViews[0],
                           step.outputViews[0], *step.inputReady);
     if (!h)
       return h.takeError();
@@ -469,7 +512,7 @@ Error Executor::runStep(Step &step) {
         std::exchange(inFlight[step.slot], std::nullopt);
     // create() paired every wait with an earlier start.
     assert(h && "collective wait without a start");
-    return comm->wait(*h, computeStream.get());
+    return step.group->wait(*h, computeStream.get());
   }
   }
   llvm_unreachable("unknown step kind");

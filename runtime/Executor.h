@@ -44,6 +44,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -164,6 +165,11 @@ public:
   void setTracing(bool enabled) { tracing = enabled; }
   llvm::ArrayRef<TraceEvent> traceEvents() const { return events; }
 
+  /// The ranks that hold the shards of one copy of the sharded state (the
+  /// plan's shard axes): every rank without hybrid sharding.
+  Communicator &shardGroup() const { return *shardComm; }
+  const plan::RankMesh &rankMesh() const { return mesh; }
+
   /// Op types the executor runs itself (collectives), besides kernels.
   static llvm::ArrayRef<llvm::StringRef> collectiveOpTypes() {
     return rt::collectiveOpTypes();
@@ -187,6 +193,9 @@ private:
     /// Collective steps: the slot of `inFlight` that the start fills and
     /// its wait empties.
     int32_t slot = -1;
+    /// Collectives and kernels that take the rank (ShardSlice): the ranks
+    /// the op spans (its mesh_axes), as a communicator.
+    Communicator *group = nullptr;
     /// Collective starts: recorded on the compute stream right before the
     /// start; the communicator touches the buffers only after it.
     std::unique_ptr<Event> inputReady;
@@ -213,6 +222,10 @@ private:
   void freeTemp(int32_t buffer);
   /// Resolves op `index` of `plan` into steps.back() (already pushed).
   llvm::Error resolveStep(const plan::Plan &plan, int index);
+  /// The communicator of the ranks along mesh `axes`: `comm`, or a group
+  /// split from it (made the first time; every rank makes the same groups
+  /// in the same order, from the same plan).
+  llvm::Expected<Communicator *> groupAlong(const std::vector<int32_t> &axes);
   /// Pairs every collective start with its wait.
   llvm::Error assignCollectiveSlots(const plan::Plan &plan);
   llvm::Error runStep(Step &step);
@@ -245,6 +258,11 @@ private:
 
   Communicator *comm = nullptr;
   std::unique_ptr<Communicator> ownComm;
+  /// The plan's rank mesh, and the groups of it its ops run over, by axes
+  /// (destroyed before the communicator they were split from).
+  plan::RankMesh mesh;
+  std::map<std::vector<int32_t>, std::unique_ptr<Communicator>> groups;
+  Communicator *shardComm = nullptr;
   /// Buffer categories and when TEMP buffers are allocated and freed.
   std::vector<int> categories;
   plan::MemoryPlan memoryPlan;
@@ -252,8 +270,10 @@ private:
   std::array<uint64_t, plan::kNumCategories> live{};
   uint64_t liveTotal = 0;
   MemoryUsage usage;
-  /// In-flight collectives, by the slot of their start and wait steps.
+  /// In-flight collectives, by the slot of their start and wait steps, and
+  /// the communicator each was started on.
   std::vector<std::optional<CollectiveHandle>> inFlight;
+  std::vector<Communicator *> inFlightComm;
   bool tracing = false;
   std::vector<TraceEvent> events;
   /// On a backend whose kernels run after their launch, the trace's times

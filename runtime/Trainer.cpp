@@ -835,8 +835,12 @@ Error exportModel(const Executor &exec, const plan::Plan &plan,
   if (!plan.has_training() || plan.training().source_model().empty())
     return makeError("--export: the plan in " + planDir +
                      " carries no source model");
-  int world = comm ? comm->worldSize() : 1;
   int rank = comm ? comm->rank() : 0;
+  // Units are gathered within the shard group (every rank, unless hybrid
+  // sharding replicates the shards across groups; rank 0's group holds one
+  // whole copy).
+  Communicator *shards = comm ? &exec.shardGroup() : nullptr;
+  int world = shards ? shards->worldSize() : 1;
   // The units' layout, checked before any collective: the checks depend on
   // the plan alone, so every rank fails alike. (The loader validated them.)
   for (const plan::FlatUnit &unit : plan.units()) {
@@ -886,7 +890,7 @@ Error exportModel(const Executor &exec, const plan::Plan &plan,
          *model.mutable_graph()->mutable_initializer())
       inits[init.name()] = &init;
   }
-  if (comm && world > 1) {
+  if (comm && comm->worldSize() > 1) {
     int32_t failed = readError ? 1 : 0, any = failed;
     if (Error err =
             comm->allReduce(&failed, &any, 1, DType::I32, ReduceOp::Max)) {
@@ -928,9 +932,9 @@ Error exportModel(const Executor &exec, const plan::Plan &plan,
     if (!mine)
       return mine.takeError();
     std::vector<uint8_t> full(shard.bytes() * world);
-    if (comm) {
-      if (Error err = comm->allGather(mine->data(), full.data(), shard.numel(),
-                                      shard.dtype))
+    if (shards) {
+      if (Error err = shards->allGather(mine->data(), full.data(),
+                                        shard.numel(), shard.dtype))
         return err;
     } else {
       std::memcpy(full.data(), mine->data(), shard.bytes());

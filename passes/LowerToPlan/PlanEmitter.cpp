@@ -7,6 +7,7 @@
 #include "passes/Sharding/Sharding.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -102,6 +103,16 @@ static plan::Category categoryOf(OpResult r) {
   return plan::ACTIVATIONS;
 }
 
+/// Ranks one copy of the sharded state is spread over: the world, or with
+/// hybrid sharding the shard group.
+static int64_t shardCount(func::FuncOp func) {
+  if (auto g = func->getAttrOfType<IntegerAttr>(kShardGroupAttrName))
+    return g.getInt();
+  if (auto ws = func->getAttrOfType<IntegerAttr>(kWorldSizeAttrName))
+    return ws.getInt();
+  return 1;
+}
+
 /// FNV-1a over the collectives every rank issues, in order.
 static uint64_t collectiveFingerprint(const plan::Plan &p) {
   std::string key = "world=" + std::to_string(p.world_size()) +
@@ -111,6 +122,10 @@ static uint64_t collectiveFingerprint(const plan::Plan &p) {
     if (!type.ends_with("Start") && type != "CollectiveWait")
       continue;
     key += op.type();
+    for (const plan::Attribute &a : op.attributes())
+      if (a.name() == "mesh_axes")
+        for (int64_t axis : a.ints().values())
+          key += "@" + std::to_string(axis);
     for (int32_t id : op.inputs()) {
       const plan::Buffer &b = p.buffers(id);
       int64_t n = 1;
@@ -188,9 +203,7 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
                                                     kFlatParamsAttrName);
       auto types = func.getArgAttrOfType<ArrayAttr>(arg.getArgNumber(),
                                                     kFlatTypesAttrName);
-      int64_t worldSize = 1;
-      if (auto ws = func->getAttrOfType<IntegerAttr>(kWorldSizeAttrName))
-        worldSize = ws.getInt();
+      int64_t worldSize = shardCount(func);
       if (!names || !types || names.size() != types.size())
         return func.emitError("flat parameter ") << unit << " has no layout";
       std::vector<uint8_t> data;
@@ -274,9 +287,7 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
       if (u.name() == unitName.getValue())
         fu = &u;
     if (!fu) {
-      int64_t worldSize = 1;
-      if (auto ws = func->getAttrOfType<IntegerAttr>(kWorldSizeAttrName))
-        worldSize = ws.getInt();
+      int64_t worldSize = shardCount(func);
       fu = p.add_units();
       fu->set_name(unitName.str());
       fu->set_buffer(-1);
@@ -525,6 +536,15 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
   }
   if (auto ws = func->getAttrOfType<IntegerAttr>(kWorldSizeAttrName))
     p.set_world_size(ws.getInt());
+  // A mesh of several axes (hybrid sharding): its shape, and the axis the
+  // shards spread along.
+  if (auto mesh = module.lookupSymbol<mesh::MeshOp>(kMeshName);
+      mesh && mesh.getShape().size() > 1) {
+    for (int64_t d : mesh.getShape())
+      p.add_mesh_shape(d);
+    if (func->hasAttr(kShardGroupAttrName))
+      p.add_shard_axes(1);
+  }
   if (auto st = func->getAttrOfType<IntegerAttr>(kZeroStageAttrName))
     p.set_zero_stage(st.getInt());
   p.set_fingerprint(collectiveFingerprint(p));

@@ -34,12 +34,12 @@ struct BucketGradientsPass : impl::BucketGradientsBase<BucketGradientsPass> {
       func.emitError("bucket-gradients: ") << *err;
       return signalPassFailure();
     }
-    FailureOr<int64_t> n = configuredWorldSize(func, "bucket-gradients");
-    if (failed(n))
+    FailureOr<RankGroups> ranks = configuredRanks(func, "bucket-gradients");
+    if (failed(ranks))
       return signalPassFailure();
     int64_t cap = static_cast<int64_t>(bucketCapMb * (1 << 20));
     OpBuilder b(func.getContext());
-    FlatBuilder flat(b, *n);
+    FlatBuilder flat(b, ranks->world);
 
     SmallVector<ParamUpdate> updates = collectParamUpdates(func);
     DenseMap<Operation *, unsigned> position;
@@ -93,8 +93,8 @@ struct BucketGradientsPass : impl::BucketGradientsBase<BucketGradientsPass> {
       // and averaged right where its update needs it.
       Value reduced = flat.tagged(
           b.create<mesh::AllReduceOp>(bucketFlat.getLoc(), bucketFlat.getType(),
-                                      kMeshName, ArrayRef<int16_t>{0},
-                                      bucketFlat, mesh::ReductionKind::Sum),
+                                      kMeshName, ranks->worldAxes(), bucketFlat,
+                                      mesh::ReductionKind::Sum),
           MemoryCategory::Grads);
       int64_t offset = 0;
       for (auto &u : bucket) {

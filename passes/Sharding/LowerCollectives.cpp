@@ -13,8 +13,14 @@
 //   mesh.all_reduce     -> shardc.AllReduceStart     + shardc.CollectiveWait
 //   mesh.all_slice      -> shardc.ShardSlice (local, no communication)
 //
-// Only 1-d buffers on a 1-d mesh with sum reductions are supported, which is
-// what the ZeRO pass produces; anything else is an error naming the op.
+// Only 1-d buffers with sum reductions are supported, which is what the ZeRO
+// passes produce; anything else is an error naming the op. `world_size` is
+// the number of ranks the collective spans. On a mesh of several axes
+// (hybrid sharding) a collective over some of them runs within the group of
+// ranks along those axes, and says so with `mesh_axes`:
+//
+//   mesh.all_gather %s on @world mesh_axes = [1]   (mesh 2x2)
+//     -> shardc.AllGatherStart %s {mesh_axes = array<i64: 1>, world_size = 2}
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -49,15 +55,32 @@ struct LowerCollectivesPass : impl::LowerCollectivesBase<LowerCollectivesPass> {
     auto meshName = op->getAttrOfType<FlatSymbolRefAttr>("mesh");
     auto meshOp =
         meshName ? module.lookupSymbol<mesh::MeshOp>(meshName) : mesh::MeshOp();
-    if (!meshOp || meshOp.getShape().size() != 1 ||
-        ShapedType::isDynamic(meshOp.getShape()[0]) || meshOp.getShape()[0] < 1)
-      return op->emitOpError("lower-collectives: needs a 1-d mesh of static "
-                             "size");
+    if (!meshOp || meshOp.getShape().empty() ||
+        llvm::any_of(meshOp.getShape(), [](int64_t d) {
+          return ShapedType::isDynamic(d) || d < 1;
+        }))
+      return op->emitOpError("lower-collectives: needs a mesh of static "
+                             "shape");
+    int64_t rank = static_cast<int64_t>(meshOp.getShape().size());
     auto axes = op->getAttrOfType<DenseI16ArrayAttr>("mesh_axes");
-    if (!axes || axes.asArrayRef() != ArrayRef<int16_t>{0})
-      return op->emitOpError("lower-collectives: the collective must run over "
-                             "mesh axis 0 (mesh_axes = [0])");
-    int64_t n = meshOp.getShape()[0];
+    if (!axes || axes.empty() ||
+        llvm::any_of(llvm::enumerate(axes.asArrayRef()), [&](auto entry) {
+          int16_t a = entry.value();
+          return a < 0 || a >= rank ||
+                 (entry.index() > 0 && a <= axes[entry.index() - 1]);
+        }))
+      return op->emitOpError("lower-collectives: the collective must run "
+                             "over increasing axes of its mesh");
+    // The ranks it spans, and on a mesh of several axes which ones.
+    int64_t n = 1;
+    SmallVector<int64_t> groupAxes;
+    for (int16_t a : axes.asArrayRef()) {
+      n *= meshOp.getShape()[a];
+      groupAxes.push_back(a);
+    }
+    DenseI64ArrayAttr meshAxes;
+    if (static_cast<int64_t>(groupAxes.size()) != rank)
+      meshAxes = DenseI64ArrayAttr::get(op->getContext(), groupAxes);
     if (cast<RankedTensorType>(op->getOperand(0).getType()).getRank() != 1)
       return op->emitOpError("lower-collectives: only 1-d buffers");
     if (auto kind = op->getAttrOfType<mesh::ReductionKindAttr>("reduction"))
@@ -71,16 +94,16 @@ struct LowerCollectivesPass : impl::LowerCollectivesBase<LowerCollectivesPass> {
     Operation *start = nullptr;
     Value result;
     if (isa<mesh::AllSliceOp>(op)) {
-      start = b.create<ShardSliceOp>(loc, type, in, n);
+      start = b.create<ShardSliceOp>(loc, type, in, n, meshAxes);
       result = start->getResult(0);
     } else {
       auto pending = PendingType::get(cast<RankedTensorType>(type));
       if (isa<mesh::AllGatherOp>(op))
-        start = b.create<AllGatherStartOp>(loc, pending, in, n);
+        start = b.create<AllGatherStartOp>(loc, pending, in, n, meshAxes);
       else if (isa<mesh::ReduceScatterOp>(op))
-        start = b.create<ReduceScatterStartOp>(loc, pending, in, n);
+        start = b.create<ReduceScatterStartOp>(loc, pending, in, n, meshAxes);
       else
-        start = b.create<AllReduceStartOp>(loc, pending, in, n);
+        start = b.create<AllReduceStartOp>(loc, pending, in, n, meshAxes);
       Operation *wait =
           b.create<CollectiveWaitOp>(loc, type, start->getResult(0));
       if (category)

@@ -36,10 +36,12 @@ struct PartitionOptimizerPass
     if (failed(step))
       return signalPassFailure();
     func::FuncOp func = *step;
-    FailureOr<int64_t> ws = configuredWorldSize(func, "partition-optimizer");
-    if (failed(ws))
+    FailureOr<RankGroups> ranks = configuredRanks(func, "partition-optimizer");
+    if (failed(ranks))
       return signalPassFailure();
-    n = *ws;
+    // Shards spread over the shard group (every rank, unless hybrid).
+    n = ranks->shards;
+    axes = ranks->shardAxes();
     SmallVector<ParamUpdate> updates = collectParamUpdates(func);
     if (updates.empty())
       return;
@@ -94,7 +96,7 @@ struct PartitionOptimizerPass
         flat.concatFlat(gflats, padded - total, elem, MemoryCategory::Comm);
     Operation *gslice =
         flat.tag(b.create<mesh::AllSliceOp>(loc, shardType, gflat, kMeshName,
-                                            ArrayRef<int16_t>{0}, int64_t(0)),
+                                            axes, int64_t(0)),
                  MemoryCategory::Grads);
     gslice->setAttr(kGradShardOfAttrName, unitAttr);
 
@@ -106,7 +108,7 @@ struct PartitionOptimizerPass
         flat.concatFlat(pflats, padded - total, elem, MemoryCategory::Params);
     Operation *pslice =
         flat.tag(b.create<mesh::AllSliceOp>(loc, shardType, pflat, kMeshName,
-                                            ArrayRef<int16_t>{0}, int64_t(0)),
+                                            axes, int64_t(0)),
                  MemoryCategory::Params);
     pslice->setAttr(kParamShardOfAttrName, unitAttr);
 
@@ -164,10 +166,10 @@ struct PartitionOptimizerPass
 
     // The full parameters, rebuilt from every rank's updated shard.
     b.setInsertionPointAfter(update);
-    Value full = flat.tagged(b.create<mesh::AllGatherOp>(
-                                 loc, flatType, kMeshName, ArrayRef<int16_t>{0},
-                                 update->getResult(0), APInt(64, 0)),
-                             MemoryCategory::Params);
+    Value full = flat.tagged(
+        b.create<mesh::AllGatherOp>(loc, flatType, kMeshName, axes,
+                                    update->getResult(0), APInt(64, 0)),
+        MemoryCategory::Params);
     int64_t offset = 0;
     for (auto &u : unit) {
       auto t = cast<RankedTensorType>(u.param.getType());
@@ -179,6 +181,7 @@ struct PartitionOptimizerPass
   }
 
   int64_t n = 1;
+  SmallVector<int16_t> axes;
   StepResults results;
   SmallVector<Operation *> deadOps;
   SmallVector<BlockArgument> deadArgs;

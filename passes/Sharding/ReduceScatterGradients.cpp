@@ -4,7 +4,9 @@
 // shardc-partition-optimizer took for this rank becomes a mesh.reduce_scatter
 // of the unit's flattened, padded local gradient, issued as soon as the
 // unit's last gradient is produced and averaged over ranks; a rank never
-// holds the summed full gradient.
+// holds the summed full gradient. With hybrid sharding the reduce-scatter
+// runs within the shard group, and an all-reduce of the shard across the
+// groups (which hold replicas of it) completes the sum over every rank.
 //
 // With gradient accumulation the unit's gradients are means of running sums
 // over the micro-batches (shardc.micro_batch_sum). Reduce-scatter is linear,
@@ -59,12 +61,12 @@ struct ReduceScatterGradientsPass
     if (failed(step))
       return signalPassFailure();
     func::FuncOp func = *step;
-    FailureOr<int64_t> n =
-        configuredWorldSize(func, "reduce-scatter-gradients");
-    if (failed(n))
+    FailureOr<RankGroups> ranks =
+        configuredRanks(func, "reduce-scatter-gradients");
+    if (failed(ranks))
       return signalPassFailure();
     OpBuilder b(func.getContext());
-    FlatBuilder flat(b, *n);
+    FlatBuilder flat(b, ranks->world);
     SmallVector<mesh::AllSliceOp> slices;
     func.walk([&](mesh::AllSliceOp s) {
       if (s->hasAttr(kGradShardOfAttrName))
@@ -118,10 +120,12 @@ struct ReduceScatterGradientsPass
         Value local = flat.concatFlat(flats, pad, reduce, MemoryCategory::Comm);
         Value shard = flat.tagged(b.create<mesh::ReduceScatterOp>(
                                       slice.getLoc(), shardType.clone(reduce),
-                                      kMeshName, ArrayRef<int16_t>{0}, local,
+                                      kMeshName, ranks->shardAxes(), local,
                                       mesh::ReductionKind::Sum, APInt(64, 0)),
                                   MemoryCategory::Grads);
         issued.push_back(shard.getDefiningOp());
+        // Hybrid sharding: the other groups' sums of the same shard.
+        shard = flat.sumOverReplicas(shard, *ranks, MemoryCategory::Grads);
         return flat.castTo(shard, elem, MemoryCategory::Grads);
       };
       // Every gradient of the unit accumulated over the same micro-batches:

@@ -6,7 +6,9 @@
 //    reduce-scatters and all-reduces of gradients (started as soon as their
 //    bucket is complete) overlap the rest of the backward pass, but no
 //    later than the start of the next gradient reduction (one bucket's full
-//    gradient in flight at a time);
+//    gradient in flight at a time); with hybrid sharding a shard's
+//    all-reduce across the groups starts there too, and is waited for
+//    where the update needs it;
 //  - parameter all-gathers (ZeRO-3) are prefetched: with forward-prefetch the
 //    gather of the next unit starts as soon as the current unit's gather has
 //    completed, overlapping the current unit's forward computation; in
@@ -107,11 +109,19 @@ struct ScheduleCollectivesPass
     // one unit's full gradient is in flight (the overlap with the next
     // unit's backward computation remains). Reductions of other values
     // (SyncBatchNorm's statistics) are waited for at their use anyway.
+    // (With hybrid sharding, a gradient shard's all-reduce across the groups
+    // reads the wait of its reduce-scatter within the group: a shard, not a
+    // full gradient, and not a reduction of this kind.)
+    auto crossGroup = [](Operation *op) -> CollectiveWaitOp {
+      auto ar = dyn_cast<AllReduceStartOp>(op);
+      return ar ? ar.getInput().getDefiningOp<CollectiveWaitOp>()
+                : CollectiveWaitOp();
+    };
     SmallVector<Operation *> reductions;
     for (Operation &op : body) {
       auto cat = op.getAttrOfType<MemoryCategoryAttr>(kCategoryAttrName);
       if (isa<ReduceScatterStartOp, AllReduceStartOp>(&op) && cat &&
-          cat.getValue() == MemoryCategory::Grads)
+          cat.getValue() == MemoryCategory::Grads && !crossGroup(&op))
         reductions.push_back(&op);
     }
     for (size_t k = 0; k + 1 < reductions.size(); ++k) {
@@ -121,6 +131,28 @@ struct ScheduleCollectivesPass
       Operation *wait = *pending.getUsers().begin();
       if (reductions[k + 1]->isBeforeInBlock(wait))
         wait->moveBefore(reductions[k + 1]);
+    }
+    // The all-reduce across the groups starts where its reduce-scatter's
+    // wait must be at the latest: before the next reduction (or its own
+    // wait), so that the reduce-scatter overlaps the backward computation
+    // up to there and the all-reduce the computation after it.
+    for (size_t k = 0; k < reductions.size(); ++k) {
+      Value pending = reductions[k]->getResult(0);
+      if (!pending.hasOneUse())
+        continue;
+      auto wait = dyn_cast<CollectiveWaitOp>(*pending.getUsers().begin());
+      if (!wait || !wait.getResult().hasOneUse())
+        continue;
+      Operation *ar = *wait.getResult().getUsers().begin();
+      if (crossGroup(ar) != wait || !ar->getResult(0).hasOneUse())
+        continue;
+      Operation *dest = *ar->getResult(0).getUsers().begin();
+      if (k + 1 < reductions.size() && reductions[k + 1]->isBeforeInBlock(dest))
+        dest = reductions[k + 1];
+      if (ar->getBlock() != dest->getBlock() || !ar->isBeforeInBlock(dest))
+        continue;
+      wait->moveBefore(dest);
+      ar->moveBefore(dest);
     }
 
     // Parameter gathers, by phase, in execution order.

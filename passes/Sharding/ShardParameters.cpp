@@ -39,9 +39,12 @@ struct ShardParametersPass : impl::ShardParametersBase<ShardParametersPass> {
     if (failed(step))
       return signalPassFailure();
     func::FuncOp func = *step;
-    FailureOr<int64_t> ws = configuredWorldSize(func, "shard-parameters");
-    if (failed(ws))
+    FailureOr<RankGroups> ranks = configuredRanks(func, "shard-parameters");
+    if (failed(ranks))
       return signalPassFailure();
+    // Shards spread over the shard group (every rank, unless hybrid).
+    const int64_t shards = ranks->shards;
+    axes = ranks->shardAxes();
     SmallVector<Operation *> updates;
     func.walk([&](Operation *op) {
       if (op->hasAttr(kUnitNameAttrName))
@@ -98,7 +101,7 @@ struct ShardParametersPass : impl::ShardParametersBase<ShardParametersPass> {
            llvm::make_early_inc_range(update->getResult(0).getUsers()))
         if (isa<mesh::AllGatherOp>(user))
           eraseUnusedGather(user);
-      gatherForUseWindows(b, shard, unitParams, *ws);
+      gatherForUseWindows(b, shard, unitParams, shards);
       deadArgs.append(unitParams.begin(), unitParams.end());
     }
     // Frozen units: sharded and gathered like the others, never updated.
@@ -122,7 +125,7 @@ struct ShardParametersPass : impl::ShardParametersBase<ShardParametersPass> {
         return signalPassFailure();
       }
       shardFrozenUnit(func, b, "frozen" + std::to_string(index), unitParams,
-                      *ws);
+                      shards);
       deadArgs.append(unitParams.begin(), unitParams.end());
     }
     if (updates.empty() && frozenUnits.empty())
@@ -240,10 +243,10 @@ struct ShardParametersPass : impl::ShardParametersBase<ShardParametersPass> {
         source = flat.tagged(
             b.create<CastOp>(firstUser->getLoc(), shardType.clone(elem), shard),
             MemoryCategory::Params);
-      Value full = flat.tagged(b.create<mesh::AllGatherOp>(
-                                   firstUser->getLoc(), flatType, kMeshName,
-                                   ArrayRef<int16_t>{0}, source, APInt(64, 0)),
-                               MemoryCategory::Params);
+      Value full = flat.tagged(
+          b.create<mesh::AllGatherOp>(firstUser->getLoc(), flatType, kMeshName,
+                                      axes, source, APInt(64, 0)),
+          MemoryCategory::Params);
       // The backward window's gather is marked as backward, and a later
       // micro-batch's with its number: besides saying where it belongs,
       // this keeps a CSE on this (pure, value-semantic) IR from merging it
@@ -271,6 +274,9 @@ struct ShardParametersPass : impl::ShardParametersBase<ShardParametersPass> {
       if (viaCasts && c->use_empty())
         c->erase();
   }
+
+  /// The mesh axes the gathers span (the shard group's).
+  SmallVector<int16_t> axes;
 };
 
 } // namespace

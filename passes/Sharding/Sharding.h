@@ -27,6 +27,9 @@ constexpr llvm::StringLiteral kStateSuffixAttrName = "shardc.state_suffix";
 /// Function attributes recording the sharding configuration.
 constexpr llvm::StringLiteral kWorldSizeAttrName = "shardc.world_size";
 constexpr llvm::StringLiteral kZeroStageAttrName = "shardc.zero_stage";
+/// With hybrid sharding (shardc-zero-config's hybrid-shard): the number of
+/// consecutive ranks a ZeRO shard group holds.
+constexpr llvm::StringLiteral kShardGroupAttrName = "shardc.shard_group";
 /// The mesh every collective runs on.
 constexpr llvm::StringLiteral kMeshName = "world";
 /// Discardable attributes linking the ops of one wrap unit across passes:
@@ -75,6 +78,28 @@ void writeStepResults(mlir::func::FuncOp func, const StepResults &results);
 mlir::FailureOr<int64_t> configuredWorldSize(mlir::func::FuncOp func,
                                              llvm::StringRef pass);
 
+/// How the ranks of a step are arranged (shardc-zero-config): the mesh
+/// @world is one axis of every rank, or with hybrid sharding two, groups x
+/// ranks per group ([N / G, G]): ZeRO shards spread along axis 1, within a
+/// group of G consecutive ranks, and are replicated along axis 0, across
+/// the groups.
+struct RankGroups {
+  int64_t world = 1;
+  /// Ranks one copy of the sharded state is spread over (G, or the world).
+  int64_t shards = 1;
+  bool hybrid() const { return shards != world; }
+  /// The mesh axes of the shard group, of the replicas of one shard, and of
+  /// every rank.
+  llvm::SmallVector<int16_t> shardAxes() const;
+  llvm::SmallVector<int16_t> replicaAxes() const;
+  llvm::SmallVector<int16_t> worldAxes() const;
+};
+
+/// The rank arrangement of the step (shardc-zero-config), or an error on
+/// `func` naming `pass`.
+mlir::FailureOr<RankGroups> configuredRanks(mlir::func::FuncOp func,
+                                            llvm::StringRef pass);
+
 /// Builds the flat, padded buffers of wrap units and tags what it creates
 /// with its memory category.
 class FlatBuilder {
@@ -95,6 +120,10 @@ public:
   mlir::Value castTo(mlir::Value v, mlir::Type elem, MemoryCategory category);
   /// `v` / world size (the average of a sum over ranks).
   mlir::Value scaleByInverseWorld(mlir::Value v, MemoryCategory category);
+  /// The sum of `v` over the replicas of a shard (hybrid sharding: an
+  /// all-reduce across the shard groups), or `v` when there are none.
+  mlir::Value sumOverReplicas(mlir::Value v, const RankGroups &ranks,
+                              MemoryCategory category);
 
   mlir::OpBuilder &b;
   int64_t n;
@@ -131,8 +160,9 @@ void moveOpsAfter(llvm::ArrayRef<mlir::Operation *> ops,
 /// gradients an optimizer update reads: full on every rank at stage 0,
 /// this rank's shards at stages 1-3), built at `flat`'s insertion point: a
 /// chain of PartialNorm, and at stages 1-3 with more than one rank, the
-/// parts combined over the mesh (l2: all_reduce sum; inf: all_gather and a
-/// PartialNorm of the parts, which propagates a NaN). An f64 scalar.
+/// parts combined over the shard group (l2: all_reduce sum; inf: all_gather
+/// and a PartialNorm of the parts, which propagates a NaN; the other groups
+/// hold the same shards). An f64 scalar.
 mlir::Value totalNormOverRanks(FlatBuilder &flat, mlir::func::FuncOp func,
                                llvm::ArrayRef<mlir::Value> grads,
                                NormType normType, mlir::Location loc);

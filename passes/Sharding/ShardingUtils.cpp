@@ -102,6 +102,45 @@ FailureOr<int64_t> configuredWorldSize(func::FuncOp func, StringRef pass) {
   return ws.getInt();
 }
 
+SmallVector<int16_t> RankGroups::shardAxes() const {
+  return {static_cast<int16_t>(hybrid() ? 1 : 0)};
+}
+SmallVector<int16_t> RankGroups::replicaAxes() const {
+  if (hybrid())
+    return {0};
+  return {};
+}
+SmallVector<int16_t> RankGroups::worldAxes() const {
+  if (hybrid())
+    return {0, 1};
+  return {0};
+}
+
+FailureOr<RankGroups> configuredRanks(func::FuncOp func, StringRef pass) {
+  FailureOr<int64_t> world = configuredWorldSize(func, pass);
+  if (failed(world))
+    return failure();
+  RankGroups ranks;
+  ranks.world = ranks.shards = *world;
+  if (auto g = func->getAttrOfType<IntegerAttr>(kShardGroupAttrName))
+    ranks.shards = g.getInt();
+  if (ranks.shards < 1 || ranks.world % ranks.shards != 0)
+    return func.emitError(pass)
+           << ": shard groups of " << ranks.shards
+           << " ranks do not divide the world size " << ranks.world;
+  return ranks;
+}
+
+Value FlatBuilder::sumOverReplicas(Value v, const RankGroups &ranks,
+                                   MemoryCategory category) {
+  if (!ranks.hybrid() || ranks.world / ranks.shards == 1)
+    return v;
+  return tagged(b.create<mesh::AllReduceOp>(v.getLoc(), v.getType(), kMeshName,
+                                            ranks.replicaAxes(), v,
+                                            mesh::ReductionKind::Sum),
+                category);
+}
+
 Operation *FlatBuilder::tag(Operation *op, MemoryCategory category) {
   op->setAttr(kCategoryAttrName,
               MemoryCategoryAttr::get(op->getContext(), category));
@@ -297,18 +336,23 @@ Value totalNormOverRanks(FlatBuilder &flat, func::FuncOp func,
   for (Value g : grads)
     part = flat.tagged(b.create<PartialNormOp>(loc, part64, g, part, norm),
                        MemoryCategory::Grads);
-  int64_t world = 1, stage = 0;
+  RankGroups ranks;
+  int64_t stage = 0;
   if (auto ws = func->getAttrOfType<IntegerAttr>(kWorldSizeAttrName))
-    world = ws.getInt();
+    ranks.world = ranks.shards = ws.getInt();
+  if (auto g = func->getAttrOfType<IntegerAttr>(kShardGroupAttrName))
+    ranks.shards = g.getInt();
   if (auto st = func->getAttrOfType<IntegerAttr>(kZeroStageAttrName))
     stage = st.getInt();
+  // Each shard group holds every gradient once (the shards of the updates).
+  int64_t world = ranks.shards;
   if (world <= 1 || stage < 1)
     return part;
   Value one = flat.flatten(part, MemoryCategory::Grads);
   if (normType == NormType::L2) {
     Value sum =
         flat.tagged(b.create<mesh::AllReduceOp>(loc, one.getType(), kMeshName,
-                                                ArrayRef<int16_t>{0}, one,
+                                                ranks.shardAxes(), one,
                                                 mesh::ReductionKind::Sum),
                     MemoryCategory::Grads);
     return flat.tagged(b.create<ReshapeOp>(loc, part64, sum),
@@ -318,7 +362,7 @@ Value totalNormOverRanks(FlatBuilder &flat, func::FuncOp func,
   // reduction of the network might drop.
   auto allType = RankedTensorType::get({world}, b.getF64Type());
   Value all = flat.tagged(b.create<mesh::AllGatherOp>(loc, allType, kMeshName,
-                                                      ArrayRef<int16_t>{0}, one,
+                                                      ranks.shardAxes(), one,
                                                       APInt(64, 0)),
                           MemoryCategory::Grads);
   return flat.tagged(b.create<PartialNormOp>(loc, part64, all, Value(), norm),

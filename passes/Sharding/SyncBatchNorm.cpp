@@ -48,9 +48,10 @@ struct SyncBatchNormPass : impl::SyncBatchNormBase<SyncBatchNormPass> {
     func::FuncOp func = *step;
     if (!syncBatchnorm)
       return;
-    FailureOr<int64_t> world = configuredWorldSize(func, "sync-batchnorm");
-    if (failed(world))
+    FailureOr<RankGroups> ranks = configuredRanks(func, "sync-batchnorm");
+    if (failed(ranks))
       return signalPassFailure();
+    const int64_t world = ranks->world;
 
     SmallVector<BatchNormalizationOp> forward;
     SmallVector<BatchNormGradOp> backward;
@@ -67,7 +68,7 @@ struct SyncBatchNormPass : impl::SyncBatchNormBase<SyncBatchNormPass> {
                        "BatchNormalization; nothing to synchronize");
       return;
     }
-    if (*world == 1)
+    if (world == 1)
       return;
 
     OpBuilder b(func.getContext());
@@ -92,13 +93,13 @@ struct SyncBatchNormPass : impl::SyncBatchNormBase<SyncBatchNormPass> {
                : b.create<BatchNormStatsOp>(loc, type, x, countAttr);
       Value local = annotate(at, part);
       return annotate(at, b.create<mesh::AllReduceOp>(
-                              loc, type, kMeshName, ArrayRef<int16_t>{0}, local,
+                              loc, type, kMeshName, ranks->worldAxes(), local,
                               mesh::ReductionKind::Sum));
     };
 
     DenseMap<Value, Value> momentsOf;
     for (BatchNormalizationOp bn : forward) {
-      int64_t count = perChannel(bn.getInput()) * *world;
+      int64_t count = perChannel(bn.getInput()) * world;
       Value moments = globalMoments(bn, bn.getInput(), count);
       bn.getMomentsMutable().assign(moments);
       bn.setBatchCountAttr(b.getI64IntegerAttr(count));
@@ -106,7 +107,7 @@ struct SyncBatchNormPass : impl::SyncBatchNormBase<SyncBatchNormPass> {
     }
     for (BatchNormGradOp g : backward) {
       Value x = g.getInput();
-      int64_t count = perChannel(x) * *world;
+      int64_t count = perChannel(x) * world;
       Value moments = momentsOf.lookup(x);
       if (!moments || !moments.getParentBlock() ||
           !moments.getDefiningOp()->isBeforeInBlock(g)) {

@@ -1,7 +1,8 @@
 //===- ZeroConfig.cpp - Configure a training step for data parallelism ----===//
 //
 // The first pass of every ZeRO stage: records the world size and stage on
-// @main, creates the 1-d mesh @world that every collective runs on, checks
+// @main, creates the mesh @world that every collective runs on (1-d, or
+// 2-d with hybrid sharding: groups x ranks per group), checks
 // that the optimizer updates follow the backward pass (collectives are
 // inserted between the two) and marks the parameter gradients as gradients
 // for memory planning. The `shardc-zero` pipeline runs it, then per stage:
@@ -40,13 +41,31 @@ struct ZeroConfigPass : impl::ZeroConfigBase<ZeroConfigPass> {
       func.emitError("zero-config: ") << *err;
       return signalPassFailure();
     }
+    const int64_t world = worldSize, group = hybridShard;
+    bool hybrid = group > 0 && group != world;
+    if (hybrid && world % group != 0) {
+      func.emitError("zero-config: --hybrid-shard ")
+          << group << " does not divide the world size " << world
+          << ": shard groups must be equal; pick a divisor of " << world
+          << " (e.g. the ranks per node)";
+      return signalPassFailure();
+    }
+    if (hybrid && stage == 0) {
+      func.emitError("zero-config: --hybrid-shard needs --zero-stage 1, 2 or "
+                     "3: stage 0 shards nothing");
+      return signalPassFailure();
+    }
     OpBuilder b(func.getContext());
     func->setAttr(kWorldSizeAttrName, b.getI64IntegerAttr(worldSize));
     func->setAttr(kZeroStageAttrName, b.getI64IntegerAttr(stage));
+    if (hybrid)
+      func->setAttr(kShardGroupAttrName, b.getI64IntegerAttr(group));
     if (!module.lookupSymbol(kMeshName)) {
       b.setInsertionPointToStart(module.getBody());
-      b.create<mesh::MeshOp>(module.getLoc(), kMeshName,
-                             ArrayRef<int64_t>{worldSize});
+      SmallVector<int64_t> shape{worldSize};
+      if (hybrid)
+        shape = {world / group, group};
+      b.create<mesh::MeshOp>(module.getLoc(), kMeshName, shape);
     }
     SmallVector<ParamUpdate> updates = collectParamUpdates(func);
     if (updates.empty())

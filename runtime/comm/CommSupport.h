@@ -16,9 +16,17 @@
 
 namespace shardc::rt::detail {
 
-enum class CollectiveKind { AllGather, ReduceScatter, AllReduce, Barrier };
+/// Split is Communicator::split's MPI_Comm_split (collective over the
+/// ranks, but moving no data).
+enum class CollectiveKind {
+  AllGather,
+  ReduceScatter,
+  AllReduce,
+  Barrier,
+  Split
+};
 
-/// "allgather", "reduce_scatter", "allreduce", "barrier".
+/// "allgather", "reduce_scatter", "allreduce", "barrier", "split".
 const char *collectiveKindName(CollectiveKind kind);
 
 /// Checks the arguments of a collective start call on a communicator of

@@ -47,6 +47,15 @@ llvm::Error Communicator::allReduce(const void *in, void *out, int64_t count,
   return wait(*handle);
 }
 
+llvm::Expected<std::unique_ptr<Communicator>>
+Communicator::split(int, int, llvm::StringRef label) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "the " + name().str() +
+                                     " communicator cannot split its ranks "
+                                     "into groups (" +
+                                     label.str() + ")");
+}
+
 bool launchedByMpi() {
   // Open MPI's mpirun sets OMPI_COMM_WORLD_*; MPICH/Intel MPI's hydra and
   // `srun --mpi=pmi2` set PMI_*; `srun --mpi=pmix` and PMIx launchers set
@@ -77,6 +86,8 @@ const char *collectiveKindName(CollectiveKind kind) {
     return "allreduce";
   case CollectiveKind::Barrier:
     return "barrier";
+  case CollectiveKind::Split:
+    return "split";
   }
   return "unknown";
 }
@@ -105,7 +116,7 @@ llvm::Error checkCollectiveArgs(CollectiveKind kind, const void *in,
                                 const void *out, int64_t count, DType dtype,
                                 int rank, int worldSize, int64_t &bytes) {
   bytes = 0;
-  if (kind == CollectiveKind::Barrier)
+  if (kind == CollectiveKind::Barrier || kind == CollectiveKind::Split)
     return llvm::Error::success();
   bool reduces = kind != CollectiveKind::AllGather;
   size_t elem = dtypeSize(dtype);
@@ -158,6 +169,7 @@ llvm::Error checkCollectiveArgs(CollectiveKind kind, const void *in,
       return argError(kind, "input and output buffers overlap");
     break;
   case CollectiveKind::Barrier:
+  case CollectiveKind::Split:
     break;
   }
   return llvm::Error::success();
@@ -238,6 +250,12 @@ public:
   }
 
   llvm::Error asyncError() override { return llvm::Error::success(); }
+
+  /// One rank: every group is this rank alone.
+  llvm::Expected<std::unique_ptr<Communicator>>
+  split(int, int, llvm::StringRef) override {
+    return createSelfCommunicator();
+  }
 
   std::vector<CollectiveRecord> takeRecords() override {
     std::lock_guard<std::mutex> lock(mutex);

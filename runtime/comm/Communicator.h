@@ -78,7 +78,7 @@ struct CollectiveRecord {
   /// The handle start returned (0 for barrier()).
   CollectiveHandle handle = 0;
   /// Size of the larger of the collective's input and output buffers on this
-  /// rank (the nccl-tests convention): count * worldSize * element size for
+  /// rank (the nccl-tests convention): count * ranks * element size for
   /// allgather and reduce-scatter, count * element size for allreduce.
   int64_t bytes = 0;
   /// The start call queued it.
@@ -87,6 +87,11 @@ struct CollectiveRecord {
   double startUs = 0;
   /// Execution finished; the output was valid from here on.
   double endUs = 0;
+  /// The group it ran in: "" for the whole communicator, else the label
+  /// given to split() ("axis 1").
+  std::string group;
+  /// Ranks it ran across (the group's size).
+  int ranks = 1;
 };
 
 class Communicator {
@@ -137,6 +142,20 @@ public:
 
   /// Blocks until every rank has arrived.
   virtual llvm::Error barrier() = 0;
+
+  /// Splits the ranks into groups (MPI_Comm_split, ncclCommSplit). Every
+  /// rank calls it, at the same point of its sequence of collectives; ranks
+  /// that pass the same `color` (>= 0) form one group, ordered by `key`
+  /// (then by rank). The result runs collectives among its group only, and
+  /// shares this communicator's order: the collectives of every group made
+  /// from it and its own run in the order they were started and count in
+  /// one sequence (so every rank must start the same sequence of
+  /// collectives, each on its own group, as the plan's ops do). Errors,
+  /// abort() and the records of its collectives are this communicator's
+  /// (takeRecords() here returns them, `group` set to `label`, e.g.
+  /// "axis 1"). It must be destroyed before this communicator.
+  virtual llvm::Expected<std::unique_ptr<Communicator>>
+  split(int color, int key, llvm::StringRef label);
 
   /// Aborts every rank (after a fatal error on this one), so that no rank is
   /// left waiting in a collective. Never returns: the job ends with `code`,

@@ -256,6 +256,20 @@ struct WatchStatus {
 };
 constexpr int kStatusInts = sizeof(WatchStatus) / sizeof(int64_t);
 
+/// The ranks a collective runs among: the whole communicator, or a group
+/// that split() made. Owned by the communicator (its addresses are stable),
+/// filled by the communication thread before the start call that made it
+/// returns.
+struct Group {
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rank = 0;
+  int size = 1;
+  /// "" for the whole communicator (CollectiveRecord::group).
+  std::string label;
+  /// The members' ranks in the whole communicator, in group order.
+  std::vector<int> members;
+};
+
 class MpiCommunicator final : public Communicator {
 public:
   explicit MpiCommunicator(const MpiCommunicatorOptions &options)
@@ -275,30 +289,45 @@ public:
                                                   int64_t count, DType dtype,
                                                   Event *inputReady) override {
     return enqueue(CollectiveKind::AllGather, in, out, count, dtype,
-                   ReduceOp::Sum, inputReady);
+                   ReduceOp::Sum, inputReady, world());
   }
   llvm::Expected<CollectiveHandle>
   reduceScatterStart(const void *in, void *out, int64_t count, DType dtype,
                      ReduceOp op, Event *inputReady) override {
     return enqueue(CollectiveKind::ReduceScatter, in, out, count, dtype, op,
-                   inputReady);
+                   inputReady, world());
   }
   llvm::Expected<CollectiveHandle> allReduceStart(const void *in, void *out,
                                                   int64_t count, DType dtype,
                                                   ReduceOp op,
                                                   Event *inputReady) override {
     return enqueue(CollectiveKind::AllReduce, in, out, count, dtype, op,
-                   inputReady);
+                   inputReady, world());
   }
   /// Blocks until the collective has completed; the stream needs nothing
   /// more, since everything queued later is queued after this returns.
   llvm::Error wait(CollectiveHandle handle, Stream *computeStream) override;
-  llvm::Error barrier() override;
+  llvm::Error barrier() override { return barrierOf(world()); }
+  llvm::Expected<std::unique_ptr<Communicator>>
+  split(int color, int key, llvm::StringRef label) override {
+    return splitGroup(world(), color, key, label);
+  }
   [[noreturn]] void abort(int code) override;
   llvm::Error asyncError() override;
   std::vector<CollectiveRecord> takeRecords() override;
 
+  // For the groups' communicators (MpiGroupCommunicator).
+  llvm::Expected<CollectiveHandle> enqueue(CollectiveKind kind, const void *in,
+                                           void *out, int64_t count,
+                                           DType dtype, ReduceOp reduce,
+                                           Event *inputReady, Group *group);
+  llvm::Error barrierOf(Group *group);
+  llvm::Expected<std::unique_ptr<Communicator>>
+  splitGroup(Group *parent, int color, int key, llvm::StringRef label);
+
 private:
+  Group *world() { return &groups.front(); }
+
   struct Op {
     CollectiveKind kind;
     const void *in;
@@ -313,17 +342,17 @@ private:
     double queuedUs;
     /// Where the runtime thread was when it started the collective.
     progress::Position position;
+    /// The ranks it runs among.
+    Group *group;
+    /// Split only: MPI_Comm_split's arguments and the group it fills.
+    int color = 0, key = 0;
+    Group *made = nullptr;
   };
   struct OpState {
     bool done = false;
     bool waited = false;
     std::string error;
   };
-
-  llvm::Expected<CollectiveHandle> enqueue(CollectiveKind kind, const void *in,
-                                           void *out, int64_t count,
-                                           DType dtype, ReduceOp reduce,
-                                           Event *inputReady);
 
   // Communication thread.
   void threadMain();
@@ -332,6 +361,7 @@ private:
   llvm::Error allGather(const Op &op);
   llvm::Error reduceScatter(const Op &op);
   llvm::Error allReduce(const Op &op);
+  llvm::Error splitComm(const Op &op);
   /// Elements per MPI call when each call moves `blocks` blocks per rank.
   int64_t chunkElements(DType dtype, int64_t blocks) const;
   [[noreturn]] void abortNow(int code);
@@ -391,6 +421,56 @@ private:
   /// The first error of an operation; non-empty means broken.
   std::string firstError;
   std::vector<CollectiveRecord> records;
+  /// The whole communicator first, then the groups split() made, which live
+  /// as long as it does (freed before MPI_Finalize). Appended to under
+  /// `mutex`.
+  std::deque<Group> groups = std::deque<Group>(1);
+};
+
+/// The communicator of a group of an MpiCommunicator's ranks: its
+/// collectives go through the parent's queue and thread (file comment).
+class MpiGroupCommunicator final : public Communicator {
+public:
+  MpiGroupCommunicator(MpiCommunicator &parent, Group &group)
+      : parent(parent), group(group) {}
+
+  int rank() const override { return group.rank; }
+  int worldSize() const override { return group.size; }
+  llvm::StringRef name() const override { return "mpi"; }
+
+  llvm::Expected<CollectiveHandle> allGatherStart(const void *in, void *out,
+                                                  int64_t count, DType dtype,
+                                                  Event *inputReady) override {
+    return parent.enqueue(CollectiveKind::AllGather, in, out, count, dtype,
+                          ReduceOp::Sum, inputReady, &group);
+  }
+  llvm::Expected<CollectiveHandle>
+  reduceScatterStart(const void *in, void *out, int64_t count, DType dtype,
+                     ReduceOp op, Event *inputReady) override {
+    return parent.enqueue(CollectiveKind::ReduceScatter, in, out, count, dtype,
+                          op, inputReady, &group);
+  }
+  llvm::Expected<CollectiveHandle> allReduceStart(const void *in, void *out,
+                                                  int64_t count, DType dtype,
+                                                  ReduceOp op,
+                                                  Event *inputReady) override {
+    return parent.enqueue(CollectiveKind::AllReduce, in, out, count, dtype, op,
+                          inputReady, &group);
+  }
+  llvm::Error wait(CollectiveHandle handle, Stream *computeStream) override {
+    return parent.wait(handle, computeStream);
+  }
+  llvm::Error barrier() override { return parent.barrierOf(&group); }
+  llvm::Expected<std::unique_ptr<Communicator>>
+  split(int color, int key, llvm::StringRef label) override {
+    return parent.splitGroup(&group, color, key, label);
+  }
+  [[noreturn]] void abort(int code) override { parent.abort(code); }
+  llvm::Error asyncError() override { return parent.asyncError(); }
+
+private:
+  MpiCommunicator &parent;
+  Group &group;
 };
 
 //===----------------------------------------------------------------------===//
@@ -423,10 +503,10 @@ MpiCommunicator::~MpiCommunicator() {
 llvm::Expected<CollectiveHandle>
 MpiCommunicator::enqueue(CollectiveKind kind, const void *in, void *out,
                          int64_t count, DType dtype, ReduceOp reduce,
-                         Event *inputReady) {
+                         Event *inputReady, Group *group) {
   int64_t bytes = 0;
-  if (llvm::Error err = detail::checkCollectiveArgs(kind, in, out, count, dtype,
-                                                    myRank, mySize, bytes))
+  if (llvm::Error err = detail::checkCollectiveArgs(
+          kind, in, out, count, dtype, group->rank, group->size, bytes))
     return std::move(err);
   double queuedUs = nowMicros();
   CollectiveHandle handle;
@@ -435,10 +515,49 @@ MpiCommunicator::enqueue(CollectiveKind kind, const void *in, void *out,
     handle = nextHandle++;
     states.emplace(handle, OpState());
     queue.push_back(Op{kind, in, out, count, dtype, reduce, inputReady, handle,
-                       bytes, queuedUs, progress::position()});
+                       bytes, queuedUs, progress::position(), group});
   }
   workCv.notify_one();
   return handle;
+}
+
+llvm::Error MpiCommunicator::barrierOf(Group *group) {
+  llvm::Expected<CollectiveHandle> handle =
+      enqueue(CollectiveKind::Barrier, nullptr, nullptr, 0, DType::Undefined,
+              ReduceOp::Sum, nullptr, group);
+  if (!handle)
+    return handle.takeError();
+  return wait(*handle, nullptr);
+}
+
+llvm::Expected<std::unique_ptr<Communicator>>
+MpiCommunicator::splitGroup(Group *parent, int color, int key,
+                            llvm::StringRef label) {
+  if (color < 0)
+    return commError(
+        llvm::formatv("split: color {0} is negative", color).str());
+  Group *made;
+  CollectiveHandle handle;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    groups.emplace_back();
+    made = &groups.back();
+    made->label = label.str();
+    handle = nextHandle++;
+    states.emplace(handle, OpState());
+    Op op{CollectiveKind::Split, nullptr, nullptr, 0, DType::Undefined,
+          ReduceOp::Sum,         nullptr, handle,  0, nowMicros(),
+          progress::position(),  parent};
+    op.color = color;
+    op.key = key;
+    op.made = made;
+    queue.push_back(op);
+  }
+  workCv.notify_one();
+  if (llvm::Error err = wait(handle, nullptr))
+    return std::move(err);
+  return std::unique_ptr<Communicator>(
+      std::make_unique<MpiGroupCommunicator>(*this, *made));
 }
 
 llvm::Error MpiCommunicator::wait(CollectiveHandle handle, Stream *) {
@@ -463,15 +582,6 @@ llvm::Error MpiCommunicator::wait(CollectiveHandle handle, Stream *) {
   if (error.empty())
     return llvm::Error::success();
   return commError(error);
-}
-
-llvm::Error MpiCommunicator::barrier() {
-  llvm::Expected<CollectiveHandle> handle =
-      enqueue(CollectiveKind::Barrier, nullptr, nullptr, 0, DType::Undefined,
-              ReduceOp::Sum, nullptr);
-  if (!handle)
-    return handle.takeError();
-  return wait(*handle, nullptr);
 }
 
 llvm::Error MpiCommunicator::asyncError() {
@@ -547,6 +657,12 @@ llvm::Error MpiCommunicator::initMpi() {
     SHARD_MPI_CHECK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
     SHARD_MPI_CHECK(MPI_Comm_rank(comm, &myRank));
     SHARD_MPI_CHECK(MPI_Comm_size(comm, &mySize));
+    Group &all = groups.front();
+    all.comm = comm;
+    all.rank = myRank;
+    all.size = mySize;
+    for (int r = 0; r < mySize; ++r)
+      all.members.push_back(r);
     if (watching()) {
       SHARD_MPI_CHECK(MPI_Comm_dup(comm, &watchComm));
       SHARD_MPI_CHECK(MPI_Comm_set_errhandler(watchComm, MPI_ERRORS_RETURN));
@@ -640,10 +756,11 @@ void MpiCommunicator::threadMain() {
       busy = false;
       if (!error.empty() && firstError.empty())
         firstError = error;
-      if (records.size() < kMaxRecords)
+      if (records.size() < kMaxRecords && op.kind != CollectiveKind::Split)
         records.push_back({detail::collectiveKindName(op.kind),
                            op.kind == CollectiveKind::Barrier ? 0 : op.handle,
-                           op.bytes, op.queuedUs, startUs, endUs});
+                           op.bytes, op.queuedUs, startUs, endUs,
+                           op.group->label, op.group->size});
       OpState &state = states[op.handle];
       state.done = true;
       state.error = std::move(error);
@@ -664,7 +781,7 @@ void MpiCommunicator::threadMain() {
     Op last{
         CollectiveKind::Barrier, nullptr, nullptr,       0, DType::Undefined,
         ReduceOp::Sum,           nullptr, kFinalBarrier, 0, nowMicros(),
-        progress::position()};
+        progress::position(),    world()};
     running = &last;
     runningSince = Clock::now();
     llvm::consumeError(execute(last));
@@ -681,6 +798,10 @@ void MpiCommunicator::threadMain() {
   if (watchComm != MPI_COMM_NULL)
     if (llvm::Error err = SHARD_MPI_ERROR(MPI_Comm_free(&watchComm)))
       llvm::consumeError(std::move(err));
+  for (Group &g : groups)
+    if (&g != world() && g.comm != MPI_COMM_NULL)
+      if (llvm::Error err = SHARD_MPI_ERROR(MPI_Comm_free(&g.comm)))
+        llvm::consumeError(std::move(err));
   if (llvm::Error err = SHARD_MPI_ERROR(MPI_Comm_free(&comm)))
     llvm::consumeError(std::move(err));
   MPI_Finalize();
@@ -788,6 +909,8 @@ std::string MpiCommunicator::describeOp(const Op &op) const {
           .str();
   if (op.kind != CollectiveKind::Barrier)
     text += llvm::formatv(" of {0} x {1}", op.count, dtypeName(op.dtype)).str();
+  if (!op.group->label.empty())
+    text += " in the group of " + op.group->label;
   return text;
 }
 
@@ -852,10 +975,14 @@ void MpiCommunicator::onStall(MPI_Request &request, const Op &op, double waited,
   if (completed)
     return;
 
+  // Only the collective's group has to arrive.
+  std::vector<char> member(mySize, 0);
+  for (int r : op.group->members)
+    member[r] = 1;
   std::vector<int> inside, silent, elsewhere;
   std::vector<std::string> computing;
   for (int r = 0; r < mySize; ++r) {
-    if (r == myRank)
+    if (r == myRank || !member[r])
       continue;
     const WatchStatus &a = answers[r];
     if (!answered[r])
@@ -943,9 +1070,11 @@ llvm::Error MpiCommunicator::execute(const Op &op) {
   switch (op.kind) {
   case CollectiveKind::Barrier: {
     MPI_Request request;
-    SHARD_MPI_CHECK(MPI_Ibarrier(comm, &request));
+    SHARD_MPI_CHECK(MPI_Ibarrier(op.group->comm, &request));
     return complete(request, op);
   }
+  case CollectiveKind::Split:
+    return splitComm(op);
   case CollectiveKind::AllGather:
     return allGather(op);
   case CollectiveKind::ReduceScatter:
@@ -975,7 +1104,9 @@ llvm::Error MpiCommunicator::allGather(const Op &op) {
   int64_t elem = static_cast<int64_t>(dtypeSize(op.dtype));
   const char *in = static_cast<const char *>(op.in);
   char *out = static_cast<char *>(op.out);
-  bool inPlace = in == out + myRank * op.count * elem;
+  const MPI_Comm comm = op.group->comm;
+  const int groupRank = op.group->rank, groupSize = op.group->size;
+  bool inPlace = in == out + groupRank * op.count * elem;
 
   if (op.count <= chunkElements(op.dtype, 1)) {
     int count = static_cast<int>(op.count);
@@ -988,9 +1119,9 @@ llvm::Error MpiCommunicator::allGather(const Op &op) {
   // Too large for one call. Rank r's piece [off, off + len) of its block
   // lands at out[r * count + off], which is strided across ranks: gather
   // each piece into contiguous scratch, then scatter it into place.
-  int64_t len = chunkElements(op.dtype, mySize);
+  int64_t len = chunkElements(op.dtype, groupSize);
   llvm::Expected<std::unique_ptr<char[]>> scratch =
-      allocScratch(len * mySize * elem);
+      allocScratch(len * groupSize * elem);
   if (!scratch)
     return scratch.takeError();
   char *tmp = scratch->get();
@@ -1002,8 +1133,8 @@ llvm::Error MpiCommunicator::allGather(const Op &op) {
                                    &request));
     if (llvm::Error err = complete(request, op))
       return err;
-    for (int r = 0; r < mySize; ++r) {
-      if (inPlace && r == myRank)
+    for (int r = 0; r < groupSize; ++r) {
+      if (inPlace && r == groupRank)
         continue; // Already there.
       std::memcpy(out + (r * op.count + off) * elem, tmp + r * n * elem,
                   static_cast<size_t>(n * elem));
@@ -1020,6 +1151,8 @@ llvm::Error MpiCommunicator::reduceScatter(const Op &op) {
   int64_t elem = static_cast<int64_t>(dtypeSize(op.dtype));
   const char *in = static_cast<const char *>(op.in);
   char *out = static_cast<char *>(op.out);
+  const MPI_Comm comm = op.group->comm;
+  const int groupSize = op.group->size;
 
   if (op.count <= chunkElements(op.dtype, 1)) {
     MPI_Request request;
@@ -1031,15 +1164,15 @@ llvm::Error MpiCommunicator::reduceScatter(const Op &op) {
   // Every rank splits each block the same way: piece [off, off + len) of
   // block r is in[r * count + off]. Pack the pieces of all blocks into
   // contiguous scratch so one call reduces them and hands rank r its piece.
-  int64_t len = chunkElements(op.dtype, mySize);
+  int64_t len = chunkElements(op.dtype, groupSize);
   llvm::Expected<std::unique_ptr<char[]>> scratch =
-      allocScratch(len * mySize * elem);
+      allocScratch(len * groupSize * elem);
   if (!scratch)
     return scratch.takeError();
   char *tmp = scratch->get();
   for (int64_t off = 0; off < op.count; off += len) {
     int64_t n = std::min(len, op.count - off);
-    for (int r = 0; r < mySize; ++r)
+    for (int r = 0; r < groupSize; ++r)
       std::memcpy(tmp + r * n * elem, in + (r * op.count + off) * elem,
                   static_cast<size_t>(n * elem));
     MPI_Request request;
@@ -1058,6 +1191,7 @@ llvm::Error MpiCommunicator::allReduce(const Op &op) {
   int64_t elem = static_cast<int64_t>(dtypeSize(op.dtype));
   const char *in = static_cast<const char *>(op.in);
   char *out = static_cast<char *>(op.out);
+  const MPI_Comm comm = op.group->comm;
   bool inPlace = in == out;
   // Contiguous pieces of input and output line up: no scratch needed.
   int64_t len = chunkElements(op.dtype, 1);
@@ -1071,6 +1205,29 @@ llvm::Error MpiCommunicator::allReduce(const Op &op) {
       return err;
   }
   return llvm::Error::success();
+}
+
+llvm::Error MpiCommunicator::splitComm(const Op &op) {
+  // Blocking, and so not watched: every rank calls split() at the same
+  // point, before the collectives of a step.
+  Group &g = *op.made;
+  SHARD_MPI_CHECK(MPI_Comm_split(op.group->comm, op.color, op.key, &g.comm));
+  SHARD_MPI_CHECK(MPI_Comm_set_errhandler(g.comm, MPI_ERRORS_RETURN));
+  SHARD_MPI_CHECK(MPI_Comm_rank(g.comm, &g.rank));
+  SHARD_MPI_CHECK(MPI_Comm_size(g.comm, &g.size));
+  // The members' ranks in the whole communicator, for the watchdog.
+  MPI_Group mine = MPI_GROUP_NULL, all = MPI_GROUP_NULL;
+  SHARD_MPI_CHECK(MPI_Comm_group(g.comm, &mine));
+  SHARD_MPI_CHECK(MPI_Comm_group(comm, &all));
+  std::vector<int> local(g.size);
+  for (int r = 0; r < g.size; ++r)
+    local[r] = r;
+  g.members.assign(g.size, 0);
+  int rc = MPI_Group_translate_ranks(mine, g.size, local.data(), all,
+                                     g.members.data());
+  MPI_Group_free(&mine);
+  MPI_Group_free(&all);
+  return SHARD_MPI_ERROR(rc);
 }
 
 } // namespace

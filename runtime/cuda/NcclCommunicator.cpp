@@ -111,6 +111,27 @@ public:
   NcclCommunicator(Communicator &host, int device, double timeoutSeconds)
       : host(host), device(device), timeoutSeconds(timeoutSeconds) {}
 
+  /// A group of `parent`'s ranks (split()): `hostGroup` is the same group of
+  /// the host communicator. Its collectives go on the parent's stream, so
+  /// that every group's run in the one order all ranks started them.
+  NcclCommunicator(std::unique_ptr<Communicator> hostGroup,
+                   NcclCommunicator &parent, std::string label)
+      : ownedHost(std::move(hostGroup)), host(*ownedHost),
+        device(parent.device), timeoutSeconds(parent.timeoutSeconds),
+        parent(&parent), label(std::move(label)) {}
+
+  /// Makes this group's NCCL communicator from the parent's
+  /// (ncclCommSplit, collective over the parent's ranks).
+  llvm::Error initSplit(int color, int key) {
+    SHARDC_CPU_TRY(check(cudaSetDevice(device), "cudaSetDevice"));
+    SHARDC_CPU_TRY(
+        ncclError(ncclCommSplit(parent->comm, color, key, &comm, nullptr),
+                  "ncclCommSplit"));
+    stream = parent->stream;
+    ownsStream = false;
+    return startWatching();
+  }
+
   llvm::Error init() {
     SHARDC_CPU_TRY(check(cudaSetDevice(device), "cudaSetDevice"));
     // Rank 0's id reaches every rank through the host communicator.
@@ -126,6 +147,10 @@ public:
     SHARDC_CPU_TRY(
         ncclError(ncclCommInitRank(&comm, host.worldSize(), id, host.rank()),
                   "ncclCommInitRank"));
+    return startWatching();
+  }
+
+  llvm::Error startWatching() {
     // The anchor of the trace's times: a point of the NCCL stream reached
     // at a known host time (nowMicros).
     SHARDC_CPU_TRY(check(cudaEventCreate(&anchor), "cudaEventCreate"));
@@ -138,18 +163,46 @@ public:
   }
 
   std::vector<CollectiveRecord> takeRecords() override {
-    std::lock_guard<std::mutex> lock(mu);
-    // Those completed since the watchdog last looked are recorded too.
-    for (auto it = inFlight.begin(); it != inFlight.end();) {
-      if (it->second.waited && cudaEventQuery(it->second.done) == cudaSuccess)
-        it = retire(it);
-      else
-        ++it;
+    std::vector<CollectiveRecord> taken;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      // Those completed since the watchdog last looked are recorded too.
+      for (auto it = inFlight.begin(); it != inFlight.end();) {
+        if (it->second.waited && cudaEventQuery(it->second.done) == cudaSuccess)
+          it = retire(it);
+        else
+          ++it;
+      }
+      taken = std::exchange(records, {});
     }
-    return std::exchange(records, {});
+    // The groups' collectives are this communicator's too.
+    std::lock_guard<std::mutex> lock(childrenMu);
+    for (NcclCommunicator *child : children)
+      for (CollectiveRecord &r : child->takeRecords())
+        taken.push_back(std::move(r));
+    return taken;
+  }
+
+  llvm::Expected<std::unique_ptr<Communicator>>
+  split(int color, int key, llvm::StringRef groupLabel) override {
+    llvm::Expected<std::unique_ptr<Communicator>> hostGroup =
+        host.split(color, key, groupLabel);
+    if (!hostGroup)
+      return hostGroup.takeError();
+    auto group = std::make_unique<NcclCommunicator>(std::move(*hostGroup),
+                                                    *this, groupLabel.str());
+    if (llvm::Error err = group->initSplit(color, key))
+      return std::move(err);
+    std::lock_guard<std::mutex> lock(childrenMu);
+    children.push_back(group.get());
+    return std::unique_ptr<Communicator>(std::move(group));
   }
 
   ~NcclCommunicator() override {
+    if (parent) {
+      std::lock_guard<std::mutex> lock(parent->childrenMu);
+      llvm::erase(parent->children, this);
+    }
     {
       std::lock_guard<std::mutex> lock(mu);
       stopping = true;
@@ -169,7 +222,7 @@ public:
       cudaEventDestroy(anchor);
     if (comm && !aborting)
       ncclCommDestroy(comm);
-    if (stream)
+    if (stream && ownsStream)
       cudaStreamDestroy(stream);
   }
 
@@ -400,6 +453,8 @@ private:
     r.kind = detail::collectiveKindName(f.kind);
     r.handle = h;
     r.bytes = f.bytes;
+    r.group = label;
+    r.ranks = worldSize();
     r.queuedUs = f.queuedUs;
     r.startUs = anchorUs + 1000.0 * begin;
     r.endUs = anchorUs + 1000.0 * end;
@@ -482,11 +537,20 @@ private:
     anchoredAt = now;
   }
 
+  /// A group's host communicator (split()); `host` refers to it.
+  std::unique_ptr<Communicator> ownedHost;
   Communicator &host;
   int device;
   double timeoutSeconds;
+  /// Set for a group: the communicator it was split from, and its label.
+  NcclCommunicator *parent = nullptr;
+  std::string label;
+  /// The groups split from this one, whose records takeRecords() returns.
+  std::mutex childrenMu;
+  std::vector<NcclCommunicator *> children;
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
+  bool ownsStream = true;
   cudaEvent_t anchor = nullptr;
   double anchorUs = 0;
   std::chrono::steady_clock::time_point anchoredAt;

@@ -239,11 +239,10 @@ static uint64_t untrainedParamBytes(const shardc::plan::Plan &plan) {
 }
 
 /// The bytes one rank sends per step over the plan's collectives, as ring
-/// algorithms move them: an all-gather sends the rank's shard to N - 1
-/// ranks, a reduce-scatter (N - 1) / N of its input, an all-reduce twice
-/// that.
+/// algorithms move them: an all-gather sends the rank's shard to n - 1
+/// ranks, a reduce-scatter (n - 1) / n of its input, an all-reduce twice
+/// that, n being the ranks each spans.
 static uint64_t sentBytesPerStep(const shardc::plan::Plan &plan) {
-  uint64_t n = static_cast<uint64_t>(std::max<int64_t>(plan.world_size(), 1));
   uint64_t sent = 0;
   for (const auto &op : plan.ops()) {
     bool gather = op.type() == "AllGatherStart";
@@ -251,6 +250,11 @@ static uint64_t sentBytesPerStep(const shardc::plan::Plan &plan) {
     bool reduce = op.type() == "AllReduceStart";
     if ((!gather && !scatter && !reduce) || op.inputs_size() < 1)
       continue;
+    // The ranks it spans: every rank, or its group (hybrid sharding).
+    uint64_t n = static_cast<uint64_t>(std::max<int64_t>(plan.world_size(), 1));
+    for (const auto &attr : op.attributes())
+      if (attr.name() == "world_size" && attr.i() >= 1)
+        n = static_cast<uint64_t>(attr.i());
     const auto &in = plan.buffers(op.inputs(0));
     uint64_t bytes = shardc::rt::dtypeSize(shardc::plan::toRuntime(in.dtype()));
     for (int64_t d : in.shape())

@@ -544,7 +544,7 @@ static Error writeTrace(rt::Communicator &comm, const rt::Executor &exec,
   int r = comm.rank();
   bool first = true;
   auto event = [&](StringRef name, StringRef cat, int tid, double ts,
-                   double dur) {
+                   double dur, StringRef args = "") {
     if (!first)
       os << ",\n";
     first = false;
@@ -554,13 +554,24 @@ static Error writeTrace(rt::Communicator &comm, const rt::Executor &exec,
     os << "\", \"cat\": \"" << cat
        << "\", \"ph\": \"X\", \"ts\": " << llvm::format("%.3f", ts)
        << ", \"dur\": " << llvm::format("%.3f", dur) << ", \"pid\": " << r
-       << ", \"tid\": " << tid << "}";
+       << ", \"tid\": " << tid;
+    if (!args.empty())
+      os << ", \"args\": {" << args << "}";
+    os << "}";
   };
   for (const rt::TraceEvent &e : exec.traceEvents())
     event(e.name, e.category, 0, e.startUs, e.durationUs);
-  for (const rt::CollectiveRecord &c : comm.takeRecords())
-    event(c.kind + " " + std::to_string(c.bytes) + " B", "communication", 1,
-          c.startUs, c.endUs - c.startUs);
+  // A collective of a rank group (hybrid sharding) names its group; args
+  // carry the bytes (nccl-tests' convention) and the ranks it spanned.
+  for (const rt::CollectiveRecord &c : comm.takeRecords()) {
+    std::string name = c.kind + " " + std::to_string(c.bytes) + " B";
+    if (!c.group.empty())
+      name += " (" + c.group + ")";
+    std::string args = "\"bytes\": " + std::to_string(c.bytes) +
+                       ", \"ranks\": " + std::to_string(c.ranks) +
+                       ", \"group\": \"" + c.group + "\"";
+    event(name, "communication", 1, c.startUs, c.endUs - c.startUs, args);
+  }
   os.flush();
   int64_t len = json.size();
   std::vector<int64_t> lens(comm.worldSize());

@@ -131,3 +131,27 @@ func.func @all_reduce_type(%buffer: tensor<6xf32>) -> tensor<5xf32> {
 func.func @pending_dynamic(%h: !shardc.pending<tensor<?xf32>>) {
   return
 }
+
+// -----
+
+func.func @mesh_axes_empty(%a: tensor<3xf32>) {
+  // expected-error@+1 {{mesh_axes must list at least one axis}}
+  %p = shardc.AllGatherStart %a {world_size = 2 : i64, mesh_axes = array<i64>} : tensor<3xf32> -> !shardc.pending<tensor<6xf32>>
+  return
+}
+
+// -----
+
+func.func @mesh_axes_unordered(%a: tensor<6xf32>) {
+  // expected-error@+1 {{mesh_axes must be increasing axes >= 0}}
+  %p = shardc.ReduceScatterStart %a {world_size = 2 : i64, mesh_axes = array<i64: 1, 0>} : tensor<6xf32> -> !shardc.pending<tensor<3xf32>>
+  return
+}
+
+// -----
+
+func.func @mesh_axes_negative(%a: tensor<6xf32>) -> tensor<3xf32> {
+  // expected-error@+1 {{mesh_axes must be increasing axes >= 0}}
+  %s = shardc.ShardSlice %a {world_size = 2 : i64, mesh_axes = array<i64: -1>} : tensor<6xf32> -> tensor<3xf32>
+  return %s : tensor<3xf32>
+}

@@ -85,3 +85,24 @@ func.func @main(%g: tensor<8xf32>, %p: tensor<8xf32>) -> tensor<8xf32> {
   %full = mesh.all_gather %new on @world mesh_axes = [0] gather_axis = 0 {shardc.category = #shardc.category<params>} : tensor<2xf32> -> tensor<8xf32>
   return %full : tensor<8xf32>
 }
+
+// -----
+
+// On a mesh of several axes (hybrid sharding: 2 groups x 2 ranks), a
+// collective within a group names its axis and spans the group's ranks; one
+// over every axis spans every rank and names none.
+// CHECK-LABEL: func.func @hybrid
+// CHECK: shardc.AllGatherStart %{{.*}} {mesh_axes = array<i64: 1>, world_size = 2 : i64} : tensor<3xf32> -> !shardc.pending<tensor<6xf32>>
+// CHECK: shardc.ReduceScatterStart %{{.*}} {mesh_axes = array<i64: 1>, world_size = 2 : i64} : tensor<6xf32> -> !shardc.pending<tensor<3xf32>>
+// CHECK: shardc.AllReduceStart %{{.*}} {mesh_axes = array<i64: 0>, world_size = 2 : i64} : tensor<3xf32>
+// CHECK: shardc.ShardSlice %{{.*}} {mesh_axes = array<i64: 1>, world_size = 2 : i64} : tensor<6xf32> -> tensor<3xf32>
+// CHECK: shardc.AllReduceStart %{{.*}} {world_size = 4 : i64} : tensor<1xf32>
+mesh.mesh @world(shape = 2x2)
+func.func @hybrid(%shard: tensor<3xf32>, %g: tensor<6xf32>, %s: tensor<1xf32>) -> (tensor<6xf32>, tensor<3xf32>, tensor<3xf32>, tensor<1xf32>) {
+  %0 = mesh.all_gather %shard on @world mesh_axes = [1] gather_axis = 0 : tensor<3xf32> -> tensor<6xf32>
+  %1 = mesh.reduce_scatter %g on @world mesh_axes = [1] scatter_axis = 0 : tensor<6xf32> -> tensor<3xf32>
+  %2 = mesh.all_reduce %1 on @world mesh_axes = [0] : tensor<3xf32> -> tensor<3xf32>
+  %3 = mesh.all_slice %g on @world mesh_axes = [1] slice_axis = 0 : tensor<6xf32> -> tensor<3xf32>
+  %4 = mesh.all_reduce %s on @world mesh_axes = [0, 1] : tensor<1xf32> -> tensor<1xf32>
+  return %0, %2, %3, %4 : tensor<6xf32>, tensor<3xf32>, tensor<3xf32>, tensor<1xf32>
+}

@@ -6,6 +6,8 @@
 // RUN: not shardc-opt %s -split-input-file -shardc-zero-config='world-size=0' 2>&1 | FileCheck %s --check-prefix=PASS-WORLD
 // RUN: not shardc-opt %s -split-input-file -shardc-zero='world-size=2 zero-stage=0 bucket-cap-mb=0' 2>&1 | FileCheck %s --check-prefix=BUCKET
 // RUN: not shardc-opt %s -split-input-file -shardc-zero='world-size=2 zero-stage=0 bucket-cap-mb=nan' 2>&1 | FileCheck %s --check-prefix=BUCKET-NAN
+// RUN: not shardc-opt %s -split-input-file -shardc-zero='world-size=4 zero-stage=3 hybrid-shard=3' 2>&1 | FileCheck %s --check-prefix=HYBRID-DIVIDE
+// RUN: not shardc-opt %s -split-input-file -shardc-zero='world-size=4 zero-stage=0 hybrid-shard=2' 2>&1 | FileCheck %s --check-prefix=HYBRID-STAGE0
 
 // Pipeline options are refused as they are parsed; pass options when the
 // pass runs. World sizes go up to 2^20.
@@ -14,6 +16,8 @@
 // PASS-WORLD: error: zero-config: world-size must be in [1, 1048576], got 0
 // BUCKET: for the --bucket-cap-mb option: '0' is out of range: it must be in (0, 1048576]
 // BUCKET-NAN: for the --bucket-cap-mb option: 'nan' is out of range: it must be in (0, 1048576]
+// HYBRID-DIVIDE: error: zero-config: --hybrid-shard 3 does not divide the world size 4: shard groups must be equal; pick a divisor of 4 (e.g. the ranks per node)
+// HYBRID-STAGE0: error: zero-config: --hybrid-shard needs --zero-stage 1, 2 or 3: stage 0 shards nothing
 
 // One wrap unit (layer "m") holding an f32 and an f16 parameter cannot be
 // flattened into one buffer.

@@ -4,6 +4,10 @@
 // RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=4 zero-stage=2' | FileCheck %s --check-prefix=STAGE2
 // RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=4 zero-stage=3' | FileCheck %s --check-prefix=STAGE3
 // RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=4 zero-stage=3 reshard-after-forward=false' | FileCheck %s --check-prefix=KEEP
+// RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=4 zero-stage=3 hybrid-shard=2' | FileCheck %s --check-prefix=HYBRID3
+// RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=4 zero-stage=2 hybrid-shard=2' | FileCheck %s --check-prefix=HYBRID2
+// RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=4 zero-stage=1 hybrid-shard=2' | FileCheck %s --check-prefix=HYBRID1
+// RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=4 zero-stage=3 hybrid-shard=4' | FileCheck %s --check-prefix=STAGE3
 
 // A training step (SGD with momentum) of three parameters whose sizes do not
 // divide by the world size 4: unit 0 = fc.weight (5x2) + fc.bias (5), 15
@@ -164,6 +168,40 @@
 // KEEP: shardc.Mul %{{.*}}, %[[S]] :
 // KEEP: shardc.Mul %[[S]], %{{.*}} {shardc.backward}
 // KEEP-NOT: mesh.all_gather
+
+// Hybrid sharding, 2 groups of 2 ranks: the mesh is 2x2, shards are half
+// the units (16 / 2, 6 / 2: padded for 2 shards, not 4), gathered and
+// reduce-scattered within the group (axis 1); each reduce-scattered shard is
+// then summed across the groups (axis 0), which hold replicas of it, and
+// averaged over all 4 ranks. hybrid-shard=4 (every rank) is plain ZeRO-3.
+// HYBRID3: mesh.mesh @world(shape = 2x2)
+// HYBRID3-LABEL: func.func @main
+// HYBRID3-SAME: %[[P0:[a-z0-9]+]]: tensor<8xf32> {shardc.flat_params = ["fc.weight", "fc.bias"], shardc.flat_types = [tensor<5x2xf32>, tensor<5xf32>], shardc.param_shard = "unit0"}
+// HYBRID3-SAME: shardc.shard_group = 2 : i64, shardc.world_size = 4 : i64, shardc.zero_stage = 3 : i64
+// HYBRID3: mesh.all_gather %[[P0]] on @world mesh_axes = [1] gather_axis = 0 {{.*}} : tensor<8xf32> -> tensor<16xf32>
+// HYBRID3: %[[RS1:.*]] = mesh.reduce_scatter %{{.*}} on @world mesh_axes = [1] scatter_axis = 0 {{.*}} : tensor<6xf32> -> tensor<3xf32>
+// HYBRID3: %[[AR1:.*]] = mesh.all_reduce %[[RS1]] on @world mesh_axes = [0] {{.*}} : tensor<3xf32> -> tensor<3xf32>
+// HYBRID3: %[[Q:.*]] = shardc.Constant dense<2.500000e-01> : tensor<f32>
+// HYBRID3: shardc.Mul %[[AR1]], %[[Q]]
+// HYBRID3: %[[RS0:.*]] = mesh.reduce_scatter %{{.*}} on @world mesh_axes = [1] scatter_axis = 0 {{.*}} : tensor<16xf32> -> tensor<8xf32>
+// HYBRID3: mesh.all_reduce %[[RS0]] on @world mesh_axes = [0] {{.*}} : tensor<8xf32> -> tensor<8xf32>
+// HYBRID3: shardc.SGDUpdate %[[P0]], {{.*}} : tensor<8xf32>, tensor<f32>
+// HYBRID3-NOT: mesh.all_gather
+// HYBRID3: return
+// Stage 2: the same gradient path; the updated shards are gathered within
+// the group.
+// HYBRID2: mesh.mesh @world(shape = 2x2)
+// HYBRID2: mesh.reduce_scatter %{{.*}} mesh_axes = [1] {{.*}} : tensor<6xf32> -> tensor<3xf32>
+// HYBRID2: mesh.all_reduce %{{.*}} mesh_axes = [0] {{.*}} : tensor<3xf32> -> tensor<3xf32>
+// HYBRID2: mesh.reduce_scatter %{{.*}} mesh_axes = [1] {{.*}} : tensor<16xf32> -> tensor<8xf32>
+// HYBRID2: mesh.all_reduce %{{.*}} mesh_axes = [0] {{.*}} : tensor<8xf32> -> tensor<8xf32>
+// HYBRID2: mesh.all_gather %{{.*}} mesh_axes = [1] gather_axis = 0 {{.*}} : tensor<8xf32> -> tensor<16xf32>
+// Stage 1: gradients are all-reduced over every rank (both axes), the
+// optimizer state is sharded within the group.
+// HYBRID1: mesh.mesh @world(shape = 2x2)
+// HYBRID1: mesh.all_reduce %{{.*}} on @world mesh_axes = [0, 1] {{.*}} : tensor<20xf32> -> tensor<20xf32>
+// HYBRID1: mesh.all_slice %{{.*}} on @world mesh_axes = [1] slice_axis = 0 {{.*}} : tensor<16xf32> -> tensor<8xf32>
+// HYBRID1: mesh.all_gather %{{.*}} on @world mesh_axes = [1] gather_axis = 0 {{.*}} : tensor<8xf32> -> tensor<16xf32>
 func.func @main(%arg0: tensor<2x2xf32> {shardc.input = "x"}, %arg1: tensor<5x2xf32> {shardc.param = "fc.weight", shardc.unit = 0 : i64}, %arg2: tensor<5xf32> {shardc.param = "fc.bias", shardc.unit = 0 : i64}, %arg3: tensor<5xf32> {shardc.param = "head.scale", shardc.unit = 1 : i64}, %arg4: tensor<f32> {shardc.state = "optimizer.step"}, %arg5: tensor<5x2xf32> {shardc.state = "fc.weight.momentum_buffer"}, %arg6: tensor<5xf32> {shardc.state = "fc.bias.momentum_buffer"}, %arg7: tensor<5xf32> {shardc.state = "head.scale.momentum_buffer"}) -> (tensor<f32>, tensor<f32> {shardc.updates = 4 : i64}, tensor<5x2xf32> {shardc.updates = 1 : i64}, tensor<5x2xf32> {shardc.updates = 5 : i64}, tensor<5xf32> {shardc.updates = 2 : i64}, tensor<5xf32> {shardc.updates = 6 : i64}, tensor<5xf32> {shardc.updates = 3 : i64}, tensor<5xf32> {shardc.updates = 7 : i64}) attributes {shardc.loss = "loss", shardc.optimizer = "sgd", shardc.output_names = ["loss"]} {
   %0 = shardc.Constant dense<1.000000e+00> : tensor<2x5xf32>
   %1 = shardc.Gemm %arg0, %arg1, %arg2 {transB = true} : (tensor<2x2xf32>, tensor<5x2xf32>, tensor<5xf32>) -> tensor<2x5xf32>

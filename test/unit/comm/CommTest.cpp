@@ -540,6 +540,77 @@ TEST(MpiCommunicatorTest, RecordsDescribeEachCollective) {
   EXPECT_TRUE(mpi->takeRecords().empty());
 }
 
+TEST(MpiCommunicatorTest, SplitGroupsRunTheirOwnCollectives) {
+  REQUIRE_MPI();
+  int size = mpi->worldSize(), rank = mpi->rank();
+  // Groups of consecutive pairs (hybrid sharding's shard groups) and, across
+  // them, of ranks with the same position (the replicas), as a 2-d mesh of
+  // size / 2 x 2 makes them; an odd world makes groups of one.
+  int width = size % 2 == 0 ? 2 : 1;
+  llvm::Expected<std::unique_ptr<Communicator>> inside =
+      mpi->split(rank / width, rank % width, "axis 1");
+  ASSERT_TRUE(bool(inside)) << errorText(inside);
+  llvm::Expected<std::unique_ptr<Communicator>> across =
+      mpi->split(rank % width, rank / width, "axis 0");
+  ASSERT_TRUE(bool(across)) << errorText(across);
+  EXPECT_EQ((*inside)->worldSize(), width);
+  EXPECT_EQ((*inside)->rank(), rank % width);
+  EXPECT_EQ((*across)->worldSize(), size / width);
+  EXPECT_EQ((*across)->rank(), rank / width);
+  (void)mpi->takeRecords();
+
+  // A gather within the group sees the group's ranks only.
+  std::vector<int64_t> mine = {rank}, gathered(width, -1);
+  EXPECT_EQ(errorText((*inside)->allGather(mine.data(), gathered.data(), 1,
+                                           DType::I64)),
+            "");
+  for (int k = 0; k < width; ++k)
+    EXPECT_EQ(gathered[k], rank / width * width + k);
+  // Reduce-scatter within, then all-reduce across: the sum over every rank,
+  // spread over the group (hybrid sharding's gradient path), started on two
+  // groups and the whole communicator before any is waited for.
+  std::vector<double> grads(2 * width), shard(2), total(1), one = {1.0};
+  for (int64_t i = 0; i < 2 * width; ++i)
+    grads[i] = rank + 10.0 * i;
+  CollectiveHandle rs = handleOrFail((*inside)->reduceScatterStart(
+      grads.data(), shard.data(), 2, DType::F64, ReduceOp::Sum));
+  CollectiveHandle all = handleOrFail(mpi->allReduceStart(
+      one.data(), total.data(), 1, DType::F64, ReduceOp::Sum));
+  EXPECT_EQ(errorText((*inside)->wait(rs)), "");
+  CollectiveHandle ar = handleOrFail((*across)->allReduceStart(
+      shard.data(), shard.data(), 2, DType::F64, ReduceOp::Sum));
+  EXPECT_EQ(errorText((*across)->wait(ar)), "");
+  EXPECT_EQ(errorText(mpi->wait(all)), "");
+  EXPECT_EQ(total[0], size);
+  double rankSum = size * (size - 1) / 2.0;
+  for (int64_t i = 0; i < 2; ++i) {
+    int64_t element = (rank % width) * 2 + i;
+    EXPECT_EQ(shard[i], rankSum + 10.0 * element * size) << "element " << i;
+  }
+  EXPECT_EQ(errorText((*inside)->barrier()), "");
+
+  // The whole communicator records every group's collectives, each named.
+  std::vector<CollectiveRecord> records = mpi->takeRecords();
+  ASSERT_EQ(records.size(), 5u);
+  EXPECT_EQ(records[0].kind, "allgather");
+  EXPECT_EQ(records[0].group, "axis 1");
+  EXPECT_EQ(records[0].ranks, width);
+  EXPECT_EQ(records[0].bytes, 8 * width);
+  EXPECT_EQ(records[1].kind, "reduce_scatter");
+  EXPECT_EQ(records[1].group, "axis 1");
+  EXPECT_EQ(records[2].kind, "allreduce");
+  EXPECT_EQ(records[2].group, "");
+  EXPECT_EQ(records[2].ranks, size);
+  EXPECT_EQ(records[3].group, "axis 0");
+  EXPECT_EQ(records[3].ranks, size / width);
+  EXPECT_EQ(records[4].kind, "barrier");
+  EXPECT_TRUE((*inside)->takeRecords().empty());
+
+  // A negative color is an error, before any rank calls MPI.
+  EXPECT_NE(errorText(mpi->split(-1, 0, "none")).find("negative"),
+            std::string::npos);
+}
+
 TEST(MpiCommunicatorTest, InvalidArgumentsAreErrorsNotCrashes) {
   REQUIRE_MPI();
   // Every rank makes the same mistakes, so none of them reaches MPI.
@@ -715,6 +786,18 @@ TEST(SelfCommunicatorTest, CollectivesAreCopies) {
   EXPECT_EQ(out, in);
   EXPECT_EQ(errorText(self->barrier()), "");
   EXPECT_EQ(errorText(self->asyncError()), "");
+}
+
+TEST(SelfCommunicatorTest, SplitIsOneRank) {
+  std::unique_ptr<Communicator> self = createSelfCommunicator();
+  llvm::Expected<std::unique_ptr<Communicator>> group =
+      self->split(0, 0, "axis 1");
+  ASSERT_TRUE(bool(group)) << errorText(group);
+  EXPECT_EQ((*group)->rank(), 0);
+  EXPECT_EQ((*group)->worldSize(), 1);
+  float in = 3, out = 0;
+  EXPECT_EQ(errorText((*group)->allGather(&in, &out, 1, DType::F32)), "");
+  EXPECT_EQ(out, 3);
 }
 
 TEST(SelfCommunicatorTest, HandlesAndRecords) {

@@ -394,7 +394,7 @@ TEST(PlanIOTest, RejectsEmptyPlanFile) {
 
 TEST(PlanIOTest, RejectsWrongVersion) {
   expectRejected([](Plan &p) { p.set_version(7); },
-                 {"has version 7", "reads version 4", "recompile", "shardc"});
+                 {"has version 7", "reads version 5", "recompile", "shardc"});
 }
 
 //===----------------------------------------------------------------------===//
@@ -759,24 +759,24 @@ TEST(PlanManifestTest, WriterNeedsTheSourceModelAsAFile) {
 
 TEST(PlanManifestTest, ParseRejectsMalformedManifests) {
   std::string plan = "plan.pb 10 " + kZeroHash;
-  EXPECT_EQ(parseError(signedManifest({"shard-plan 4", plan})), "");
+  EXPECT_EQ(parseError(signedManifest({"shard-plan 5", plan})), "");
   EXPECT_NE(parseError("").find("empty"), std::string::npos);
-  std::string good = signedManifest({"shard-plan 4", plan});
+  std::string good = signedManifest({"shard-plan 5", plan});
   EXPECT_NE(parseError(llvm::StringRef(good).drop_back()).find("line break"),
             std::string::npos);
   EXPECT_NE(parseError(signedManifest({"PK\x03\x04 zip", plan}))
                 .find("not a plan manifest"),
             std::string::npos);
   EXPECT_NE(parseError(signedManifest({"shard-plan 1", plan}))
-                .find("version 1, but this build reads version 4; recompile"),
+                .find("version 1, but this build reads version 5; recompile"),
             std::string::npos);
   EXPECT_NE(parseError(signedManifest({"shard-plan x", plan}))
                 .find("no valid plan version"),
             std::string::npos);
-  EXPECT_NE(parseError(signedManifest({"shard-plan 4"})).find("lists no files"),
+  EXPECT_NE(parseError(signedManifest({"shard-plan 5"})).find("lists no files"),
             std::string::npos);
   EXPECT_NE(
-      parseError(signedManifest({"shard-plan 4", "params.bin 1 " + kZeroHash}))
+      parseError(signedManifest({"shard-plan 5", "params.bin 1 " + kZeroHash}))
           .find("does not list plan.pb"),
       std::string::npos);
   for (const std::string &line : std::vector<std::string>{
@@ -786,11 +786,11 @@ TEST(PlanManifestTest, ParseRejectsMalformedManifests) {
            "plan.pb 10 " + std::string(64, 'A'),
            "plan.pb 10 " + kZeroHash + " x", "plan.pb 10",
            "manifest 10 " + kZeroHash})
-    EXPECT_NE(parseError(signedManifest({"shard-plan 4", line}))
+    EXPECT_NE(parseError(signedManifest({"shard-plan 5", line}))
                   .find("manifest line 2"),
               std::string::npos)
         << line;
-  EXPECT_NE(parseError(signedManifest({"shard-plan 4", plan, plan}))
+  EXPECT_NE(parseError(signedManifest({"shard-plan 5", plan, plan}))
                 .find("listed more than once"),
             std::string::npos);
   // The final line guards everything above it.
@@ -1373,7 +1373,150 @@ TEST(PlanIOTest, RejectsUnitBufferMismatch) {
 TEST(PlanIOTest, RejectsShardCountOtherThanWorldSize) {
   expectShardedRejected([](Plan &p) { p.set_world_size(4); },
                         {"buffer 0 'unit0'", "shard_count 2 differs from the "
-                                             "plan's world size 4"});
+                                             "plan's shard count 4"});
+}
+
+TEST(PlanIOTest, RankMeshOfHybridSharding) {
+  // 2 groups x 2 ranks, shards along axis 1: ranks 0 and 2 hold shard 0,
+  // ranks 1 and 3 shard 1; ranks 0 and 1 hold the first replica.
+  Plan p;
+  p.set_world_size(4);
+  p.add_mesh_shape(2);
+  p.add_mesh_shape(2);
+  p.add_shard_axes(1);
+  RankMesh mesh = RankMesh::of(p);
+  EXPECT_EQ(mesh.worldSize(), 4);
+  EXPECT_EQ(mesh.shardCount(), 2);
+  std::vector<int64_t> shard, group0, index0;
+  std::vector<bool> first;
+  for (int r = 0; r < 4; ++r) {
+    shard.push_back(mesh.shardIndex(r));
+    first.push_back(mesh.firstReplica(r));
+    group0.push_back(mesh.groupOf(r, {0}));
+    index0.push_back(mesh.indexIn(r, {0}));
+  }
+  EXPECT_EQ(shard, (std::vector<int64_t>{0, 1, 0, 1}));
+  EXPECT_EQ(first, (std::vector<bool>{true, true, false, false}));
+  // Along axis 0 (across groups): ranks {0, 2} and {1, 3}.
+  EXPECT_EQ(group0, (std::vector<int64_t>{0, 1, 0, 1}));
+  EXPECT_EQ(index0, (std::vector<int64_t>{0, 0, 1, 1}));
+  EXPECT_EQ(mesh.groupSize({0, 1}), 4);
+  EXPECT_EQ(mesh.describe(), "2 x 2 (shards along axis 1)");
+  // Without a mesh: one axis, a shard per rank.
+  Plan flat;
+  flat.set_world_size(3);
+  RankMesh one = RankMesh::of(flat);
+  EXPECT_EQ(one.shardCount(), 3);
+  EXPECT_EQ(one.shardIndex(2), 2);
+  EXPECT_TRUE(one.firstReplica(2));
+  EXPECT_EQ(one.describe(), "");
+}
+
+TEST(PlanIOTest, LoadsTheShardOfItsGroupWithHybridSharding) {
+  TempDir dir;
+  PlanWriter w;
+  buildShardedPlan(w);
+  Plan &p = w.plan();
+  p.set_world_size(4);
+  p.add_mesh_shape(2);
+  p.add_mesh_shape(2);
+  p.add_shard_axes(1);
+  ASSERT_EQ(errorText(w.write(dir.str())), "");
+  for (int rank = 0; rank < 4; ++rank) {
+    auto loaded = loadPlan(dir.str(), {}, rank);
+    ASSERT_TRUE(bool(loaded)) << errorText(loaded);
+    const std::vector<uint8_t> &bytes = (*loaded)->bytes[0];
+    ASSERT_EQ(bytes.size(), 4 * sizeof(float));
+    float first;
+    std::memcpy(&first, bytes.data(), sizeof(float));
+    EXPECT_EQ(first, rank % 2 == 0 ? 1.0f : 5.0f) << "rank " << rank;
+  }
+}
+
+TEST(PlanIOTest, RejectsInvalidRankMesh) {
+  expectShardedRejected(
+      [](Plan &p) {
+        p.add_mesh_shape(2);
+        p.add_mesh_shape(2);
+      },
+      {"mesh_shape holds 4 ranks, but the world size is 2"});
+  expectShardedRejected(
+      [](Plan &p) {
+        p.set_world_size(4);
+        p.add_mesh_shape(2);
+        p.add_mesh_shape(0);
+      },
+      {"mesh_shape has an axis of 0 ranks"});
+  expectShardedRejected(
+      [](Plan &p) {
+        p.set_world_size(4);
+        p.add_mesh_shape(2);
+        p.add_mesh_shape(2);
+        p.add_shard_axes(2);
+      },
+      {"shard_axes must be increasing axes of the 2-d mesh"});
+  // Shards spread over a group of 2 of the 4 ranks: the buffer's 2 shards
+  // fit, but shard_count 2 with the shards along both axes (4) does not.
+  expectShardedRejected(
+      [](Plan &p) {
+        p.set_world_size(4);
+        p.add_mesh_shape(2);
+        p.add_mesh_shape(2);
+      },
+      {"shard_count 2 differs from the plan's shard count 4"});
+}
+
+TEST(PlanIOTest, ChecksTheGroupOfCollectives) {
+  auto addSlice = [](Plan &p, std::vector<int64_t> axes, int64_t size) {
+    Op *op = p.add_ops();
+    op->set_type("ShardSlice");
+    op->set_name("slice");
+    op->add_inputs(1);
+    Buffer *b = p.add_buffers();
+    b->set_name("slice:0");
+    b->set_dtype(FLOAT32);
+    b->add_shape(2);
+    op->add_outputs(p.buffers_size() - 1);
+    Attribute *a = op->add_attributes();
+    a->set_name("world_size");
+    a->set_i(size);
+    if (!axes.empty()) {
+      Attribute *m = op->add_attributes();
+      m->set_name("mesh_axes");
+      for (int64_t x : axes)
+        m->mutable_ints()->add_values(x);
+    }
+  };
+  auto hybrid = [](Plan &p) {
+    p.set_world_size(4);
+    p.add_mesh_shape(2);
+    p.add_mesh_shape(2);
+    p.add_shard_axes(1);
+  };
+  EXPECT_EQ(loadMutatedShardedPlan([&](Plan &p) {
+              hybrid(p);
+              addSlice(p, {1}, 2);
+            }).first,
+            "");
+  expectShardedRejected(
+      [&](Plan &p) {
+        hybrid(p);
+        addSlice(p, {1}, 4);
+      },
+      {"ShardSlice 'slice'",
+       "'world_size' must be the size of its rank group, 2"});
+  expectShardedRejected(
+      [&](Plan &p) {
+        hybrid(p);
+        addSlice(p, {}, 2);
+      },
+      {"'world_size' must be the plan's world size 4"});
+  expectShardedRejected(
+      [&](Plan &p) {
+        hybrid(p);
+        addSlice(p, {2}, 2);
+      },
+      {"'mesh_axes' must be increasing axes of the 2-d rank mesh"});
 }
 
 TEST(PlanIOTest, RejectsCollectiveWorldSizeMismatch) {
