@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <functional>
 #include <limits>
 
 namespace shardc::onnxbridge {
@@ -146,58 +147,77 @@ static void guardShapeDataPropagation() {
   (void)done;
 }
 
-/// The input that holds a convolution's weight (whose dims 2.. ONNX's
-/// inference takes as the kernel shape when there is no kernel_shape
-/// attribute), or -1 for an operator without one.
-static int weightInput(llvm::StringRef op) {
-  if (op == "Conv" || op == "ConvTranspose" || op == "ConvInteger")
-    return 1;
-  if (op == "QLinearConv")
-    return 3;
-  return -1;
+/// Puts `check` in front of the type and shape inference of every version
+/// of the default domain's operator `name`: it runs first, and may fail
+/// inference (fail_shape_inference, as ONNX's own checks do, so the node is
+/// reported) or return false to leave the node's outputs uninferred.
+static void
+guardInference(const std::string &name,
+               const std::function<bool(onnx::InferenceContext &)> &check) {
+  for (const onnx::OpSchema &copy :
+       onnx::OpSchemaRegistry::get_all_schemas_with_history()) {
+    if (copy.Name() != name || !copy.domain().empty())
+      continue;
+    const onnx::OpSchema *schema = onnx::OpSchemaRegistry::Schema(
+        copy.Name(), copy.since_version(), copy.domain());
+    if (!schema || schema->since_version() != copy.since_version() ||
+        !schema->has_type_and_shape_inference_function())
+      continue;
+    onnx::InferenceFunction inner = schema->GetTypeAndShapeInferenceFunction();
+    // The registry owns its schemas as mutable objects; it hands out const
+    // pointers only.
+    const_cast<onnx::OpSchema *>(schema)->TypeAndShapeInferenceFunction(
+        [inner, check](onnx::InferenceContext &ctx) {
+          if (check(ctx))
+            inner(ctx);
+        });
+  }
 }
 
-/// Wraps the shape inference of the convolutions in a check of what
-/// libonnx 1.12's convPoolShapeInference and convTransposeShapeInference
-/// index unchecked: a weight of another rank than the input (found by
-/// test/fuzz's importer fuzzer) makes them read and write past the end of
-/// their per-axis vectors. The check fails inference like ONNX's own
-/// checks do, so the node is reported, not run.
-static void guardConvolutionInference() {
+/// Guards the shape inference of libonnx 1.12 where it indexes unchecked
+/// (each found by test/fuzz's importer fuzzer):
+///  - convPoolShapeInference and convTransposeShapeInference take the
+///    weight's dims 2.. as the kernel shape when there is no kernel_shape
+///    attribute: a weight of another rank than the input makes them read
+///    and write past the end of their per-axis vectors;
+///  - maxUnpoolShapeInference takes the output's channels from dim 1 of the
+///    indices (input 1) without looking at their shape: indices without a
+///    shape, or of rank < 2, make it copy from past the end of the dims.
+static void guardIndexingInference() {
   static const bool done = [] {
-    for (const onnx::OpSchema &copy :
-         onnx::OpSchemaRegistry::get_all_schemas_with_history()) {
-      int weight = weightInput(copy.Name());
-      if (weight < 0 || !copy.domain().empty())
-        continue;
-      const onnx::OpSchema *schema = onnx::OpSchemaRegistry::Schema(
-          copy.Name(), copy.since_version(), copy.domain());
-      if (!schema || schema->since_version() != copy.since_version() ||
-          !schema->has_type_and_shape_inference_function())
-        continue;
-      onnx::InferenceFunction inner =
-          schema->GetTypeAndShapeInferenceFunction();
-      // The registry owns its schemas as mutable objects; it hands out
-      // const pointers only.
-      const_cast<onnx::OpSchema *>(schema)->TypeAndShapeInferenceFunction(
-          [inner, weight](onnx::InferenceContext &ctx) {
-            constexpr int input = 0; // X
-            if (ctx.getNumInputs() > static_cast<size_t>(weight) &&
-                onnx::hasInputShape(ctx, input) &&
-                onnx::hasInputShape(ctx, weight) &&
-                !ctx.getAttribute("kernel_shape")) {
-              int x = ctx.getInputType(input)->tensor_type().shape().dim_size();
-              int w =
-                  ctx.getInputType(weight)->tensor_type().shape().dim_size();
-              if (x != w)
-                fail_shape_inference(
-                    "the input has rank ", x, " but the weight has rank ", w,
-                    "; a convolution's input (N, C, spatial...) and weight "
-                    "(M, C/group, kernel...) have one rank");
-            }
-            inner(ctx);
-          });
-    }
+    for (auto [op, weight] : {std::pair<const char *, int>{"Conv", 1},
+                              {"ConvTranspose", 1},
+                              {"ConvInteger", 1},
+                              {"QLinearConv", 3}})
+      guardInference(op, [weight = weight](onnx::InferenceContext &ctx) {
+        constexpr int input = 0; // X
+        if (ctx.getNumInputs() > static_cast<size_t>(weight) &&
+            onnx::hasInputShape(ctx, input) &&
+            onnx::hasInputShape(ctx, weight) &&
+            !ctx.getAttribute("kernel_shape")) {
+          int x = ctx.getInputType(input)->tensor_type().shape().dim_size();
+          int w = ctx.getInputType(weight)->tensor_type().shape().dim_size();
+          if (x != w)
+            fail_shape_inference(
+                "the input has rank ", x, " but the weight has rank ", w,
+                "; a convolution's input (N, C, spatial...) and weight "
+                "(M, C/group, kernel...) have one rank");
+        }
+        return true;
+      });
+    guardInference("MaxUnpool", [](onnx::InferenceContext &ctx) {
+      // With output_shape (input 2) the indices' shape is not used.
+      if (ctx.getNumInputs() != 2 || !onnx::hasInputShape(ctx, 0))
+        return true;
+      if (!onnx::hasInputShape(ctx, 1))
+        return false;
+      int rank = ctx.getInputType(1)->tensor_type().shape().dim_size();
+      if (rank < 2)
+        fail_shape_inference("the indices (input 1) have rank ", rank,
+                             "; MaxUnpool's indices have the shape of its "
+                             "input X (N, C, spatial...)");
+      return true;
+    });
     return true;
   }();
   (void)done;
@@ -206,7 +226,7 @@ static void guardConvolutionInference() {
 llvm::Error inferShapes(onnx::ModelProto &model, bool strict) {
   try {
     guardShapeDataPropagation();
-    guardConvolutionInference();
+    guardIndexingInference();
     onnx::ShapeInferenceOptions options(/*check_type=*/true, strict ? 1 : 0,
                                         /*data_prop=*/true);
     onnx::shape_inference::InferShapes(
