@@ -10,7 +10,11 @@ parameter count) with
     stage 0: 16 psi            stage 1: 8 psi + 8 psi / N
     stage 2: 4 psi + 12 psi/N  stage 3: 16 psi / N + one unit's gathered
                                         parameters and gradients.
+With --hybrid-shard G (hybrid sharding: shards within groups of G ranks,
+replicated across the N / G groups) it measures stages 1-3 against the same
+formulas with N replaced by G.
 Usage: bench/memory_bench.py [--ranks 4] [--layers 16] [--width 512]
+                             [--hybrid-shard G]
 Prints a Markdown table; exits 1 if any stage is off by more than 10 %.
 """
 import argparse
@@ -71,22 +75,27 @@ def main():
     ap.add_argument("--ranks", type=int, default=4)
     ap.add_argument("--layers", type=int, default=16)
     ap.add_argument("--width", type=int, default=512)
+    ap.add_argument("--hybrid-shard", type=int, default=0)
     ap.add_argument("--shardc", default=os.path.join(ROOT, "build/bin/shardc"))
     ap.add_argument("--shardrun", default=os.path.join(ROOT, "build/bin/shardrun"))
     args = ap.parse_args()
-    n = args.ranks
+    # The ranks a shard spreads over: N, or the group with hybrid sharding.
+    n = args.hybrid_shard or args.ranks
+    hybrid = ["--hybrid-shard", str(args.hybrid_shard)] if args.hybrid_shard else []
     with tempfile.TemporaryDirectory(prefix="shard-bench-") as tmp:
         model, data, psi = export(tmp, args.layers, args.width)
         print(f"GPT: {args.layers} layers, width {args.width}, psi = {psi} parameters, "
-              f"Adam fp32, N = {n} ranks\n")
+              f"Adam fp32, {args.ranks} ranks" +
+              (f" in groups of {n} (formulas with N = {n})" if hybrid else "") + "\n")
         print("| stage | formula | formula bytes | measured params | grads | optimizer state "
               "| measured model state (max over ranks) | ratio | activations | comm |")
         print("|---|---|---|---|---|---|---|---|---|---|")
         ok = True
-        for stage in range(4):
+        for stage in range(1 if hybrid else 0, 4):
             plan = os.path.join(tmp, f"s{stage}")
             subprocess.run([args.shardc, model, "-o", plan, "--optimizer", "adam",
-                            "--world-size", str(n), "--zero-stage", str(stage)], check=True)
+                            "--world-size", str(args.ranks), "--zero-stage", str(stage)] +
+                           hybrid, check=True)
             rows = report(args.shardrun, plan, data)
             state = max(r[1] + r[2] + r[3] for r in rows.values())
             worst = max(rows.values(), key=lambda r: r[1] + r[2] + r[3])

@@ -1376,6 +1376,33 @@ TEST(PlanIOTest, RejectsShardCountOtherThanWorldSize) {
                                              "plan's shard count 4"});
 }
 
+namespace {
+
+/// Appends a ShardSlice of the sharded plan's unit (buffer 1) spanning
+/// `size` ranks, along mesh `axes` when given.
+void addShardSlice(Plan &p, int64_t size, std::vector<int64_t> axes = {}) {
+  Op *op = p.add_ops();
+  op->set_type("ShardSlice");
+  op->set_name("slice");
+  op->add_inputs(1);
+  Buffer *b = p.add_buffers();
+  b->set_name("slice:0");
+  b->set_dtype(FLOAT32);
+  b->add_shape(2);
+  op->add_outputs(p.buffers_size() - 1);
+  Attribute *a = op->add_attributes();
+  a->set_name("world_size");
+  a->set_i(size);
+  if (!axes.empty()) {
+    Attribute *m = op->add_attributes();
+    m->set_name("mesh_axes");
+    for (int64_t x : axes)
+      m->mutable_ints()->add_values(x);
+  }
+}
+
+} // namespace
+
 TEST(PlanIOTest, RankMeshOfHybridSharding) {
   // 2 groups x 2 ranks, shards along axis 1: ranks 0 and 2 hold shard 0,
   // ranks 1 and 3 shard 1; ranks 0 and 1 hold the first replica.
@@ -1467,26 +1494,6 @@ TEST(PlanIOTest, RejectsInvalidRankMesh) {
 }
 
 TEST(PlanIOTest, ChecksTheGroupOfCollectives) {
-  auto addSlice = [](Plan &p, std::vector<int64_t> axes, int64_t size) {
-    Op *op = p.add_ops();
-    op->set_type("ShardSlice");
-    op->set_name("slice");
-    op->add_inputs(1);
-    Buffer *b = p.add_buffers();
-    b->set_name("slice:0");
-    b->set_dtype(FLOAT32);
-    b->add_shape(2);
-    op->add_outputs(p.buffers_size() - 1);
-    Attribute *a = op->add_attributes();
-    a->set_name("world_size");
-    a->set_i(size);
-    if (!axes.empty()) {
-      Attribute *m = op->add_attributes();
-      m->set_name("mesh_axes");
-      for (int64_t x : axes)
-        m->mutable_ints()->add_values(x);
-    }
-  };
   auto hybrid = [](Plan &p) {
     p.set_world_size(4);
     p.add_mesh_shape(2);
@@ -1495,46 +1502,33 @@ TEST(PlanIOTest, ChecksTheGroupOfCollectives) {
   };
   EXPECT_EQ(loadMutatedShardedPlan([&](Plan &p) {
               hybrid(p);
-              addSlice(p, {1}, 2);
+              addShardSlice(p, 2, {1});
             }).first,
             "");
   expectShardedRejected(
       [&](Plan &p) {
         hybrid(p);
-        addSlice(p, {1}, 4);
+        addShardSlice(p, 4, {1});
       },
       {"ShardSlice 'slice'",
        "'world_size' must be the size of its rank group, 2"});
   expectShardedRejected(
       [&](Plan &p) {
         hybrid(p);
-        addSlice(p, {}, 2);
+        addShardSlice(p, 2);
       },
       {"'world_size' must be the plan's world size 4"});
   expectShardedRejected(
       [&](Plan &p) {
         hybrid(p);
-        addSlice(p, {2}, 2);
+        addShardSlice(p, 2, {2});
       },
       {"'mesh_axes' must be increasing axes of the 2-d rank mesh"});
 }
 
 TEST(PlanIOTest, RejectsCollectiveWorldSizeMismatch) {
   expectShardedRejected(
-      [](Plan &p) {
-        Op *op = p.add_ops();
-        op->set_type("ShardSlice");
-        op->set_name("slice");
-        op->add_inputs(1);
-        Buffer *b = p.add_buffers();
-        b->set_name("slice:0");
-        b->set_dtype(FLOAT32);
-        b->add_shape(2);
-        op->add_outputs(p.buffers_size() - 1);
-        Attribute *a = op->add_attributes();
-        a->set_name("world_size");
-        a->set_i(3);
-      },
+      [](Plan &p) { addShardSlice(p, 3); },
       {"ShardSlice 'slice'", "'world_size' must be the plan's world size 2"});
 }
 
