@@ -209,8 +209,11 @@ static void guardIndexingInference() {
       // With output_shape (input 2) the indices' shape is not used.
       if (ctx.getNumInputs() != 2 || !onnx::hasInputShape(ctx, 0))
         return true;
-      if (!onnx::hasInputShape(ctx, 1))
+      if (!onnx::hasInputShape(ctx, 1)) {
+        // No output shape without the indices' channels; the type still.
+        onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
         return false;
+      }
       int rank = ctx.getInputType(1)->tensor_type().shape().dim_size();
       if (rank < 2)
         fail_shape_inference("the indices (input 1) have rank ", rank,

@@ -58,6 +58,16 @@ Executor::create(const plan::LoadedPlan &loaded, KernelBackend &backend,
   if (!shards)
     return shards.takeError();
   exec->shardComm = *shards;
+  // Every group the ops run in, made now: a split is collective, and every
+  // rank must get here before anything that can fail on one rank alone.
+  for (const plan::Op &op : plan.ops())
+    if (llvm::any_of(op.attributes(), [](const plan::Attribute &a) {
+          return a.name() == "mesh_axes";
+        }))
+      if (Expected<Communicator *> group =
+              exec->groupAlong(plan::collectiveAxes(op, exec->mesh));
+          !group)
+        return group.takeError();
   exec->memoryPlan = plan::planMemory(plan);
   exec->aliases.resize(plan.buffers_size());
   for (int i = 0; i < plan.buffers_size(); ++i)

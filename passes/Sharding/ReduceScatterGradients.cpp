@@ -107,7 +107,9 @@ struct ReduceScatterGradientsPass
       // One reduce-scatter of the unit's local gradients `parts`, right
       // after the last of them exists.
       SmallVector<Operation *> issued; // the reduce-scatters, in order
-      auto reduceScatter = [&](ArrayRef<Value> parts) {
+      // With `across`, the shard is also summed across the groups (hybrid
+      // sharding); a sum of micro-batches does that once, for the total.
+      auto reduceScatter = [&](ArrayRef<Value> parts, bool across) {
         if (Operation *last = latestDef(parts))
           b.setInsertionPointAfter(last);
         else
@@ -125,7 +127,8 @@ struct ReduceScatterGradientsPass
                                   MemoryCategory::Grads);
         issued.push_back(shard.getDefiningOp());
         // Hybrid sharding: the other groups' sums of the same shard.
-        shard = flat.sumOverReplicas(shard, *ranks, MemoryCategory::Grads);
+        if (across)
+          shard = flat.sumOverReplicas(shard, *ranks, MemoryCategory::Grads);
         return flat.castTo(shard, elem, MemoryCategory::Grads);
       };
       // Every gradient of the unit accumulated over the same micro-batches:
@@ -148,11 +151,11 @@ struct ReduceScatterGradientsPass
         }
       Value summed;
       if (terms.empty()) {
-        summed = reduceScatter(grads);
+        summed = reduceScatter(grads, /*across=*/true);
       } else {
         SmallVector<Value> shards;
         for (auto &parts : terms)
-          shards.push_back(reduceScatter(parts));
+          shards.push_back(reduceScatter(parts, /*across=*/false));
         // Micro-batch m's shard joins the sum when micro-batch m + 1's
         // gradients are ready (the last one's where the update needs it):
         // each reduce-scatter overlaps a micro-batch's backward, and a rank
@@ -168,6 +171,13 @@ struct ReduceScatterGradientsPass
                                MemoryCategory::Grads);
         }
         b.setInsertionPoint(slice);
+        // Across the groups, in the reduce dtype like the reduce-scatters.
+        if (ranks->hybrid())
+          summed = flat.castTo(
+              flat.sumOverReplicas(
+                  flat.castTo(summed, reduce, MemoryCategory::Grads), *ranks,
+                  MemoryCategory::Grads),
+              elem, MemoryCategory::Grads);
         summed = flat.tagged(
             b.create<MulOp>(slice.getLoc(), slice.getType(), summed, factor),
             MemoryCategory::Grads);

@@ -1027,9 +1027,14 @@ void MpiCommunicator::onStall(MPI_Request &request, const Op &op, double waited,
     for (std::string &c : computing)
       parts.push_back(std::move(c));
     if (!elsewhere.empty())
-      parts.push_back(rankList(elsewhere) +
-                      ", inside another collective (the ranks disagree on the "
-                      "order of collectives)");
+      parts.push_back(
+          rankList(elsewhere) +
+          (op.group->label.empty()
+               ? ", inside another collective (the ranks disagree on the "
+                 "order of collectives)"
+               : ", inside another collective (of another rank group, "
+                 "waiting there for its ranks, or the ranks disagree on the "
+                 "order of collectives)"));
     for (size_t i = 0; i < parts.size(); ++i)
       message += (i ? "; " : "") + parts[i];
     message += "; if the ranks are only slow, raise the limit "
@@ -1211,23 +1216,29 @@ llvm::Error MpiCommunicator::splitComm(const Op &op) {
   // Blocking, and so not watched: every rank calls split() at the same
   // point, before the collectives of a step.
   Group &g = *op.made;
+  // A failure leaves g.comm to the shutdown, which frees every group's.
   SHARD_MPI_CHECK(MPI_Comm_split(op.group->comm, op.color, op.key, &g.comm));
-  SHARD_MPI_CHECK(MPI_Comm_set_errhandler(g.comm, MPI_ERRORS_RETURN));
-  SHARD_MPI_CHECK(MPI_Comm_rank(g.comm, &g.rank));
-  SHARD_MPI_CHECK(MPI_Comm_size(g.comm, &g.size));
-  // The members' ranks in the whole communicator, for the watchdog.
   MPI_Group mine = MPI_GROUP_NULL, all = MPI_GROUP_NULL;
-  SHARD_MPI_CHECK(MPI_Comm_group(g.comm, &mine));
-  SHARD_MPI_CHECK(MPI_Comm_group(comm, &all));
-  std::vector<int> local(g.size);
-  for (int r = 0; r < g.size; ++r)
-    local[r] = r;
-  g.members.assign(g.size, 0);
-  int rc = MPI_Group_translate_ranks(mine, g.size, local.data(), all,
-                                     g.members.data());
-  MPI_Group_free(&mine);
-  MPI_Group_free(&all);
-  return SHARD_MPI_ERROR(rc);
+  llvm::Error err = [&]() -> llvm::Error {
+    SHARD_MPI_CHECK(MPI_Comm_set_errhandler(g.comm, MPI_ERRORS_RETURN));
+    SHARD_MPI_CHECK(MPI_Comm_rank(g.comm, &g.rank));
+    SHARD_MPI_CHECK(MPI_Comm_size(g.comm, &g.size));
+    // The members' ranks in the whole communicator, for the watchdog.
+    SHARD_MPI_CHECK(MPI_Comm_group(g.comm, &mine));
+    SHARD_MPI_CHECK(MPI_Comm_group(comm, &all));
+    std::vector<int> local(g.size);
+    for (int r = 0; r < g.size; ++r)
+      local[r] = r;
+    g.members.assign(g.size, 0);
+    SHARD_MPI_CHECK(MPI_Group_translate_ranks(mine, g.size, local.data(), all,
+                                              g.members.data()));
+    return llvm::Error::success();
+  }();
+  if (mine != MPI_GROUP_NULL)
+    MPI_Group_free(&mine);
+  if (all != MPI_GROUP_NULL)
+    MPI_Group_free(&all);
+  return err;
 }
 
 } // namespace

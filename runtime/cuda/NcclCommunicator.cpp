@@ -528,7 +528,9 @@ private:
   /// With nothing in flight, a new anchor for the trace times (under `mu`):
   /// cudaEventElapsedTime's float milliseconds lose precision far from it.
   void reanchor(std::chrono::steady_clock::time_point now) {
-    if (now - anchoredAt < std::chrono::seconds(60))
+    // A group's stream is its parent's, busy with the other groups'
+    // collectives: synchronizing on it here would stall this one's.
+    if (!ownsStream || now - anchoredAt < std::chrono::seconds(60))
       return;
     if (cudaEventRecord(anchor, stream) != cudaSuccess ||
         cudaEventSynchronize(anchor) != cudaSuccess)

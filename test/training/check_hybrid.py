@@ -14,6 +14,8 @@ N = 4 ranks in groups of G = 2, at ZeRO stages 1, 2 and 3. For each stage:
     the shard's bytes; only the step's loss average spans all N ranks;
   - training: the losses of 6 steps equal stage 0's on N ranks (DDP) to
     1e-5 relative;
+  - gradient accumulation (stage 3, 2 micro-batches): one all-reduce across
+    the groups per shard and step, after the micro-batches' reduce-scatters;
   - checkpoints: a checkpoint saved every 3 steps by the hybrid run holds
     each shard once (the first group's ranks write it), resumes the hybrid
     plan bit for bit, and loads into plain ZeRO-3 on N ranks.
@@ -194,6 +196,35 @@ def main():
                   (name, mem["params"], mem["grads"], mem["opt_state"], stage,
                    G, mem["comm"], mem["comm"] - small["comm"], gathers,
                    scatters))
+
+        # Gradient accumulation (2 micro-batches): each micro-batch is
+        # reduce-scattered within the group, their sum all-reduced across the
+        # groups once.
+        name = "stage 3 with --grad-accum 2"
+        ddp2, _ = compile_plan("ddp-accum", ["--world-size", str(N),
+                                             "--zero-stage", "0",
+                                             "--grad-accum", "2"])
+        ddp2_log, _ = train(ddp2, "ddp-accum")
+        accum, _ = compile_plan("hybrid-accum", [
+            "--world-size", str(N), "--zero-stage", "3", "--hybrid-shard",
+            str(G), "--grad-accum", "2"])
+        trace = os.path.join(work, "trace-accum.json")
+        log, _ = train(accum, "hybrid-accum", ["--trace", trace])
+        with open(trace) as f:
+            events = [e for e in json.load(f)["traceEvents"]
+                      if e["cat"] == "communication" and e["pid"] == 0]
+        scatters = sum(1 for e in events if e["name"].startswith("reduce_scatter"))
+        across = sum(1 for e in events if e["args"]["group"] == "axis 0")
+        if not scatters or scatters != 2 * across:
+            fail("%s: %d reduce-scatters within the group and %d all-reduces "
+                 "across (one per 2 micro-batches expected)" %
+                 (name, scatters, across))
+        for a, b in zip(log, ddp2_log):
+            if not close(a["loss"], b["loss"]):
+                fail("%s: step %d loss %r, DDP's %r" %
+                     (name, a["step"], a["loss"], b["loss"]))
+        print("ok: %s: %d reduce-scatters within the group, %d all-reduces "
+              "across; losses = DDP's to 1e-5" % (name, scatters, across))
 
         # Checkpoints: saved by the hybrid ZeRO-3 run, resumed by it and by
         # plain ZeRO-3.

@@ -526,6 +526,10 @@ int main(int argc, char **argv) {
     return fail("--accumulate-unsharded chooses how --zero-stage 2 or 3 "
                 "accumulates gradients: give --grad-accum K (K > 1) and a "
                 "sharded step at stage 2 or 3");
+  if (pipeline.hybridShard > 0 && !pipeline.shards())
+    return fail("--hybrid-shard G shards within groups of G of the job's "
+                "ranks: give --world-size N (a multiple of G) and "
+                "--zero-stage 1, 2 or 3");
   if (pipeline.syncBatchnorm && !pipeline.shards())
     llvm::errs() << "shardc: warning: --sync-batchnorm synchronizes BatchNorm "
                     "statistics across ranks; without --world-size the step "
