@@ -29,6 +29,13 @@ std::string ValueInfo::typeString() const {
   return dtypeName(dtype).str() + " " + shapeToString(shape);
 }
 
+/// Whether `op` runs within a group of the rank mesh (hybrid sharding).
+static bool namesMeshAxes(const plan::Op &op) {
+  return llvm::any_of(op.attributes(), [](const plan::Attribute &a) {
+    return a.name() == "mesh_axes";
+  });
+}
+
 Expected<std::unique_ptr<Executor>>
 Executor::create(const plan::LoadedPlan &loaded, KernelBackend &backend,
                  Communicator *comm) {
@@ -61,9 +68,7 @@ Executor::create(const plan::LoadedPlan &loaded, KernelBackend &backend,
   // Every group the ops run in, made now: a split is collective, and every
   // rank must get here before anything that can fail on one rank alone.
   for (const plan::Op &op : plan.ops())
-    if (llvm::any_of(op.attributes(), [](const plan::Attribute &a) {
-          return a.name() == "mesh_axes";
-        }))
+    if (namesMeshAxes(op))
       if (Expected<Communicator *> group =
               exec->groupAlong(plan::collectiveAxes(op, exec->mesh));
           !group)
@@ -168,10 +173,7 @@ Error Executor::resolveStep(const plan::Plan &plan, int index) {
   const plan::Op &op = plan.ops(index);
   Step &step = steps.back();
   step.group = comm;
-  bool grouped = llvm::any_of(op.attributes(), [](const plan::Attribute &a) {
-    return a.name() == "mesh_axes";
-  });
-  if (grouped) {
+  if (namesMeshAxes(op)) {
     Expected<Communicator *> group = groupAlong(plan::collectiveAxes(op, mesh));
     if (!group)
       return makeError(opLabel(plan, index) + ": " +

@@ -95,6 +95,10 @@ struct RankGroups {
   llvm::SmallVector<int16_t> worldAxes() const;
 };
 
+/// The rank arrangement of the step as its attributes record it (one rank
+/// when it was not configured).
+RankGroups rankGroupsOf(mlir::func::FuncOp func);
+
 /// The rank arrangement of the step (shardc-zero-config), or an error on
 /// `func` naming `pass`.
 mlir::FailureOr<RankGroups> configuredRanks(mlir::func::FuncOp func,

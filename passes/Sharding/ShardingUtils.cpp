@@ -116,14 +116,19 @@ SmallVector<int16_t> RankGroups::worldAxes() const {
   return {0};
 }
 
-FailureOr<RankGroups> configuredRanks(func::FuncOp func, StringRef pass) {
-  FailureOr<int64_t> world = configuredWorldSize(func, pass);
-  if (failed(world))
-    return failure();
+RankGroups rankGroupsOf(func::FuncOp func) {
   RankGroups ranks;
-  ranks.world = ranks.shards = *world;
+  if (auto ws = func->getAttrOfType<IntegerAttr>(kWorldSizeAttrName))
+    ranks.world = ranks.shards = ws.getInt();
   if (auto g = func->getAttrOfType<IntegerAttr>(kShardGroupAttrName))
     ranks.shards = g.getInt();
+  return ranks;
+}
+
+FailureOr<RankGroups> configuredRanks(func::FuncOp func, StringRef pass) {
+  if (failed(configuredWorldSize(func, pass)))
+    return failure();
+  RankGroups ranks = rankGroupsOf(func);
   if (ranks.shards < 1 || ranks.world % ranks.shards != 0)
     return func.emitError(pass)
            << ": shard groups of " << ranks.shards
@@ -336,12 +341,8 @@ Value totalNormOverRanks(FlatBuilder &flat, func::FuncOp func,
   for (Value g : grads)
     part = flat.tagged(b.create<PartialNormOp>(loc, part64, g, part, norm),
                        MemoryCategory::Grads);
-  RankGroups ranks;
+  RankGroups ranks = rankGroupsOf(func);
   int64_t stage = 0;
-  if (auto ws = func->getAttrOfType<IntegerAttr>(kWorldSizeAttrName))
-    ranks.world = ranks.shards = ws.getInt();
-  if (auto g = func->getAttrOfType<IntegerAttr>(kShardGroupAttrName))
-    ranks.shards = g.getInt();
   if (auto st = func->getAttrOfType<IntegerAttr>(kZeroStageAttrName))
     stage = st.getInt();
   // Each shard group holds every gradient once (the shards of the updates).
