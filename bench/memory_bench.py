@@ -13,8 +13,11 @@ parameter count) with
 With --hybrid-shard G (hybrid sharding: shards within groups of G ranks,
 replicated across the N / G groups) it measures stages 1-3 against the same
 formulas with N replaced by G.
+With --reshard-after-forward G it measures instead, at stage 3, what a unit
+keeps from forward to backward: the parameters' peak and the bytes each rank
+sends per step with --reshard-after-forward true, G and false.
 Usage: bench/memory_bench.py [--ranks 4] [--layers 16] [--width 512]
-                             [--hybrid-shard G]
+                             [--hybrid-shard G] [--reshard-after-forward G]
 Prints a Markdown table; exits 1 if any stage is off by more than 10 %.
 """
 import argparse
@@ -70,12 +73,31 @@ def report(shardrun, plan, data):
     return rows  # per rank: activations, params, grads, opt_state, comm, total
 
 
+def reshard_table(args, model, data, tmp, hybrid):
+    """Stage 3 with --reshard-after-forward true, G and false."""
+    print("| `--reshard-after-forward` | params peak per rank (max over ranks) "
+          "| sent per step and rank (`sent_per_step`) |")
+    print("|---|---|---|")
+    for mode in ("true", str(args.reshard_after_forward), "false"):
+        plan = os.path.join(tmp, "r" + mode)
+        out = subprocess.run([args.shardc, model, "-o", plan, "--optimizer", "adam",
+                              "--world-size", str(args.ranks), "--zero-stage", "3",
+                              "--reshard-after-forward=" + mode, "--print-memory"] + hybrid,
+                             check=True, capture_output=True, text=True).stdout
+        sent = int(re.search(r"sent_per_step=(\d+)", out).group(1))
+        rows = report(args.shardrun, plan, data)
+        params = max(r[1] for r in rows.values())
+        print(f"| `{mode}` | {params / 2**20:.1f} MiB | {sent / 2**20:.1f} MiB |")
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ranks", type=int, default=4)
     ap.add_argument("--layers", type=int, default=16)
     ap.add_argument("--width", type=int, default=512)
     ap.add_argument("--hybrid-shard", type=int, default=0)
+    ap.add_argument("--reshard-after-forward", type=int, default=0, metavar="G")
     ap.add_argument("--shardc", default=os.path.join(ROOT, "build/bin/shardc"))
     ap.add_argument("--shardrun", default=os.path.join(ROOT, "build/bin/shardrun"))
     args = ap.parse_args()
@@ -87,6 +109,8 @@ def main():
         print(f"GPT: {args.layers} layers, width {args.width}, psi = {psi} parameters, "
               f"Adam fp32, {args.ranks} ranks" +
               (f" in groups of {n} (formulas with N = {n})" if hybrid else "") + "\n")
+        if args.reshard_after_forward:
+            return reshard_table(args, model, data, tmp, hybrid)
         print("| stage | formula | formula bytes | measured params | grads | optimizer state "
               "| measured model state (max over ranks) | ratio | activations | comm |")
         print("|---|---|---|---|---|---|---|---|---|---|")

@@ -49,4 +49,33 @@ llvm::raw_ostream &operator<<(llvm::raw_ostream &os, const LossScaleSpec &s) {
   llvm_unreachable("unknown loss scale");
 }
 
+bool ReshardSpec::parse(llvm::StringRef text, ReshardSpec &spec) {
+  text = text.trim();
+  if (text.empty() || text == "true" || text == "false") {
+    spec.kind = text == "false" ? Keep : Full;
+    spec.group = 0;
+    return true;
+  }
+  // "1" and "0" would read as booleans to some and as group sizes to
+  // others: neither is accepted.
+  int64_t g;
+  if (text.getAsInteger(10, g) || g < 2)
+    return false;
+  spec.kind = Group;
+  spec.group = g;
+  return true;
+}
+
+llvm::raw_ostream &operator<<(llvm::raw_ostream &os, const ReshardSpec &s) {
+  switch (s.kind) {
+  case ReshardSpec::Full:
+    return os << "true";
+  case ReshardSpec::Keep:
+    return os << "false";
+  case ReshardSpec::Group:
+    return os << s.group;
+  }
+  llvm_unreachable("unknown reshard-after-forward");
+}
+
 } // namespace shardc

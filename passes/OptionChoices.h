@@ -56,6 +56,27 @@ struct LossScaleSpec {
 };
 llvm::raw_ostream &operator<<(llvm::raw_ostream &os, const LossScaleSpec &s);
 
+/// What ZeRO-3 keeps of a unit's gathered parameters from forward to backward
+/// (`reshard-after-forward`; FSDP's reshard_after_forward, with FSDP2's
+/// integer form): `true` frees them, and backward gathers the unit again
+/// from its shards (the default); `false` keeps them whole until backward;
+/// a group size G keeps a copy sharded over G consecutive ranks (e.g. one
+/// node), so that backward gathers within the G ranks. Parsed from "true",
+/// "false" (or no value: true) or an integer G >= 2.
+struct ReshardSpec {
+  enum Kind { Full, Keep, Group };
+  Kind kind = Full;
+  int64_t group = 0; // Group only.
+
+  bool operator==(const ReshardSpec &o) const {
+    return kind == o.kind && (kind != Group || group == o.group);
+  }
+  bool operator!=(const ReshardSpec &o) const { return !(*this == o); }
+  /// Parses `text`; false when it is none of the forms above.
+  static bool parse(llvm::StringRef text, ReshardSpec &spec);
+};
+llvm::raw_ostream &operator<<(llvm::raw_ostream &os, const ReshardSpec &s);
+
 /// PyTorch's name of an optimizer ("sgd", "adam", "adamw").
 llvm::StringRef optimizerName(OptimizerKind kind);
 
@@ -181,6 +202,47 @@ public:
   StringRef getValueName() const override { return "auto|none|dynamic|VALUE"; }
   void printOptionDiff(const Option &o, const shardc::LossScaleSpec &v,
                        const OptionValue<shardc::LossScaleSpec> &,
+                       size_t globalWidth) const {
+    printOptionName(o, globalWidth);
+    outs() << "= " << v << "\n";
+  }
+};
+
+/// ReshardSpec holds a value; with no value the flag means `true`, as a
+/// boolean flag does.
+template <>
+struct OptionValue<shardc::ReshardSpec> final
+    : OptionValueCopy<shardc::ReshardSpec> {
+  using WrapperType = shardc::ReshardSpec;
+  OptionValue() = default;
+  OptionValue(const shardc::ReshardSpec &v) { setValue(v); }
+  OptionValue &operator=(const shardc::ReshardSpec &v) {
+    setValue(v);
+    return *this;
+  }
+
+private:
+  void anchor() override {}
+};
+template <>
+class parser<shardc::ReshardSpec> : public basic_parser<shardc::ReshardSpec> {
+public:
+  parser(Option &o) : basic_parser(o) {}
+  enum ValueExpected getValueExpectedFlagDefault() const {
+    return ValueOptional;
+  }
+  /// Returns true (after reporting through `o`) on a malformed value.
+  bool parse(Option &o, StringRef argName, StringRef arg,
+             shardc::ReshardSpec &value) {
+    if (shardc::ReshardSpec::parse(arg, value))
+      return false;
+    return o.error("'" + arg +
+                   "' is not true, false or a group size G >= 2 (the ranks "
+                   "a unit stays sharded over between forward and backward)");
+  }
+  StringRef getValueName() const override { return "true|false|G"; }
+  void printOptionDiff(const Option &o, const shardc::ReshardSpec &v,
+                       const OptionValue<shardc::ReshardSpec> &,
                        size_t globalWidth) const {
     printOptionName(o, globalWidth);
     outs() << "= " << v << "\n";

@@ -127,7 +127,6 @@ struct TrainPipelineOptions
   SHARDC_PIPELINE_OPTIONS_ZeroConfig
   SHARDC_PIPELINE_OPTIONS_BucketGradients
   SHARDC_PIPELINE_OPTIONS_ReduceScatterGradients
-  SHARDC_PIPELINE_OPTIONS_ShardParameters
   SHARDC_PIPELINE_OPTIONS_ScheduleCollectives
   SHARDC_PIPELINE_OPTIONS_SyncBatchNorm
   SHARDC_PIPELINE_OPTIONS_ClipGradients
@@ -142,7 +141,6 @@ struct ZeroPipelineOptions
   SHARDC_PIPELINE_OPTIONS_ZeroConfig
   SHARDC_PIPELINE_OPTIONS_BucketGradients
   SHARDC_PIPELINE_OPTIONS_ReduceScatterGradients
-  SHARDC_PIPELINE_OPTIONS_ShardParameters
 };
 // clang-format on
 

@@ -454,10 +454,20 @@ def ZeroConfig : Pass<"shardc-zero-config", "mlir::ModuleOp"> {
     and reduce-scatter there, and all-reduce the gradient shards along axis 0
     (across the groups, which hold replicas of the same shards).
 
+    With `reshard-after-forward=G` at stage 3 (FSDP2's integer form, ZeRO++'s
+    hpZ), G dividing the S ranks of a shard group: the shard group's axis is
+    split in two, S/G x G, and `shardc.reshard_after_forward = G` tells
+    shard-parameters to keep each unit's gathered parameters, after forward,
+    as a slice along the last axis (G consecutive ranks), which backward
+    gathers along it. `false` records 1 (keep everything); `true`, the
+    default, records nothing (backward gathers from the shards).
+
     After: `mesh.mesh @world(shape = 4)` and
     `func.func @main(...) attributes {shardc.world_size = 4 : i64, shardc.zero_stage = 3 : i64}`;
     with hybrid-shard=2, `mesh.mesh @world(shape = 2x2)` and
-    `shardc.shard_group = 2 : i64`.
+    `shardc.shard_group = 2 : i64`; with world-size=8 hybrid-shard=4
+    reshard-after-forward=2, `mesh.mesh @world(shape = 2x2x2)`: shards along
+    axes 1 and 2, backward gathers along axis 2.
   }];
   let options = [
     BoundedOption<"worldSize", "world-size", "int64_t", /*default=*/"1",
@@ -473,6 +483,13 @@ def ZeroConfig : Pass<"shardc-zero-config", "mlir::ModuleOp"> {
            "groups, which all-reduce the gradient shards; must divide the "
            "world size; 0 (default): shard over every rank",
            "[0, 1048576]">,
+    Option<"reshardAfterForward", "reshard-after-forward",
+           "::shardc::ReshardSpec", /*default=*/"::shardc::ReshardSpec{}",
+           "Stage 3, what a unit keeps from forward for backward: true (default) "
+           "frees the gathered parameters and gathers again from the shards; "
+           "false keeps them; a group size G (FSDP2's integer form, e.g. the "
+           "ranks per node) keeps a copy sharded over G ranks, gathered within "
+           "them in backward; G must divide the shard group">,
   ];
   let dependentDialects = ["::shardc::ShardcDialect", "::mlir::mesh::MeshDialect"];
 }
@@ -569,7 +586,12 @@ def ShardParameters : Pass<"shardc-shard-parameters", "mlir::ModuleOp"> {
     shard, with the layout in `shardc.flat_params` / `shardc.flat_types`)
     updated in place; before each use window (forward, and again in backward
     with reshard-after-forward) the unit is gathered with `mesh.all_gather`
-    and its parameters are views of the gathered buffer. A tied parameter is
+    and its parameters are views of the gathered buffer. How the backward
+    window gathers follows zero-config's `shardc.reshard_after_forward`:
+    absent, from the shard; 1, not at all (one window for the step); G, from
+    a `mesh.all_slice` of the forward's gathered buffer along the mesh's
+    last axis (taken after the forward's last use, kept until backward),
+    gathered along that axis: within G ranks. A tied parameter is
     gathered once per window. A unit of frozen parameters becomes a
     `shardc.param_shard = "frozenK"` argument with the frozen role, gathered
     the same way and never updated.
@@ -585,12 +607,14 @@ def ShardParameters : Pass<"shardc-shard-parameters", "mlir::ModuleOp"> {
     %f2 = mesh.all_gather %u0 ...                                   // before the first backward use
     %u0_new, ... = shardc.AdamUpdate %u0, ...                       // in place
     ```
+    With `shardc.reshard_after_forward = 2` on a 2x2 mesh:
+    ```mlir
+    %f = mesh.all_gather %u0 on @world mesh_axes = [0, 1] ... : tensor<3xf32> -> tensor<12xf32>
+    ...                                                             // forward uses
+    %k = mesh.all_slice %f on @world mesh_axes = [1] ... : tensor<12xf32> -> tensor<6xf32>
+    %f2 = mesh.all_gather %k on @world mesh_axes = [1] ... : tensor<6xf32> -> tensor<12xf32>
+    ```
   }];
-  let options = [
-    Option<"reshardAfterForward", "reshard-after-forward", "bool",
-           /*default=*/"true",
-           "Stage 3: free gathered parameters after forward, gather again in backward (default on)">,
-  ];
   let dependentDialects = ["::shardc::ShardcDialect", "::mlir::mesh::MeshDialect"];
 }
 

@@ -27,7 +27,7 @@ static void addZeroPasses(OpPassManager &pm, const OptionsT &options) {
     pm.addPass(createReduceScatterGradients(
         getReduceScatterGradientsOptions(options)));
   if (stage >= 3)
-    pm.addPass(createShardParameters(getShardParametersOptions(options)));
+    pm.addPass(createShardParameters());
 }
 
 void buildZeroPipeline(OpPassManager &pm, const ZeroPipelineOptions &options) {

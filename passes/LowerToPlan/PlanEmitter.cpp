@@ -106,11 +106,7 @@ static plan::Category categoryOf(OpResult r) {
 /// Ranks one copy of the sharded state is spread over: the world, or with
 /// hybrid sharding the shard group.
 static int64_t shardCount(func::FuncOp func) {
-  if (auto g = func->getAttrOfType<IntegerAttr>(kShardGroupAttrName))
-    return g.getInt();
-  if (auto ws = func->getAttrOfType<IntegerAttr>(kWorldSizeAttrName))
-    return ws.getInt();
-  return 1;
+  return rankGroupsOf(func).shards;
 }
 
 /// FNV-1a over the collectives every rank issues, in order.
@@ -536,14 +532,14 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
   }
   if (auto ws = func->getAttrOfType<IntegerAttr>(kWorldSizeAttrName))
     p.set_world_size(ws.getInt());
-  // A mesh of several axes (hybrid sharding): its shape, and the axis the
-  // shards spread along.
+  // A mesh of several axes (hybrid sharding, a reshard group): its shape,
+  // and the axes the shards spread along.
   if (auto mesh = module.lookupSymbol<mesh::MeshOp>(kMeshName);
       mesh && mesh.getShape().size() > 1) {
     for (int64_t d : mesh.getShape())
       p.add_mesh_shape(d);
-    if (func->hasAttr(kShardGroupAttrName))
-      p.add_shard_axes(1);
+    for (int16_t a : rankGroupsOf(func).shardAxes())
+      p.add_shard_axes(a);
   }
   if (auto st = func->getAttrOfType<IntegerAttr>(kZeroStageAttrName))
     p.set_zero_stage(st.getInt());

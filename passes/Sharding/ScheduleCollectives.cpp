@@ -16,7 +16,8 @@
 //    gradient computation and `post` right after it (FSDP's
 //    BackwardPrefetch.BACKWARD_PRE / BACKWARD_POST); `none` gathers on use.
 //    A unit gathered in the compute dtype (mixed precision) moves its
-//    shard's cast along with the gather's start.
+//    shard's cast along with the gather's start; a backward gather of the
+//    slice forward kept (a reshard group) starts after that slice is taken.
 //  - limit-all-gathers keeps at most two parameter all-gathers in flight
 //    (prefetch depth 1); without it, prefetching runs two units ahead.
 // Because the whole step is known, these decisions are made once, globally,
@@ -162,11 +163,14 @@ struct ScheduleCollectivesPass
     for (Operation &op : body) {
       auto start = dyn_cast<AllGatherStartOp>(&op);
       // The input is a parameter shard, or its cast to the compute dtype
-      // (mixed precision), which moves with the start.
+      // (mixed precision), which moves with the start, or (backward, with a
+      // reshard group) the slice forward kept of the unit, which stays.
       auto shardCast =
           start ? start.getInput().getDefiningOp<CastOp>() : CastOp();
       Value shard = shardCast ? shardCast.getInput() : Value();
-      if (!start || !isa<BlockArgument>(shardCast ? shard : start.getInput()) ||
+      if (!start ||
+          !(isa<BlockArgument>(shardCast ? shard : start.getInput()) ||
+            start.getInput().getDefiningOp<ShardSliceOp>()) ||
           (shardCast && !shardCast->hasOneUse()) ||
           !start.getPending().hasOneUse())
         continue;
@@ -202,6 +206,9 @@ struct ScheduleCollectivesPass
         if (anchor->isBeforeInBlock(prevStart) &&
             prevStart->isBeforeInBlock(gathers[k].start))
           anchor = prevStart->isBeforeInBlock(prev.wait) ? anchor : prevStart;
+        Operation *input = gathers[k].start.getInput().getDefiningOp();
+        if (input && !isa<CastOp>(input) && anchor->isBeforeInBlock(input))
+          anchor = input;
         if (anchor->isBeforeInBlock(gathers[k].start)) {
           if (auto c = gathers[k].start.getInput().getDefiningOp<CastOp>()) {
             c->moveAfter(anchor);

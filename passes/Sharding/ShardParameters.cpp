@@ -8,7 +8,10 @@
 // before each use window, and its parameters are views of the gathered
 // buffer, dead after the window's last use: one window for forward and one
 // for backward with reshard-after-forward (the default), one window for the
-// whole step without it. A parameter used several times (tied weights) is
+// whole step without it. With a reshard group of R ranks (FSDP2's integer
+// reshard_after_forward), the forward window ends by slicing the gathered
+// unit along the mesh's last axis: that slice, 1/R of the unit, is kept,
+// and backward gathers it along that axis, within R ranks. A parameter used several times (tied weights) is
 // gathered once per window. Frozen parameters (wrap-units gives them units
 // of their own) are sharded and gathered the same way; nothing updates them.
 //
@@ -45,6 +48,12 @@ struct ShardParametersPass : impl::ShardParametersBase<ShardParametersPass> {
     // Shards spread over the shard group (every rank, unless hybrid).
     const int64_t shards = ranks->shards;
     axes = ranks->shardAxes();
+    auto reshard = func->getAttrOfType<IntegerAttr>(kReshardAttrName);
+    keepWhole = reshard && reshard.getInt() == 1;
+    if (ranks->splitsShards()) {
+      reshardAxes = ranks->reshardAxes();
+      reshardGroup = ranks->reshard;
+    }
     SmallVector<Operation *> updates;
     func.walk([&](Operation *op) {
       if (op->hasAttr(kUnitNameAttrName))
@@ -220,8 +229,7 @@ struct ShardParametersPass : impl::ShardParametersBase<ShardParametersPass> {
           continue;
         auto micro = user->getAttrOfType<IntegerAttr>(kMicroBatchAttrName);
         bool backward = user->hasAttr(kBackwardAttrName);
-        windows[{micro ? micro.getInt() : 0,
-                 reshardAfterForward && backward ? 1 : 0}]
+        windows[{micro ? micro.getInt() : 0, !keepWhole && backward ? 1 : 0}]
             .push_back({&use, p});
       }
     };
@@ -231,22 +239,56 @@ struct ShardParametersPass : impl::ShardParametersBase<ShardParametersPass> {
     else
       for (BlockArgument p : unitParams)
         addUses(p, p);
-    for (auto &[key, window] : windows) {
+    // With a reshard group, the slice of each micro-batch's forward gather
+    // that its backward gathers from.
+    DenseMap<int64_t, Value> kept;
+    SmallVector<std::pair<int64_t, int64_t>> keys;
+    for (auto &entry : windows)
+      keys.push_back(entry.first);
+    llvm::sort(keys); // each forward window before its backward window
+    for (auto key : keys) {
+      auto &window = windows[key];
       auto [micro, backwardWindow] = key;
       Operation *firstUser = window.front().first->getOwner();
-      for (auto &[use, p] : window)
+      Operation *lastUser = firstUser;
+      for (auto &[use, p] : window) {
         if (use->getOwner()->isBeforeInBlock(firstUser))
           firstUser = use->getOwner();
+        if (lastUser->isBeforeInBlock(use->getOwner()))
+          lastUser = use->getOwner();
+      }
       b.setInsertionPoint(firstUser);
-      Value source = shard;
-      if (viaCasts)
-        source = flat.tagged(
-            b.create<CastOp>(firstUser->getLoc(), shardType.clone(elem), shard),
+      Value full;
+      if (Value slice = backwardWindow ? kept.lookup(micro) : Value()) {
+        full = flat.tagged(b.create<mesh::AllGatherOp>(
+                               firstUser->getLoc(), flatType, kMeshName,
+                               reshardAxes, slice, APInt(64, 0)),
+                           MemoryCategory::Params);
+      } else {
+        Value source = shard;
+        if (viaCasts)
+          source = flat.tagged(b.create<CastOp>(firstUser->getLoc(),
+                                                shardType.clone(elem), shard),
+                               MemoryCategory::Params);
+        full = flat.tagged(b.create<mesh::AllGatherOp>(
+                               firstUser->getLoc(), flatType, kMeshName, axes,
+                               source, APInt(64, 0)),
+                           MemoryCategory::Params);
+      }
+      // Forward, with a reshard group: the slice of the gathered unit that
+      // backward gathers within the group, taken after the last forward use
+      // (the whole unit is alive until then anyway).
+      if (!backwardWindow && !reshardAxes.empty() &&
+          windows.contains({micro, 1})) {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointAfter(lastUser);
+        auto keptType = RankedTensorType::get(
+            {flatType.getNumElements() / reshardGroup}, elem);
+        kept[micro] = flat.tagged(
+            b.create<mesh::AllSliceOp>(lastUser->getLoc(), keptType, full,
+                                       kMeshName, reshardAxes, int64_t(0)),
             MemoryCategory::Params);
-      Value full = flat.tagged(
-          b.create<mesh::AllGatherOp>(firstUser->getLoc(), flatType, kMeshName,
-                                      axes, source, APInt(64, 0)),
-          MemoryCategory::Params);
+      }
       // The backward window's gather is marked as backward, and a later
       // micro-batch's with its number: besides saying where it belongs,
       // this keeps a CSE on this (pure, value-semantic) IR from merging it
@@ -277,6 +319,12 @@ struct ShardParametersPass : impl::ShardParametersBase<ShardParametersPass> {
 
   /// The mesh axes the gathers span (the shard group's).
   SmallVector<int16_t> axes;
+  /// With a reshard group (RankGroups::splitsShards()), its axes and size:
+  /// backward gathers within it; else empty and 0.
+  SmallVector<int16_t> reshardAxes;
+  int64_t reshardGroup = 0;
+  /// reshard-after-forward=false: one use window per micro-batch.
+  bool keepWhole = false;
 };
 
 } // namespace

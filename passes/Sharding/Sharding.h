@@ -30,6 +30,11 @@ constexpr llvm::StringLiteral kZeroStageAttrName = "shardc.zero_stage";
 /// With hybrid sharding (shardc-zero-config's hybrid-shard): the number of
 /// consecutive ranks a ZeRO shard group holds.
 constexpr llvm::StringLiteral kShardGroupAttrName = "shardc.shard_group";
+/// ZeRO-3's reshard-after-forward when it is not `true`: the number of
+/// consecutive ranks a unit's parameters stay sharded over from forward to
+/// backward (1: kept whole; G: a copy sharded over G ranks, along an axis of
+/// its own).
+constexpr llvm::StringLiteral kReshardAttrName = "shardc.reshard_after_forward";
 /// The mesh every collective runs on.
 constexpr llvm::StringLiteral kMeshName = "world";
 /// Discardable attributes linking the ops of one wrap unit across passes:
@@ -82,17 +87,29 @@ mlir::FailureOr<int64_t> configuredWorldSize(mlir::func::FuncOp func,
 /// @world is one axis of every rank, or with hybrid sharding two, groups x
 /// ranks per group ([N / G, G]): ZeRO shards spread along axis 1, within a
 /// group of G consecutive ranks, and are replicated along axis 0, across
-/// the groups.
+/// the groups. When ZeRO-3 keeps units sharded over R ranks between forward
+/// and backward (1 < R < shards), the shard group's axis is split in two,
+/// [shards / R, R], and the shards spread along both.
 struct RankGroups {
   int64_t world = 1;
   /// Ranks one copy of the sharded state is spread over (G, or the world).
   int64_t shards = 1;
+  /// Ranks a unit's parameters stay sharded over from forward to backward
+  /// (ZeRO-3's reshard-after-forward): `shards` (backward gathers from the
+  /// shards), 1 (kept whole) or a divisor of `shards` in between.
+  int64_t reshard = 1;
   bool hybrid() const { return shards != world; }
-  /// The mesh axes of the shard group, of the replicas of one shard, and of
-  /// every rank.
+  /// Whether the shard group has an axis of its own for reshard's groups.
+  bool splitsShards() const { return reshard > 1 && reshard < shards; }
+  /// The extents of @world.
+  llvm::SmallVector<int64_t> meshShape() const;
+  /// The mesh axes of the shard group, of the replicas of one shard, of
+  /// every rank, and of the group a unit is resharded over after forward
+  /// (the shard group's unless splitsShards()).
   llvm::SmallVector<int16_t> shardAxes() const;
   llvm::SmallVector<int16_t> replicaAxes() const;
   llvm::SmallVector<int16_t> worldAxes() const;
+  llvm::SmallVector<int16_t> reshardAxes() const;
 };
 
 /// The rank arrangement of the step as its attributes record it (one rank

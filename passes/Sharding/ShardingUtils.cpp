@@ -102,8 +102,21 @@ FailureOr<int64_t> configuredWorldSize(func::FuncOp func, StringRef pass) {
   return ws.getInt();
 }
 
+SmallVector<int64_t> RankGroups::meshShape() const {
+  SmallVector<int64_t> shape;
+  if (hybrid())
+    shape.push_back(world / shards);
+  if (splitsShards())
+    shape.append({shards / reshard, reshard});
+  else
+    shape.push_back(shards);
+  return shape;
+}
 SmallVector<int16_t> RankGroups::shardAxes() const {
-  return {static_cast<int16_t>(hybrid() ? 1 : 0)};
+  SmallVector<int16_t> axes;
+  for (int64_t a = hybrid() ? 1 : 0, e = meshShape().size(); a < e; ++a)
+    axes.push_back(a);
+  return axes;
 }
 SmallVector<int16_t> RankGroups::replicaAxes() const {
   if (hybrid())
@@ -111,9 +124,15 @@ SmallVector<int16_t> RankGroups::replicaAxes() const {
   return {};
 }
 SmallVector<int16_t> RankGroups::worldAxes() const {
-  if (hybrid())
-    return {0, 1};
-  return {0};
+  SmallVector<int16_t> axes;
+  for (int64_t a = 0, e = meshShape().size(); a < e; ++a)
+    axes.push_back(a);
+  return axes;
+}
+SmallVector<int16_t> RankGroups::reshardAxes() const {
+  if (splitsShards())
+    return {static_cast<int16_t>(meshShape().size() - 1)};
+  return shardAxes();
 }
 
 RankGroups rankGroupsOf(func::FuncOp func) {
@@ -122,6 +141,9 @@ RankGroups rankGroupsOf(func::FuncOp func) {
     ranks.world = ranks.shards = ws.getInt();
   if (auto g = func->getAttrOfType<IntegerAttr>(kShardGroupAttrName))
     ranks.shards = g.getInt();
+  ranks.reshard = ranks.shards;
+  if (auto r = func->getAttrOfType<IntegerAttr>(kReshardAttrName))
+    ranks.reshard = r.getInt();
   return ranks;
 }
 
@@ -133,6 +155,12 @@ FailureOr<RankGroups> configuredRanks(func::FuncOp func, StringRef pass) {
     return func.emitError(pass)
            << ": shard groups of " << ranks.shards
            << " ranks do not divide the world size " << ranks.world;
+  if (ranks.reshard < 1 || ranks.shards % ranks.reshard != 0)
+    return func.emitError(pass)
+           << ": groups of " << ranks.reshard
+           << " ranks to reshard over after forward do not divide the shard "
+              "group of "
+           << ranks.shards;
   return ranks;
 }
 

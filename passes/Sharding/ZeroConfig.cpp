@@ -2,7 +2,9 @@
 //
 // The first pass of every ZeRO stage: records the world size and stage on
 // @main, creates the mesh @world that every collective runs on (1-d, or
-// 2-d with hybrid sharding: groups x ranks per group), checks
+// 2-d with hybrid sharding: groups x ranks per group, and with the shard
+// group's axis split in two when ZeRO-3 reshards over a smaller group after
+// forward), checks
 // that the optimizer updates follow the backward pass (collectives are
 // inserted between the two) and marks the parameter gradients as gradients
 // for memory planning. The `shardc-zero` pipeline runs it, then per stage:
@@ -55,17 +57,45 @@ struct ZeroConfigPass : impl::ZeroConfigBase<ZeroConfigPass> {
                      "3: stage 0 shards nothing");
       return signalPassFailure();
     }
+    RankGroups ranks;
+    ranks.world = world;
+    ranks.shards = hybrid ? group : world;
+    ranks.reshard = ranks.shards;
+    const ReshardSpec reshard = reshardAfterForward;
+    if (reshard.kind == ReshardSpec::Group) {
+      if (stage != 3) {
+        func.emitError("zero-config: --reshard-after-forward ")
+            << reshard.group
+            << " keeps parameters sharded over a group between forward and "
+               "backward, which only --zero-stage 3 gathers; use --zero-stage 3";
+        return signalPassFailure();
+      }
+      if (ranks.shards % reshard.group != 0) {
+        func.emitError("zero-config: --reshard-after-forward ")
+            << reshard.group << " does not divide the shard group of "
+            << ranks.shards << " ranks"
+            << (hybrid ? " (--hybrid-shard)" : " (--world-size)")
+            << "; pick a divisor of " << ranks.shards
+            << " (e.g. the ranks per node)";
+        return signalPassFailure();
+      }
+      ranks.reshard = reshard.group;
+    } else if (reshard.kind == ReshardSpec::Keep) {
+      ranks.reshard = 1;
+    }
     OpBuilder b(func.getContext());
     func->setAttr(kWorldSizeAttrName, b.getI64IntegerAttr(worldSize));
     func->setAttr(kZeroStageAttrName, b.getI64IntegerAttr(stage));
     if (hybrid)
       func->setAttr(kShardGroupAttrName, b.getI64IntegerAttr(group));
+    if (stage == 3 && (reshard.kind == ReshardSpec::Keep ||
+                       ranks.reshard != ranks.shards))
+      func->setAttr(kReshardAttrName, b.getI64IntegerAttr(ranks.reshard));
+    else
+      ranks.reshard = ranks.shards;
     if (!module.lookupSymbol(kMeshName)) {
       b.setInsertionPointToStart(module.getBody());
-      SmallVector<int64_t> shape{worldSize};
-      if (hybrid)
-        shape = {world / group, group};
-      b.create<mesh::MeshOp>(module.getLoc(), kMeshName, shape);
+      b.create<mesh::MeshOp>(module.getLoc(), kMeshName, ranks.meshShape());
     }
     SmallVector<ParamUpdate> updates = collectParamUpdates(func);
     if (updates.empty())

@@ -12,6 +12,7 @@
 #include "passes/Passes.h"
 #include "plan/MemoryPlan.h"
 #include "runtime/Npy.h"
+#include "tools/CommandLine.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -486,7 +487,6 @@ int main(int argc, char **argv) {
                             shardc::kBucketGradientsOptionArgs,
                             shardc::kReduceScatterGradientsOptionArgs,
                             shardc::kWrapUnitsOptionArgs,
-                            shardc::kShardParametersOptionArgs,
                             shardc::kScheduleCollectivesOptionArgs,
                             shardc::kSyncBatchNormOptionArgs};
   pipeline.addAsToolFlags(shardc::kFoldConstantsOptionArgs, shardcCategory);
@@ -495,6 +495,8 @@ int main(int argc, char **argv) {
   for (Args args : shardArgs)
     pipeline.addAsToolFlags(args, shardCategory);
   cl::HideUnrelatedOptions({&shardcCategory, &trainCategory, &shardCategory});
+  if (llvm::Error err = shardc::tools::checkSeparatedValues(argc, argv))
+    return fail(llvm::toString(std::move(err)));
   cl::ParseCommandLineOptions(
       argc, argv,
       "shardc: compile an ONNX model into a Shard plan\n\n"
@@ -530,6 +532,12 @@ int main(int argc, char **argv) {
     return fail("--hybrid-shard G shards within groups of G of the job's "
                 "ranks: give --world-size N (a multiple of G) and "
                 "--zero-stage 1, 2 or 3");
+  if (pipeline.reshardAfterForward.getValue().kind ==
+          shardc::ReshardSpec::Group &&
+      !pipeline.shards())
+    return fail("--reshard-after-forward G keeps each unit sharded over G of "
+                "the job's ranks between forward and backward: give "
+                "--world-size N and --zero-stage 3");
   if (pipeline.syncBatchnorm && !pipeline.shards())
     llvm::errs() << "shardc: warning: --sync-batchnorm synchronizes BatchNorm "
                     "statistics across ranks; without --world-size the step "

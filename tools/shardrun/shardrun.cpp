@@ -20,6 +20,7 @@
 #include "runtime/comm/Progress.h"
 #include "runtime/comm/RankGuard.h"
 #include "runtime/kernels/CastOps.h"
+#include "tools/CommandLine.h"
 #include "tools/shardrun/Launcher.h"
 
 #include "runtime/cpu/Kernels.h"
@@ -1098,6 +1099,11 @@ int main(int argc, char **argv) {
   cl::SetVersionPrinter([](llvm::raw_ostream &os) {
     os << "shardrun (Shard), reads plan version " << plan::kPlanVersion << "\n";
   });
+  if (llvm::Error err = shardc::tools::checkSeparatedValues(argc, argv)) {
+    llvm::WithColor::error(llvm::errs(), "shardrun")
+        << llvm::toString(std::move(err)) << "\n";
+    return 1;
+  }
   // Collect command-line errors so they come out like every other error.
   std::string cmdErrors;
   llvm::raw_string_ostream cmdErrorStream(cmdErrors);

@@ -1,5 +1,5 @@
 // RUN: shardc-opt %S/Inputs/zero-step.mlir -shardc-zero-config='world-size=4 zero-stage=3' -shardc-partition-optimizer -shardc-reduce-scatter-gradients -shardc-shard-parameters | FileCheck %s
-// RUN: shardc-opt %S/Inputs/zero-step.mlir -shardc-zero-config='world-size=4 zero-stage=3' -shardc-partition-optimizer -shardc-reduce-scatter-gradients -shardc-shard-parameters=reshard-after-forward=false | FileCheck %s --check-prefix=KEEP
+// RUN: shardc-opt %S/Inputs/zero-step.mlir -shardc-zero-config='world-size=4 zero-stage=3 reshard-after-forward=false' -shardc-partition-optimizer -shardc-reduce-scatter-gradients -shardc-shard-parameters | FileCheck %s --check-prefix=KEEP
 
 // Parameters live as shard arguments; each unit is gathered before its
 // forward window and, for head.scale (used by backward), again before its

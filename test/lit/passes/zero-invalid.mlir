@@ -8,6 +8,11 @@
 // RUN: not shardc-opt %s -split-input-file -shardc-zero='world-size=2 zero-stage=0 bucket-cap-mb=nan' 2>&1 | FileCheck %s --check-prefix=BUCKET-NAN
 // RUN: not shardc-opt %s -split-input-file -shardc-zero='world-size=4 zero-stage=3 hybrid-shard=3' 2>&1 | FileCheck %s --check-prefix=HYBRID-DIVIDE
 // RUN: not shardc-opt %s -split-input-file -shardc-zero='world-size=4 zero-stage=0 hybrid-shard=2' 2>&1 | FileCheck %s --check-prefix=HYBRID-STAGE0
+// RUN: not shardc-opt %s -split-input-file -shardc-zero='world-size=4 zero-stage=3 reshard-after-forward=3' 2>&1 | FileCheck %s --check-prefix=RESHARD-DIVIDE
+// RUN: not shardc-opt %s -split-input-file -shardc-zero='world-size=8 zero-stage=3 hybrid-shard=2 reshard-after-forward=4' 2>&1 | FileCheck %s --check-prefix=RESHARD-HYBRID
+// RUN: not shardc-opt %s -split-input-file -shardc-zero='world-size=4 zero-stage=2 reshard-after-forward=2' 2>&1 | FileCheck %s --check-prefix=RESHARD-STAGE
+// RUN: not shardc-opt %s -split-input-file -shardc-zero='world-size=4 zero-stage=3 reshard-after-forward=1' 2>&1 | FileCheck %s --check-prefix=RESHARD-ONE
+// RUN: not shardc-opt %s -split-input-file -shardc-zero-config='world-size=4 reshard-after-forward=yes' 2>&1 | FileCheck %s --check-prefix=RESHARD-WORD
 
 // Pipeline options are refused as they are parsed; pass options when the
 // pass runs. World sizes go up to 2^20.
@@ -18,6 +23,11 @@
 // BUCKET-NAN: for the --bucket-cap-mb option: 'nan' is out of range: it must be in (0, 1048576]
 // HYBRID-DIVIDE: error: zero-config: --hybrid-shard 3 does not divide the world size 4: shard groups must be equal; pick a divisor of 4 (e.g. the ranks per node)
 // HYBRID-STAGE0: error: zero-config: --hybrid-shard needs --zero-stage 1, 2 or 3: stage 0 shards nothing
+// RESHARD-DIVIDE: error: zero-config: --reshard-after-forward 3 does not divide the shard group of 4 ranks (--world-size); pick a divisor of 4 (e.g. the ranks per node)
+// RESHARD-HYBRID: error: zero-config: --reshard-after-forward 4 does not divide the shard group of 2 ranks (--hybrid-shard); pick a divisor of 2 (e.g. the ranks per node)
+// RESHARD-STAGE: error: zero-config: --reshard-after-forward 2 keeps parameters sharded over a group between forward and backward, which only --zero-stage 3 gathers; use --zero-stage 3
+// RESHARD-ONE: for the --reshard-after-forward option: '1' is not true, false or a group size G >= 2 (the ranks a unit stays sharded over between forward and backward)
+// RESHARD-WORD: for the --reshard-after-forward option: 'yes' is not true, false or a group size G >= 2
 
 // One wrap unit (layer "m") holding an f32 and an f16 parameter cannot be
 // flattened into one buffer.

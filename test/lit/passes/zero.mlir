@@ -4,6 +4,9 @@
 // RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=4 zero-stage=2' | FileCheck %s --check-prefix=STAGE2
 // RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=4 zero-stage=3' | FileCheck %s --check-prefix=STAGE3
 // RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=4 zero-stage=3 reshard-after-forward=false' | FileCheck %s --check-prefix=KEEP
+// RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=4 zero-stage=3 reshard-after-forward=2' | FileCheck %s --check-prefix=RESHARD
+// RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=4 zero-stage=3 reshard-after-forward=4' | FileCheck %s --check-prefix=STAGE3
+// RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=8 zero-stage=3 hybrid-shard=4 reshard-after-forward=2' | FileCheck %s --check-prefix=RESHARD-HYBRID
 // RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=4 zero-stage=3 hybrid-shard=2' | FileCheck %s --check-prefix=HYBRID3
 // RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=4 zero-stage=2 hybrid-shard=2' | FileCheck %s --check-prefix=HYBRID2
 // RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=4 zero-stage=1 hybrid-shard=2' | FileCheck %s --check-prefix=HYBRID1
@@ -168,6 +171,38 @@
 // KEEP: shardc.Mul %{{.*}}, %[[S]] :
 // KEEP: shardc.Mul %[[S]], %{{.*}} {shardc.backward}
 // KEEP-NOT: mesh.all_gather
+
+// Resharding to groups of 2 after forward: the mesh's axis splits into 2x2,
+// shards spread over both axes; after its last forward use, head.scale's
+// gathered unit (8) is sliced along axis 1 (4 of it kept), and backward
+// gathers the slice within the group of 2. fc.* has no backward use and no
+// slice. reshard-after-forward=4 (the whole shard group) is the default.
+// RESHARD: mesh.mesh @world(shape = 2x2)
+// RESHARD-LABEL: func.func @main
+// RESHARD-SAME: %[[P1:[a-z0-9]+]]: tensor<2xf32> {shardc.flat_params = ["head.scale"], shardc.flat_types = [tensor<5xf32>], shardc.param_shard = "unit1"}
+// RESHARD-SAME: shardc.reshard_after_forward = 2 : i64, shardc.world_size = 4 : i64
+// RESHARD: mesh.all_gather %{{.*}} on @world mesh_axes = [0, 1] gather_axis = 0 {{.*}} : tensor<4xf32> -> tensor<16xf32>
+// RESHARD: %[[FULL1:.*]] = mesh.all_gather %[[P1]] on @world mesh_axes = [0, 1] gather_axis = 0 {{.*}} : tensor<2xf32> -> tensor<8xf32>
+// RESHARD: %[[S:.*]] = shardc.Slice %[[FULL1]]
+// RESHARD: shardc.Mul %{{.*}}, %[[S]] :
+// RESHARD-NEXT: %[[KEPT:.*]] = mesh.all_slice %[[FULL1]] on @world mesh_axes = [1] slice_axis = 0 {{.*}} : tensor<8xf32> -> tensor<4xf32>
+// RESHARD: %[[BACK:.*]] = mesh.all_gather %[[KEPT]] on @world mesh_axes = [1] gather_axis = 0 {shardc.backward, {{.*}}} : tensor<4xf32> -> tensor<8xf32>
+// RESHARD: %[[BS:.*]] = shardc.Slice %[[BACK]]
+// RESHARD: shardc.Mul %[[BS]], %{{.*}} {shardc.backward}
+// RESHARD: mesh.reduce_scatter %{{.*}} on @world mesh_axes = [0, 1] scatter_axis = 0 {{.*}} : tensor<8xf32> -> tensor<2xf32>
+// RESHARD-NOT: mesh.all_gather
+// RESHARD-NOT: mesh.all_slice
+// RESHARD: return
+
+// With hybrid sharding (groups of 4 of 8 ranks), the shard group's axis
+// splits: a 2x2x2 mesh, shards along axes 1 and 2, backward gathers along
+// axis 2, gradient shards all-reduced along axis 0.
+// RESHARD-HYBRID: mesh.mesh @world(shape = 2x2x2)
+// RESHARD-HYBRID: %[[FULL1:.*]] = mesh.all_gather %{{.*}} on @world mesh_axes = [1, 2] gather_axis = 0 {{.*}} : tensor<2xf32> -> tensor<8xf32>
+// RESHARD-HYBRID: %[[KEPT:.*]] = mesh.all_slice %[[FULL1]] on @world mesh_axes = [2] slice_axis = 0 {{.*}} : tensor<8xf32> -> tensor<4xf32>
+// RESHARD-HYBRID: mesh.all_gather %[[KEPT]] on @world mesh_axes = [2] gather_axis = 0 {shardc.backward, {{.*}}} : tensor<4xf32> -> tensor<8xf32>
+// RESHARD-HYBRID: %[[RS:.*]] = mesh.reduce_scatter %{{.*}} on @world mesh_axes = [1, 2] scatter_axis = 0 {{.*}} : tensor<8xf32> -> tensor<2xf32>
+// RESHARD-HYBRID: mesh.all_reduce %[[RS]] on @world mesh_axes = [0]
 
 // Hybrid sharding, 2 groups of 2 ranks: the mesh is 2x2, shards are half
 // the units (16 / 2, 6 / 2: padded for 2 shards, not 4), gathered and
