@@ -49,6 +49,15 @@ def Shardc_OptimizerUpdateOpInterface : OpInterface<"OptimizerUpdate"> {
                     "::mlir::MutableOperandRange", "getSkipMutable">,
     InterfaceMethod<"The schedule's counter operand, to set.",
                     "::mlir::MutableOperandRange", "getLrStepMutable">,
+    InterfaceMethod<[{
+      The operand that result `result` is the new value of: the parameter
+      (result 0, operand 0) or a state buffer (result k, operand k + 1: the
+      operands are the parameter, the gradient, then the states in the
+      results' order). The kernel may write the result over it.
+    }], "::mlir::OpOperand &", "getUpdatedOperand", (ins "unsigned":$result),
+    [{}], [{
+      return $_op->getOpOperand(result == 0 ? 0 : result + 1);
+    }]>,
   ];
 }
 

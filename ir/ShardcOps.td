@@ -1980,6 +1980,53 @@ def Shardc_AllReduceStartOp : Shardc_CollectiveStartOp<"AllReduceStart", [
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
+// Moving a buffer between the rank's memory and the offload tier
+// (`shardc-offload`): asynchronous like a collective, finished by the same
+// CollectiveWait, and like a collective never removed, merged or reordered.
+class Shardc_OffloadStartOp<string mnemonic>
+    : Shardc_Op<mnemonic, [Shardc_Communicates,
+        TypesMatchWith<"the handle is pending the input's type", "input",
+                       "pending",
+                       "PendingType::get(::llvm::cast<::mlir::RankedTensorType>($_self))">]> {
+  let arguments = (ins StaticShapeTensorOf<[AnyType]>:$input);
+  let results = (outs Shardc_PendingType:$pending);
+  let assemblyFormat = [{
+    $input attr-dict `:` type($input) `->` qualified(type($pending))
+  }];
+}
+
+def Shardc_OffloadReadStartOp : Shardc_OffloadStartOp<"OffloadReadStart"> {
+  let summary = "Start reading a buffer of the offload tier into memory";
+  let description = [{
+    Starts copying `input`, an argument that lives in the offload tier
+    (`shardc.offload`), into a buffer of the rank's memory, readable after
+    the `shardc.CollectiveWait` that consumes the handle. On the CPU backend
+    the tier is a file (`shardrun --offload-dir`) and the copy one read on
+    the executor's I/O thread.
+
+    ```mlir
+    %h = shardc.OffloadReadStart %m : tensor<4xf32> -> !shardc.pending<tensor<4xf32>>
+    %copy = shardc.CollectiveWait %h : tensor<4xf32>
+    ```
+  }];
+}
+
+def Shardc_OffloadWriteStartOp : Shardc_OffloadStartOp<"OffloadWriteStart"> {
+  let summary = "Start writing a buffer back into the offload tier";
+  let description = [{
+    Starts copying `input` into the offload tier; the handle's tensor, after
+    its `shardc.CollectiveWait`, is returned as the in-place update of an
+    offloaded argument, whose tier buffer plan lowering makes the write's
+    destination. The input stays alive until the wait.
+
+    ```mlir
+    %h = shardc.OffloadWriteStart %m2 : tensor<4xf32> -> !shardc.pending<tensor<4xf32>>
+    %m_new = shardc.CollectiveWait %h : tensor<4xf32>
+    return ..., %m_new, ...
+    ```
+  }];
+}
+
 def Shardc_CollectiveWaitOp : Shardc_Op<"CollectiveWait", [
     Shardc_Communicates,
     TypesMatchWith<"the handle is pending the result's type", "result",

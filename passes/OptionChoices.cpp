@@ -49,10 +49,23 @@ llvm::raw_ostream &operator<<(llvm::raw_ostream &os, const LossScaleSpec &s) {
   llvm_unreachable("unknown loss scale");
 }
 
+bool parseOffloadKind(llvm::StringRef text, OffloadKind &kind) {
+  if (text == "optimizer" || text == "params") {
+    kind = text == "params" ? OffloadKind::Params : OffloadKind::Optimizer;
+    return true;
+  }
+  return false;
+}
+
+llvm::raw_ostream &operator<<(llvm::raw_ostream &os, OffloadKind kind) {
+  return os << (kind == OffloadKind::Params ? "params" : "optimizer");
+}
+
 bool ReshardSpec::parse(llvm::StringRef text, ReshardSpec &spec) {
   text = text.trim();
-  if (text.empty() || text == "true" || text == "false") {
-    spec.kind = text == "false" ? Keep : Full;
+  if (text.empty() || text.equals_insensitive("true") ||
+      text.equals_insensitive("false")) {
+    spec.kind = text.equals_insensitive("false") ? Keep : Full;
     spec.group = 0;
     return true;
   }

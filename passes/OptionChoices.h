@@ -34,6 +34,14 @@ enum class LrSchedule : uint32_t;
 /// carry.
 enum class NormType : uint32_t;
 
+/// What a training step keeps in the offload tier (`offload`; FSDP's
+/// CPUOffload, DeepSpeed's offload_optimizer / offload_param): the optimizer
+/// state, the parameters (their shards at stage 3).
+enum class OffloadKind { Optimizer, Params };
+/// Parses "optimizer" or "params"; false for anything else.
+bool parseOffloadKind(llvm::StringRef text, OffloadKind &kind);
+llvm::raw_ostream &operator<<(llvm::raw_ostream &os, OffloadKind kind);
+
 /// A floating-point precision of mixed-precision training (`param-dtype`,
 /// `reduce-dtype`, `buffer-dtype`); `Param` is "the param dtype's".
 enum class Precision { Fp32, Bf16, Fp16, Param };
@@ -202,6 +210,42 @@ public:
   StringRef getValueName() const override { return "auto|none|dynamic|VALUE"; }
   void printOptionDiff(const Option &o, const shardc::LossScaleSpec &v,
                        const OptionValue<shardc::LossScaleSpec> &,
+                       size_t globalWidth) const {
+    printOptionName(o, globalWidth);
+    outs() << "= " << v << "\n";
+  }
+};
+
+/// OffloadKind parses by itself (a list option's elements are parsed by a
+/// parser of their own, which llvm::cl::values never reaches).
+template <>
+struct OptionValue<shardc::OffloadKind> final
+    : OptionValueCopy<shardc::OffloadKind> {
+  using WrapperType = shardc::OffloadKind;
+  OptionValue() = default;
+  OptionValue(const shardc::OffloadKind &v) { setValue(v); }
+  OptionValue &operator=(const shardc::OffloadKind &v) {
+    setValue(v);
+    return *this;
+  }
+
+private:
+  void anchor() override {}
+};
+template <>
+class parser<shardc::OffloadKind> : public basic_parser<shardc::OffloadKind> {
+public:
+  parser(Option &o) : basic_parser(o) {}
+  /// Returns true (after reporting through `o`) on an unknown value.
+  bool parse(Option &o, StringRef argName, StringRef arg,
+             shardc::OffloadKind &value) {
+    if (shardc::parseOffloadKind(arg, value))
+      return false;
+    return o.error("'" + arg + "' is not one of: optimizer, params");
+  }
+  StringRef getValueName() const override { return "optimizer|params"; }
+  void printOptionDiff(const Option &o, const shardc::OffloadKind &v,
+                       const OptionValue<shardc::OffloadKind> &,
                        size_t globalWidth) const {
     printOptionName(o, globalWidth);
     outs() << "= " << v << "\n";

@@ -129,6 +129,7 @@ struct TrainPipelineOptions
   SHARDC_PIPELINE_OPTIONS_ReduceScatterGradients
   SHARDC_PIPELINE_OPTIONS_ScheduleCollectives
   SHARDC_PIPELINE_OPTIONS_SyncBatchNorm
+  SHARDC_PIPELINE_OPTIONS_Offload
   SHARDC_PIPELINE_OPTIONS_ClipGradients
 
   /// True when the step is to be sharded (world-size or zero-stage given).

@@ -618,6 +618,51 @@ def ShardParameters : Pass<"shardc-shard-parameters", "mlir::ModuleOp"> {
   let dependentDialects = ["::shardc::ShardcDialect", "::mlir::mesh::MeshDialect"];
 }
 
+def Offload : Pass<"shardc-offload", "mlir::ModuleOp"> {
+  let summary = "Keep optimizer state or parameters in the offload tier";
+  let description = [{
+    FSDP's CPUOffload, DeepSpeed's offload_optimizer / offload_param,
+    ZeRO-Infinity's NVMe tier: the step's optimizer state (`offload=optimizer`)
+    or parameters (`offload=params`; at stage 3 their shards) stay in the
+    offload tier, outside the rank's memory: a file in `shardrun
+    --offload-dir` on the CPU backend. Each such argument gets
+    `shardc.offload`; every op that reads it reads instead a copy made by a
+    `shardc.OffloadReadStart` / `shardc.CollectiveWait` pair right before it,
+    and its in-place update (the returned new value) is written back by a
+    `shardc.OffloadWriteStart` / `shardc.CollectiveWait` pair right after
+    its producer, which plan lowering makes write into the argument's tier
+    buffer. The optimizer update thus runs on one unit's copy at a time,
+    never on a full copy of the state. `shardc-schedule-collectives` then
+    reads ahead and writes behind. The
+    counters of the step and of loss scaling stay in memory (a few bytes).
+
+    Before (`offload=optimizer`):
+    ```mlir
+    func.func @main(..., %m: tensor<4xf32> {shardc.state = "unit0.exp_avg"}, ...)
+    %p2, %m2, %v2 = shardc.AdamUpdate %p, %g, %m, %v, %step ...
+    return ..., %m2, ...
+    ```
+    After:
+    ```mlir
+    func.func @main(..., %m: tensor<4xf32> {shardc.offload, shardc.state = "unit0.exp_avg"}, ...)
+    %r = shardc.OffloadReadStart %m : tensor<4xf32> -> !shardc.pending<tensor<4xf32>>
+    %mf = shardc.CollectiveWait %r : tensor<4xf32>
+    %p2, %m2, %v2 = shardc.AdamUpdate %p, %g, %mf, %vf, %step ...
+    %w = shardc.OffloadWriteStart %m2 : tensor<4xf32> -> !shardc.pending<tensor<4xf32>>
+    %mt = shardc.CollectiveWait %w : tensor<4xf32>
+    return ..., %mt, ...
+    ```
+  }];
+  let options = [
+    ListOption<"offload", "offload", "::shardc::OffloadKind",
+           "Keep this in the offload tier (shardrun --offload-dir): optimizer "
+           "(the optimizer state, FSDP CPUOffload / DeepSpeed "
+           "offload_optimizer) or params (the parameters, their shards at "
+           "stage 3: offload_param); repeatable">,
+  ];
+  let dependentDialects = ["::shardc::ShardcDialect"];
+}
+
 def SyncBatchNorm : Pass<"shardc-sync-batchnorm", "mlir::ModuleOp"> {
   let summary = "Normalize training-mode BatchNorm over the global batch";
   let description = [{

@@ -53,6 +53,7 @@ void buildTrainPipeline(OpPassManager &pm,
     // nothing to synchronize.
     pm.addPass(createUnscaleGradients());
     pm.addPass(createClipGradients(clip));
+    pm.addPass(createOffload(getOffloadOptions(options)));
     return;
   }
   pm.addPass(createWrapUnits(getWrapUnitsOptions(options)));
@@ -63,6 +64,7 @@ void buildTrainPipeline(OpPassManager &pm,
   pm.addPass(createClipGradients(clip));
   pm.addPass(createLowerCollectives());
   pm.addPass(createScheduleCollectives(getScheduleCollectivesOptions(options)));
+  pm.addPass(createOffload(getOffloadOptions(options)));
 }
 
 void registerShardcPassesAndPipelines() {

@@ -41,7 +41,11 @@ static void assignArenaOffsets(const Plan &plan, MemoryPlan &mp) {
     if (plan.buffers(i).is_alias())
       continue;
     BufferLifetime &life = mp.buffers[i];
-    if (life.persistent) {
+    if (life.offloaded) {
+      // In the offload tier, laid out there in plan order.
+      life.offset = mp.offloadBytes;
+      mp.offloadBytes += alignUp(life.bytes);
+    } else if (life.persistent) {
       life.offset = cursor;
       cursor += alignUp(life.bytes);
     } else if (life.first >= 0) {
@@ -93,6 +97,7 @@ MemoryPlan planMemory(const Plan &plan) {
     const Buffer &b = plan.buffers(i);
     BufferLifetime &life = mp.buffers[i];
     life.persistent = b.kind() != TEMP;
+    life.offloaded = b.offloaded();
     uint64_t n = 1;
     for (int64_t d : b.shape())
       n *= static_cast<uint64_t>(d);
@@ -154,7 +159,7 @@ MemoryPlan planMemory(const Plan &plan) {
   };
   for (int i = 0; i < plan.buffers_size(); ++i) {
     const BufferLifetime &life = mp.buffers[i];
-    if (plan.buffers(i).is_alias())
+    if (plan.buffers(i).is_alias() || life.offloaded)
       continue;
     if (life.persistent) {
       live[category(i)] += life.bytes;
@@ -189,6 +194,7 @@ MemoryPrediction toPrediction(const MemoryPlan &mp) {
   p.set_opt_state(mp.peak[OPT_STATE]);
   p.set_comm(mp.peak[COMM]);
   p.set_total(mp.peakTotal);
+  p.set_offloaded(mp.offloadBytes);
   return p;
 }
 

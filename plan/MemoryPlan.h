@@ -28,6 +28,9 @@ constexpr int kNumCategories = 5; // plan::Category values 0..4
 
 struct BufferLifetime {
   bool persistent = false;
+  /// In the offload tier (Buffer.offloaded): not in the arena, not counted
+  /// in the peaks; `offset` is its place in the tier.
+  bool offloaded = false;
   /// For TEMP buffers: the first and last op (indices) touching it; -1 if
   /// no op touches it.
   int first = -1, last = -1;
@@ -57,6 +60,8 @@ struct MemoryPlan {
   /// arenaBytes >= peakTotal; the difference is alignment and fragmentation.
   uint64_t persistentBytes = 0;
   uint64_t arenaBytes = 0;
+  /// Bytes of the offload tier per rank (offloaded buffers, each aligned).
+  uint64_t offloadBytes = 0;
 };
 
 /// Plans a validated plan.

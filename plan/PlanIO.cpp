@@ -965,6 +965,9 @@ Error validatePlan(const Plan &plan, llvm::ArrayRef<StringRef> knownOpTypes) {
     Expected<uint64_t> bytes = denseBytes(dtype, shape);
     if (!bytes)
       return makeError(what + ": " + toString(bytes.takeError()));
+    if (b.offloaded() && b.kind() != PARAMETER && b.kind() != STATE)
+      return makeError(what + ": only a PARAMETER or STATE buffer lives in "
+                              "the offload tier");
     if (b.initial_value() != 0) {
       double v = b.initial_value();
       if (b.kind() != STATE)
@@ -1117,6 +1120,50 @@ Error validatePlan(const Plan &plan, llvm::ArrayRef<StringRef> knownOpTypes) {
         return makeError(what + ": output " + Twine(k) + " writes " +
                          describeBuffer(plan, index) + ", a " + kindName(kind) +
                          " buffer");
+    }
+    // The offload tier holds bytes no kernel can reach: only the transfers
+    // (and the wait that finishes a write) touch an offloaded buffer, a read
+    // from the tier and a write into it, each between buffers of the same
+    // element type and count.
+    auto offloaded = [&](int32_t index) {
+      return index >= 0 && plan.buffers(index).offloaded();
+    };
+    bool isRead = op.type() == "OffloadReadStart",
+         isWrite = op.type() == "OffloadWriteStart";
+    if (isRead || isWrite) {
+      if (op.inputs_size() != 1 || op.outputs_size() != 1 || op.inputs(0) < 0 ||
+          op.outputs(0) < 0)
+        return makeError(what + ": a transfer has one input and one output");
+      const Buffer &in = plan.buffers(op.inputs(0)),
+                   &out = plan.buffers(op.outputs(0));
+      if (offloaded(op.inputs(0)) != isRead ||
+          offloaded(op.outputs(0)) != isWrite)
+        return makeError(what + (isRead ? ": must read an offloaded buffer "
+                                          "into one in memory"
+                                        : ": must write a buffer in memory "
+                                          "into an offloaded one"));
+      auto count = [](const Buffer &x) {
+        int64_t n = 1;
+        for (int64_t d : x.shape())
+          n *= d;
+        return n;
+      };
+      if (in.dtype() != out.dtype() || count(in) != count(out))
+        return makeError(what + ": copies " +
+                         describeBuffer(plan, op.inputs(0)) + " into " +
+                         describeBuffer(plan, op.outputs(0)) +
+                         ", of another element type or count");
+    } else if (op.type() != "CollectiveWait") {
+      for (int32_t index : op.inputs())
+        if (offloaded(index))
+          return makeError(what + " reads " + describeBuffer(plan, index) +
+                           ", which lives in the offload tier: only "
+                           "OffloadReadStart reads it");
+      for (int32_t index : op.outputs())
+        if (offloaded(index))
+          return makeError(what + " writes " + describeBuffer(plan, index) +
+                           ", which lives in the offload tier: only "
+                           "OffloadWriteStart writes it");
     }
     // Outputs become defined only after all inputs were checked: an op may
     // not read a TEMP that it writes itself.

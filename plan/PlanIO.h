@@ -36,8 +36,9 @@ namespace shardc::plan {
 /// The schema version this build writes and accepts (plan.pb's `version`
 /// and the manifest's first line). Version 2 added the manifest, 3 the
 /// initial values of state, 4 the units' optimizer-state layout, 5 the rank
-/// mesh (hybrid sharding).
-constexpr uint32_t kPlanVersion = 5;
+/// mesh (hybrid sharding), 6 the offload tier (Buffer.offloaded and the
+/// OffloadReadStart / OffloadWriteStart ops).
+constexpr uint32_t kPlanVersion = 6;
 /// File names inside a plan directory.
 constexpr const char *kPlanFile = "plan.pb";
 constexpr const char *kParamsFile = "params.bin";

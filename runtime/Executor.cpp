@@ -1,5 +1,7 @@
 //===- Executor.cpp - Runs a loaded plan on a kernel backend --------------===//
 #include "runtime/Executor.h"
+
+#include "runtime/OffloadTier.h"
 #include "runtime/comm/Progress.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -8,6 +10,7 @@
 
 #include <cassert>
 #include <chrono>
+#include <cstdlib>
 #include <utility>
 
 namespace shardc::rt {
@@ -38,7 +41,7 @@ static bool namesMeshAxes(const plan::Op &op) {
 
 Expected<std::unique_ptr<Executor>>
 Executor::create(const plan::LoadedPlan &loaded, KernelBackend &backend,
-                 Communicator *comm) {
+                 Communicator *comm, const ExecutorOptions &options) {
   const plan::Plan &plan = loaded.plan;
   // Plans from loadPlan are valid already; hand-built ones may not be, and
   // the executor indexes buffers without further checks.
@@ -84,6 +87,32 @@ Executor::create(const plan::LoadedPlan &loaded, KernelBackend &backend,
     exec->categories.push_back(
         b.category() >= 0 && b.category() < plan::kNumCategories ? b.category()
                                                                  : 0);
+  if (uint64_t tierBytes = exec->memoryPlan.offloadBytes) {
+    if (options.offloadDir.empty())
+      return makeError("the plan in " + Twine(loaded.dir) + " keeps " +
+                       Twine(tierBytes) +
+                       " bytes per rank in the offload tier (shardc "
+                       "--offload): give shardrun --offload-dir DIR, a "
+                       "directory on a disk with room for them");
+    if (!backend.hostAccessible())
+      return makeError("the plan in " + Twine(loaded.dir) +
+                       " offloads buffers (shardc --offload), which the " +
+                       backend.name() +
+                       " backend cannot run yet: run it on the cpu "
+                       "backend, or compile it without --offload");
+    Expected<std::unique_ptr<OffloadTier>> tier =
+        OffloadTier::create(options.offloadDir, comm->rank(), tierBytes);
+    if (!tier)
+      return tier.takeError();
+    exec->tier = std::move(*tier);
+    // Fault tests (docs/faults.md): rank 0 truncates its file before the
+    // transfer with this number (1 = the first of the run).
+    if (const char *v = std::getenv("SHARDRUN_FAULT_OFFLOAD_TRUNCATE_AT")) {
+      uint64_t ticket = 0;
+      if (!StringRef(v).getAsInteger(10, ticket) && comm->rank() == 0)
+        exec->tier->truncateBefore(ticket);
+    }
+  }
   if (Error err = exec->allocateBuffers(loaded))
     return std::move(err);
 
@@ -211,6 +240,14 @@ Error Executor::resolveStep(const plan::Plan &plan, int index) {
   step.kind = StepKind::CollectiveStart;
   step.category = "collective-start";
   step.collective = *collective;
+  if (*collective == CollectiveOpKind::OffloadRead ||
+      *collective == CollectiveOpKind::OffloadWrite) {
+    step.category = "offload-start";
+    if (!tier)
+      return makeError(opLabel(plan, index) +
+                       ": moves a buffer of the offload tier, but the plan "
+                       "has none");
+  }
   step.inputReady = backend.createEvent();
   return Error::success();
 }
@@ -230,6 +267,7 @@ Error Executor::assignCollectiveSlots(const plan::Plan &plan) {
       step.slot = static_cast<int32_t>(inFlight.size());
       inFlight.emplace_back();
       inFlightComm.push_back(step.group);
+      inFlightTransfer.push_back(0);
     } else if (step.kind == StepKind::CollectiveWait) {
       auto it = started.find(step.inputBuffers[0]);
       if (it == started.end())
@@ -252,10 +290,43 @@ Error Executor::assignCollectiveSlots(const plan::Plan &plan) {
 }
 
 void Executor::drainInFlight() {
-  for (size_t slot = 0; slot < inFlight.size(); ++slot)
+  for (size_t slot = 0; slot < inFlight.size(); ++slot) {
     if (inFlight[slot])
       llvm::consumeError(inFlightComm[slot]->wait(
           *std::exchange(inFlight[slot], std::nullopt)));
+    if (uint64_t ticket = std::exchange(inFlightTransfer[slot], 0))
+      llvm::consumeError(tier->wait(ticket).takeError());
+  }
+}
+
+Error Executor::startTransfer(Step &step) {
+  bool read = step.collective == CollectiveOpKind::OffloadRead;
+  int32_t tierBuffer = read ? step.inputBuffers[0] : step.outputBuffers[0];
+  TensorView memory = read ? step.outputViews[0] : step.inputViews[0];
+  // The compute stream has written what a write reads (the CPU backend runs
+  // kernels as they launch; this keeps the order on any other).
+  if (!read)
+    if (Error err = computeStream->synchronize())
+      return err;
+  inFlightTransfer[step.slot] = tier->start(
+      read ? OffloadTier::Direction::Read : OffloadTier::Direction::Write,
+      memoryPlan.buffers[tierBuffer].offset, memory.data, memory.bytes());
+  return Error::success();
+}
+
+Error Executor::waitTransfer(Step &step) {
+  uint64_t ticket = std::exchange(inFlightTransfer[step.slot], 0);
+  Expected<OffloadTier::Done> done = tier->wait(ticket);
+  if (!done)
+    return done.takeError();
+  if (tracing) {
+    // A write's wait finishes the tier buffer; a read's, the copy.
+    bool write = memoryPlan.buffers[step.inputBuffers[0]].offloaded;
+    events.push_back({std::string(write ? "offload write " : "offload read ") +
+                          std::to_string(step.inputViews[0].bytes()) + " B",
+                      "offload", done->startUs, done->endUs - done->startUs});
+  }
+  return Error::success();
 }
 
 Executor::~Executor() {
@@ -264,6 +335,29 @@ Executor::~Executor() {
     freeTemp(id);
   for (void *p : allocations)
     backend.deallocate(p);
+}
+
+/// Fills `bytes` bytes of `host` with `v` in `dtype` (a state's initial
+/// value, which validation found exact in its type).
+static void fillValue(void *host, DType dtype, size_t bytes, double v) {
+  size_t n = bytes / std::max<size_t>(dtypeSize(dtype), 1);
+  for (size_t k = 0; k < n; ++k)
+    switch (dtype) {
+    case DType::F32:
+      static_cast<float *>(host)[k] = static_cast<float>(v);
+      break;
+    case DType::F64:
+      static_cast<double *>(host)[k] = v;
+      break;
+    case DType::I64:
+      static_cast<int64_t *>(host)[k] = static_cast<int64_t>(v);
+      break;
+    case DType::I32:
+      static_cast<int32_t *>(host)[k] = static_cast<int32_t>(v);
+      break;
+    default:
+      break;
+    }
 }
 
 Error Executor::allocateBuffers(const plan::LoadedPlan &loaded) {
@@ -291,6 +385,32 @@ Error Executor::allocateBuffers(const plan::LoadedPlan &loaded) {
     llvm::SmallVector<int64_t, 6> shape(b.shape().begin(), b.shape().end());
     TensorView view(plan::toRuntime(b.dtype()), shape, nullptr);
     size_t bytes = view.bytes();
+    if (b.offloaded()) {
+      // In the tier, not in memory: parameters are written there; state
+      // starts at zero (a new file reads as zeros) or its initial value.
+      uint64_t at = memoryPlan.buffers[i].offset;
+      Error err = Error::success();
+      if (b.kind() == plan::PARAMETER) {
+        size_t have = static_cast<size_t>(i) < loaded.bytes.size()
+                          ? loaded.bytes[i].size()
+                          : 0;
+        if (have != bytes)
+          return makeError("cannot run the plan in " + Twine(loaded.dir) +
+                           ": buffer " + Twine(i) + " '" + b.name() +
+                           "' needs " + Twine(bytes) +
+                           " bytes of data, the plan has " + Twine(have));
+        err = tier->write(at, loaded.bytes[i].data(), bytes);
+      } else if (b.initial_value() != 0) {
+        std::vector<uint8_t> host(bytes);
+        fillValue(host.data(), view.dtype, bytes, b.initial_value());
+        err = tier->write(at, host.data(), bytes);
+      }
+      if (err)
+        return makeError("buffer " + Twine(i) + " '" + b.name() +
+                         "': " + toString(std::move(err)));
+      bufferViews.push_back(std::move(view));
+      continue;
+    }
     if (b.kind() == plan::TEMP) {
       // Allocated by run() when its first op comes, freed after its last;
       // a view lives in its root's memory.
@@ -326,27 +446,7 @@ Error Executor::allocateBuffers(const plan::LoadedPlan &loaded) {
         err = backend.fillZero(view.data, bytes, *computeStream);
       } else {
         std::vector<uint8_t> host(bytes);
-        size_t n = bytes / std::max<size_t>(dtypeSize(view.dtype), 1);
-        double v = b.initial_value();
-        for (size_t k = 0; k < n; ++k)
-          switch (view.dtype) {
-          case DType::F32:
-            reinterpret_cast<float *>(host.data())[k] = static_cast<float>(v);
-            break;
-          case DType::F64:
-            reinterpret_cast<double *>(host.data())[k] = v;
-            break;
-          case DType::I64:
-            reinterpret_cast<int64_t *>(host.data())[k] =
-                static_cast<int64_t>(v);
-            break;
-          case DType::I32:
-            reinterpret_cast<int32_t *>(host.data())[k] =
-                static_cast<int32_t>(v);
-            break;
-          default:
-            break;
-          }
+        fillValue(host.data(), view.dtype, bytes, b.initial_value());
         err =
             backend.copyToDevice(view.data, host.data(), bytes, *computeStream);
         // The host bytes must outlive an asynchronous copy.
@@ -436,6 +536,9 @@ void Executor::setProfiling(bool enabled) {
 
 Error Executor::readBuffer(size_t index, void *host) const {
   TensorView v = view(static_cast<int32_t>(index));
+  if (tier && index < memoryPlan.buffers.size() &&
+      memoryPlan.buffers[index].offloaded)
+    return tier->read(memoryPlan.buffers[index].offset, host, v.bytes());
   if (!v.data)
     return makeError("buffer " + Twine(index) +
                      " holds no value now (a temporary not live after the "
@@ -455,6 +558,8 @@ Error Executor::writeBuffer(size_t index, const void *host) {
     return makeError("buffer " + Twine(index) +
                      " is not a parameter or state buffer of the plan");
   TensorView v = view(static_cast<int32_t>(index));
+  if (tier && memoryPlan.buffers[index].offloaded)
+    return tier->write(memoryPlan.buffers[index].offset, host, v.bytes());
   if (Error err = backend.copyToDevice(v.data, host, v.bytes(), *computeStream))
     return err;
   return computeStream->synchronize();
@@ -508,6 +613,9 @@ Error Executor::runStep(Step &step) {
     return backend.launch(step.kernel, ctx, *computeStream);
   }
   case StepKind::CollectiveStart: {
+    if (step.collective == CollectiveOpKind::OffloadRead ||
+        step.collective == CollectiveOpKind::OffloadWrite)
+      return startTransfer(step);
     // The input is ready once the compute stream reaches this point.
     if (Error err = step.inputReady->record(*computeStream))
       return err;
@@ -520,6 +628,8 @@ Error Executor::runStep(Step &step) {
     return Error::success();
   }
   case StepKind::CollectiveWait: {
+    if (inFlightTransfer[step.slot])
+      return waitTransfer(step);
     std::optional<CollectiveHandle> h =
         std::exchange(inFlight[step.slot], std::nullopt);
     // create() paired every wait with an earlier start.

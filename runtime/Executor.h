@@ -33,6 +33,7 @@
 #include "plan/PlanIO.h"
 #include "runtime/Attrs.h"
 #include "runtime/Backend.h"
+#include "runtime/OffloadTier.h"
 #include "runtime/Tensor.h"
 #include "runtime/comm/CollectiveOps.h"
 #include "runtime/comm/Communicator.h"
@@ -89,6 +90,13 @@ struct OpProfile {
   uint64_t calls = 0;
 };
 
+/// How an executor runs, beyond the plan.
+struct ExecutorOptions {
+  /// Where the offload tier's file goes (shardrun --offload-dir); needed
+  /// when the plan offloads buffers (shardc --offload).
+  std::string offloadDir;
+};
+
 class Executor {
 public:
   /// Allocates every buffer of `plan` on `backend` and copies parameter and
@@ -101,7 +109,7 @@ public:
   /// outlive the executor.
   static llvm::Expected<std::unique_ptr<Executor>>
   create(const plan::LoadedPlan &plan, KernelBackend &backend,
-         Communicator *comm = nullptr);
+         Communicator *comm = nullptr, const ExecutorOptions &options = {});
 
   ~Executor();
   Executor(const Executor &) = delete;
@@ -274,6 +282,12 @@ private:
   /// the communicator each was started on.
   std::vector<std::optional<CollectiveHandle>> inFlight;
   std::vector<Communicator *> inFlightComm;
+  /// The offload tier (plans with offloaded buffers), and the transfer in
+  /// flight in each slot of a transfer's start and wait (0: none).
+  std::unique_ptr<OffloadTier> tier;
+  std::vector<uint64_t> inFlightTransfer;
+  llvm::Error startTransfer(Step &step);
+  llvm::Error waitTransfer(Step &step);
   bool tracing = false;
   std::vector<TraceEvent> events;
   /// On a backend whose kernels run after their launch, the trace's times

@@ -9,6 +9,7 @@
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Error.h"
+#include "llvm/Support/FileSystem.h"
 
 #include <cstdint>
 
@@ -19,7 +20,7 @@ namespace shardc::tools {
 /// VALUE`, VALUE is another positional argument, which llvm::cl reports as
 /// "too many positional arguments". Call after the flags are registered and
 /// before parsing: names the flag and the spelling that was meant when the
-/// word after such a flag is true, false or an integer.
+/// word after such a flag is true, false or an integer that names no file.
 inline llvm::Error checkSeparatedValues(int argc, char **argv) {
   auto &flags = llvm::cl::getRegisteredOptions();
   for (int i = 1; i + 1 < argc; ++i) {
@@ -30,8 +31,12 @@ inline llvm::Error checkSeparatedValues(int argc, char **argv) {
       continue;
     llvm::cl::Option *flag = flags.lookup(arg);
     int64_t number;
-    bool looksLikeValue = next == "true" || next == "false" ||
-                          !next.getAsInteger(10, number);
+    // A word that names a file or directory is the positional it looks
+    // like (`shardrun --report-memory 7` runs the plan in ./7).
+    bool looksLikeValue =
+        (next.equals_insensitive("true") || next.equals_insensitive("false") ||
+         !next.getAsInteger(10, number)) &&
+        !llvm::sys::fs::exists(next);
     if (flag && looksLikeValue &&
         flag->getValueExpectedFlag() == llvm::cl::ValueOptional)
       return llvm::createStringError(

@@ -158,7 +158,8 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
 
   // The runtime finishes every collective it starts exactly once.
   WalkResult handles = func.walk([&](Operation *op) {
-    if (!isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp>(op))
+    if (!isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp,
+             OffloadReadStartOp, OffloadWriteStartOp>(op))
       return WalkResult::advance();
     Value pending = op->getResult(0);
     bool oneWait = pending.hasOneUse() &&
@@ -267,6 +268,17 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
       p.mutable_buffers(*id)->set_role(planRole(role.getValue()));
   }
 
+  // Arguments kept in the offload tier (shardc-offload).
+  for (BlockArgument arg : func.getArguments())
+    if (func.getArgAttr(arg.getArgNumber(), kOffloadAttrName)) {
+      plan::Buffer *b = p.mutable_buffers(buffers[arg]);
+      if (b->kind() != plan::PARAMETER && b->kind() != plan::STATE)
+        return func.emitError("argument ")
+               << arg.getArgNumber()
+               << " is offloaded but is neither a parameter nor state";
+      b->set_offloaded(true);
+    }
+
   // The units' optimizer-state shards join their unit (stage 3) or make one
   // whose parameters are whole buffers (stages 1-2).
   for (auto [arg, unitName] : stateShards) {
@@ -325,6 +337,7 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
     return func.emitError("output names do not match the results");
   DenseMap<Value, BlockArgument> inPlace;
   DenseMap<Value, Operation *> inPlaceWriter; // argument -> op updating it
+  DenseMap<Value, plan::Category> stagedCategory;
   SmallVector<std::pair<Value, BlockArgument>> copyBack;
   for (unsigned i = names.size(); i < ret.getNumOperands(); ++i) {
     auto target = func.getResultAttrOfType<IntegerAttr>(i, kUpdatesAttrName);
@@ -357,6 +370,17 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
     if (canAlias) {
       inPlace[written] = arg;
       inPlaceWriter[arg] = producer;
+      // The new value an offloaded argument is written back from is in
+      // memory until then: of the argument's category.
+      if (auto write = dyn_cast_or_null<OffloadWriteStartOp>(producer))
+        stagedCategory[write.getInput()] =
+            p.buffers(buffers.lookup(arg)).category();
+    } else if (func.getArgAttr(arg.getArgNumber(), kOffloadAttrName) ||
+               isa_and_nonnull<OffloadWriteStartOp>(producer)) {
+      // Only an OffloadWriteStart writes into the tier, and only there.
+      return func.emitError("result ")
+             << i << " updates the offloaded argument " << arg.getArgNumber()
+             << " other than by its own shardc.OffloadWriteStart";
     } else {
       copyBack.push_back({v, arg});
     }
@@ -515,6 +539,19 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
         buffers[r] = id;
         continue;
       }
+      // An update of a copy read from the offload tier overwrites the copy,
+      // which nothing else reads (no second buffer per state in memory).
+      if (auto update = dyn_cast<OptimizerUpdate>(&op)) {
+        Value old = update.getUpdatedOperand(r.getResultNumber()).get();
+        auto wait = old.getDefiningOp<CollectiveWaitOp>();
+        if (wait && old.hasOneUse() &&
+            wait.getPending().getDefiningOp<OffloadReadStartOp>()) {
+          int32_t id = buffers.lookup(old);
+          pop->add_outputs(id);
+          buffers[r] = id;
+          continue;
+        }
+      }
       auto [dtype, shape] = bufferType(r);
       if (dtype == rt::DType::Undefined)
         return op.emitOpError("result ")
@@ -525,7 +562,9 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
                            dtype, shape, plan::TEMP);
       pop->add_outputs(id);
       buffers[r] = id;
-      p.mutable_buffers(id)->set_category(categoryOf(r));
+      auto staged = stagedCategory.find(r);
+      p.mutable_buffers(id)->set_category(
+          staged != stagedCategory.end() ? staged->second : categoryOf(r));
     }
     for (const auto &[name, value] : desc->attrs.all())
       *pop->add_attributes() = toPlanAttr(name, value);

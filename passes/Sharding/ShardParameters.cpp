@@ -11,9 +11,10 @@
 // whole step without it. With a reshard group of R ranks (FSDP2's integer
 // reshard_after_forward), the forward window ends by slicing the gathered
 // unit along the mesh's last axis: that slice, 1/R of the unit, is kept,
-// and backward gathers it along that axis, within R ranks. A parameter used several times (tied weights) is
-// gathered once per window. Frozen parameters (wrap-units gives them units
-// of their own) are sharded and gathered the same way; nothing updates them.
+// and backward gathers it along that axis, within R ranks. A parameter used
+// several times (tied weights) is gathered once per window. Frozen parameters
+// (wrap-units gives them units of their own) are sharded and gathered the same
+// way; nothing updates them.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -259,7 +260,12 @@ struct ShardParametersPass : impl::ShardParametersBase<ShardParametersPass> {
       }
       b.setInsertionPoint(firstUser);
       Value full;
-      if (Value slice = backwardWindow ? kept.lookup(micro) : Value()) {
+      Value slice = backwardWindow ? kept.lookup(micro) : Value();
+      // The slice is taken after the forward window's last use: a backward
+      // use before it (which autodiff does not make) gathers from the shard.
+      if (slice && !slice.getDefiningOp()->isBeforeInBlock(firstUser))
+        slice = Value();
+      if (slice) {
         full = flat.tagged(b.create<mesh::AllGatherOp>(
                                firstUser->getLoc(), flatType, kMeshName,
                                reshardAxes, slice, APInt(64, 0)),
@@ -270,10 +276,10 @@ struct ShardParametersPass : impl::ShardParametersBase<ShardParametersPass> {
           source = flat.tagged(b.create<CastOp>(firstUser->getLoc(),
                                                 shardType.clone(elem), shard),
                                MemoryCategory::Params);
-        full = flat.tagged(b.create<mesh::AllGatherOp>(
-                               firstUser->getLoc(), flatType, kMeshName, axes,
-                               source, APInt(64, 0)),
-                           MemoryCategory::Params);
+        full = flat.tagged(
+            b.create<mesh::AllGatherOp>(firstUser->getLoc(), flatType,
+                                        kMeshName, axes, source, APInt(64, 0)),
+            MemoryCategory::Params);
       }
       // Forward, with a reshard group: the slice of the gathered unit that
       // backward gathers within the group, taken after the last forward use

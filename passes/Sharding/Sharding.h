@@ -35,6 +35,9 @@ constexpr llvm::StringLiteral kShardGroupAttrName = "shardc.shard_group";
 /// backward (1: kept whole; G: a copy sharded over G ranks, along an axis of
 /// its own).
 constexpr llvm::StringLiteral kReshardAttrName = "shardc.reshard_after_forward";
+/// An argument that lives in the offload tier (shardc-offload): plan
+/// lowering marks its buffer offloaded.
+constexpr llvm::StringLiteral kOffloadAttrName = "shardc.offload";
 /// The mesh every collective runs on.
 constexpr llvm::StringLiteral kMeshName = "world";
 /// Discardable attributes linking the ops of one wrap unit across passes:

@@ -67,7 +67,8 @@ struct ZeroConfigPass : impl::ZeroConfigBase<ZeroConfigPass> {
         func.emitError("zero-config: --reshard-after-forward ")
             << reshard.group
             << " keeps parameters sharded over a group between forward and "
-               "backward, which only --zero-stage 3 gathers; use --zero-stage 3";
+               "backward, which only --zero-stage 3 gathers; use --zero-stage "
+               "3";
         return signalPassFailure();
       }
       if (ranks.shards % reshard.group != 0) {
@@ -88,12 +89,21 @@ struct ZeroConfigPass : impl::ZeroConfigBase<ZeroConfigPass> {
     func->setAttr(kZeroStageAttrName, b.getI64IntegerAttr(stage));
     if (hybrid)
       func->setAttr(kShardGroupAttrName, b.getI64IntegerAttr(group));
-    if (stage == 3 && (reshard.kind == ReshardSpec::Keep ||
-                       ranks.reshard != ranks.shards))
+    if (stage == 3 &&
+        (reshard.kind == ReshardSpec::Keep || ranks.reshard != ranks.shards))
       func->setAttr(kReshardAttrName, b.getI64IntegerAttr(ranks.reshard));
     else
       ranks.reshard = ranks.shards;
-    if (!module.lookupSymbol(kMeshName)) {
+    if (auto mesh = module.lookupSymbol<mesh::MeshOp>(kMeshName)) {
+      // Configured before (or written by hand): it must be this mesh.
+      if (mesh.getShape() != ArrayRef<int64_t>(ranks.meshShape())) {
+        mesh.emitError("zero-config: @")
+            << kMeshName << " has another shape than --world-size, "
+            << "--hybrid-shard and --reshard-after-forward make; configure "
+               "the step once";
+        return signalPassFailure();
+      }
+    } else {
       b.setInsertionPointToStart(module.getBody());
       b.create<mesh::MeshOp>(module.getLoc(), kMeshName, ranks.meshShape());
     }

@@ -10,9 +10,9 @@ static llvm::Error opError(const llvm::Twine &msg) {
 }
 
 llvm::ArrayRef<llvm::StringRef> collectiveOpTypes() {
-  static const llvm::StringRef types[] = {"AllGatherStart",
-                                          "ReduceScatterStart",
-                                          "AllReduceStart", "CollectiveWait"};
+  static const llvm::StringRef types[] = {
+      "AllGatherStart", "ReduceScatterStart", "AllReduceStart",
+      "CollectiveWait", "OffloadReadStart",   "OffloadWriteStart"};
   return types;
 }
 

@@ -27,6 +27,10 @@ enum class CollectiveOpKind : uint8_t {
   ReduceScatterStart,
   AllReduceStart,
   Wait,
+  /// Transfers between memory and the offload tier (runtime/OffloadTier.h),
+  /// run by the executor itself and finished by the same wait.
+  OffloadRead,
+  OffloadWrite,
 };
 
 /// The op types of the collective plan ops, in CollectiveOpKind order.

@@ -482,7 +482,8 @@ int main(int argc, char **argv) {
                             shardc::kOptimizerOptionArgs,
                             shardc::kClipGradientsOptionArgs,
                             shardc::kMixedPrecisionOptionArgs,
-                            shardc::kLossScaleOptionArgs};
+                            shardc::kLossScaleOptionArgs,
+                            shardc::kOffloadOptionArgs};
   const Args shardArgs[] = {shardc::kZeroConfigOptionArgs,
                             shardc::kBucketGradientsOptionArgs,
                             shardc::kReduceScatterGradientsOptionArgs,

@@ -108,6 +108,14 @@ static cl::opt<int64_t>
                    "is at or below it)"),
           cl::init(1), cl::value_desc("S"), cl::cat(trainCategory));
 
+static cl::opt<std::string> offloadDir(
+    "offload-dir",
+    cl::desc("Where each rank keeps the buffers the plan offloads (shardc "
+             "--offload): one file per rank, DIR/rank-R.offload, sized and "
+             "checked before the first step and removed at the end; a "
+             "directory on a fast local disk"),
+    cl::value_desc("DIR"), cl::cat(trainCategory));
+
 static cl::OptionCategory
     checkpointCategory("checkpoints (docs/checkpoints.md)");
 static cl::opt<std::string> checkpointDir(
@@ -860,8 +868,8 @@ static Error runMain(rt::Communicator &hostComm) {
     return loaded.takeError();
   if (Error err = checkMemoryAvailable(comm, (*loaded)->plan))
     return err;
-  Expected<std::unique_ptr<rt::Executor>> execOr =
-      rt::Executor::create(**loaded, *backend, &comm);
+  Expected<std::unique_ptr<rt::Executor>> execOr = rt::Executor::create(
+      **loaded, *backend, &comm, rt::ExecutorOptions{offloadDir.getValue()});
   if (!execOr)
     return execOr.takeError();
   rt::Executor &exec = **execOr;

@@ -394,7 +394,7 @@ TEST(PlanIOTest, RejectsEmptyPlanFile) {
 
 TEST(PlanIOTest, RejectsWrongVersion) {
   expectRejected([](Plan &p) { p.set_version(7); },
-                 {"has version 7", "reads version 5", "recompile", "shardc"});
+                 {"has version 7", "reads version 6", "recompile", "shardc"});
 }
 
 //===----------------------------------------------------------------------===//
@@ -759,24 +759,24 @@ TEST(PlanManifestTest, WriterNeedsTheSourceModelAsAFile) {
 
 TEST(PlanManifestTest, ParseRejectsMalformedManifests) {
   std::string plan = "plan.pb 10 " + kZeroHash;
-  EXPECT_EQ(parseError(signedManifest({"shard-plan 5", plan})), "");
+  EXPECT_EQ(parseError(signedManifest({"shard-plan 6", plan})), "");
   EXPECT_NE(parseError("").find("empty"), std::string::npos);
-  std::string good = signedManifest({"shard-plan 5", plan});
+  std::string good = signedManifest({"shard-plan 6", plan});
   EXPECT_NE(parseError(llvm::StringRef(good).drop_back()).find("line break"),
             std::string::npos);
   EXPECT_NE(parseError(signedManifest({"PK\x03\x04 zip", plan}))
                 .find("not a plan manifest"),
             std::string::npos);
   EXPECT_NE(parseError(signedManifest({"shard-plan 1", plan}))
-                .find("version 1, but this build reads version 5; recompile"),
+                .find("version 1, but this build reads version 6; recompile"),
             std::string::npos);
   EXPECT_NE(parseError(signedManifest({"shard-plan x", plan}))
                 .find("no valid plan version"),
             std::string::npos);
-  EXPECT_NE(parseError(signedManifest({"shard-plan 5"})).find("lists no files"),
+  EXPECT_NE(parseError(signedManifest({"shard-plan 6"})).find("lists no files"),
             std::string::npos);
   EXPECT_NE(
-      parseError(signedManifest({"shard-plan 5", "params.bin 1 " + kZeroHash}))
+      parseError(signedManifest({"shard-plan 6", "params.bin 1 " + kZeroHash}))
           .find("does not list plan.pb"),
       std::string::npos);
   for (const std::string &line : std::vector<std::string>{
@@ -786,11 +786,11 @@ TEST(PlanManifestTest, ParseRejectsMalformedManifests) {
            "plan.pb 10 " + std::string(64, 'A'),
            "plan.pb 10 " + kZeroHash + " x", "plan.pb 10",
            "manifest 10 " + kZeroHash})
-    EXPECT_NE(parseError(signedManifest({"shard-plan 5", line}))
+    EXPECT_NE(parseError(signedManifest({"shard-plan 6", line}))
                   .find("manifest line 2"),
               std::string::npos)
         << line;
-  EXPECT_NE(parseError(signedManifest({"shard-plan 5", plan, plan}))
+  EXPECT_NE(parseError(signedManifest({"shard-plan 6", plan, plan}))
                 .find("listed more than once"),
             std::string::npos);
   // The final line guards everything above it.

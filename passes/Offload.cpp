@@ -1,0 +1,186 @@
+//===- Offload.cpp - Keep optimizer state or parameters in the tier -------===//
+//
+// FSDP's CPUOffload and DeepSpeed's offload_optimizer / offload_param on the
+// whole step: the chosen arguments live in the offload tier, and every op
+// that reads one reads a copy that an OffloadReadStart brought into memory
+// just for it; the in-place update is written back by an OffloadWriteStart.
+// The pass runs last (after schedule-collectives) and schedules its own
+// transfers, the way schedule-collectives spreads collectives:
+//  - reads are grouped by the op that uses them (an optimizer update reads
+//    a unit's state buffers together) and, in the order of those ops, each
+//    group's reads start just before the previous group's op: while one
+//    update (or gather) computes, the next one's inputs are read (read-ahead
+//    of one); the waits are right before the group's op;
+//  - writes are grouped by the op producing the new values; each group's
+//    waits come just before the next group's writes start (write-behind of
+//    one; the last group's before the return).
+// At most about two groups' copies are in memory at a time: the update of
+// offloaded state never holds a full copy of it.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+#include "passes/Sharding/Sharding.h"
+
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SetVector.h"
+
+using namespace mlir;
+
+namespace shardc {
+#define GEN_PASS_DEF_OFFLOAD
+#include "passes/Passes.h.inc"
+
+namespace {
+
+/// The transfers that feed one op (reads) or leave one op (writes).
+struct TransferGroup {
+  Operation *anchor = nullptr; // the reading op, or the producing op
+  SmallVector<Operation *> starts, waits;
+};
+
+struct OffloadPass : impl::OffloadBase<OffloadPass> {
+  using OffloadBase::OffloadBase;
+
+  void runOnOperation() override {
+    if (offload.empty())
+      return;
+    FailureOr<func::FuncOp> step = getStepFunction(getOperation(), "offload");
+    if (failed(step))
+      return signalPassFailure();
+    func::FuncOp func = *step;
+    bool optimizer = llvm::is_contained(offload, OffloadKind::Optimizer);
+    bool params = llvm::is_contained(offload, OffloadKind::Params);
+
+    // The arguments to offload: optimizer state (the state operands of the
+    // updates) and parameters (whole, or ZeRO-3 shards).
+    llvm::SetVector<BlockArgument> chosen;
+    func.walk([&](Operation *op) {
+      if (!optimizer || !isa<SGDUpdateOp, AdamUpdateOp>(op))
+        return;
+      SmallVector<Value> states;
+      if (auto sgd = dyn_cast<SGDUpdateOp>(op))
+        states.push_back(sgd.getMomentumBuffer());
+      else
+        states.append({cast<AdamUpdateOp>(op).getExpAvg(),
+                       cast<AdamUpdateOp>(op).getExpAvgSq()});
+      for (Value v : states)
+        if (auto arg = dyn_cast<BlockArgument>(v))
+          chosen.insert(arg);
+    });
+    if (params)
+      for (BlockArgument arg : func.getArguments())
+        if (func.getArgAttr(arg.getArgNumber(), kParamAttrName) ||
+            func.getArgAttr(arg.getArgNumber(), kParamShardAttrName))
+          chosen.insert(arg);
+    if (chosen.empty()) {
+      func.emitWarning("offload: the step has no ")
+          << (optimizer && params ? "optimizer state or parameters"
+              : optimizer         ? "optimizer state"
+                                  : "parameters")
+          << " to offload";
+      return;
+    }
+
+    Block &body = func.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    StepResults results = readStepResults(func);
+    OpBuilder b(func.getContext());
+    llvm::MapVector<Operation *, TransferGroup> reads, writes;
+    for (BlockArgument arg : chosen) {
+      func.setArgAttr(arg.getArgNumber(), kOffloadAttrName, b.getUnitAttr());
+      // A copy for each op that reads the argument.
+      SmallVector<Operation *> users;
+      for (Operation *user : arg.getUsers())
+        if (user != ret && !llvm::is_contained(users, user))
+          users.push_back(user);
+      for (Operation *user : users) {
+        b.setInsertionPoint(user);
+        auto type = cast<RankedTensorType>(arg.getType());
+        auto start = b.create<OffloadReadStartOp>(user->getLoc(),
+                                                  PendingType::get(type), arg);
+        auto wait = b.create<CollectiveWaitOp>(user->getLoc(), type,
+                                               start.getPending());
+        tagLike(start, arg, func);
+        tagLike(wait, arg, func);
+        user->replaceUsesOfWith(arg, wait.getResult());
+        TransferGroup &g = reads[user];
+        g.anchor = user;
+        g.starts.push_back(start);
+        g.waits.push_back(wait);
+      }
+    }
+    // The new values of offloaded arguments are written back.
+    for (auto &[value, arg] : results.updates) {
+      if (!chosen.contains(arg) || value == arg)
+        continue;
+      Operation *producer = value.getDefiningOp();
+      if (!producer) {
+        func.emitError("offload: the update of an offloaded argument is "
+                       "another argument");
+        return signalPassFailure();
+      }
+      b.setInsertionPointAfter(producer);
+      auto type = cast<RankedTensorType>(value.getType());
+      auto start = b.create<OffloadWriteStartOp>(producer->getLoc(),
+                                                 PendingType::get(type), value);
+      auto wait = b.create<CollectiveWaitOp>(producer->getLoc(), type,
+                                             start.getPending());
+      tagLike(start, arg, func);
+      tagLike(wait, arg, func);
+      value = wait.getResult();
+      TransferGroup &g = writes[producer];
+      g.anchor = producer;
+      g.starts.push_back(start);
+      g.waits.push_back(wait);
+    }
+    writeStepResults(func, results);
+
+    // Schedule: groups in the order of their ops.
+    auto ordered = [](llvm::MapVector<Operation *, TransferGroup> &groups) {
+      SmallVector<TransferGroup *> out;
+      for (auto &entry : groups)
+        out.push_back(&entry.second);
+      llvm::sort(out, [](TransferGroup *a, TransferGroup *b) {
+        return a->anchor->isBeforeInBlock(b->anchor);
+      });
+      return out;
+    };
+    SmallVector<TransferGroup *> readOrder = ordered(reads);
+    for (size_t k = 0; k < readOrder.size(); ++k) {
+      TransferGroup &g = *readOrder[k];
+      for (Operation *w : g.waits)
+        w->moveBefore(g.anchor);
+      Operation *startAt = k ? readOrder[k - 1]->anchor : g.waits.front();
+      for (Operation *s : g.starts)
+        s->moveBefore(startAt);
+    }
+    SmallVector<TransferGroup *> writeOrder = ordered(writes);
+    for (TransferGroup *g : writeOrder) {
+      Operation *after = g->anchor;
+      for (Operation *s : g->starts) {
+        s->moveAfter(after);
+        after = s;
+      }
+    }
+    Operation *end = body.getTerminator();
+    for (size_t k = 0; k < writeOrder.size(); ++k) {
+      Operation *waitAt =
+          k + 1 < writeOrder.size() ? writeOrder[k + 1]->starts.front() : end;
+      for (Operation *w : writeOrder[k]->waits)
+        w->moveBefore(waitAt);
+    }
+  }
+
+  /// Transfers carry the memory category of the argument they copy.
+  void tagLike(Operation *op, BlockArgument arg, func::FuncOp func) {
+    bool isParam = func.getArgAttr(arg.getArgNumber(), kParamAttrName) ||
+                   func.getArgAttr(arg.getArgNumber(), kParamShardAttrName);
+    op->setAttr(kCategoryAttrName,
+                MemoryCategoryAttr::get(op->getContext(),
+                                        isParam ? MemoryCategory::Params
+                                                : MemoryCategory::OptState));
+  }
+};
+
+} // namespace
+} // namespace shardc

@@ -1,0 +1,45 @@
+// RUN: shardc-opt %S/Inputs/zero-step.mlir -shardc-zero='world-size=4 zero-stage=3' -shardc-offload='offload=optimizer' | FileCheck %s --check-prefix=OPT
+// RUN: shardc-opt %S/Inputs/zero-step.mlir -shardc-zero='world-size=4 zero-stage=3' -shardc-offload='offload=params' | FileCheck %s --check-prefix=PARAMS
+// RUN: shardc-opt %S/Inputs/zero-step.mlir -shardc-zero='world-size=4 zero-stage=3' -shardc-offload | FileCheck %s --check-prefix=NONE
+// RUN: not shardc-opt %S/Inputs/zero-step.mlir -shardc-offload='offload=grads' 2>&1 | FileCheck %s --check-prefix=BAD
+
+// ZeRO-3 with SGD momentum, two units. offload=optimizer: the momentum
+// shards live in the tier. Each update reads its copy (waited right before
+// it); unit 1's read starts before unit 0's update (read-ahead), unit 0's
+// write is waited for before unit 1's write starts (write-behind), and the
+// waits of the writes are the updates the step returns.
+// OPT-LABEL: func.func @main
+// OPT-SAME: %[[M0:[a-z0-9]+]]: tensor<4xf32> {shardc.flat_params = ["fc.weight", "fc.bias"], shardc.flat_types = [tensor<5x2xf32>, tensor<5xf32>], shardc.offload, shardc.state = "unit0.momentum_buffer"
+// OPT-SAME: %[[M1:[a-z0-9]+]]: tensor<2xf32> {shardc.flat_params = ["head.scale"], shardc.flat_types = [tensor<5xf32>], shardc.offload, shardc.state = "unit1.momentum_buffer"
+// OPT: %[[R0:.*]] = shardc.OffloadReadStart %[[M0]] {shardc.category = #shardc.category<opt_state>} : tensor<4xf32> -> !shardc.pending<tensor<4xf32>>
+// OPT-NEXT: %[[C0:.*]] = shardc.CollectiveWait %[[R0]]
+// OPT-NEXT: %[[R1:.*]] = shardc.OffloadReadStart %[[M1]]
+// OPT-NEXT: %{{.*}}, %[[N0:.*]] = shardc.SGDUpdate %{{.*}}, %{{.*}}, %[[C0]],
+// OPT-NEXT: %[[W0:.*]] = shardc.OffloadWriteStart %[[N0]] {{.*}} : tensor<4xf32> -> !shardc.pending<tensor<4xf32>>
+// OPT-NEXT: %[[C1:.*]] = shardc.CollectiveWait %[[R1]]
+// OPT-NEXT: %{{.*}}, %[[N1:.*]] = shardc.SGDUpdate %{{.*}}, %{{.*}}, %[[C1]],
+// OPT-NEXT: %[[D0:.*]] = shardc.CollectiveWait %[[W0]]
+// OPT-NEXT: %[[W1:.*]] = shardc.OffloadWriteStart %[[N1]]
+// OPT-NEXT: %[[D1:.*]] = shardc.CollectiveWait %[[W1]]
+// OPT-NEXT: return %{{.*}}, %{{.*}}, %[[D0]], %[[D1]], %{{.*}}, %{{.*}} :
+
+// offload=params: the parameter shards live in the tier; every gather and
+// every update reads its own copy, and the updated shards are written back.
+// PARAMS-LABEL: func.func @main
+// PARAMS-SAME: %[[P0:[a-z0-9]+]]: tensor<4xf32> {shardc.flat_params = ["fc.weight", "fc.bias"], shardc.flat_types = [tensor<5x2xf32>, tensor<5xf32>], shardc.offload, shardc.param_shard = "unit0"}
+// PARAMS-SAME: %[[P1:[a-z0-9]+]]: tensor<2xf32> {shardc.flat_params = ["head.scale"], shardc.flat_types = [tensor<5xf32>], shardc.offload, shardc.param_shard = "unit1"}
+// PARAMS: %[[R0:.*]] = shardc.OffloadReadStart %[[P0]] {shardc.category = #shardc.category<params>}
+// PARAMS-NEXT: %[[C0:.*]] = shardc.CollectiveWait %[[R0]]
+// PARAMS: mesh.all_gather %[[C0]] on @world
+// PARAMS-COUNT-2: mesh.all_gather %{{[0-9]+}} on @world
+// PARAMS: shardc.SGDUpdate %{{[0-9]+}},
+// PARAMS: shardc.OffloadWriteStart %new_param {shardc.category = #shardc.category<params>}
+// PARAMS: shardc.SGDUpdate %{{[0-9]+}},
+// PARAMS: shardc.OffloadWriteStart %new_param_3
+// PARAMS-NOT: mesh.all_gather %arg
+
+// Without a value the pass does nothing.
+// NONE-NOT: shardc.Offload
+// NONE-NOT: shardc.offload
+
+// BAD: for the --offload option: 'grads' is not one of: optimizer, params
