@@ -850,9 +850,9 @@ Error exportModel(const Executor &exec, const plan::Plan &plan,
     if (unit.buffer() < 0 || unit.buffer() >= plan.buffers_size())
       return makeError(what + ": buffer index " + Twine(unit.buffer()) +
                        " is out of range");
+    // (An offloaded shard has no data in memory: readBuffer reads it.)
     TensorView shard = exec.buffer(unit.buffer());
-    if (!shard.data ||
-        shard.numel() * static_cast<int64_t>(world) != unit.padded_elements())
+    if (shard.numel() * static_cast<int64_t>(world) != unit.padded_elements())
       return makeError(what + ": " + Twine(world) + " shards of " +
                        Twine(shard.numel()) + " elements are not its " +
                        Twine(unit.padded_elements()) + " padded elements");

@@ -665,7 +665,7 @@ int main(int argc, char **argv) {
                  << " largest_unit_elements=" << largest
                  << " untrained_params=" << untrainedParamBytes(writer.plan())
                  << " sent_per_step=" << sentBytesPerStep(writer.plan())
-                 << "\n";
+                 << " offloaded=" << memory.offloadBytes << "\n";
   }
   if (printTrainable) {
     printParameterRoles(writer.plan(), llvm::outs());

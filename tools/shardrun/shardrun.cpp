@@ -44,6 +44,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <csignal>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -1102,6 +1103,9 @@ static int planWorldSize(StringRef dir) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
+  // A file over the size limit (ulimit -f), like the offload tier's, is an
+  // error of the write (EFBIG) that says so, not a silent SIGXFSZ death.
+  std::signal(SIGXFSZ, SIG_IGN);
   cl::HideUnrelatedOptions(
       {&shardrunCategory, &trainCategory, &checkpointCategory, &distCategory});
   cl::SetVersionPrinter([](llvm::raw_ostream &os) {
