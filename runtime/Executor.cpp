@@ -276,6 +276,10 @@ Error Executor::assignCollectiveSlots(const plan::Plan &plan) {
                          "', which no collective in flight writes");
       step.slot = steps[it->second].slot;
       step.group = steps[it->second].group;
+      CollectiveOpKind kind = steps[it->second].collective;
+      if (kind == CollectiveOpKind::OffloadRead ||
+          kind == CollectiveOpKind::OffloadWrite)
+        step.category = "offload-wait";
       started.erase(it);
     }
   }
