@@ -50,6 +50,7 @@ struct OffloadPass : impl::OffloadBase<OffloadPass> {
     func::FuncOp func = *step;
     bool optimizer = llvm::is_contained(offload, OffloadKind::Optimizer);
     bool params = llvm::is_contained(offload, OffloadKind::Params);
+    bool grads = llvm::is_contained(offload, OffloadKind::Grads);
 
     // The arguments to offload: optimizer state (the state operands of the
     // updates) and parameters (whole, or ZeRO-3 shards).
@@ -67,17 +68,28 @@ struct OffloadPass : impl::OffloadBase<OffloadPass> {
         if (auto arg = dyn_cast<BlockArgument>(v))
           chosen.insert(arg);
     });
+    // (BatchNorm's running statistics stay: forward updates them while
+    // backward still reads them, and they are a few bytes.)
     if (params)
-      for (BlockArgument arg : func.getArguments())
+      for (BlockArgument arg : func.getArguments()) {
+        auto role = func.getArgAttrOfType<ParamRoleAttr>(arg.getArgNumber(),
+                                                         kRoleAttrName);
+        if (role && role.getValue() == ParamRole::Statistic)
+          continue;
         if (func.getArgAttr(arg.getArgNumber(), kParamAttrName) ||
             func.getArgAttr(arg.getArgNumber(), kParamShardAttrName))
           chosen.insert(arg);
-    if (chosen.empty()) {
-      func.emitWarning("offload: the step has no ")
-          << (optimizer && params ? "optimizer state or parameters"
-              : optimizer         ? "optimizer state"
-                                  : "parameters")
-          << " to offload";
+      }
+    // The gradients the updates read (not arguments: values of the step).
+    SmallVector<OptimizerUpdate> gradUpdates;
+    if (grads)
+      func.walk([&](OptimizerUpdate u) {
+        if (u.getGrad().getDefiningOp())
+          gradUpdates.push_back(u);
+      });
+    if (chosen.empty() && gradUpdates.empty()) {
+      func.emitWarning("offload: the step has nothing to offload (no "
+                       "optimizer update reads what --offload names)");
       return;
     }
 
@@ -134,6 +146,42 @@ struct OffloadPass : impl::OffloadBase<OffloadPass> {
       g.waits.push_back(wait);
     }
     writeStepResults(func, results);
+    // A gradient goes to the tier once complete, and comes back for its
+    // update: into a buffer of the tier (offloaded by plan lowering).
+    for (OptimizerUpdate u : gradUpdates) {
+      Value g = u.getGrad();
+      Operation *producer = g.getDefiningOp();
+      auto type = cast<RankedTensorType>(g.getType());
+      b.setInsertionPointAfter(producer);
+      auto wstart = b.create<OffloadWriteStartOp>(producer->getLoc(),
+                                                  PendingType::get(type), g);
+      auto wwait = b.create<CollectiveWaitOp>(producer->getLoc(), type,
+                                              wstart.getPending());
+      TransferGroup &w = writes[producer];
+      w.anchor = producer;
+      w.starts.push_back(wstart);
+      w.waits.push_back(wwait);
+      Operation *user = u.getOperation();
+      b.setInsertionPoint(user);
+      auto rstart = b.create<OffloadReadStartOp>(
+          user->getLoc(), PendingType::get(type), wwait.getResult());
+      auto rwait =
+          b.create<CollectiveWaitOp>(user->getLoc(), type, rstart.getPending());
+      for (Operation *op : {(Operation *)wstart, (Operation *)wwait,
+                            (Operation *)rstart, (Operation *)rwait})
+        op->setAttr(
+            kCategoryAttrName,
+            MemoryCategoryAttr::get(op->getContext(), MemoryCategory::Grads));
+      // Only the update reads the copy; other readers (the norm of
+      // clipping) keep reading the gradient itself.
+      for (OpOperand &operand : user->getOpOperands())
+        if (operand.get() == g)
+          operand.set(rwait.getResult());
+      TransferGroup &r = reads[user];
+      r.anchor = user;
+      r.starts.push_back(rstart);
+      r.waits.push_back(rwait);
+    }
 
     // Schedule: groups in the order of their ops.
     auto ordered = [](llvm::MapVector<Operation *, TransferGroup> &groups) {
@@ -145,15 +193,9 @@ struct OffloadPass : impl::OffloadBase<OffloadPass> {
       });
       return out;
     };
-    SmallVector<TransferGroup *> readOrder = ordered(reads);
-    for (size_t k = 0; k < readOrder.size(); ++k) {
-      TransferGroup &g = *readOrder[k];
-      for (Operation *w : g.waits)
-        w->moveBefore(g.anchor);
-      Operation *startAt = k ? readOrder[k - 1]->anchor : g.waits.front();
-      for (Operation *s : g.starts)
-        s->moveBefore(startAt);
-    }
+    // Writes first: each group's starts right after its producer, its
+    // waits before the next group's starts (or the first use of what they
+    // wrote: a gradient read back), the last group's before the return.
     SmallVector<TransferGroup *> writeOrder = ordered(writes);
     for (TransferGroup *g : writeOrder) {
       Operation *after = g->anchor;
@@ -166,8 +208,29 @@ struct OffloadPass : impl::OffloadBase<OffloadPass> {
     for (size_t k = 0; k < writeOrder.size(); ++k) {
       Operation *waitAt =
           k + 1 < writeOrder.size() ? writeOrder[k + 1]->starts.front() : end;
-      for (Operation *w : writeOrder[k]->waits)
-        w->moveBefore(waitAt);
+      for (Operation *w : writeOrder[k]->waits) {
+        Operation *at = waitAt;
+        for (Operation *user : w->getResult(0).getUsers())
+          if (user->isBeforeInBlock(at))
+            at = user;
+        w->moveBefore(at);
+      }
+    }
+    // Then reads: waits right before their op; starts before the previous
+    // group's op (read-ahead of one), but after what they read is written.
+    SmallVector<TransferGroup *> readOrder = ordered(reads);
+    for (size_t k = 0; k < readOrder.size(); ++k) {
+      TransferGroup &g = *readOrder[k];
+      for (Operation *w : g.waits)
+        w->moveBefore(g.anchor);
+      Operation *startAt = k ? readOrder[k - 1]->anchor : g.waits.front();
+      for (Operation *s : g.starts) {
+        Operation *def = s->getOperand(0).getDefiningOp();
+        if (def && startAt->isBeforeInBlock(def))
+          s->moveAfter(def);
+        else
+          s->moveBefore(startAt);
+      }
     }
   }
 

@@ -50,15 +50,27 @@ llvm::raw_ostream &operator<<(llvm::raw_ostream &os, const LossScaleSpec &s) {
 }
 
 bool parseOffloadKind(llvm::StringRef text, OffloadKind &kind) {
-  if (text == "optimizer" || text == "params") {
-    kind = text == "params" ? OffloadKind::Params : OffloadKind::Optimizer;
-    return true;
-  }
-  return false;
+  if (text == "optimizer")
+    kind = OffloadKind::Optimizer;
+  else if (text == "params")
+    kind = OffloadKind::Params;
+  else if (text == "grads")
+    kind = OffloadKind::Grads;
+  else
+    return false;
+  return true;
 }
 
 llvm::raw_ostream &operator<<(llvm::raw_ostream &os, OffloadKind kind) {
-  return os << (kind == OffloadKind::Params ? "params" : "optimizer");
+  switch (kind) {
+  case OffloadKind::Optimizer:
+    return os << "optimizer";
+  case OffloadKind::Params:
+    return os << "params";
+  case OffloadKind::Grads:
+    return os << "grads";
+  }
+  llvm_unreachable("unknown offload kind");
 }
 
 bool ReshardSpec::parse(llvm::StringRef text, ReshardSpec &spec) {

@@ -36,9 +36,10 @@ enum class NormType : uint32_t;
 
 /// What a training step keeps in the offload tier (`offload`; FSDP's
 /// CPUOffload, DeepSpeed's offload_optimizer / offload_param): the optimizer
-/// state, the parameters (their shards at stage 3).
-enum class OffloadKind { Optimizer, Params };
-/// Parses "optimizer" or "params"; false for anything else.
+/// state, the parameters (their shards at stage 3), the gradients the
+/// optimizer updates read (from their reduction to their update).
+enum class OffloadKind { Optimizer, Params, Grads };
+/// Parses "optimizer", "params" or "grads"; false for anything else.
 bool parseOffloadKind(llvm::StringRef text, OffloadKind &kind);
 llvm::raw_ostream &operator<<(llvm::raw_ostream &os, OffloadKind kind);
 
@@ -241,9 +242,9 @@ public:
              shardc::OffloadKind &value) {
     if (shardc::parseOffloadKind(arg, value))
       return false;
-    return o.error("'" + arg + "' is not one of: optimizer, params");
+    return o.error("'" + arg + "' is not one of: optimizer, params, grads");
   }
-  StringRef getValueName() const override { return "optimizer|params"; }
+  StringRef getValueName() const override { return "optimizer|params|grads"; }
   void printOptionDiff(const Option &o, const shardc::OffloadKind &v,
                        const OptionValue<shardc::OffloadKind> &,
                        size_t globalWidth) const {

@@ -631,7 +631,9 @@ def Offload : Pass<"shardc-offload", "mlir::ModuleOp"> {
     and its in-place update (the returned new value) is written back by a
     `shardc.OffloadWriteStart` / `shardc.CollectiveWait` pair right after
     its producer, which plan lowering makes write into the argument's tier
-    buffer. The optimizer update thus runs on one unit's copy at a time,
+    buffer. With `offload=grads`, the gradient each update reads is written
+    to the tier as soon as it is complete (reduced) and read back for its
+    update. The optimizer update thus runs on one unit's copy at a time,
     never on a full copy of the state. `shardc-schedule-collectives` then
     reads ahead and writes behind. The
     counters of the step and of loss scaling stay in memory (a few bytes).
@@ -657,8 +659,9 @@ def Offload : Pass<"shardc-offload", "mlir::ModuleOp"> {
     ListOption<"offload", "offload", "::shardc::OffloadKind",
            "Keep this in the offload tier (shardrun --offload-dir): optimizer "
            "(the optimizer state, FSDP CPUOffload / DeepSpeed "
-           "offload_optimizer) or params (the parameters, their shards at "
-           "stage 3: offload_param); repeatable">,
+           "offload_optimizer), params (the parameters, their shards at "
+           "stage 3: offload_param) or grads (the gradients the updates read, "
+           "from their reduction to their update); repeatable">,
   ];
   let dependentDialects = ["::shardc::ShardcDialect"];
 }

@@ -965,9 +965,11 @@ Error validatePlan(const Plan &plan, llvm::ArrayRef<StringRef> knownOpTypes) {
     Expected<uint64_t> bytes = denseBytes(dtype, shape);
     if (!bytes)
       return makeError(what + ": " + toString(bytes.takeError()));
-    if (b.offloaded() && b.kind() != PARAMETER && b.kind() != STATE)
-      return makeError(what + ": only a PARAMETER or STATE buffer lives in "
-                              "the offload tier");
+    if (b.offloaded() &&
+        (b.kind() == INPUT || b.kind() == CONSTANT || b.is_alias()))
+      return makeError(what + ": an " + kindName(b.kind()) +
+                       (b.is_alias() ? " view" : "") +
+                       " buffer cannot live in the offload tier");
     if (b.initial_value() != 0) {
       double v = b.initial_value();
       if (b.kind() != STATE)
@@ -1076,6 +1078,10 @@ Error validatePlan(const Plan &plan, llvm::ArrayRef<StringRef> knownOpTypes) {
       return n * rt::dtypeSize(toRuntime(x.dtype()));
     };
     const Buffer &root = plan.buffers(b.alias_of());
+    if (root.offloaded())
+      return makeError(what + ": a view into " +
+                       describeBuffer(plan, b.alias_of()) +
+                       ", which lives in the offload tier");
     if (b.alias_offset() > size(root) ||
         size(b) > size(root) - b.alias_offset())
       return makeError(what + ": view [" + Twine(b.alias_offset()) + ", +" +
@@ -1228,6 +1234,10 @@ Error validatePlan(const Plan &plan, llvm::ArrayRef<StringRef> knownOpTypes) {
     if (!defined[rootOf(index)])
       return makeError("graph output " + Twine(k) + " (" +
                        describeBuffer(plan, index) + "): no op writes it");
+    if (plan.buffers(rootOf(index)).offloaded())
+      return makeError("graph output " + Twine(k) + " (" +
+                       describeBuffer(plan, index) +
+                       ") lives in the offload tier");
   }
   if (plan.has_training()) {
     const Training &t = plan.training();

@@ -51,6 +51,9 @@ OffloadTier::create(llvm::StringRef dir, int rank, uint64_t bytes) {
                             : ""));
     }
   }
+  // Only this process holds the file: it disappears with the process, even
+  // one killed, and a later job's tier in the same directory is a new file.
+  ::unlink(tier->file.c_str());
   tier->io = std::thread([t = tier.get()] { t->ioLoop(); });
   return std::move(tier);
 }
@@ -63,10 +66,8 @@ OffloadTier::~OffloadTier() {
   cv.notify_all();
   if (io.joinable())
     io.join();
-  if (fd >= 0) {
+  if (fd >= 0)
     ::close(fd);
-    ::unlink(file.c_str());
-  }
 }
 
 /// pread or pwrite until `n` bytes moved; a short transfer is an error.

@@ -5,8 +5,10 @@
 // --offload-dir names, laid out by the memory plan (BufferLifetime::offset
 // of each offloaded buffer). It is created and given all its space before
 // the first step, so that a full or unwritable directory is an error then,
-// and removed when the tier is destroyed: what it holds lives as long as
-// the run (checkpoints save it like any other state).
+// and unlinked at once: the open descriptor is the only way to it, so it
+// goes with the process however that ends, and two jobs sharing a directory
+// never share a file. What it holds lives as long as the run (checkpoints
+// save it like any other state).
 //
 // Transfers run on one I/O thread, in the order they are started, each a
 // loop of pread / pwrite; start() returns a ticket that wait() finishes. A
@@ -22,6 +24,7 @@
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -67,7 +70,7 @@ public:
 
   /// Test hook (SHARDRUN_FAULT_OFFLOAD_TRUNCATE_AT): truncates the file to
   /// half its size before the transfer with this ticket runs.
-  void truncateBefore(uint64_t ticket) { truncateTicket = ticket; }
+  void truncateBefore(uint64_t ticket) { truncateTicket.store(ticket); }
 
 private:
   OffloadTier() = default;
@@ -94,7 +97,7 @@ private:
   std::map<uint64_t, Result> results;
   uint64_t nextTicket = 1;
   bool stopping = false;
-  uint64_t truncateTicket = 0;
+  std::atomic<uint64_t> truncateTicket{0};
   std::thread io;
 };
 

@@ -565,6 +565,10 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
       auto staged = stagedCategory.find(r);
       p.mutable_buffers(id)->set_category(
           staged != stagedCategory.end() ? staged->second : categoryOf(r));
+      // A write into the tier that no argument takes (a gradient kept
+      // there until its update) gets a tier buffer of its own.
+      if (isa<OffloadWriteStartOp>(op))
+        p.mutable_buffers(id)->set_offloaded(true);
     }
     for (const auto &[name, value] : desc->attrs.all())
       *pop->add_attributes() = toPlanAttr(name, value);

@@ -871,8 +871,21 @@ static Error runMain(rt::Communicator &hostComm) {
     return err;
   Expected<std::unique_ptr<rt::Executor>> execOr = rt::Executor::create(
       **loaded, *backend, &comm, rt::ExecutorOptions{offloadDir.getValue()});
+  // Setting up can fail on one rank alone (its offload disk is full): the
+  // others must not go on into the first step's collectives.
+  int32_t setupFailed = execOr ? 0 : 1, anySetupFailed = setupFailed;
+  if (comm.worldSize() > 1)
+    if (Error err = comm.allReduce(&setupFailed, &anySetupFailed, 1,
+                                   rt::DType::I32, rt::ReduceOp::Max)) {
+      if (!execOr)
+        llvm::consumeError(execOr.takeError());
+      return err;
+    }
   if (!execOr)
     return execOr.takeError();
+  if (anySetupFailed)
+    return makeError("another rank could not set up the plan (its message "
+                     "says why)");
   rt::Executor &exec = **execOr;
   exec.setTracing(!tracePath.empty());
   exec.setSeed(seed);

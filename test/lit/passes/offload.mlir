@@ -1,7 +1,8 @@
 // RUN: shardc-opt %S/Inputs/zero-step.mlir -shardc-zero='world-size=4 zero-stage=3' -shardc-offload='offload=optimizer' | FileCheck %s --check-prefix=OPT
 // RUN: shardc-opt %S/Inputs/zero-step.mlir -shardc-zero='world-size=4 zero-stage=3' -shardc-offload='offload=params' | FileCheck %s --check-prefix=PARAMS
+// RUN: shardc-opt %S/Inputs/zero-step.mlir -shardc-zero='world-size=4 zero-stage=3' -shardc-offload='offload=grads' | FileCheck %s --check-prefix=GRADS
 // RUN: shardc-opt %S/Inputs/zero-step.mlir -shardc-zero='world-size=4 zero-stage=3' -shardc-offload | FileCheck %s --check-prefix=NONE
-// RUN: not shardc-opt %S/Inputs/zero-step.mlir -shardc-offload='offload=grads' 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: not shardc-opt %S/Inputs/zero-step.mlir -shardc-offload='offload=everything' 2>&1 | FileCheck %s --check-prefix=BAD
 
 // ZeRO-3 with SGD momentum, two units. offload=optimizer: the momentum
 // shards live in the tier. Each update reads its copy (waited right before
@@ -38,8 +39,24 @@
 // PARAMS: shardc.OffloadWriteStart %new_param_3
 // PARAMS-NOT: mesh.all_gather %arg
 
+// offload=grads: each reduced gradient shard goes to the tier once complete
+// (unit 1's, then unit 0's, whose write starts after unit 1's finished) and
+// is read back for its update, unit 0's while unit 1's is read.
+// GRADS: %[[G1:.*]] = shardc.Mul %reduce_scatter, %{{.*}} {shardc.category = #shardc.category<grads>}
+// GRADS-NEXT: %[[W1:.*]] = shardc.OffloadWriteStart %[[G1]] {shardc.category = #shardc.category<grads>} : tensor<2xf32> -> !shardc.pending<tensor<2xf32>>
+// GRADS: %[[G0:.*]] = shardc.Mul %reduce_scatter_2,
+// GRADS-NEXT: %[[T1:.*]] = shardc.CollectiveWait %[[W1]]
+// GRADS-NEXT: %[[W0:.*]] = shardc.OffloadWriteStart %[[G0]]
+// GRADS: %[[T0:.*]] = shardc.CollectiveWait %[[W0]]
+// GRADS-NEXT: %[[R0:.*]] = shardc.OffloadReadStart %[[T0]]
+// GRADS-NEXT: %[[C0:.*]] = shardc.CollectiveWait %[[R0]]
+// GRADS-NEXT: %[[R1:.*]] = shardc.OffloadReadStart %[[T1]]
+// GRADS-NEXT: shardc.SGDUpdate %arg4, %[[C0]],
+// GRADS-NEXT: %[[C1:.*]] = shardc.CollectiveWait %[[R1]]
+// GRADS-NEXT: shardc.SGDUpdate %arg5, %[[C1]],
+
 // Without a value the pass does nothing.
 // NONE-NOT: shardc.Offload
 // NONE-NOT: shardc.offload
 
-// BAD: for the --offload option: 'grads' is not one of: optimizer, params
+// BAD: for the --offload option: 'everything' is not one of: optimizer, params, grads

@@ -1708,3 +1708,37 @@ TEST(PlanIOTest, RejectsUnitOptimizerStateMismatch) {
       },
       {"parameter 0 'a'", "no PARAMETER buffer of this name and shape"});
 }
+
+//===----------------------------------------------------------------------===//
+// The offload tier: no kernel can reach an offloaded buffer.
+//===----------------------------------------------------------------------===//
+
+TEST(PlanIOTest, RejectsKernelReadingTheOffloadTier) {
+  expectRejected([](Plan &p) { p.mutable_buffers(1)->set_offloaded(true); },
+                 {"op 0", "Gemm", "lives in the offload tier",
+                  "only OffloadReadStart reads it"});
+}
+
+TEST(PlanIOTest, RejectsOffloadedInput) {
+  expectRejected([](Plan &p) { p.mutable_buffers(0)->set_offloaded(true); },
+                 {"cannot live in the offload tier"});
+}
+
+TEST(PlanIOTest, RejectsTransferFromMemory) {
+  // A "read" from a buffer in memory (y) into z.
+  expectRejected(
+      [](Plan &p) { p.mutable_ops(1)->set_type("OffloadReadStart"); },
+      {"must read an offloaded buffer into one in memory"});
+}
+
+TEST(PlanIOTest, RejectsViewIntoTheOffloadTier) {
+  expectRejected(
+      [](Plan &p) {
+        p.mutable_buffers(1)->set_offloaded(true);
+        Buffer *z = p.mutable_buffers(5);
+        z->set_is_alias(true);
+        z->set_alias_of(1);
+        z->set_alias_offset(0);
+      },
+      {"a view into", "which lives in the offload tier"});
+}
