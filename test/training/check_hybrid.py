@@ -25,55 +25,17 @@ PyTorch DDP. Needs no Python packages."""
 import argparse
 import json
 import os
-import re
 import shutil
-import subprocess
-import sys
 import tempfile
 
-TIMINGS = {"step_ms", "samples_per_s", "samples_per_s_mean", "peak_rss_bytes"}
+from training_checks import check_report, fail, predicted, read_log, run, tool_env
+
 N, G = 4, 2
 
 
-def fail(message):
-    print("FAIL: " + message)
-    sys.exit(1)
 
 
-def run(cmd, env):
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
-    if r.returncode != 0:
-        fail("command failed (%d): %s\n%s%s" % (r.returncode, " ".join(cmd),
-                                               r.stdout, r.stderr))
-    return r
 
-
-def read_log(path):
-    with open(path) as f:
-        return [{k: v for k, v in json.loads(line).items() if k not in TIMINGS}
-                for line in f]
-
-
-def predicted(text):
-    m = re.search(r"predicted per-rank peak memory \(bytes\): (.*)", text)
-    if not m:
-        fail("no prediction in shardc --print-memory:\n" + text)
-    return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(1))}
-
-
-def check_report(name, text):
-    rows = 0
-    for line in text.splitlines():
-        m = re.match(r"^(\d+)\s+(.*)$", line)
-        if not m:
-            continue
-        rows += 1
-        for a, b in re.findall(r"(\d+) \(\s*(\d+)\)", m.group(2)):
-            if a != b:
-                fail("%s: rank %s measured %s bytes, predicted %s:\n%s" %
-                     (name, m.group(1), a, b, text))
-    if rows != N:
-        fail("%s: %d --report-memory rows, not %d:\n%s" % (name, rows, N, text))
 
 
 def check_trace(name, path, steps, stage):
@@ -113,10 +75,12 @@ def check_trace(name, path, steps, stage):
                 fail("%s: rank %d: reduce-scatter bytes %s do not match the "
                      "cross-group all-reduce bytes %s (G = %d)" %
                      (name, rank, scatters, across, G))
-            if len(world) != steps or any(b != 4 for b in world):
-                fail("%s: rank %d: all-reduces over every rank: %s (the loss "
-                     "average, 4 bytes per step, expected)" %
-                     (name, rank, world))
+            # The loss average of each step, and before step 1 the ranks'
+            # agreement that every one set the plan up.
+            if len(world) != steps + 1 or any(b != 4 for b in world):
+                fail("%s: rank %d: all-reduces over every rank: %s (the "
+                     "setup agreement and the loss average, 4 bytes each, "
+                     "once and once per step, expected)" % (name, rank, world))
         # Over every rank besides: the plan digest's exchange before the
         # first step (all-gathers) and barriers.
         unexpected = set(kinds) - {("allgather", "axis 1", G),
@@ -142,10 +106,7 @@ def main():
     args = p.parse_args()
     model = os.path.join(args.example, "gpt.onnx")
     data = os.path.join(args.example, "data")
-    env = dict(os.environ)
-    if os.geteuid() == 0:
-        env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
-        env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+    env = tool_env()
     work = tempfile.mkdtemp(prefix="shard-hybrid-")
     steps = 6
     try:
@@ -180,7 +141,7 @@ def main():
             trace = os.path.join(work, "trace%d.json" % stage)
             log, report = train(hybrid, "hybrid%d" % stage,
                                       ["--report-memory", "--trace", trace])
-            check_report(name, report)
+            check_report(name, report, N)
             gathers, scatters = check_trace(name, trace, steps, stage)
             for a, b in zip(log, ddp_log):
                 if not close(a["loss"], b["loss"]):

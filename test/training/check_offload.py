@@ -27,58 +27,15 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 import tempfile
 
-TIMINGS = {"step_ms", "samples_per_s", "samples_per_s_mean", "peak_rss_bytes"}
+from training_checks import check_report, fail, predicted, read_log, run, tool_env
 
 
-def fail(message):
-    print("FAIL: " + message)
-    sys.exit(1)
 
 
-def run(cmd, env, ok=True):
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
-    if ok and r.returncode != 0:
-        fail("command failed (%d): %s\n%s%s" % (r.returncode, " ".join(cmd),
-                                               r.stdout, r.stderr))
-    if not ok and r.returncode == 0:
-        fail("command succeeded but should fail: %s\n%s%s" %
-             (" ".join(cmd), r.stdout, r.stderr))
-    return r
 
 
-def read_log(path):
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return [{k: v for k, v in json.loads(line).items() if k not in TIMINGS}
-                for line in f]
-
-
-def predicted(text):
-    m = re.search(r"predicted per-rank peak memory \(bytes\): (.*)", text)
-    if not m:
-        fail("no prediction in shardc --print-memory:\n" + text)
-    return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(1))}
-
-
-def check_report(name, text, ranks):
-    rows = 0
-    for line in text.splitlines():
-        m = re.match(r"^(\d+)\s+(.*)$", line)
-        if not m:
-            continue
-        rows += 1
-        for a, b in re.findall(r"(\d+) \(\s*(\d+)\)", m.group(2)):
-            if a != b:
-                fail("%s: rank %s measured %s bytes, predicted %s:\n%s" %
-                     (name, m.group(1), a, b, text))
-    if rows != ranks:
-        fail("%s: %d --report-memory rows, not %d:\n%s" % (name, rows, ranks,
-                                                           text))
 
 
 def main():
@@ -89,10 +46,7 @@ def main():
     args = p.parse_args()
     model = os.path.join(args.example, "gpt.onnx")
     data = os.path.join(args.example, "data")
-    env = dict(os.environ)
-    if os.geteuid() == 0:
-        env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
-        env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+    env = tool_env()
     work = tempfile.mkdtemp(prefix="shard-offload-")
     tier = os.path.join(work, "tier")
     steps = 4

@@ -23,30 +23,13 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 import tempfile
 
-TIMINGS = {"step_ms", "samples_per_s", "samples_per_s_mean", "peak_rss_bytes"}
+from training_checks import fail, measured_rows, read_log, run, tool_env
 
 
-def fail(message):
-    print("FAIL: " + message)
-    sys.exit(1)
 
 
-def run(cmd, env):
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
-    if r.returncode != 0:
-        fail("command failed (%d): %s\n%s%s" % (r.returncode, " ".join(cmd),
-                                               r.stdout, r.stderr))
-    return r
-
-
-def read_log(path):
-    with open(path) as f:
-        return [{k: v for k, v in json.loads(line).items() if k not in TIMINGS}
-                for line in f]
 
 
 def predicted_activations(text):
@@ -55,16 +38,6 @@ def predicted_activations(text):
         fail("no predicted activations in shardc --print-memory:\n" + text)
     return int(m.group(1))
 
-
-def measured_rows(text):
-    """--report-memory: per rank, (measured, predicted) of each category."""
-    rows = {}
-    for line in text.splitlines():
-        m = re.match(r"^(\d+)\s+(.*)$", line)
-        if m:
-            rows[int(m.group(1))] = [(int(a), int(b)) for a, b in
-                                     re.findall(r"(\d+) \(\s*(\d+)\)", m.group(2))]
-    return rows
 
 
 def main():
@@ -98,10 +71,7 @@ def main():
          os.path.join(ex, "mhagpt", "data"),
          ["--optimizer", "adam", "--world-size", "2", "--zero-stage", "1"]),
     ]
-    env = dict(os.environ)
-    if os.geteuid() == 0:
-        env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
-        env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+    env = tool_env()
     work = tempfile.mkdtemp(prefix="shard-recompute-")
     try:
         for i, (name, model, data, flags) in enumerate(configs):
