@@ -112,9 +112,9 @@ static cl::opt<int64_t>
 static cl::opt<std::string> offloadDir(
     "offload-dir",
     cl::desc("Where each rank keeps the buffers the plan offloads (shardc "
-             "--offload): one file per rank, DIR/rank-R.offload, sized and "
-             "checked before the first step and removed at the end; a "
-             "directory on a fast local disk"),
+             "--offload): one file per rank, DIR/rank-R.offload, given its "
+             "space before the first step and unlinked once open (it goes "
+             "with the process); a directory on a fast local disk"),
     cl::value_desc("DIR"), cl::cat(trainCategory));
 
 static cl::OptionCategory
