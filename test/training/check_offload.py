@@ -17,7 +17,8 @@ runs of the GPT example with AdamW:
     the plan without offload resumes its checkpoint;
   - errors, each before step 1 with no step logged: no --offload-dir, an
     offload directory that cannot be created, a tier that does not fit
-    (ulimit -f); and a short read in the middle of a 2-rank run (the fault
+    (ulimit -f), a full disk (a 64 KiB tmpfs, where mounting one is
+    allowed); and a short read in the middle of a 2-rank run (the fault
     hook truncates rank 0's file) stops both ranks with a message naming the
     file, the offset and the bytes.
 
@@ -27,6 +28,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import tempfile
 
 from training_checks import check_report, fail, predicted, read_log, run, tool_env
@@ -173,6 +175,26 @@ def main():
                 fail("%s: exit %d, %d steps logged, stderr:\n%s" %
                      (what, r.returncode, len(read_log(log)), r.stderr))
             print("ok: %s: %s" % (what, r.stderr.strip().splitlines()[0]))
+
+        # A full disk: a tmpfs of 64 KiB, where mounting one is allowed
+        # (root in a container that permits it).
+        full = os.path.join(work, "full")
+        os.makedirs(full)
+        mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k",
+                                  "tmpfs", full], capture_output=True).returncode == 0
+        if mounted:
+            try:
+                r = run(base_cmd + ["--offload-dir", full], env, ok=False)
+                expected = "No space left on device; free space there"
+                if expected not in r.stderr or read_log(log):
+                    fail("a full disk: exit %d, stderr:\n%s" % (r.returncode,
+                                                                r.stderr))
+                print("ok: a full disk: " + r.stderr.strip().splitlines()[0])
+            finally:
+                subprocess.run(["umount", full], capture_output=True)
+        else:
+            print("skipped: a full disk (this machine does not let the check "
+                  "mount a small tmpfs)")
 
         # A short read in the middle of a 2-rank run stops both ranks.
         plan, _ = compile_plan("fault", ["--world-size", "2", "--offload",
