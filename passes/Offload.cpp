@@ -8,9 +8,9 @@
 // transfers, the way schedule-collectives spreads collectives:
 //  - reads are grouped by the op that uses them (an optimizer update reads
 //    a unit's state buffers together) and, in the order of those ops, each
-//    group's reads start just before the previous group's op: while one
-//    update (or gather) computes, the next one's inputs are read (read-ahead
-//    of one); the waits are right before the group's op;
+//    group's reads start just before the previous op of the same kind:
+//    while one update (or gather) computes, the next one's inputs are read
+//    (read-ahead of one); the waits are right before the group's op;
 //  - writes are grouped by the op producing the new values; each group's
 //    waits come just before the next group's writes start (write-behind of
 //    one; the last group's before the return).
@@ -23,6 +23,7 @@
 
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringMap.h"
 
 using namespace mlir;
 
@@ -218,12 +219,19 @@ struct OffloadPass : impl::OffloadBase<OffloadPass> {
     }
     // Then reads: waits right before their op; starts before the previous
     // group's op (read-ahead of one), but after what they read is written.
+    // The read-ahead chains ops of one kind (gathers, updates): the first
+    // update's copies are not read during backward, only while the update
+    // before it computes.
     SmallVector<TransferGroup *> readOrder = ordered(reads);
-    for (size_t k = 0; k < readOrder.size(); ++k) {
-      TransferGroup &g = *readOrder[k];
+    llvm::StringMap<TransferGroup *> previousOfKind;
+    for (TransferGroup *gp : readOrder) {
+      TransferGroup &g = *gp;
       for (Operation *w : g.waits)
         w->moveBefore(g.anchor);
-      Operation *startAt = k ? readOrder[k - 1]->anchor : g.waits.front();
+      TransferGroup *&previous =
+          previousOfKind[g.anchor->getName().getStringRef()];
+      Operation *startAt = previous ? previous->anchor : g.waits.front();
+      previous = gp;
       for (Operation *s : g.starts) {
         Operation *def = s->getOperand(0).getDefiningOp();
         if (def && startAt->isBeforeInBlock(def))
