@@ -108,18 +108,9 @@ struct OffloadPass : impl::OffloadBase<OffloadPass> {
           users.push_back(user);
       for (Operation *user : users) {
         b.setInsertionPoint(user);
-        auto type = cast<RankedTensorType>(arg.getType());
-        auto start = b.create<OffloadReadStartOp>(user->getLoc(),
-                                                  PendingType::get(type), arg);
-        auto wait = b.create<CollectiveWaitOp>(user->getLoc(), type,
-                                               start.getPending());
-        tagLike(start, arg, func);
-        tagLike(wait, arg, func);
-        user->replaceUsesOfWith(arg, wait.getResult());
-        TransferGroup &g = reads[user];
-        g.anchor = user;
-        g.starts.push_back(start);
-        g.waits.push_back(wait);
+        Value copy = transfer<OffloadReadStartOp>(b, arg, categoryOf(arg, func),
+                                                  reads[user], user);
+        user->replaceUsesOfWith(arg, copy);
       }
     }
     // The new values of offloaded arguments are written back.
@@ -133,55 +124,27 @@ struct OffloadPass : impl::OffloadBase<OffloadPass> {
         return signalPassFailure();
       }
       b.setInsertionPointAfter(producer);
-      auto type = cast<RankedTensorType>(value.getType());
-      auto start = b.create<OffloadWriteStartOp>(producer->getLoc(),
-                                                 PendingType::get(type), value);
-      auto wait = b.create<CollectiveWaitOp>(producer->getLoc(), type,
-                                             start.getPending());
-      tagLike(start, arg, func);
-      tagLike(wait, arg, func);
-      value = wait.getResult();
-      TransferGroup &g = writes[producer];
-      g.anchor = producer;
-      g.starts.push_back(start);
-      g.waits.push_back(wait);
+      value = transfer<OffloadWriteStartOp>(b, value, categoryOf(arg, func),
+                                            writes[producer], producer);
     }
     writeStepResults(func, results);
     // A gradient goes to the tier once complete, and comes back for its
-    // update: into a buffer of the tier (offloaded by plan lowering).
+    // update: into a buffer of the tier (offloaded by plan lowering). Only
+    // the update reads the copy; other readers (the norm of clipping) keep
+    // reading the gradient itself.
     for (OptimizerUpdate u : gradUpdates) {
       Value g = u.getGrad();
       Operation *producer = g.getDefiningOp();
-      auto type = cast<RankedTensorType>(g.getType());
       b.setInsertionPointAfter(producer);
-      auto wstart = b.create<OffloadWriteStartOp>(producer->getLoc(),
-                                                  PendingType::get(type), g);
-      auto wwait = b.create<CollectiveWaitOp>(producer->getLoc(), type,
-                                              wstart.getPending());
-      TransferGroup &w = writes[producer];
-      w.anchor = producer;
-      w.starts.push_back(wstart);
-      w.waits.push_back(wwait);
+      Value inTier = transfer<OffloadWriteStartOp>(b, g, MemoryCategory::Grads,
+                                                   writes[producer], producer);
       Operation *user = u.getOperation();
       b.setInsertionPoint(user);
-      auto rstart = b.create<OffloadReadStartOp>(
-          user->getLoc(), PendingType::get(type), wwait.getResult());
-      auto rwait =
-          b.create<CollectiveWaitOp>(user->getLoc(), type, rstart.getPending());
-      for (Operation *op : {(Operation *)wstart, (Operation *)wwait,
-                            (Operation *)rstart, (Operation *)rwait})
-        op->setAttr(
-            kCategoryAttrName,
-            MemoryCategoryAttr::get(op->getContext(), MemoryCategory::Grads));
-      // Only the update reads the copy; other readers (the norm of
-      // clipping) keep reading the gradient itself.
+      Value copy = transfer<OffloadReadStartOp>(
+          b, inTier, MemoryCategory::Grads, reads[user], user);
       for (OpOperand &operand : user->getOpOperands())
         if (operand.get() == g)
-          operand.set(rwait.getResult());
-      TransferGroup &r = reads[user];
-      r.anchor = user;
-      r.starts.push_back(rstart);
-      r.waits.push_back(rwait);
+          operand.set(copy);
     }
 
     // Schedule: groups in the order of their ops.
@@ -242,14 +205,30 @@ struct OffloadPass : impl::OffloadBase<OffloadPass> {
     }
   }
 
-  /// Transfers carry the memory category of the argument they copy.
-  void tagLike(Operation *op, BlockArgument arg, func::FuncOp func) {
+  /// A transfer of `value` (a start and its wait, at the insertion point)
+  /// in `group`, whose op is `anchor`; the wait's result.
+  template <typename StartOp>
+  static Value transfer(OpBuilder &b, Value value, MemoryCategory category,
+                        TransferGroup &group, Operation *anchor) {
+    auto type = cast<RankedTensorType>(value.getType());
+    auto start =
+        b.create<StartOp>(value.getLoc(), PendingType::get(type), value);
+    auto wait =
+        b.create<CollectiveWaitOp>(value.getLoc(), type, start.getPending());
+    auto attr = MemoryCategoryAttr::get(b.getContext(), category);
+    start->setAttr(kCategoryAttrName, attr);
+    wait->setAttr(kCategoryAttrName, attr);
+    group.anchor = anchor;
+    group.starts.push_back(start);
+    group.waits.push_back(wait);
+    return wait.getResult();
+  }
+
+  /// The category of an offloaded argument's copies.
+  static MemoryCategory categoryOf(BlockArgument arg, func::FuncOp func) {
     bool isParam = func.getArgAttr(arg.getArgNumber(), kParamAttrName) ||
                    func.getArgAttr(arg.getArgNumber(), kParamShardAttrName);
-    op->setAttr(kCategoryAttrName,
-                MemoryCategoryAttr::get(op->getContext(),
-                                        isParam ? MemoryCategory::Params
-                                                : MemoryCategory::OptState));
+    return isParam ? MemoryCategory::Params : MemoryCategory::OptState;
   }
 };
 
