@@ -61,4 +61,22 @@ def Shardc_OptimizerUpdateOpInterface : OpInterface<"OptimizerUpdate"> {
   ];
 }
 
+def Shardc_ComputeCostOpInterface : OpInterface<"ComputeCost"> {
+  let cppNamespace = "::shardc";
+  let description = [{
+    An op that computes more than it moves: a matrix product or a
+    convolution, forward or gradient. Its floating-point operations go into
+    the plan (`Op.flops`), where the cost model (plan/CostModel.h) times the
+    op by them; an op without this interface is timed by the bytes it reads
+    and writes.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        The floating-point operations of one execution: 2 per multiply-add,
+        from the static shapes of the operands and results.
+      }],
+      "uint64_t", "getFlops">,
+  ];
+}
+
 #endif // SHARDC_INTERFACES_TD

@@ -1105,6 +1105,62 @@ static LogicalResult verifyLrSchedule(UpdateOp op) {
 LogicalResult SGDUpdateOp::verify() { return verifyLrSchedule(*this); }
 LogicalResult AdamUpdateOp::verify() { return verifyLrSchedule(*this); }
 
+//===----------------------------------------------------------------------===//
+// ComputeCost: 2 flops per multiply-add, from static shapes (0 when a shape
+// is dynamic: the op is then timed by its bytes).
+//===----------------------------------------------------------------------===//
+
+/// Elements of a statically shaped value; nullopt otherwise.
+static std::optional<uint64_t> staticElements(Value v) {
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  if (!type || !type.hasStaticShape())
+    return std::nullopt;
+  return static_cast<uint64_t>(type.getNumElements());
+}
+
+/// 2 * (elements of `out`) * `reduced`: the flops of an op whose every
+/// output element is a dot product of length `reduced`.
+static uint64_t dotFlops(Value out, int64_t reduced) {
+  std::optional<uint64_t> n = staticElements(out);
+  if (!n || reduced < 0 || ShapedType::isDynamic(reduced))
+    return 0;
+  return 2 * *n * static_cast<uint64_t>(reduced);
+}
+
+uint64_t GemmOp::getFlops() {
+  ArrayRef<int64_t> a = shapeOf(getA());
+  return a.size() == 2 ? dotFlops(getOutput(), getTransA() ? a[0] : a[1]) : 0;
+}
+
+uint64_t MatMulOp::getFlops() {
+  ArrayRef<int64_t> a = shapeOf(getA());
+  return a.empty() ? 0 : dotFlops(getOutput(), a.back());
+}
+
+/// A convolution's dot products run over one group's input channels and the
+/// kernel window: the weight's elements per output channel.
+static uint64_t convFlops(Value out, Value weight) {
+  ArrayRef<int64_t> w = shapeOf(weight);
+  if (w.empty())
+    return 0;
+  int64_t window = 1;
+  for (int64_t d : w.drop_front()) {
+    if (ShapedType::isDynamic(d))
+      return 0;
+    window *= d;
+  }
+  return dotFlops(out, window);
+}
+
+uint64_t ConvOp::getFlops() { return convFlops(getOutput(), getWeight()); }
+// The gradients do the forward's multiply-adds again, each once.
+uint64_t ConvGradInputOp::getFlops() {
+  return convFlops(getGrad(), getWeight());
+}
+uint64_t ConvGradWeightOp::getFlops() {
+  return convFlops(getGrad(), getWeightGrad());
+}
+
 LogicalResult ClipCoefficientOp::verify() {
   double maxNorm = getMaxNorm().convertToDouble();
   if (!(std::isfinite(maxNorm) && maxNorm > 0))

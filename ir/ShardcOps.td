@@ -632,7 +632,8 @@ def Shardc_DropoutOp : Shardc_Op<"Dropout", [Pure,
 // Linear algebra, normalization, activations over an axis
 //===----------------------------------------------------------------------===//
 
-def Shardc_GemmOp : Shardc_Op<"Gemm", [Pure]> {
+def Shardc_GemmOp : Shardc_Op<"Gemm", [Pure,
+    DeclareOpInterfaceMethods<Shardc_ComputeCostOpInterface>]> {
   let summary = "alpha * op(A) * op(B) + beta * C";
   let description = [{
     `alpha * op(a) * op(b) + beta * c`, where `op` transposes its 2-d operand
@@ -660,7 +661,8 @@ def Shardc_GemmOp : Shardc_Op<"Gemm", [Pure]> {
   }];
 }
 
-def Shardc_MatMulOp : Shardc_Op<"MatMul", [Pure]> {
+def Shardc_MatMulOp : Shardc_Op<"MatMul", [Pure,
+    DeclareOpInterfaceMethods<Shardc_ComputeCostOpInterface>]> {
   let summary = "numpy.matmul: batched, broadcasting matrix product";
   let description = [{
     numpy.matmul: the matrix product over the last two dimensions, with the
@@ -827,7 +829,8 @@ def Shardc_BatchNormStatsOp : Shardc_Op<"BatchNormStats", [Pure]> {
 // Convolution and pooling
 //===----------------------------------------------------------------------===//
 
-def Shardc_ConvOp : Shardc_Op<"Conv", [Pure]> {
+def Shardc_ConvOp : Shardc_Op<"Conv", [Pure,
+    DeclareOpInterfaceMethods<Shardc_ComputeCostOpInterface>]> {
   let summary = "N-d convolution (cross-correlation) with groups";
   let description = [{
     N-d cross-correlation of an (N, C, d...) input with an (M, C/group, k...)
@@ -1344,6 +1347,7 @@ def Shardc_LogSoftmaxGradOp : Shardc_Op<"LogSoftmaxGrad",
 }
 
 def Shardc_ConvGradInputOp : Shardc_Op<"ConvGradInput", [Pure,
+    DeclareOpInterfaceMethods<Shardc_ComputeCostOpInterface>,
     AllElementTypesMatch<["grad", "weight", "input_grad"]>]> {
   let summary = "Gradient of Conv with respect to its input";
   let description = [{
@@ -1374,6 +1378,7 @@ def Shardc_ConvGradInputOp : Shardc_Op<"ConvGradInput", [Pure,
   }];
 }
 def Shardc_ConvGradWeightOp : Shardc_Op<"ConvGradWeight", [Pure,
+    DeclareOpInterfaceMethods<Shardc_ComputeCostOpInterface>,
     AllElementTypesMatch<["grad", "input", "weight_grad"]>]> {
   let summary = "Gradient of Conv with respect to its weight";
   let description = [{

@@ -36,6 +36,7 @@ struct ShardcPipelineOptions : public mlir::PassPipelineOptions<T> {
       : public mlir::detail::PassOptions::ListOption<DataType> {
   public:
     using mlir::detail::PassOptions::ListOption<DataType>::ListOption;
+    using mlir::detail::PassOptions::ListOption<DataType>::operator=;
     bool handleOccurrence(unsigned, llvm::StringRef argName,
                           llvm::StringRef arg) override {
       DataType value;

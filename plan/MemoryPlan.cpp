@@ -1,5 +1,6 @@
 //===- MemoryPlan.cpp - When each buffer of a plan is live ----------------===//
 #include "plan/MemoryPlan.h"
+#include "plan/AsyncOps.h"
 
 #include "runtime/Tensor.h"
 
@@ -124,13 +125,13 @@ MemoryPlan planMemory(const Plan &plan) {
   // completes: the input stays live until then.
   for (int j = 0; j < numOps; ++j) {
     const Op &start = plan.ops(j);
-    if (!llvm::StringRef(start.type()).ends_with("Start") ||
-        start.outputs_size() != 1)
+    std::optional<CollectiveOpKind> kind = getCollectiveOpKind(start.type());
+    if (!kind || !isStart(*kind) || start.outputs_size() != 1)
       continue;
     for (int k = j + 1; k < numOps; ++k) {
       const Op &wait = plan.ops(k);
-      if (wait.type() == "CollectiveWait" && wait.inputs_size() == 1 &&
-          wait.inputs(0) == start.outputs(0)) {
+      if (getCollectiveOpKind(wait.type()) == CollectiveOpKind::Wait &&
+          wait.inputs_size() == 1 && wait.inputs(0) == start.outputs(0)) {
         for (int32_t id : start.inputs())
           touch(id, k);
         break;

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "plan/PlanIO.h"
+#include "plan/AsyncOps.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallString.h"
@@ -1134,8 +1135,9 @@ Error validatePlan(const Plan &plan, llvm::ArrayRef<StringRef> knownOpTypes) {
     auto offloaded = [&](int32_t index) {
       return index >= 0 && plan.buffers(index).offloaded();
     };
-    bool isRead = op.type() == "OffloadReadStart",
-         isWrite = op.type() == "OffloadWriteStart";
+    std::optional<CollectiveOpKind> async = getCollectiveOpKind(op.type());
+    bool isRead = async == CollectiveOpKind::OffloadRead,
+         isWrite = async == CollectiveOpKind::OffloadWrite;
     if (isRead || isWrite) {
       if (op.inputs_size() != 1 || op.outputs_size() != 1 || op.inputs(0) < 0 ||
           op.outputs(0) < 0)
@@ -1159,7 +1161,7 @@ Error validatePlan(const Plan &plan, llvm::ArrayRef<StringRef> knownOpTypes) {
                          describeBuffer(plan, op.inputs(0)) + " into " +
                          describeBuffer(plan, op.outputs(0)) +
                          ", of another element type or count");
-    } else if (op.type() != "CollectiveWait") {
+    } else if (async != CollectiveOpKind::Wait) {
       for (int32_t index : op.inputs())
         if (offloaded(index))
           return makeError(what + " reads " + describeBuffer(plan, index) +
@@ -1592,8 +1594,7 @@ StringRef planPartName(PlanDigest::Part part) {
   return "unknown part";
 }
 
-PlanDigest digestPlan(const LoadedPlan &loaded,
-                      llvm::ArrayRef<StringRef> collectiveOpTypes) {
+PlanDigest digestPlan(const LoadedPlan &loaded) {
   const Plan &plan = loaded.plan;
   PlanDigest d;
   d.parts[PlanDigest::Whole] = hash64(loaded.manifest.digest);
@@ -1606,7 +1607,7 @@ PlanDigest digestPlan(const LoadedPlan &loaded,
     coll += " mesh " + shape;
   coll += "\n";
   for (const Op &op : plan.ops()) {
-    if (!llvm::is_contained(collectiveOpTypes, op.type()))
+    if (!getCollectiveOpKind(op.type()))
       continue;
     coll += op.type();
     if (mesh.shape.size() > 1)

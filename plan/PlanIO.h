@@ -38,7 +38,7 @@ namespace shardc::plan {
 /// initial values of state, 4 the units' optimizer-state layout, 5 the rank
 /// mesh (hybrid sharding), 6 the offload tier (Buffer.offloaded and the
 /// OffloadReadStart / OffloadWriteStart ops).
-constexpr uint32_t kPlanVersion = 6;
+constexpr uint32_t kPlanVersion = 7;
 /// File names inside a plan directory.
 constexpr const char *kPlanFile = "plan.pb";
 constexpr const char *kParamsFile = "params.bin";
@@ -258,10 +258,8 @@ struct PlanDigest {
 /// What each part of a PlanDigest covers, for messages.
 llvm::StringRef planPartName(PlanDigest::Part part);
 
-/// Hashes the parts of a loaded plan; `collectiveOpTypes` are the op types
-/// that communicate.
-PlanDigest digestPlan(const LoadedPlan &loaded,
-                      llvm::ArrayRef<llvm::StringRef> collectiveOpTypes);
+/// Hashes the parts of a loaded plan.
+PlanDigest digestPlan(const LoadedPlan &loaded);
 
 /// The plan's hyper-parameters in one line, e.g. "optimizer adamw,
 /// micro_batch 8, AdamUpdate lr=0.003 beta1=0.9 ...", for messages.

@@ -501,6 +501,8 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
         locName(op.getLoc(), desc->type + "#" + std::to_string(counter++));
     pop->set_name(opName);
     pop->set_recompute(op.hasAttr(kRecomputeAttrName));
+    if (auto cost = dyn_cast<ComputeCost>(&op))
+      pop->set_flops(cost.getFlops());
     // Inputs by position: an absent optional operand (an empty segment of
     // an op with several) is -1, so later operands keep their index.
     auto segments = op.getInherentAttr("operandSegmentSizes");

@@ -9,21 +9,6 @@ static llvm::Error opError(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
 }
 
-llvm::ArrayRef<llvm::StringRef> collectiveOpTypes() {
-  static const llvm::StringRef types[] = {
-      "AllGatherStart", "ReduceScatterStart", "AllReduceStart",
-      "CollectiveWait", "OffloadReadStart",   "OffloadWriteStart"};
-  return types;
-}
-
-std::optional<CollectiveOpKind> getCollectiveOpKind(llvm::StringRef opType) {
-  llvm::ArrayRef<llvm::StringRef> types = collectiveOpTypes();
-  for (size_t i = 0; i < types.size(); ++i)
-    if (types[i] == opType)
-      return static_cast<CollectiveOpKind>(i);
-  return std::nullopt;
-}
-
 llvm::Error checkCollectiveOp(CollectiveOpKind kind,
                               llvm::ArrayRef<TensorView> inputs,
                               llvm::ArrayRef<TensorView> outputs,
@@ -68,9 +53,11 @@ llvm::Expected<CollectiveHandle> startCollectiveOp(Communicator &comm,
     return comm.allReduceStart(in.data, out.data, in.numel(), in.dtype,
                                ReduceOp::Sum, &inputReady);
   case CollectiveOpKind::Wait:
+  case CollectiveOpKind::OffloadRead:
+  case CollectiveOpKind::OffloadWrite:
     break;
   }
-  return opError("CollectiveWait starts no collective");
+  return opError("not a collective over ranks");
 }
 
 } // namespace shardc::rt

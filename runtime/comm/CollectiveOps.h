@@ -9,6 +9,7 @@
 #ifndef SHARDC_RUNTIME_COMM_COLLECTIVEOPS_H
 #define SHARDC_RUNTIME_COMM_COLLECTIVEOPS_H
 
+#include "plan/AsyncOps.h"
 #include "runtime/Stream.h"
 #include "runtime/Tensor.h"
 #include "runtime/comm/Communicator.h"
@@ -22,22 +23,10 @@
 
 namespace shardc::rt {
 
-enum class CollectiveOpKind : uint8_t {
-  AllGatherStart,
-  ReduceScatterStart,
-  AllReduceStart,
-  Wait,
-  /// Transfers between memory and the offload tier (runtime/OffloadTier.h),
-  /// run by the executor itself and finished by the same wait.
-  OffloadRead,
-  OffloadWrite,
-};
-
-/// The op types of the collective plan ops, in CollectiveOpKind order.
-llvm::ArrayRef<llvm::StringRef> collectiveOpTypes();
-
-/// The collective op of plan op type `opType`; std::nullopt for other types.
-std::optional<CollectiveOpKind> getCollectiveOpKind(llvm::StringRef opType);
+// The kinds and op types are the plan's (plan/AsyncOps.h).
+using plan::CollectiveOpKind;
+using plan::collectiveOpTypes;
+using plan::getCollectiveOpKind;
 
 /// Checks the operands of a collective op on `worldSize` ranks. A start has
 /// one input and one output of one element type, with element counts that

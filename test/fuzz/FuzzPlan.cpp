@@ -62,9 +62,9 @@ public:
   int rank() const override { return 0; }
   int worldSize() const override { return world; }
   llvm::StringRef name() const override { return "setup-only"; }
-  llvm::Expected<rt::CollectiveHandle>
-  allGatherStart(const void *, void *, int64_t, rt::DType,
-                 rt::Event *) override {
+  llvm::Expected<rt::CollectiveHandle> allGatherStart(const void *, void *,
+                                                      int64_t, rt::DType,
+                                                      rt::Event *) override {
     return notRun();
   }
   llvm::Expected<rt::CollectiveHandle>
@@ -72,9 +72,10 @@ public:
                      rt::Event *) override {
     return notRun();
   }
-  llvm::Expected<rt::CollectiveHandle>
-  allReduceStart(const void *, void *, int64_t, rt::DType, rt::ReduceOp,
-                 rt::Event *) override {
+  llvm::Expected<rt::CollectiveHandle> allReduceStart(const void *, void *,
+                                                      int64_t, rt::DType,
+                                                      rt::ReduceOp,
+                                                      rt::Event *) override {
     return notRun();
   }
   llvm::Error wait(rt::CollectiveHandle, rt::Stream *) override {
@@ -100,18 +101,13 @@ void drop(llvm::Error err, const char *stage) {
   static const bool verbose = std::getenv("SHARD_FUZZ_VERBOSE") != nullptr;
   std::string text = llvm::toString(std::move(err));
   if (verbose)
-    std::fprintf(stderr, "fuzz-plan: refused by %s: %s\n", stage,
-                 text.c_str());
+    std::fprintf(stderr, "fuzz-plan: refused by %s: %s\n", stage, text.c_str());
 }
 
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static const std::vector<llvm::StringRef> known = knownOpTypes();
-  static const std::vector<llvm::StringRef> collectives = [] {
-    llvm::ArrayRef<llvm::StringRef> c = rt::Executor::collectiveOpTypes();
-    return std::vector<llvm::StringRef>(c.begin(), c.end());
-  }();
 
   // The manifest parser sees the same bytes as text.
   if (llvm::Expected<plan::Manifest> m = plan::parseManifest(
@@ -139,10 +135,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
   uint64_t total = 0;
   for (const plan::Buffer &b : loaded.plan.buffers()) {
-    uint64_t bytes = static_cast<uint64_t>(rt::numElements(
-                         llvm::SmallVector<int64_t, 6>(b.shape().begin(),
-                                                       b.shape().end()))) *
-                     rt::dtypeSize(plan::toRuntime(b.dtype()));
+    uint64_t bytes =
+        static_cast<uint64_t>(rt::numElements(llvm::SmallVector<int64_t, 6>(
+            b.shape().begin(), b.shape().end()))) *
+        rt::dtypeSize(plan::toRuntime(b.dtype()));
     total += bytes;
     if (total > kMaxRunBytes)
       return 0;
@@ -157,7 +153,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
               rt::dtypeSize(plan::toRuntime(b.dtype())),
           0);
   }
-  (void)plan::digestPlan(loaded, collectives);
+  (void)plan::digestPlan(loaded);
   if (loaded.plan.ops_size() > kMaxRunOps)
     return 0;
 
@@ -178,8 +174,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   for (size_t i = 0; i < (*exec)->numInputs(); ++i) {
     const rt::ValueInfo &info = (*exec)->inputInfo(i);
-    std::vector<uint8_t> zeros(static_cast<size_t>(rt::numElements(info.shape)) *
-                               rt::dtypeSize(info.dtype));
+    std::vector<uint8_t> zeros(
+        static_cast<size_t>(rt::numElements(info.shape)) *
+        rt::dtypeSize(info.dtype));
     rt::TensorView view(info.dtype, info.shape,
                         zeros.empty() ? nullptr : zeros.data());
     if (llvm::Error err = (*exec)->setInput(i, view)) {

@@ -9,7 +9,9 @@
 #include "frontend/OnnxBridge.h"
 #include "ir/ShardcDialect.h"
 #include "passes/LowerToPlan/PlanEmitter.h"
+#include "passes/MemoryBudget.h"
 #include "passes/Passes.h"
+#include "plan/CostModel.h"
 #include "plan/MemoryPlan.h"
 #include "runtime/Npy.h"
 #include "tools/CommandLine.h"
@@ -102,6 +104,33 @@ static cl::opt<std::string> memoryLimit(
              "check). Default: this machine's physical memory; give the "
              "memory of one rank of the machine that will run the plan"),
     cl::value_desc("SIZE"), cl::cat(shardCategory));
+
+static cl::opt<std::string> memoryBudget(
+    "memory-budget",
+    cl::desc("Choose the fastest plan whose predicted per-rank peak memory "
+             "fits SIZE bytes (suffixes K, M, G, T: powers of 1024): the "
+             "ZeRO stage, --reshard-after-forward, --backward-prefetch, "
+             "--recompute and --offload that the command line leaves open, "
+             "judged by the cost model (--print-cost); prints one line per "
+             "decision"),
+    cl::value_desc("SIZE"), cl::cat(shardCategory));
+
+static cl::opt<bool> printCost(
+    "print-cost",
+    cl::desc("Print the cost model's predicted step time per rank: compute "
+             "(and recomputation), collectives and offload transfers, and "
+             "how much of those the compute timeline waits for"),
+    cl::cat(shardCategory));
+
+static cl::opt<std::string> costModel(
+    "cost-model",
+    cl::desc("Override the cost model's machine (defaults: one rank of the "
+             "CPU backend): KEY=VALUE,... with keys flops (per second, "
+             "matrix products), memory (bytes per second, other kernels), "
+             "kernel (seconds per kernel), link (bytes per second a rank "
+             "sends), link-latency (seconds per collective), tier (bytes per "
+             "second to and from the offload tier), tier-latency"),
+    cl::value_desc("KEY=VALUE,..."), cl::cat(shardCategory));
 
 static cl::opt<bool> printTrainable(
     "print-trainable",
@@ -239,46 +268,9 @@ static uint64_t untrainedParamBytes(const shardc::plan::Plan &plan) {
   return bytes;
 }
 
-/// The bytes one rank sends per step over the plan's collectives, as ring
-/// algorithms move them: an all-gather sends the rank's shard to n - 1
-/// ranks, a reduce-scatter (n - 1) / n of its input, an all-reduce twice
-/// that, n being the ranks each spans.
-static uint64_t sentBytesPerStep(const shardc::plan::Plan &plan) {
-  uint64_t sent = 0;
-  for (const auto &op : plan.ops()) {
-    bool gather = op.type() == "AllGatherStart";
-    bool scatter = op.type() == "ReduceScatterStart";
-    bool reduce = op.type() == "AllReduceStart";
-    if ((!gather && !scatter && !reduce) || op.inputs_size() < 1)
-      continue;
-    // The ranks it spans: every rank, or its group (hybrid sharding).
-    uint64_t n = static_cast<uint64_t>(std::max<int64_t>(plan.world_size(), 1));
-    for (const auto &attr : op.attributes())
-      if (attr.name() == "world_size" && attr.i() >= 1)
-        n = static_cast<uint64_t>(attr.i());
-    const auto &in = plan.buffers(op.inputs(0));
-    uint64_t bytes = shardc::rt::dtypeSize(shardc::plan::toRuntime(in.dtype()));
-    for (int64_t d : in.shape())
-      bytes *= static_cast<uint64_t>(d);
-    sent += gather ? bytes * (n - 1) : (reduce ? 2 : 1) * bytes * (n - 1) / n;
-  }
-  return sent;
-}
-
-/// "12.3 GiB".
-static std::string formatBytes(uint64_t bytes) {
-  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024 && u < 5) {
-    v /= 1024;
-    ++u;
-  }
-  return llvm::formatv("{0:f1} {1}", v, units[u]).str();
-}
-
-/// The byte count of a --memory-limit value: digits with an optional K, M,
-/// G or T suffix (powers of 1024, optionally followed by "iB" or "B").
+/// The byte count of a --memory-limit or --memory-budget value: digits with an
+/// optional K, M, G or T suffix (powers of 1024, optionally followed by "iB" or
+/// "B").
 static std::optional<uint64_t> parseByteSize(llvm::StringRef text) {
   text = text.trim();
   uint64_t scale = 1;
@@ -326,17 +318,17 @@ static llvm::Error checkMemoryLimit(const shardc::plan::MemoryPlan &memory) {
     if (pages <= 0 || pageSize <= 0)
       return llvm::Error::success();
     limit = static_cast<uint64_t>(pages) * static_cast<uint64_t>(pageSize);
-    source = "this machine's physical memory, " + formatBytes(limit);
+    source = "this machine's physical memory, " + shardc::formatBytes(limit);
   }
   if (limit == 0 || memory.peakTotal <= limit)
     return llvm::Error::success();
   std::string parts;
   for (int c = 0; c < shardc::plan::kNumCategories; ++c)
     parts += std::string(c ? ", " : "") + shardc::plan::categoryName(c) + " " +
-             formatBytes(memory.peak[c]);
+             shardc::formatBytes(memory.peak[c]);
   return llvm::createStringError(
       llvm::inconvertibleErrorCode(),
-      "the plan needs " + formatBytes(memory.peakTotal) +
+      "the plan needs " + shardc::formatBytes(memory.peakTotal) +
           " per rank at its predicted peak (" + parts + "), more than " +
           source +
           ". Lower the batch size (--dim), raise --zero-stage or "
@@ -472,6 +464,59 @@ static llvm::Error checkOutputPath(llvm::StringRef out, llvm::StringRef input,
   return llvm::Error::success();
 }
 
+/// --memory-budget: compiles candidate settings of the options the command
+/// line leaves open on copies of `module` (passes/MemoryBudget.h), logs
+/// each decision to stderr and sets `pipeline` to the chosen one.
+static llvm::Error chooseForBudget(ModuleOp module,
+                                   const onnx::ModelProto &model,
+                                   const std::string &modelDir,
+                                   shardc::TrainPipelineOptions &pipeline,
+                                   const shardc::plan::MachineModel &machine,
+                                   uint64_t budget) {
+  shardc::BudgetSpace space = shardc::BudgetSpace::of(pipeline);
+  // Each candidate's plan reads every parameter: read each once.
+  llvm::StringMap<std::vector<uint8_t>> cache;
+  shardc::ParamReader reader =
+      [&](llvm::StringRef name) -> llvm::Expected<std::vector<uint8_t>> {
+    auto it = cache.find(name);
+    if (it != cache.end())
+      return it->second;
+    for (const auto &init : model.graph().initializer())
+      if (init.name() == name) {
+        auto bytes = shardc::readTensorBytes(init, modelDir);
+        if (!bytes)
+          return bytes.takeError();
+        return cache[name] = std::move(*bytes);
+      }
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "no initializer named '" + name + "'");
+  };
+  auto evaluate = [&](const shardc::BudgetChoice &choice)
+      -> llvm::Expected<shardc::BudgetEstimate> {
+    choice.apply(space, pipeline);
+    OwningOpRef<ModuleOp> copy = module.clone();
+    PassManager pm(module.getContext());
+    shardc::buildTrainPipeline(pm, pipeline);
+    shardc::plan::PlanWriter writer;
+    if (failed(pm.run(*copy)) ||
+        failed(shardc::emitPlan(*copy, reader, writer)))
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "see the errors above");
+    shardc::plan::MemoryPlan memory = shardc::plan::planMemory(writer.plan());
+    return shardc::BudgetEstimate{
+        memory.peakTotal,
+        shardc::plan::estimateStep(writer.plan(), machine).seconds};
+  };
+  llvm::errs() << "shardc: --memory-budget: cost model " << machine.describe()
+               << "\n";
+  llvm::Expected<shardc::BudgetChoice> chosen =
+      shardc::chooseForBudget(budget, space, evaluate, llvm::errs());
+  if (!chosen)
+    return chosen.takeError();
+  chosen->apply(space, pipeline);
+  return llvm::Error::success();
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   shardc::TrainPipelineOptions pipeline;
@@ -522,6 +567,22 @@ int main(int argc, char **argv) {
           return fail(llvm::Twine("--") + arg +
                       " configures a training step: give --optimizer (and "
                       "--loss if the model has several scalar outputs)");
+  }
+
+  shardc::plan::MachineModel machine = shardc::plan::MachineModel::cpu();
+  if (llvm::Error err = machine.parseOverrides(costModel))
+    return fail("--cost-model: " + llvm::toString(std::move(err)));
+  std::optional<uint64_t> budget;
+  if (memoryBudget.getNumOccurrences()) {
+    if (!training)
+      return fail("--memory-budget chooses how a training step is sharded "
+                  "and where its state lives: give --optimizer (and "
+                  "--world-size N for a sharded step)");
+    budget = parseByteSize(memoryBudget);
+    if (!budget || *budget == 0)
+      return fail("--memory-budget expects a size in bytes with an optional "
+                  "K, M, G or T suffix (e.g. 6GiB), got '" +
+                  memoryBudget + "'");
   }
 
   if (pipeline.accumulateUnsharded &&
@@ -603,6 +664,13 @@ int main(int argc, char **argv) {
     llvm::errs() << "\n";
   }
 
+  if (budget) {
+    if (llvm::Error err =
+            chooseForBudget(module, imported->model, imported->modelDir,
+                            pipeline, machine, *budget))
+      return fail(llvm::toString(std::move(err)));
+  }
+
   PassManager pm(&ctx);
   if (printIrAfterAll) {
     ctx.disableMultithreading();
@@ -652,6 +720,18 @@ int main(int argc, char **argv) {
       shardc::plan::toPrediction(memory);
   if (llvm::Error err = checkMemoryLimit(memory))
     return fail(llvm::toString(std::move(err)));
+  shardc::plan::StepCost cost =
+      shardc::plan::estimateStep(writer.plan(), machine);
+  if (printCost)
+    llvm::outs() << llvm::formatv(
+        "predicted step time per rank (seconds): total={0:e3} "
+        "compute={1:e3} recompute={2:e3} comm={3:e3} comm_wait={4:e3} "
+        "tier={5:e3} tier_wait={6:e3} kernels={7} flops={8} "
+        "kernel_bytes={9} sent_bytes={10} tier_bytes={11} machine: {12}\n",
+        cost.seconds, cost.computeSeconds, cost.recomputeSeconds,
+        cost.commSeconds, cost.commWaitSeconds, cost.tierSeconds,
+        cost.tierWaitSeconds, cost.kernels, cost.flops, cost.kernelBytes,
+        cost.sentBytes, cost.tierBytes, machine.describe());
   if (printMemory) {
     llvm::outs() << "predicted per-rank peak memory (bytes):";
     for (int c = 0; c < shardc::plan::kNumCategories; ++c)
@@ -664,7 +744,7 @@ int main(int argc, char **argv) {
     llvm::outs() << " units=" << writer.plan().units_size()
                  << " largest_unit_elements=" << largest
                  << " untrained_params=" << untrainedParamBytes(writer.plan())
-                 << " sent_per_step=" << sentBytesPerStep(writer.plan())
+                 << " sent_per_step=" << cost.sentBytes
                  << " offloaded=" << memory.offloadBytes << "\n";
   }
   if (printTrainable) {

@@ -442,8 +442,7 @@ loadAndAgree(rt::Communicator &comm) {
   if (loaded) {
     info[0] = 1;
     info[1] = std::max<int64_t>(1, (*loaded)->plan.world_size());
-    plan::PlanDigest digest =
-        plan::digestPlan(**loaded, rt::Executor::collectiveOpTypes());
+    plan::PlanDigest digest = plan::digestPlan(**loaded);
     std::memcpy(&info[2], digest.parts.data(), sizeof(int64_t) * kParts);
   } else {
     mine = toString(loaded.takeError());

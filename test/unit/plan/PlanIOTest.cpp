@@ -393,8 +393,8 @@ TEST(PlanIOTest, RejectsEmptyPlanFile) {
 }
 
 TEST(PlanIOTest, RejectsWrongVersion) {
-  expectRejected([](Plan &p) { p.set_version(7); },
-                 {"has version 7", "reads version 6", "recompile", "shardc"});
+  expectRejected([](Plan &p) { p.set_version(8); },
+                 {"has version 8", "reads version 7", "recompile", "shardc"});
 }
 
 //===----------------------------------------------------------------------===//
@@ -759,24 +759,24 @@ TEST(PlanManifestTest, WriterNeedsTheSourceModelAsAFile) {
 
 TEST(PlanManifestTest, ParseRejectsMalformedManifests) {
   std::string plan = "plan.pb 10 " + kZeroHash;
-  EXPECT_EQ(parseError(signedManifest({"shard-plan 6", plan})), "");
+  EXPECT_EQ(parseError(signedManifest({"shard-plan 7", plan})), "");
   EXPECT_NE(parseError("").find("empty"), std::string::npos);
-  std::string good = signedManifest({"shard-plan 6", plan});
+  std::string good = signedManifest({"shard-plan 7", plan});
   EXPECT_NE(parseError(llvm::StringRef(good).drop_back()).find("line break"),
             std::string::npos);
   EXPECT_NE(parseError(signedManifest({"PK\x03\x04 zip", plan}))
                 .find("not a plan manifest"),
             std::string::npos);
   EXPECT_NE(parseError(signedManifest({"shard-plan 1", plan}))
-                .find("version 1, but this build reads version 6; recompile"),
+                .find("version 1, but this build reads version 7; recompile"),
             std::string::npos);
   EXPECT_NE(parseError(signedManifest({"shard-plan x", plan}))
                 .find("no valid plan version"),
             std::string::npos);
-  EXPECT_NE(parseError(signedManifest({"shard-plan 6"})).find("lists no files"),
+  EXPECT_NE(parseError(signedManifest({"shard-plan 7"})).find("lists no files"),
             std::string::npos);
   EXPECT_NE(
-      parseError(signedManifest({"shard-plan 6", "params.bin 1 " + kZeroHash}))
+      parseError(signedManifest({"shard-plan 7", "params.bin 1 " + kZeroHash}))
           .find("does not list plan.pb"),
       std::string::npos);
   for (const std::string &line : std::vector<std::string>{
@@ -786,11 +786,11 @@ TEST(PlanManifestTest, ParseRejectsMalformedManifests) {
            "plan.pb 10 " + std::string(64, 'A'),
            "plan.pb 10 " + kZeroHash + " x", "plan.pb 10",
            "manifest 10 " + kZeroHash})
-    EXPECT_NE(parseError(signedManifest({"shard-plan 6", line}))
+    EXPECT_NE(parseError(signedManifest({"shard-plan 7", line}))
                   .find("manifest line 2"),
               std::string::npos)
         << line;
-  EXPECT_NE(parseError(signedManifest({"shard-plan 6", plan, plan}))
+  EXPECT_NE(parseError(signedManifest({"shard-plan 7", plan, plan}))
                 .find("listed more than once"),
             std::string::npos);
   // The final line guards everything above it.
@@ -1580,7 +1580,7 @@ PlanDigest digest(const std::function<void(Plan &)> &mutate,
   EXPECT_EQ(errorText(loaded), "");
   if (!loaded)
     return {};
-  return digestPlan(**loaded, {"AllReduceStart"});
+  return digestPlan(**loaded);
 }
 
 /// The parts in which two digests differ.

@@ -1,0 +1,104 @@
+//===- CostModel.h - The predicted time of a plan's step --------*- C++ -*-===//
+//
+// The compiler's estimate of one step's time per rank, before any run: the
+// plan's ops replayed on three timelines, as the executor runs them.
+//
+//   compute   kernels, in plan order. A kernel with flops (Op.flops: matrix
+//             products and convolutions) takes max(flops / F, bytes / B);
+//             any other kernel bytes / B, its bytes being what it reads and
+//             writes; each adds a fixed overhead. Views cost nothing (they
+//             are no ops).
+//   links     collectives, one at a time in plan order, each starting when
+//             the compute timeline reaches its start op and the previous
+//             collective is done: latency + bytes sent / link bandwidth, the
+//             bytes a ring algorithm sends (sentBytes).
+//   tier      offload transfers, likewise: latency + bytes / tier bandwidth.
+//
+// A CollectiveWait holds the compute timeline until its start is done; that
+// hold is the exposed communication or transfer time. The step ends when all
+// three timelines are done. Everything the model knows of the machine is in
+// MachineModel; its defaults are measured on the CPU backend
+// (bench/cost_model_bench.py refits them from a trace).
+//
+//===----------------------------------------------------------------------===//
+#ifndef SHARDC_PLAN_COSTMODEL_H
+#define SHARDC_PLAN_COSTMODEL_H
+
+#include "plan.pb.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <string>
+
+namespace shardc::plan {
+
+/// What the cost model knows of the machine one rank runs on.
+struct MachineModel {
+  /// Floating-point operations per second of a matrix product or
+  /// convolution kernel.
+  double flopsPerSecond = 0;
+  /// Bytes per second a memory-bound kernel reads and writes.
+  double memoryBytesPerSecond = 0;
+  /// Fixed time of every kernel (dispatch, threading, launch).
+  double kernelSeconds = 0;
+  /// Bytes per second one rank sends in a collective, and a collective's
+  /// fixed time.
+  double linkBytesPerSecond = 0;
+  double linkSeconds = 0;
+  /// Bytes per second between memory and the offload tier (each
+  /// direction), and a transfer's fixed time.
+  double tierBytesPerSecond = 0;
+  double tierSeconds = 0;
+
+  /// One rank of the CPU backend (measured: bench/cost_model_bench.py).
+  static MachineModel cpu();
+
+  /// Overrides fields from "key=value,key=value" (keys: flops, memory,
+  /// kernel, link, link-latency, tier, tier-latency; rates in per second,
+  /// times in seconds, each positive).
+  llvm::Error parseOverrides(llvm::StringRef text);
+
+  /// "F=4.0e10 flop/s, memory 5.0e9 B/s, ..." for messages.
+  std::string describe() const;
+};
+
+/// The predicted time of one step and where it goes.
+struct StepCost {
+  /// The step: when the last of the three timelines is done.
+  double seconds = 0;
+  /// Kernel time, and the part of it that recomputes activations.
+  double computeSeconds = 0;
+  double recomputeSeconds = 0;
+  /// Time the links and the tier are busy.
+  double commSeconds = 0;
+  double tierSeconds = 0;
+  /// Time the compute timeline waits for collectives and for transfers
+  /// (the part of commSeconds and tierSeconds not hidden behind compute).
+  double commWaitSeconds = 0;
+  double tierWaitSeconds = 0;
+  /// What the kernels do: their count, the flops of those with flops, the
+  /// bytes the others read and write (bench/cost_model_bench.py divides
+  /// measured kernel times by these to fit a MachineModel).
+  uint64_t kernels = 0;
+  uint64_t flops = 0;
+  uint64_t kernelBytes = 0;
+  /// Bytes one rank sends over collectives, and moves to and from the tier.
+  uint64_t sentBytes = 0;
+  uint64_t tierBytes = 0;
+};
+
+/// The bytes one rank sends for collective start `op` of `plan`, as ring
+/// algorithms move them: an all-gather sends the rank's shard to n - 1
+/// ranks, a reduce-scatter (n - 1) / n of its input, an all-reduce twice
+/// that, n being the ranks it spans (its `world_size` attribute, or the
+/// plan's). 0 for any other op.
+uint64_t sentBytes(const Plan &plan, const Op &op);
+
+/// Replays `plan`'s step on `machine`.
+StepCost estimateStep(const Plan &plan, const MachineModel &machine);
+
+} // namespace shardc::plan
+
+#endif // SHARDC_PLAN_COSTMODEL_H

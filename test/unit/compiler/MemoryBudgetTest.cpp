@@ -1,0 +1,201 @@
+//===- MemoryBudgetTest.cpp - Choosing options that fit a budget ----------===//
+//
+// The search of shardc --memory-budget over a model of peaks and times
+// given in closed form (each knob's notch saves bytes and adds seconds), so
+// that the right answer is known.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/MemoryBudget.h"
+
+#include "gtest/gtest.h"
+
+#include <random>
+
+using namespace shardc;
+
+namespace {
+
+BudgetSpace fullSpace() {
+  BudgetSpace s;
+  s.stages = {0, 1, 2, 3};
+  s.reshards = {ReshardSpec{ReshardSpec::Keep, 0},
+                ReshardSpec{ReshardSpec::Group, 2},
+                ReshardSpec{ReshardSpec::Full, 0}};
+  s.prefetches = {BackwardPrefetch::Pre, BackwardPrefetch::None};
+  s.recomputes = {false, true};
+  s.offloads = {{}, {OffloadKind::Optimizer}};
+  return s;
+}
+
+/// Peak and time as sums over the knobs' notches: saved[k][i] bytes less
+/// and added[k][i] seconds more at notch i of knob k.
+struct Additive {
+  uint64_t base = 0;
+  std::vector<std::vector<uint64_t>> saved;
+  std::vector<std::vector<double>> added;
+  int calls = 0;
+
+  llvm::Expected<BudgetEstimate> operator()(const BudgetChoice &c) {
+    ++calls;
+    BudgetEstimate e{base, 1.0};
+    for (int k = 0; k < kNumBudgetKnobs; ++k) {
+      e.peakBytes -= saved[k][c.level[k]];
+      e.seconds += added[k][c.level[k]];
+    }
+    return e;
+  }
+};
+
+Additive example() {
+  Additive m;
+  m.base = 1200; // every notch at once: 40 bytes
+  m.saved = {{0, 300, 400, 600}, {0, 50, 100}, {0, 10}, {0, 200}, {0, 250}};
+  m.added = {{0, 1, 2, 5}, {0, 1, 2}, {0, 1}, {0, 10}, {0, 3}};
+  return m;
+}
+
+TEST(MemoryBudgetTest, TheFastestSettingWhenItFits) {
+  BudgetSpace s = fullSpace();
+  Additive m = example();
+  std::string log;
+  llvm::raw_string_ostream os(log);
+  auto c = chooseForBudget(1200, s, std::ref(m), os);
+  ASSERT_TRUE(bool(c)) << llvm::toString(c.takeError());
+  EXPECT_EQ(*c, BudgetChoice{});
+  EXPECT_EQ(c->flags(s), "--zero-stage 0");
+  EXPECT_NE(log.find("chose --zero-stage 0: peak 1.2 KiB"), std::string::npos)
+      << log;
+}
+
+TEST(MemoryBudgetTest, MovesByBytesSavedPerSecondThenTheFastestFit) {
+  BudgetSpace s = fullSpace();
+  Additive m = example();
+  std::string log;
+  llvm::raw_string_ostream os(log);
+  // 350 bytes to save: stage 1 saves the most per second (300 / 1), then
+  // stage 2 is the fastest move that fits (recompute and offload fit too).
+  auto c = chooseForBudget(850, s, std::ref(m), os);
+  ASSERT_TRUE(bool(c)) << llvm::toString(c.takeError());
+  EXPECT_EQ(c->flags(s), "--zero-stage 2") << log;
+  EXPECT_NE(log.find("--zero-stage 1: peak 1.2 KiB, step 1.000 s -> peak "
+                     "900.0 B, step 2.000 s (300.0 B saved per second "
+                     "added)"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("--zero-stage 2: peak 900.0 B, step 2.000 s -> peak "
+                     "800.0 B, step 3.000 s (fits)"),
+            std::string::npos)
+      << log;
+}
+
+TEST(MemoryBudgetTest, StageThreeKnobsAndTheFlagsThatSelectThem) {
+  BudgetSpace s = fullSpace();
+  BudgetChoice c;
+  c[BudgetKnob::Stage] = 3;
+  c[BudgetKnob::Reshard] = 1;
+  c[BudgetKnob::Prefetch] = 1;
+  c[BudgetKnob::Recompute] = 1;
+  c[BudgetKnob::Offload] = 1;
+  EXPECT_EQ(c.flags(s), "--zero-stage 3 --reshard-after-forward=2 "
+                        "--backward-prefetch none --recompute --offload "
+                        "optimizer");
+  // Below stage 3 the stage-3 knobs say nothing.
+  c[BudgetKnob::Stage] = 2;
+  EXPECT_EQ(c.flags(s), "--zero-stage 2 --recompute --offload optimizer");
+}
+
+TEST(MemoryBudgetTest, BelowTheFloorNamesTheSmallestPeak) {
+  BudgetSpace s = fullSpace();
+  Additive m = example();
+  std::string log;
+  llvm::raw_string_ostream os(log);
+  auto c = chooseForBudget(39, s, std::ref(m), os);
+  ASSERT_FALSE(bool(c));
+  std::string msg = llvm::toString(c.takeError());
+  EXPECT_NE(msg.find("below the smallest predicted per-rank peak within "
+                     "reach, 40.0 B (40 bytes, with --zero-stage 3 "
+                     "--reshard-after-forward=true --backward-prefetch none "
+                     "--recompute --offload optimizer)"),
+            std::string::npos)
+      << msg;
+  EXPECT_EQ(m.calls, 1); // refused after compiling the floor alone
+  EXPECT_TRUE(bool(chooseForBudget(40, s, std::ref(m), os)));
+}
+
+TEST(MemoryBudgetTest, FixedKnobsStay) {
+  BudgetSpace s = fullSpace();
+  s.stages = {3};                       // --zero-stage 3
+  s.offloads = {{OffloadKind::Params}}; // --offload params
+  Additive m = example();
+  m.saved[0] = {600};
+  m.added[0] = {5};
+  m.saved[4] = {250};
+  m.added[4] = {3};
+  m.base = 1300; // 450 with the fixed knobs; recompute and a full reshard
+                 // (300 bytes) are what fits 150
+  std::string log;
+  llvm::raw_string_ostream os(log);
+  auto c = chooseForBudget(150, s, std::ref(m), os);
+  ASSERT_TRUE(bool(c)) << llvm::toString(c.takeError()) << log;
+  EXPECT_EQ((*c)[BudgetKnob::Stage], 0);
+  EXPECT_EQ((*c)[BudgetKnob::Offload], 0);
+  EXPECT_EQ(c->flags(s), "--zero-stage 3 --reshard-after-forward=true "
+                         "--backward-prefetch pre --recompute --offload "
+                         "params")
+      << log;
+}
+
+// On random additive models: whenever the floor fits, the choice fits, and
+// no single notch back from it fits in less time.
+TEST(MemoryBudgetTest, ChoicesFitAndAreLocallyCheapest) {
+  std::mt19937 rng(7);
+  BudgetSpace s = fullSpace();
+  for (int trial = 0; trial < 300; ++trial) {
+    Additive m;
+    m.base = 20000;
+    m.saved.resize(kNumBudgetKnobs);
+    m.added.resize(kNumBudgetKnobs);
+    for (int k = 0; k < kNumBudgetKnobs; ++k) {
+      uint64_t save = 0;
+      double add = 0;
+      for (int i = 0; i < s.size(static_cast<BudgetKnob>(k)); ++i) {
+        if (i) {
+          save += rng() % 1500;
+          add += (rng() % 1000) / 100.0;
+        }
+        m.saved[k].push_back(save);
+        m.added[k].push_back(add);
+      }
+    }
+    uint64_t budget = 5000 + rng() % 15000;
+    std::string log;
+    llvm::raw_string_ostream os(log);
+    auto c = chooseForBudget(budget, s, std::ref(m), os);
+    BudgetChoice floor;
+    for (int k = 0; k < kNumBudgetKnobs; ++k)
+      floor.level[k] = s.size(static_cast<BudgetKnob>(k)) - 1;
+    uint64_t floorPeak = (*m(floor)).peakBytes;
+    if (floorPeak > budget) {
+      EXPECT_FALSE(bool(c));
+      llvm::consumeError(c.takeError());
+      continue;
+    }
+    ASSERT_TRUE(bool(c)) << llvm::toString(c.takeError());
+    BudgetEstimate e = *m(*c);
+    EXPECT_LE(e.peakBytes, budget) << log;
+    for (int k = 0; k < kNumBudgetKnobs; ++k) {
+      if (c->level[k] == 0 || ((k == 1 || k == 2) && c->level[0] != 3))
+        continue;
+      BudgetChoice back = *c;
+      --back.level[k];
+      if (k == 0 && c->level[0] == 3)
+        back.level[1] = back.level[2] = 0;
+      BudgetEstimate b = *m(back);
+      EXPECT_FALSE(b.peakBytes <= budget && b.seconds < e.seconds)
+          << "trial " << trial << ", knob " << k << "\n"
+          << log;
+    }
+  }
+}
+
+} // namespace
