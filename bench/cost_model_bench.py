@@ -4,13 +4,14 @@ step times, and the machine numbers that fit this machine.
 
 On the GPT example scaled by --layers/--width (bench/memory_bench.py's
 export), Adam, it compiles and runs:
-  1. one rank, no sharding, with --trace: the matrix-product kernels' total
-     time over the plan's flops gives `flops`; the other kernels' time, less
-     `kernel` seconds each (the median time of the smallest tenth of them),
-     over the bytes they read and write gives `memory`;
-  2. N ranks at ZeRO stage 3: the trace's communication events (bytes and
-     time) give `link` (bytes a rank sends per second, ring algorithms);
-  3. for each ZeRO stage 0-3 at N ranks, with the fitted numbers passed as
+  1. N ranks at ZeRO stage 3 with --trace (rank 0's events, which ran
+     while the other ranks shared the machine): the matrix-product kernels'
+     total time over the plan's flops gives `flops`; the other kernels'
+     time, less `kernel` seconds each (the median time of the smallest tenth
+     of them), over the bytes they read and write gives `memory`; the
+     communication events (bytes and time) give `link` (bytes a rank sends
+     per second, ring algorithms);
+  2. for each ZeRO stage 0-3 at N ranks, with the fitted numbers passed as
      --cost-model: the predicted step time and the measured mean step time
      (after the first step).
 Usage: bench/cost_model_bench.py [--ranks 4] [--layers 16] [--width 512]
@@ -81,10 +82,13 @@ def main():
         model, data, psi = export(tmp, args.layers, args.width)
         print(f"GPT: {args.layers} layers, width {args.width}, psi = {psi} "
               f"parameters, Adam fp32\n")
-        # 1. Kernels, one rank.
-        plan = os.path.join(tmp, "one")
-        pred = compile_plan(args, model, plan, [])
-        trace = os.path.join(tmp, "one.json")
+        # 1. Kernels and links from one run of N ranks at stage 3 (rank 0's
+        # trace): the kernels ran while the other ranks computed too, as
+        # in every run the model predicts.
+        plan = os.path.join(tmp, "fit")
+        pred = compile_plan(args, model, plan,
+                            ["--world-size", str(args.ranks), "--zero-stage", "3"])
+        trace = os.path.join(tmp, "fit.json")
         run(args, plan, data, trace)
         kernels = events(trace, "kernel") + events(trace, "recompute")
         steps = args.steps
@@ -95,11 +99,6 @@ def main():
         flops = pred["flops"] * steps / (flop_us / 1e6)
         other_s = sum(other) / 1e6 - kernel_s * len(other)
         memory = pred["kernel_bytes"] * steps / max(other_s, 1e-9)
-        # 2. Links, N ranks at stage 3.
-        plan = os.path.join(tmp, "links")
-        compile_plan(args, model, plan, ["--world-size", str(args.ranks), "--zero-stage", "3"])
-        trace = os.path.join(tmp, "links.json")
-        run(args, plan, data, trace)
         # Each event's bytes are its larger buffer (nccl-tests' convention);
         # a ring sends (n - 1) / n of it, twice for an all-reduce.
         comm = [e for e in events(trace, "communication")
@@ -109,7 +108,7 @@ def main():
         link = sent / max(sum(e["dur"] for e in comm) / 1e6, 1e-9)
         fitted = f"flops={flops:.3g},memory={memory:.3g},kernel={kernel_s:.3g},link={link:.3g}"
         print(f"fitted: --cost-model {fitted}\n")
-        # 3. Predicted against measured, stages 0-3.
+        # 2. Predicted against measured, stages 0-3.
         print("| stage | predicted step | measured step | measured / predicted |")
         print("|---|---|---|---|")
         for stage in range(4):

@@ -67,7 +67,7 @@ def main():
             return r
 
         def peak(out):
-            return int(re.search(r"total=(\d+)", out).group(1))
+            return int(re.search(r"peak memory \(bytes\):.* total=(\d+)", out).group(1))
 
         top = peak(shardc(os.path.join(tmp, "s0"), ["--zero-stage", "0"]).stdout)
         zero3 = peak(shardc(os.path.join(tmp, "s3"), ["--zero-stage", "3"]).stdout)
