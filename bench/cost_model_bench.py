@@ -30,17 +30,9 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from memory_bench import export  # noqa: E402
+from memory_bench import export, tool_env as env  # noqa: E402
 
 FLOP_OPS = ("MatMul", "Gemm", "Conv", "ConvGradInput", "ConvGradWeight")
-
-
-def env():
-    e = dict(os.environ)
-    if os.geteuid() == 0:
-        e["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
-        e["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
-    return e
 
 
 def compile_plan(args, model, plan, flags, cost_model=None):

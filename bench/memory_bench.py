@@ -34,6 +34,15 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "examples"))
 
 
+def tool_env():
+    """The environment for the tools: mpirun may run as root."""
+    env = dict(os.environ)
+    if os.geteuid() == 0:
+        env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+        env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+    return env
+
+
 def export(out, layers, width, ctx=16, batch=2, samples=64):
     """The GPT example at this size, exported in training mode to
     OUT/gpt<layers>.onnx with `samples` sequences in OUT/data; returns the

@@ -28,7 +28,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from memory_bench import export  # noqa: E402
+from memory_bench import export, tool_env  # noqa: E402
 
 
 def main():
@@ -41,10 +41,7 @@ def main():
     ap.add_argument("--shardc", default=os.path.join(ROOT, "build/bin/shardc"))
     ap.add_argument("--shardrun", default=os.path.join(ROOT, "build/bin/shardrun"))
     args = ap.parse_args()
-    env = dict(os.environ)
-    if os.geteuid() == 0:
-        env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
-        env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+    env = tool_env()
     with tempfile.TemporaryDirectory(prefix="shard-offload-bench-") as tmp:
         model, data, psi = export(tmp, args.layers, args.width)
         tier = args.offload_dir or os.path.join(tmp, "tier")
