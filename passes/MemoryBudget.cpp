@@ -45,11 +45,12 @@ BudgetSpace BudgetSpace::of(const TrainPipelineOptions &options) {
   if (options.reshardAfterForward.hasValue()) {
     s.reshards = {options.reshardAfterForward.getValue()};
   } else {
-    // Keep the gathered parameters, keep them sharded over G, free them.
+    // Keep the gathered parameters, keep a 1/G slice of them (more memory
+    // for a smaller G), free them.
     s.reshards.push_back(ReshardSpec{ReshardSpec::Keep, 0});
     int64_t group = options.hybridShard > 0 ? options.hybridShard.getValue()
                                             : options.worldSize.getValue();
-    for (int64_t g = group / 2; g >= 2; --g)
+    for (int64_t g = 2; g <= group / 2; ++g)
       if (group % g == 0)
         s.reshards.push_back(ReshardSpec{ReshardSpec::Group, g});
     s.reshards.push_back(ReshardSpec{ReshardSpec::Full, 0});
@@ -147,15 +148,15 @@ std::string BudgetChoice::flag(const BudgetSpace &space,
 std::string BudgetChoice::flags(const BudgetSpace &space) const {
   std::string text;
   for (BudgetKnob knob : kKnobs) {
-    if (!applies(space, *this, knob) ||
-        (knob == BudgetKnob::Stage && !space.sharded))
+    // The command line's own flags are not repeated.
+    if (!applies(space, *this, knob) || space.size(knob) < 2)
       continue;
     std::string f = flag(space, knob);
     if (llvm::StringRef(f).starts_with("no "))
       continue;
     text += (text.empty() ? "" : " ") + f;
   }
-  return text.empty() ? "the defaults" : text;
+  return text.empty() ? "the command line's flags" : text;
 }
 
 namespace {
@@ -220,11 +221,21 @@ llvm::Expected<BudgetChoice> chooseForBudget(uint64_t budget,
   Search search(space, evaluate);
   std::string head = "shardc: --memory-budget " + formatBytes(budget) + ": ";
 
+  BudgetChoice cur;
+  llvm::Expected<BudgetEstimate> now = search(cur);
+  if (!now)
+    return now.takeError();
+  log << head << "start from " << cur.flags(space) << ": " << describe(*now)
+      << "\n";
   // Every knob at its last notch: the smallest peak within reach.
   BudgetChoice least;
   for (BudgetKnob knob : kKnobs)
     least[knob] = space.size(knob) - 1;
-  llvm::Expected<BudgetEstimate> floor = search(least);
+  if (!applies(space, least, BudgetKnob::Reshard))
+    least[BudgetKnob::Reshard] = least[BudgetKnob::Prefetch] = 0;
+  llvm::Expected<BudgetEstimate> floor =
+      now->peakBytes <= budget ? llvm::Expected<BudgetEstimate>(*now)
+                               : search(least);
   if (!floor)
     return floor.takeError();
   if (floor->peakBytes > budget)
@@ -239,13 +250,6 @@ llvm::Expected<BudgetChoice> chooseForBudget(uint64_t budget,
             least.flags(space) +
             "). Give a budget of at least that, more ranks (--world-size), "
             "or a smaller batch (--dim)");
-
-  BudgetChoice cur;
-  llvm::Expected<BudgetEstimate> now = search(cur);
-  if (!now)
-    return now.takeError();
-  log << head << "start from " << cur.flags(space) << ": " << describe(*now)
-      << "\n";
   while (now->peakBytes > budget) {
     // One notch of one knob; and stage 3 also with its reshard at the last
     // notch (FULL_SHARD), where stage 3 first saves its memory.

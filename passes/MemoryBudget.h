@@ -21,8 +21,9 @@
 // budget, take the fitting move with the least time, or else the move that
 // saves the most bytes per second it adds. Once the plan fits, moves back
 // that still fit and cost less are taken. Every decision is one line of the
-// log. The setting with every knob at its last notch is compiled first: when
-// even it does not fit, the budget is refused with that smallest peak.
+// log. When the fastest setting does not fit, the one with every knob at its
+// last notch is compiled next: when even it does not fit, the budget is
+// refused with that smallest peak.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SHARDC_PASSES_MEMORYBUDGET_H
@@ -79,9 +80,10 @@ struct BudgetChoice {
 
   /// Sets `options` to this choice's settings.
   void apply(const BudgetSpace &space, TrainPipelineOptions &options) const;
-  /// The shardc flags that select it ("--zero-stage 3 --recompute").
+  /// The shardc flags that select it, beyond the command line's own (the
+  /// knobs with one setting): "--zero-stage 3 --recompute".
   std::string flags(const BudgetSpace &space) const;
-  /// The flag of one knob's setting ("--offload optimizer,grads").
+  /// The flag of one knob's setting ("--offload optimizer --offload grads").
   std::string flag(const BudgetSpace &space, BudgetKnob knob) const;
 };
 

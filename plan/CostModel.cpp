@@ -15,22 +15,6 @@
 
 namespace shardc::plan {
 
-// Fitted by bench/cost_model_bench.py (4 ranks of the 50 M-parameter GPT at
-// stage 3 on a 2-core machine: each rank has about half a core, and MPI
-// moves bytes through shared memory); the tier's rate is what
-// bench/offload_bench.py measured for a tier file in the page cache.
-MachineModel MachineModel::cpu() {
-  MachineModel m;
-  m.flopsPerSecond = 1.5e10;
-  m.memoryBytesPerSecond = 8.0e9;
-  m.kernelSeconds = 3.0e-7;
-  m.linkBytesPerSecond = 8.3e8;
-  m.linkSeconds = 2.0e-5;
-  m.tierBytesPerSecond = 2.0e9;
-  m.tierSeconds = 5.0e-5;
-  return m;
-}
-
 namespace {
 struct Field {
   const char *key;

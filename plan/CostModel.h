@@ -34,26 +34,31 @@
 
 namespace shardc::plan {
 
-/// What the cost model knows of the machine one rank runs on.
+/// What the cost model knows of the machine one rank runs on. The defaults
+/// are one rank of the CPU backend, fitted by bench/cost_model_bench.py (4
+/// ranks of the 50 M-parameter GPT at stage 3 on a 2-core machine: each rank
+/// has about half a core, and MPI moves bytes through shared memory); the
+/// tier's rate is what bench/offload_bench.py measured for a tier file in the
+/// page cache.
 struct MachineModel {
   /// Floating-point operations per second of a matrix product or
   /// convolution kernel.
-  double flopsPerSecond = 0;
+  double flopsPerSecond = 1.5e10;
   /// Bytes per second a memory-bound kernel reads and writes.
-  double memoryBytesPerSecond = 0;
+  double memoryBytesPerSecond = 8.0e9;
   /// Fixed time of every kernel (dispatch, threading, launch).
-  double kernelSeconds = 0;
+  double kernelSeconds = 3.0e-7;
   /// Bytes per second one rank sends in a collective, and a collective's
   /// fixed time.
-  double linkBytesPerSecond = 0;
-  double linkSeconds = 0;
-  /// Bytes per second between memory and the offload tier (each
-  /// direction), and a transfer's fixed time.
-  double tierBytesPerSecond = 0;
-  double tierSeconds = 0;
+  double linkBytesPerSecond = 8.3e8;
+  double linkSeconds = 2.0e-5;
+  /// Bytes per second between memory and the offload tier (reads and
+  /// writes share it), and a transfer's fixed time.
+  double tierBytesPerSecond = 2.0e9;
+  double tierSeconds = 5.0e-5;
 
-  /// One rank of the CPU backend (measured: bench/cost_model_bench.py).
-  static MachineModel cpu();
+  /// One rank of the CPU backend: the defaults.
+  static MachineModel cpu() { return MachineModel(); }
 
   /// Overrides fields from "key=value,key=value" (keys: flops, memory,
   /// kernel, link, link-latency, tier, tier-latency; rates in per second,

@@ -494,6 +494,14 @@ static llvm::Error chooseForBudget(ModuleOp module,
   auto evaluate = [&](const shardc::BudgetChoice &choice)
       -> llvm::Expected<shardc::BudgetEstimate> {
     choice.apply(space, pipeline);
+    // A candidate's warnings would repeat the final compile's; its errors
+    // go into the search's error.
+    std::string errors;
+    ScopedDiagnosticHandler quiet(module.getContext(), [&](Diagnostic &diag) {
+      if (diag.getSeverity() == DiagnosticSeverity::Error)
+        errors += (errors.empty() ? "" : "; ") + diag.str();
+      return success();
+    });
     OwningOpRef<ModuleOp> copy = module.clone();
     PassManager pm(module.getContext());
     shardc::buildTrainPipeline(pm, pipeline);
@@ -501,7 +509,8 @@ static llvm::Error chooseForBudget(ModuleOp module,
     if (failed(pm.run(*copy)) ||
         failed(shardc::emitPlan(*copy, reader, writer)))
       return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                     "see the errors above");
+                                     errors.empty() ? "the pipeline failed"
+                                                    : errors);
     shardc::plan::MemoryPlan memory = shardc::plan::planMemory(writer.plan());
     return shardc::BudgetEstimate{
         memory.peakTotal,

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "passes/MemoryBudget.h"
+#include "passes/Passes.h"
 
 #include "gtest/gtest.h"
 
@@ -118,7 +119,7 @@ TEST(MemoryBudgetTest, BelowTheFloorNamesTheSmallestPeak) {
                      "--recompute --offload optimizer)"),
             std::string::npos)
       << msg;
-  EXPECT_EQ(m.calls, 1); // refused after compiling the floor alone
+  EXPECT_EQ(m.calls, 2); // refused after compiling the start and the floor
   EXPECT_TRUE(bool(chooseForBudget(40, s, std::ref(m), os)));
 }
 
@@ -139,10 +140,42 @@ TEST(MemoryBudgetTest, FixedKnobsStay) {
   ASSERT_TRUE(bool(c)) << llvm::toString(c.takeError()) << log;
   EXPECT_EQ((*c)[BudgetKnob::Stage], 0);
   EXPECT_EQ((*c)[BudgetKnob::Offload], 0);
-  EXPECT_EQ(c->flags(s), "--zero-stage 3 --reshard-after-forward=true "
-                         "--backward-prefetch pre --recompute --offload "
-                         "params")
+  // The command line's own flags are not repeated.
+  EXPECT_EQ(c->flags(s), "--reshard-after-forward=true --backward-prefetch pre "
+                         "--recompute")
       << log;
+}
+
+// The ladders of a command line: each from the fastest setting to the one
+// that saves the most memory; what the command line gives is fixed.
+TEST(MemoryBudgetTest, LaddersOfACommandLine) {
+  TrainPipelineOptions o;
+  ASSERT_TRUE(mlir::succeeded(o.parseFromString("world-size=8")));
+  BudgetSpace s = BudgetSpace::of(o);
+  EXPECT_EQ(s.stages, (std::vector<int64_t>{0, 1, 2, 3}));
+  // A 1/G slice per rank: a larger G keeps less.
+  ASSERT_EQ(s.reshards.size(), 4u);
+  EXPECT_EQ(s.reshards[0], (ReshardSpec{ReshardSpec::Keep, 0}));
+  EXPECT_EQ(s.reshards[1], (ReshardSpec{ReshardSpec::Group, 2}));
+  EXPECT_EQ(s.reshards[2], (ReshardSpec{ReshardSpec::Group, 4}));
+  EXPECT_EQ(s.reshards[3], (ReshardSpec{ReshardSpec::Full, 0}));
+  EXPECT_EQ(s.recomputes, (std::vector<bool>{false, true}));
+  EXPECT_EQ(s.offloads.size(), 4u);
+
+  TrainPipelineOptions h;
+  ASSERT_TRUE(mlir::succeeded(h.parseFromString(
+      "world-size=8 hybrid-shard=4 recompute-units=blocks offload=params")));
+  BudgetSpace t = BudgetSpace::of(h);
+  EXPECT_EQ(t.stages, (std::vector<int64_t>{1, 2, 3})); // hybrid shards
+  ASSERT_EQ(t.reshards.size(), 3u);                     // G = 2 of 4
+  EXPECT_EQ(t.recomputes, (std::vector<bool>{true}));
+  ASSERT_EQ(t.offloads.size(), 1u);
+  EXPECT_EQ(t.offloads[0], (std::vector<OffloadKind>{OffloadKind::Params}));
+
+  TrainPipelineOptions one; // no --world-size: the stage is not a knob
+  BudgetSpace u = BudgetSpace::of(one);
+  EXPECT_FALSE(u.sharded);
+  EXPECT_EQ(u.size(BudgetKnob::Stage), 1);
 }
 
 // On random additive models: whenever the floor fits, the choice fits, and

@@ -29,6 +29,7 @@ MachineModel unitMachine() {
   m.memoryBytesPerSecond = 1;
   m.linkBytesPerSecond = 1;
   m.tierBytesPerSecond = 1;
+  m.kernelSeconds = m.linkSeconds = m.tierSeconds = 0;
   return m;
 }
 
