@@ -34,12 +34,6 @@ import tempfile
 from training_checks import check_report, fail, predicted, read_log, run, tool_env
 
 
-
-
-
-
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--shardc", required=True)
