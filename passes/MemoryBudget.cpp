@@ -5,7 +5,6 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
-#include <limits>
 #include <map>
 
 namespace shardc {
@@ -250,6 +249,10 @@ llvm::Expected<BudgetChoice> chooseForBudget(uint64_t budget,
             least.flags(space) +
             "). Give a budget of at least that, more ranks (--world-size), "
             "or a smaller batch (--dim)");
+  // Whether the search runs (the fastest setting does not fit), and whether
+  // it ended at the floor.
+  const bool searched = now->peakBytes > budget;
+  bool tookFloor = false;
   while (now->peakBytes > budget) {
     // One notch of one knob; and stage 3 also with its reshard at the last
     // notch (FULL_SHARD), where stage 3 first saves its memory.
@@ -268,15 +271,24 @@ llvm::Expected<BudgetChoice> chooseForBudget(uint64_t budget,
                                    full.flag(space, BudgetKnob::Reshard)});
       }
     }
-    std::optional<BudgetChoice> best;
-    BudgetEstimate bestEst;
-    std::string bestFlag;
+    std::optional<BudgetChoice> best, level;
+    BudgetEstimate bestEst, levelEst;
+    std::string bestFlag, levelFlag;
     bool bestFits = false;
     double bestRate = -1;
     for (auto &[n, label] : moves) {
       llvm::Expected<BudgetEstimate> e = search(n);
       if (!e)
         return e.takeError();
+      // A move that keeps the peak may open others that lower it (stage 1
+      // once the optimizer state is offloaded): the fastest such move is
+      // taken when no move lowers the peak.
+      if (e->peakBytes == now->peakBytes &&
+          (!level || e->seconds < levelEst.seconds)) {
+        level = n;
+        levelEst = *e;
+        levelFlag = label;
+      }
       if (e->peakBytes >= now->peakBytes)
         continue;
       bool fits = e->peakBytes <= budget;
@@ -294,12 +306,20 @@ llvm::Expected<BudgetChoice> chooseForBudget(uint64_t budget,
         bestRate = rate;
       }
     }
+    if (!best && level) {
+      log << head << levelFlag << ": " << describe(*now) << " -> "
+          << describe(levelEst) << " (the same peak; opens other moves)\n";
+      cur = *level;
+      *now = levelEst;
+      continue;
+    }
     if (!best) {
-      // No single move saves memory here: the floor does.
+      // No move keeps or lowers the peak here: the floor does.
       log << head << "no one change lowers the peak further; take "
           << least.flags(space) << ": " << describe(*floor) << "\n";
       cur = least;
       *now = *floor;
+      tookFloor = true;
       break;
     }
     log << head << bestFlag << ": " << describe(*now) << " -> "
@@ -313,23 +333,50 @@ llvm::Expected<BudgetChoice> chooseForBudget(uint64_t budget,
     cur = *best;
     *now = bestEst;
   }
-  // Undo what is no longer needed: a move back that fits and is faster.
-  for (bool improved = true; improved;) {
-    improved = false;
-    for (BudgetKnob knob : kKnobs) {
-      std::optional<BudgetChoice> n = search.move(cur, knob, -1);
-      if (!n)
-        continue;
-      llvm::Expected<BudgetEstimate> e = search(*n);
-      if (!e)
-        return e.takeError();
-      if (e->peakBytes > budget || e->seconds >= now->seconds)
-        continue;
-      log << head << "back to " << n->flag(space, knob) << ": "
-          << describe(*now) << " -> " << describe(*e) << " (still fits)\n";
-      cur = *n;
-      *now = *e;
-      improved = true;
+  // Undo what is no longer needed: of the moves back that fit and are
+  // faster, the fastest, until none is left.
+  auto relax = [&](BudgetChoice &c, BudgetEstimate &est,
+                   llvm::StringRef from) -> llvm::Error {
+    while (true) {
+      std::optional<BudgetChoice> best;
+      BudgetEstimate bestEst;
+      BudgetKnob bestKnob = BudgetKnob::Stage;
+      for (BudgetKnob knob : kKnobs) {
+        std::optional<BudgetChoice> n = search.move(c, knob, -1);
+        if (!n)
+          continue;
+        llvm::Expected<BudgetEstimate> e = search(*n);
+        if (!e)
+          return e.takeError();
+        if (e->peakBytes <= budget &&
+            e->seconds < (best ? bestEst.seconds : est.seconds)) {
+          best = n;
+          bestEst = *e;
+          bestKnob = knob;
+        }
+      }
+      if (!best)
+        return llvm::Error::success();
+      log << head << from << "back to " << best->flag(space, bestKnob) << ": "
+          << describe(est) << " -> " << describe(bestEst) << " (still fits)\n";
+      c = *best;
+      est = bestEst;
+    }
+  };
+  if (llvm::Error err = relax(cur, *now, ""))
+    return std::move(err);
+  // The way back from the smallest peak may end faster than the way down
+  // from the fastest setting: take the faster of the two.
+  if (searched && !tookFloor) {
+    BudgetChoice alt = least;
+    BudgetEstimate altEst = *floor;
+    if (llvm::Error err = relax(alt, altEst, "from the smallest peak, "))
+      return std::move(err);
+    if (altEst.seconds < now->seconds) {
+      log << head << "the way back from the smallest peak is faster: "
+          << describe(altEst) << " against " << describe(*now) << "\n";
+      cur = alt;
+      *now = altEst;
     }
   }
   log << head << "chose " << cur.flags(space) << ": " << describe(*now) << "\n";

@@ -19,11 +19,13 @@
 // candidate and reading its predicted peak (plan/MemoryPlan.h) and step time
 // (plan/CostModel.h): from the fastest setting, while the peak is over the
 // budget, take the fitting move with the least time, or else the move that
-// saves the most bytes per second it adds. Once the plan fits, moves back
-// that still fit and cost less are taken. Every decision is one line of the
-// log. When the fastest setting does not fit, the one with every knob at its
-// last notch is compiled next: when even it does not fit, the budget is
-// refused with that smallest peak.
+// saves the most bytes per second it adds, or else (no move saves any) the
+// fastest move that keeps the peak, which may open moves that save. Once the
+// plan fits, moves back that still fit and cost less are taken; the same is
+// done from the setting of the smallest peak, and the faster end wins. Every
+// decision is one line of the log. When the fastest setting does not fit, the
+// one with every knob at its last notch is compiled next: when even it does not
+// fit, the budget is refused with that smallest peak.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SHARDC_PASSES_MEMORYBUDGET_H

@@ -464,6 +464,17 @@ static llvm::Error checkOutputPath(llvm::StringRef out, llvm::StringRef input,
   return llvm::Error::success();
 }
 
+/// The bytes of the model's initializer `name` (a plan's parameter).
+static llvm::Expected<std::vector<uint8_t>>
+readInitializer(const onnx::ModelProto &model, llvm::StringRef modelDir,
+                llvm::StringRef name) {
+  for (const auto &init : model.graph().initializer())
+    if (init.name() == name)
+      return shardc::readTensorBytes(init, modelDir);
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "no initializer named '" + name + "'");
+}
+
 /// --memory-budget: compiles candidate settings of the options the command
 /// line leaves open on copies of `module` (passes/MemoryBudget.h), logs
 /// each decision to stderr and sets `pipeline` to the chosen one.
@@ -481,15 +492,10 @@ static llvm::Error chooseForBudget(ModuleOp module,
     auto it = cache.find(name);
     if (it != cache.end())
       return it->second;
-    for (const auto &init : model.graph().initializer())
-      if (init.name() == name) {
-        auto bytes = shardc::readTensorBytes(init, modelDir);
-        if (!bytes)
-          return bytes.takeError();
-        return cache[name] = std::move(*bytes);
-      }
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "no initializer named '" + name + "'");
+    auto bytes = readInitializer(model, modelDir, name);
+    if (!bytes)
+      return bytes.takeError();
+    return cache[name] = std::move(*bytes);
   };
   auto evaluate = [&](const shardc::BudgetChoice &choice)
       -> llvm::Expected<shardc::BudgetEstimate> {
@@ -714,13 +720,8 @@ int main(int argc, char **argv) {
   writer.plan().set_producer("shardc 0.1");
   const onnx::ModelProto &model = imported->model;
   std::string modelDir = imported->modelDir;
-  shardc::ParamReader reader =
-      [&](llvm::StringRef name) -> llvm::Expected<std::vector<uint8_t>> {
-    for (const auto &init : model.graph().initializer())
-      if (init.name() == name)
-        return shardc::readTensorBytes(init, modelDir);
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "no initializer named '" + name + "'");
+  shardc::ParamReader reader = [&](llvm::StringRef name) {
+    return readInitializer(model, modelDir, name);
   };
   if (failed(shardc::emitPlan(module, reader, writer)))
     return 1;

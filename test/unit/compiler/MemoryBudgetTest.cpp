@@ -146,6 +146,58 @@ TEST(MemoryBudgetTest, FixedKnobsStay) {
       << log;
 }
 
+// A notch that saves nothing by itself but opens one that does (stage 1,
+// then stage 2) is taken when no move saves.
+TEST(MemoryBudgetTest, CrossesAPlateau) {
+  BudgetSpace s = fullSpace();
+  s.stages = {0, 1, 2};
+  s.prefetches = {BackwardPrefetch::Pre};
+  s.reshards = {ReshardSpec{}};
+  s.offloads = {{}};
+  Additive m;
+  m.base = 1000;
+  m.saved = {{0, 0, 500}, {0}, {0}, {0, 100}, {0}};
+  m.added = {{0, 1, 2}, {0}, {0}, {0, 100}, {0}};
+  std::string log;
+  llvm::raw_string_ostream os(log);
+  auto c = chooseForBudget(550, s, std::ref(m), os);
+  ASSERT_TRUE(bool(c)) << llvm::toString(c.takeError());
+  EXPECT_EQ(c->flags(s), "--zero-stage 2") << log;
+  EXPECT_NE(log.find("--zero-stage 1: peak 900.0 B, step 101.000 s -> peak "
+                     "900.0 B, step 102.000 s (the same peak; opens other "
+                     "moves)"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(log.find("no one change"), std::string::npos) << log;
+}
+
+// The way down takes the first move that fits (a costly offload); the way
+// back from the smallest peak ends faster, and wins.
+TEST(MemoryBudgetTest, TheFasterOfTheWayDownAndTheWayBack) {
+  BudgetSpace s = fullSpace();
+  s.stages = {0, 1, 2};
+  s.prefetches = {BackwardPrefetch::Pre};
+  s.reshards = {ReshardSpec{}};
+  s.recomputes = {false};
+  s.offloads = {{},
+                {OffloadKind::Optimizer},
+                {OffloadKind::Optimizer, OffloadKind::Grads}};
+  Additive m;
+  m.base = 1000;
+  m.saved = {{0, 100, 300}, {0}, {0}, {0}, {0, 200, 450}};
+  m.added = {{0, 0.2, 0.3}, {0}, {0}, {0}, {0, 0.1, 3}};
+  std::string log;
+  llvm::raw_string_ostream os(log);
+  auto c = chooseForBudget(600, s, std::ref(m), os);
+  ASSERT_TRUE(bool(c)) << llvm::toString(c.takeError());
+  EXPECT_EQ(c->flags(s), "--zero-stage 2 --offload optimizer") << log;
+  EXPECT_NE(log.find("the way back from the smallest peak is faster: peak "
+                     "500.0 B, step 1.400 s against peak 550.0 B, step "
+                     "4.000 s"),
+            std::string::npos)
+      << log;
+}
+
 // The ladders of a command line: each from the fastest setting to the one
 // that saves the most memory; what the command line gives is fixed.
 TEST(MemoryBudgetTest, LaddersOfACommandLine) {
