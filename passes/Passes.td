@@ -501,7 +501,10 @@ def BucketGradients : Pass<"shardc-bucket-gradients", "mlir::ModuleOp"> {
     packed into flat buckets of at most bucket-cap-mb; each bucket is summed
     with `mesh.all_reduce` as soon as its last gradient exists; every
     gradient is sliced back out and averaged (times 1/N) where its update
-    needs it.
+    needs it. The cost model (cost-model; plan/CostModel.h) chooses where
+    buckets end: timing the step's ops in order says when each gradient
+    exists, all-reduces run one at a time, and the split whose last
+    all-reduce finishes first wins (the fewest buckets among equals).
 
     Before: `shardc.SGDUpdate %w, %g, ...`
     After:
@@ -514,8 +517,17 @@ def BucketGradients : Pass<"shardc-bucket-gradients", "mlir::ModuleOp"> {
   }];
   let options = [
     BoundedOption<"bucketCapMb", "bucket-cap-mb", "double", /*default=*/"25",
-           "Gradient all-reduce bucket size in MiB (stages 0, 1; default 25, "
-           "at most 2^20)", "(0, 1048576]">,
+           "Largest gradient all-reduce bucket in MiB (stages 0, 1; default "
+           "25, at most 2^20); within it the cost model sizes the buckets",
+           "(0, 1048576]">,
+    Option<"costModel", "cost-model", "std::string", /*default=*/"\"\"",
+           "Override the cost model's machine (defaults: one rank of the CPU "
+           "backend), which sizes gradient buckets and judges --print-cost "
+           "and --memory-budget: KEY=VALUE,... with keys flops (per second, "
+           "matrix products), memory (bytes per second, other kernels), "
+           "kernel (seconds per kernel), link (bytes per second a rank "
+           "sends), link-latency (seconds per collective), tier (bytes per "
+           "second to and from the offload tier), tier-latency">,
   ];
   let dependentDialects = ["::shardc::ShardcDialect", "::mlir::mesh::MeshDialect"];
 }

@@ -84,8 +84,12 @@ uint64_t sentBytes(const Plan &plan, const Op &op) {
   for (const Attribute &attr : op.attributes())
     if (attr.name() == "world_size" && attr.i() >= 1)
       n = static_cast<uint64_t>(attr.i());
-  uint64_t bytes = bufferBytes(plan, op.inputs(0));
-  switch (*kind) {
+  return ringSentBytes(*kind, bufferBytes(plan, op.inputs(0)), n);
+}
+
+uint64_t ringSentBytes(CollectiveOpKind kind, uint64_t bytes, uint64_t n) {
+  n = std::max<uint64_t>(n, 1);
+  switch (kind) {
   case CollectiveOpKind::AllGatherStart:
     return bytes * (n - 1);
   case CollectiveOpKind::ReduceScatterStart:
@@ -108,10 +112,7 @@ StepCost estimateStep(const Plan &plan, const MachineModel &machine) {
         bytes += bufferBytes(plan, in);
       for (int32_t out : op.outputs())
         bytes += bufferBytes(plan, out);
-      double t =
-          machine.kernelSeconds +
-          std::max(static_cast<double>(op.flops()) / machine.flopsPerSecond,
-                   static_cast<double>(bytes) / machine.memoryBytesPerSecond);
+      double t = machine.kernelTime(op.flops(), bytes);
       now += t;
       cost.computeSeconds += t;
       ++cost.kernels;
@@ -147,8 +148,7 @@ StepCost estimateStep(const Plan &plan, const MachineModel &machine) {
     } else {
       uint64_t bytes = sentBytes(plan, op);
       cost.sentBytes += bytes;
-      t = machine.linkSeconds +
-          static_cast<double>(bytes) / machine.linkBytesPerSecond;
+      t = machine.collectiveTime(bytes);
       cost.commSeconds += t;
     }
     free = std::max(free, now) + t;

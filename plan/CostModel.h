@@ -25,10 +25,12 @@
 #define SHARDC_PLAN_COSTMODEL_H
 
 #include "plan.pb.h"
+#include "plan/AsyncOps.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -67,6 +69,19 @@ struct MachineModel {
 
   /// "F=4.0e10 flop/s, memory 5.0e9 B/s, ..." for messages.
   std::string describe() const;
+
+  /// A kernel's time: the fixed overhead plus max(flops / F, bytes / B),
+  /// `bytes` being what it reads and writes.
+  double kernelTime(uint64_t flops, uint64_t bytes) const {
+    return kernelSeconds +
+           std::max(static_cast<double>(flops) / flopsPerSecond,
+                    static_cast<double>(bytes) / memoryBytesPerSecond);
+  }
+  /// A collective's time: latency plus the bytes a rank sends over the
+  /// link bandwidth.
+  double collectiveTime(uint64_t sentBytes) const {
+    return linkSeconds + static_cast<double>(sentBytes) / linkBytesPerSecond;
+  }
 };
 
 /// The predicted time of one step and where it goes.
@@ -100,6 +115,8 @@ struct StepCost {
 /// that, n being the ranks it spans (its `world_size` attribute, or the
 /// plan's). 0 for any other op.
 uint64_t sentBytes(const Plan &plan, const Op &op);
+/// The same for a collective of `kind` on `bytes` of input over `ranks`.
+uint64_t ringSentBytes(CollectiveOpKind kind, uint64_t bytes, uint64_t ranks);
 
 /// Replays `plan`'s step on `machine`.
 StepCost estimateStep(const Plan &plan, const MachineModel &machine);

@@ -6,11 +6,26 @@
 // exists, and every gradient is sliced back out and averaged where its
 // update needs it.
 //
+// Where the buckets end is chosen by the cost model (plan/CostModel.h), as
+// no eager library can: the step's ops, timed in program order, say when
+// each gradient exists; all-reduces run one at a time, each taking latency +
+// ring bytes / bandwidth; dynamic programming over the gradients finds the
+// split whose last all-reduce finishes first, with the fewest buckets among
+// equals. A gradient produced last thus gets a bucket of its own instead of
+// holding back a large one, and a large early one starts while backward
+// goes on when that finishes sooner.
+//
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
 #include "passes/Sharding/Sharding.h"
 
+#include "ir/ShardcInterfaces.h"
+#include "passes/FoldConstants.h"
+#include "plan/CostModel.h"
+
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
+
+#include <limits>
 
 using namespace mlir;
 
@@ -19,6 +34,75 @@ namespace shardc {
 #include "passes/Passes.h.inc"
 
 namespace {
+
+/// A gradient to reduce: its bytes in the reduce dtype, when it exists, and
+/// that dtype (a bucket holds one).
+struct Gradient {
+  int64_t bytes;
+  double readyAt;
+  Type elem;
+};
+
+/// The buckets, as [first, end) ranges of `grads` in order: at most `cap`
+/// bytes each (a larger gradient alone), one element type each, and the
+/// split whose last all-reduce finishes first when each starts once its
+/// last gradient exists and the previous one is done; among equal finishes,
+/// the fewest buckets. Dynamic programming over (gradients, buckets).
+SmallVector<std::pair<size_t, size_t>>
+splitBuckets(ArrayRef<Gradient> grads, int64_t cap,
+             const plan::MachineModel &machine, int64_t ranks) {
+  // finish[j][c]: the earliest the last all-reduce can finish when the
+  // first j gradients go into c buckets; from[j][c] where the last of those
+  // buckets begins. Up to kMaxBuckets buckets are considered.
+  constexpr size_t kMaxBuckets = 1024;
+  constexpr double kNever = std::numeric_limits<double>::infinity();
+  size_t n = grads.size();
+  std::vector<std::vector<double>> finish(n + 1);
+  std::vector<std::vector<size_t>> from(n + 1);
+  finish[0] = {0.0};
+  from[0] = {0};
+  for (size_t j = 1; j <= n; ++j) {
+    size_t most = std::min(j, kMaxBuckets);
+    finish[j].assign(most + 1, kNever);
+    from[j].assign(most + 1, 0);
+    int64_t bytes = 0;
+    for (size_t i = j; i >= 1; --i) {
+      bytes += grads[i - 1].bytes;
+      if (grads[i - 1].elem != grads[j - 1].elem || (i < j && bytes > cap))
+        break;
+      uint64_t sent = plan::ringSentBytes(
+          plan::CollectiveOpKind::AllReduceStart, bytes, ranks);
+      double reduce = machine.collectiveTime(sent);
+      for (size_t c = 1; c <= most && c - 1 < finish[i - 1].size(); ++c) {
+        double before = finish[i - 1][c - 1];
+        if (before == kNever)
+          continue;
+        double t = std::max(grads[j - 1].readyAt, before) + reduce;
+        if (t < finish[j][c]) {
+          finish[j][c] = t;
+          from[j][c] = i - 1;
+        }
+      }
+    }
+  }
+  // The earliest finish; finishes within a nanosecond of it are as good,
+  // and the fewest buckets among them wins: each all-reduce that runs while
+  // kernels do takes their cores on the CPU backend (MPI's shared-memory
+  // transport copies with the CPU), so none is split off that would not
+  // finish the step sooner.
+  double best = *std::min_element(finish[n].begin(), finish[n].end());
+  size_t c = 0;
+  while (finish[n][c] > best + 1e-9)
+    ++c;
+  SmallVector<std::pair<size_t, size_t>> out;
+  for (size_t j = n; j > 0; --c) {
+    size_t i = from[j][c];
+    out.push_back({i, j});
+    j = i;
+  }
+  std::reverse(out.begin(), out.end());
+  return out;
+}
 
 struct BucketGradientsPass : impl::BucketGradientsBase<BucketGradientsPass> {
   using BucketGradientsBase::BucketGradientsBase;
@@ -60,20 +144,42 @@ struct BucketGradientsPass : impl::BucketGradientsBase<BucketGradientsPass> {
       Type e = cast<RankedTensorType>(g.getType()).getElementType();
       return reduce && isa<FloatType>(e) ? reduce : e;
     };
-    SmallVector<SmallVector<ParamUpdate>> buckets;
-    int64_t filled = 0;
+    plan::MachineModel machine = plan::MachineModel::cpu();
+    if (llvm::Error err = machine.parseOverrides(costModel)) {
+      func.emitError("bucket-gradients: cost-model: ")
+          << llvm::toString(std::move(err));
+      return signalPassFailure();
+    }
+    // When each op's results exist, on the compute timeline.
+    DenseMap<Operation *, double> doneAt;
+    double now = 0;
+    for (Operation &op : func.getBody().front()) {
+      if (isa<ConstantOp>(op) || op.getNumResults() == 0)
+        continue;
+      uint64_t bytes = 0;
+      auto add = [&](Value v) {
+        if (auto t = dyn_cast<RankedTensorType>(v.getType()))
+          bytes += tensorBytes(t).value_or(0);
+      };
+      llvm::for_each(op.getOperands(), add);
+      llvm::for_each(op.getResults(), add);
+      auto cost = dyn_cast<ComputeCost>(&op);
+      now += machine.kernelTime(cost ? cost.getFlops() : 0, bytes);
+      doneAt[&op] = now;
+    }
+    SmallVector<Gradient> grads;
     for (const ParamUpdate &u : updates) {
       auto t = cast<RankedTensorType>(u.grad.getType());
       Type elem = reducedElem(u.grad);
-      int64_t bytes = t.getNumElements() *
-                      std::max<int64_t>(1, elem.getIntOrFloatBitWidth() / 8);
-      if (buckets.empty() || filled + bytes > cap ||
-          reducedElem(buckets.back().front().grad) != elem) {
-        buckets.emplace_back();
-        filled = 0;
-      }
-      buckets.back().push_back(u);
-      filled += bytes;
+      Operation *d = u.grad.getDefiningOp();
+      grads.push_back(
+          {t.getNumElements() *
+               std::max<int64_t>(1, elem.getIntOrFloatBitWidth() / 8),
+           d ? doneAt.lookup(d) : 0.0, elem});
+    }
+    SmallVector<SmallVector<ParamUpdate>> buckets;
+    for (auto [first, end] : splitBuckets(grads, cap, machine, ranks->world)) {
+      buckets.emplace_back(updates.begin() + first, updates.begin() + end);
     }
     for (auto &bucket : buckets) {
       SmallVector<Value> grads;

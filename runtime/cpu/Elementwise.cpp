@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/Philox.h"
 #include "runtime/cpu/KernelUtil.h"
+#include "runtime/cpu/VecMath.h"
 #include "runtime/kernels/ElementOps.h"
 
 #include <algorithm>
@@ -136,8 +137,13 @@ using CompareTypes = DTypeList<DType::F32, DType::F64, DType::I64, DType::I32,
                                DType::I8, DType::U8, DType::Bool>;
 using BoolTypes = DTypeList<DType::Bool>;
 
+/// A vectorized loop over a float array (VecMath.h).
+using FloatArrayFn = void (*)(const float *, float *, int64_t);
+
+/// Y = op(X); float arrays go through `floatArray` when one is given.
 template <typename Types, typename Op>
-llvm::Error unaryKernel(const KernelContext &ctx, Types types, Op op) {
+llvm::Error unaryKernel(const KernelContext &ctx, Types types, Op op,
+                        FloatArrayFn floatArray = nullptr) {
   SHARDC_CPU_TRY(checkUnaryOperands(ctx, "X", "Y"));
   const TensorView &x = ctx.inputs[0];
   const TensorView &y = ctx.outputs[0];
@@ -145,6 +151,11 @@ llvm::Error unaryKernel(const KernelContext &ctx, Types types, Op op) {
     using T = typename decltype(tag)::type;
     const T *px = x.as<T>();
     T *py = y.as<T>();
+    if constexpr (std::is_same_v<T, float>)
+      if (floatArray) {
+        floatArray(px, py, x.numel());
+        return llvm::Error::success();
+      }
     for (int64_t i = 0, e = x.numel(); i < e; ++i)
       py[i] = op(px[i]);
     return llvm::Error::success();
@@ -211,6 +222,29 @@ llvm::Error checkPowOperands(const KernelContext &ctx,
   return broadcastTo(ctx, ctx.inputs[1], z.shape, "Y", sy);
 }
 
+/// Z = X^e for the exponents exported models use most (x^2 in LayerNorm's
+/// variance, its gradient's x^1), as plain products that equal the
+/// rounded std::pow: x * x is the exact square rounded once, and for a float
+/// x the double x * x is exact, so x * x * x in double rounds once, as pow
+/// does. Returns false for other exponents.
+template <typename T>
+static bool smallPower(const T *x, double e, T *z, int64_t n) {
+  if (e == 1.0) {
+    std::copy(x, x + n, z);
+  } else if (e == 2.0) {
+    for (int64_t i = 0; i < n; ++i)
+      z[i] = x[i] * x[i];
+  } else if (e == 3.0 && std::is_same_v<T, float>) {
+    for (int64_t i = 0; i < n; ++i) {
+      double v = x[i];
+      z[i] = static_cast<T>(v * v * v);
+    }
+  } else {
+    return false;
+  }
+  return true;
+}
+
 llvm::Error powKernel(const KernelContext &ctx) {
   llvm::SmallVector<int64_t, 6> sx, sy;
   SHARDC_CPU_TRY(checkPowOperands(ctx, sx, sy));
@@ -227,6 +261,10 @@ llvm::Error powKernel(const KernelContext &ctx) {
               const TX *px = x.as<TX>();
               const TY *py = y.as<TY>();
               TX *pz = z.as<TX>();
+              if constexpr (std::is_floating_point_v<TX>)
+                if (y.numel() == 1 && x.shape == z.shape &&
+                    smallPower(px, static_cast<double>(py[0]), pz, z.numel()))
+                  return llvm::Error::success();
               forEachRow<2>(z.shape, strides,
                             [&](int64_t o, const int64_t *in, int64_t n,
                                 const int64_t *s) {
@@ -268,13 +306,13 @@ llvm::Error sqrtKernel(const KernelContext &ctx) {
   return unaryKernel(ctx, FloatTypes{}, SqrtOp{});
 }
 llvm::Error expKernel(const KernelContext &ctx) {
-  return unaryKernel(ctx, FloatTypes{}, ExpOp{});
+  return unaryKernel(ctx, FloatTypes{}, ExpOp{}, vec::expArray);
 }
 llvm::Error logKernel(const KernelContext &ctx) {
   return unaryKernel(ctx, FloatTypes{}, LogOp{});
 }
 llvm::Error erfKernel(const KernelContext &ctx) {
-  return unaryKernel(ctx, FloatTypes{}, ErfOp{});
+  return unaryKernel(ctx, FloatTypes{}, ErfOp{}, vec::erfArray);
 }
 llvm::Error tanhKernel(const KernelContext &ctx) {
   return unaryKernel(ctx, FloatTypes{}, TanhOp{});

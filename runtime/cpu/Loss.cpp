@@ -7,7 +7,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/KernelUtil.h"
+#include "runtime/cpu/VecMath.h"
 #include "runtime/kernels/LossOps.h"
+
+#include <type_traits>
 
 namespace shardc::rt::cpu {
 
@@ -69,6 +72,37 @@ template <typename T> double classWeight(const T *w, int64_t t) {
   return w ? static_cast<double>(w[t]) : 1.0;
 }
 
+// The float softmax over one contiguous class line (D = 1, the usual
+// (N, C) logits), vectorized (VecMath.h): the maximum, the sum of
+// exponentials accumulated in float lanes and then in double, and log p[c]
+// = x[c] - max - log(sum) in double, as ops::lossTerm. An infinite maximum
+// is not subtracted.
+template <typename T> bool lineKernel(bool softmax, const LossGeometry &g) {
+  return std::is_same_v<T, float> && softmax && g.inner == 1;
+}
+
+double lineLossTerm(const float *xn, int64_t classes, int64_t t, double w,
+                    float *logProbN) {
+  float maxV = vec::softmaxShift(xn, classes);
+  double logSum = std::log(vec::expSum(xn, maxV, nullptr, classes));
+  if (logProbN)
+    for (int64_t c = 0; c < classes; ++c)
+      logProbN[c] =
+          static_cast<float>(static_cast<double>(xn[c]) - maxV - logSum);
+  return t < 0 ? 0.0 : -(static_cast<double>(xn[t]) - maxV - logSum) * w;
+}
+
+/// dx[c] = (p[c] - (c == t)) * g over one contiguous class line: the
+/// exponentials go straight into dx, then one scaling pass.
+void lineLossTermGrad(const float *xn, float *dn, int64_t classes, int64_t t,
+                      double g) {
+  float maxV = vec::softmaxShift(xn, classes);
+  double sum = vec::expSum(xn, maxV, dn, classes);
+  float et = dn[t];
+  vec::scale(dn, static_cast<float>(g / sum), classes);
+  dn[t] = static_cast<float>((et / sum - 1.0) * g);
+}
+
 llvm::Error lossImpl(const KernelContext &ctx, bool softmax) {
   LossGeometry g;
   SHARDC_CPU_TRY(checkLoss(ctx, softmax, g));
@@ -88,10 +122,18 @@ llvm::Error lossImpl(const KernelContext &ctx, bool softmax) {
             int64_t base = n * g.classes * g.inner + d;
             int64_t t = ops::loadIndex(target.data, g.wideTargets, i);
             double value = 0.0, weight = 0.0;
-            if (ops::targetCounted(t, g.hasIgnore, g.ignoreIndex)) {
-              if (!ops::targetInRange(t, g.classes))
-                return targetOutOfRange(ctx, t, i, g.classes);
+            bool counted = ops::targetCounted(t, g.hasIgnore, g.ignoreIndex);
+            if (counted && !ops::targetInRange(t, g.classes))
+              return targetOutOfRange(ctx, t, i, g.classes);
+            if (counted)
               weight = classWeight(pw, t);
+            if (lineKernel<T>(softmax, g)) {
+              if constexpr (std::is_same_v<T, float>)
+                if (counted || logProb)
+                  value = lineLossTerm(x.as<T>() + base, g.classes,
+                                       counted ? t : -1, weight,
+                                       logProb ? logProb + base : nullptr);
+            } else if (counted) {
               value =
                   ops::lossTerm(x.as<T>() + base, g.classes, g.inner, t, weight,
                                 softmax, logProb ? logProb + base : nullptr);
@@ -154,6 +196,12 @@ llvm::Error lossGradImpl(const KernelContext &ctx, bool softmax) {
               gi = classWeight(pw, t) * (g.reduction == LossReduction::None
                                              ? static_cast<double>(pdl[i])
                                              : scale);
+            if (counted && lineKernel<T>(softmax, g)) {
+              if constexpr (std::is_same_v<T, float>)
+                lineLossTermGrad(x.as<T>() + base, dx.as<T>() + base, g.classes,
+                                 t, gi);
+              continue;
+            }
             ops::lossTermGrad(x.as<T>() + base, dx.as<T>() + base, g.classes,
                               g.inner, t, counted, gi, softmax);
           }

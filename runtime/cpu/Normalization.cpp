@@ -4,30 +4,45 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/KernelUtil.h"
+#include "runtime/cpu/VecMath.h"
 #include "runtime/kernels/LineOps.h"
 
+#include <type_traits>
 #include <vector>
 
 namespace shardc::rt::cpu {
 
 namespace {
 
+/// ops::softmaxLine over one contiguous float row, vectorized: the
+/// exponentials accumulate in float lanes, then in double.
+void softmaxRow(const float *x, float *y, int64_t n) {
+  double sum = vec::expSum(x, vec::softmaxShift(x, n), y, n);
+  vec::scale(y, static_cast<float>(1.0 / sum), n);
+}
+
 llvm::Error softmaxImpl(const KernelContext &ctx, bool logarithm) {
   LineGeometry g;
   SHARDC_CPU_TRY(checkSoftmax(ctx, g));
   const TensorView &x = ctx.inputs[0];
   const TensorView &y = ctx.outputs[0];
-  return dispatchIn(FloatTypes{}, ctx, x.dtype, "input",
-                    [&](auto tag) -> llvm::Error {
-                      using T = typename decltype(tag)::type;
-                      for (int64_t o = 0; o < g.outer; ++o)
-                        for (int64_t i = 0; i < g.inner; ++i) {
-                          int64_t base = o * g.n * g.inner + i;
-                          ops::softmaxLine(x.as<T>() + base, y.as<T>() + base,
-                                           g.n, g.inner, logarithm);
-                        }
-                      return llvm::Error::success();
-                    });
+  return dispatchIn(
+      FloatTypes{}, ctx, x.dtype, "input", [&](auto tag) -> llvm::Error {
+        using T = typename decltype(tag)::type;
+        if constexpr (std::is_same_v<T, float>)
+          if (g.inner == 1 && !logarithm) {
+            for (int64_t o = 0; o < g.outer; ++o)
+              softmaxRow(x.as<T>() + o * g.n, y.as<T>() + o * g.n, g.n);
+            return llvm::Error::success();
+          }
+        for (int64_t o = 0; o < g.outer; ++o)
+          for (int64_t i = 0; i < g.inner; ++i) {
+            int64_t base = o * g.n * g.inner + i;
+            ops::softmaxLine(x.as<T>() + base, y.as<T>() + base, g.n, g.inner,
+                             logarithm);
+          }
+        return llvm::Error::success();
+      });
 }
 
 /// Expands `v` (numpy-broadcastable to `shape`, after dropping leading 1s

@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/KernelUtil.h"
+#include "runtime/cpu/VecMath.h"
 #include "runtime/kernels/OptimizerOps.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -264,6 +265,10 @@ llvm::Error adamUpdateKernel(const KernelContext &ctx) {
         T *outM = ctx.outputs[1].as<T>();
         T *outV = ctx.outputs[2].as<T>();
         auto update = ops::AdamStep<T>::make(hyper, step, scale, lrStep);
+        if constexpr (std::is_same_v<T, float>) {
+          vec::adam(update, pp, pg, pm, pv, outP, outM, outV, param.numel());
+          return llvm::Error::success();
+        }
         for (int64_t i = 0, n = param.numel(); i < n; ++i)
           update.apply(pp[i], pg[i], pm[i], pv[i], outP[i], outM[i], outV[i]);
         return llvm::Error::success();

@@ -5,9 +5,10 @@ N = 4 ranks in groups of G = 2, at ZeRO stages 1, 2 and 3. For each stage:
 
   - memory: the predicted parameter, gradient and optimizer-state bytes per
     rank are those of the same stage on G ranks (the ZeRO formula with N
-    replaced by G); the communication buffers may differ by the cross-group
-    all-reduce; the executor measures exactly the predicted peaks
-    (--report-memory);
+    replaced by G; stage 1's gradients within 1 %: their all-reduce buckets
+    are sized for the N ranks they span); the communication buffers may
+    differ by the cross-group all-reduce; the executor measures exactly the
+    predicted peaks (--report-memory);
   - the trace: every all-gather and reduce-scatter runs within a group
     ("axis 1", G ranks), moving a whole unit (G shards); every gradient
     shard is then all-reduced across the groups ("axis 0", N / G ranks) with
@@ -134,7 +135,11 @@ def main():
                 "group%d" % stage, ["--world-size", str(G), "--zero-stage",
                                     str(stage)])
             for category in ("params", "grads", "opt_state"):
-                if mem[category] != small[category]:
+                # At stage 1 gradients are all-reduced in buckets over all N
+                # ranks, which the cost model sizes for N, not G: where the
+                # buckets end, and so the gradients' peak, may differ a little.
+                tolerance = 0.01 if stage == 1 and category == "grads" else 0
+                if abs(mem[category] - small[category]) > tolerance * small[category]:
                     fail("%s: predicted %s %d bytes per rank, but stage %d on "
                          "%d ranks holds %d" % (name, category, mem[category],
                                                 stage, G, small[category]))

@@ -122,16 +122,6 @@ static cl::opt<bool> printCost(
              "how much of those the compute timeline waits for"),
     cl::cat(shardCategory));
 
-static cl::opt<std::string> costModel(
-    "cost-model",
-    cl::desc("Override the cost model's machine (defaults: one rank of the "
-             "CPU backend): KEY=VALUE,... with keys flops (per second, "
-             "matrix products), memory (bytes per second, other kernels), "
-             "kernel (seconds per kernel), link (bytes per second a rank "
-             "sends), link-latency (seconds per collective), tier (bytes per "
-             "second to and from the offload tier), tier-latency"),
-    cl::value_desc("KEY=VALUE,..."), cl::cat(shardCategory));
-
 static cl::opt<bool> printTrainable(
     "print-trainable",
     cl::desc("List every parameter with whether it is trained (trained, "
@@ -585,7 +575,7 @@ int main(int argc, char **argv) {
   }
 
   shardc::plan::MachineModel machine = shardc::plan::MachineModel::cpu();
-  if (llvm::Error err = machine.parseOverrides(costModel))
+  if (llvm::Error err = machine.parseOverrides(pipeline.costModel))
     return fail("--cost-model: " + llvm::toString(std::move(err)));
   std::optional<uint64_t> budget;
   if (memoryBudget.getNumOccurrences()) {

@@ -15,6 +15,7 @@
 #include "runtime/Device.h"
 #include "runtime/Executor.h"
 #include "runtime/Npy.h"
+#include "runtime/TraceStats.h"
 #include "runtime/Trainer.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/comm/Progress.h"
@@ -546,6 +547,34 @@ static Error reportMemory(rt::Communicator &comm, const rt::Executor &exec,
 
 /// Writes a Chrome/Perfetto trace of every rank's kernels (tid 0) and
 /// collectives (tid 1: the communication thread), gathered on rank 0.
+/// The trace's overlap line: the ranks' collective time, the share that
+/// kernels hid, and the rank that hid the least. `stats` holds each rank's
+/// collective and exposed microseconds (rt::OverlapStats).
+static void printOverlap(llvm::ArrayRef<double> stats) {
+  int ranks = static_cast<int>(stats.size() / 2);
+  rt::OverlapStats all;
+  int worst = 0;
+  double worstHidden = 2;
+  for (int r = 0; r < ranks; ++r) {
+    rt::OverlapStats one{stats[2 * r], stats[2 * r + 1]};
+    all.collectiveUs += one.collectiveUs;
+    all.exposedUs += one.exposedUs;
+    if (one.hiddenFraction() < worstHidden) {
+      worstHidden = one.hiddenFraction();
+      worst = r;
+    }
+  }
+  llvm::outs() << llvm::format(
+      "trace: collectives in flight %.1f ms per rank over the run, %.1f %% of "
+      "it hidden behind kernels (%.1f ms exposed per rank)",
+      all.collectiveUs / ranks / 1e3, 100 * all.hiddenFraction(),
+      all.exposedUs / ranks / 1e3);
+  if (ranks > 1)
+    llvm::outs() << llvm::format("; least hidden: rank %d, %.1f %%", worst,
+                                 100 * worstHidden);
+  llvm::outs() << "\n";
+}
+
 static Error writeTrace(rt::Communicator &comm, const rt::Executor &exec,
                         StringRef path) {
   std::string json;
@@ -568,11 +597,16 @@ static Error writeTrace(rt::Communicator &comm, const rt::Executor &exec,
       os << ", \"args\": {" << args << "}";
     os << "}";
   };
-  for (const rt::TraceEvent &e : exec.traceEvents())
+  std::vector<rt::Interval> kernels, collectives;
+  for (const rt::TraceEvent &e : exec.traceEvents()) {
     event(e.name, e.category, 0, e.startUs, e.durationUs);
+    if (e.category == "kernel")
+      kernels.push_back({e.startUs, e.startUs + e.durationUs});
+  }
   // A collective of a rank group (hybrid sharding) names its group; args
   // carry the bytes (nccl-tests' convention) and the ranks it spanned.
   for (const rt::CollectiveRecord &c : comm.takeRecords()) {
+    collectives.push_back({c.startUs, c.endUs});
     std::string name = c.kind + " " + std::to_string(c.bytes) + " B";
     if (!c.group.empty())
       name += " (" + c.group + ")";
@@ -582,6 +616,11 @@ static Error writeTrace(rt::Communicator &comm, const rt::Executor &exec,
     event(name, "communication", 1, c.startUs, c.endUs - c.startUs, args);
   }
   os.flush();
+  rt::OverlapStats overlap = rt::overlapStats(kernels, collectives);
+  double mine[2] = {overlap.collectiveUs, overlap.exposedUs};
+  std::vector<double> everyone(2 * comm.worldSize());
+  if (Error err = comm.allGather(mine, everyone.data(), 2, rt::DType::F64))
+    return err;
   int64_t len = json.size();
   std::vector<int64_t> lens(comm.worldSize());
   if (Error err = comm.allGather(&len, lens.data(), 1, rt::DType::I64))
@@ -611,6 +650,7 @@ static Error writeTrace(rt::Communicator &comm, const rt::Executor &exec,
     any = true;
   }
   out << "\n], \"displayTimeUnit\": \"ms\"}\n";
+  printOverlap(everyone);
   return Error::success();
 }
 

@@ -1,5 +1,7 @@
 // RUN: shardc-opt %S/Inputs/zero-step.mlir -shardc-zero-config='world-size=4 zero-stage=0' -shardc-bucket-gradients | FileCheck %s
 // RUN: shardc-opt %S/Inputs/zero-step.mlir -shardc-zero-config='world-size=4 zero-stage=0' -shardc-bucket-gradients=bucket-cap-mb=0.00004 | FileCheck %s --check-prefix=SMALL
+// RUN: shardc-opt %S/Inputs/zero-step.mlir -shardc-zero-config='world-size=4 zero-stage=0' -shardc-bucket-gradients=cost-model=kernel=1 | FileCheck %s --check-prefix=TIMED
+// RUN: not shardc-opt %S/Inputs/zero-step.mlir -shardc-zero-config='world-size=4 zero-stage=0' -shardc-bucket-gradients=cost-model=speed=1 2>&1 | FileCheck %s --check-prefix=BAD
 
 // One bucket: the three gradients, in the order backward produces them,
 // flattened into 20 elements, summed once, then sliced back and averaged.
@@ -14,3 +16,13 @@
 // SMALL: mesh.all_reduce %{{.*}} : tensor<5xf32> -> tensor<5xf32>
 // SMALL: mesh.all_reduce %{{.*}} : tensor<10xf32> -> tensor<10xf32>
 // SMALL: mesh.all_reduce %{{.*}} : tensor<5xf32> -> tensor<5xf32>
+
+// Kernels of a second each: the last gradient (fc.bias) exists a second
+// after fc.weight's, so reducing it alone finishes first; the two before it
+// finish long before either way and share a bucket (fewer buckets).
+// TIMED-LABEL: func.func @main
+// TIMED: mesh.all_reduce %{{.*}} : tensor<15xf32> -> tensor<15xf32>
+// TIMED: mesh.all_reduce %{{.*}} : tensor<5xf32> -> tensor<5xf32>
+// TIMED-NOT: mesh.all_reduce
+
+// BAD: error: bucket-gradients: cost-model: {{.*}}speed

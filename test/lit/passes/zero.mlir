@@ -1,5 +1,5 @@
 // RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=4 zero-stage=0' | FileCheck %s --check-prefix=STAGE0
-// RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=4 zero-stage=0 bucket-cap-mb=0.00006' | FileCheck %s --check-prefix=BUCKET
+// RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=4 zero-stage=0 bucket-cap-mb=0.00006 cost-model=kernel=1' | FileCheck %s --check-prefix=BUCKET
 // RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=4 zero-stage=1' | FileCheck %s --check-prefix=STAGE1
 // RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=4 zero-stage=2' | FileCheck %s --check-prefix=STAGE2
 // RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=4 zero-stage=3' | FileCheck %s --check-prefix=STAGE3
@@ -48,9 +48,11 @@
 // STAGE0: shardc.SGDUpdate %[[S]], %[[GS]],
 // STAGE0-NOT: mesh.all_reduce
 
-// A 62-byte bucket cap: head.scale (20 bytes) and fc.weight (40 bytes) fill
-// the first bucket, issued right after fc.weight's gradient and before
-// fc.bias's is computed; fc.bias (already flat) is a bucket of its own.
+// A 62-byte bucket cap, and kernels of a second each (so fc.bias's gradient
+// exists seconds after the others): head.scale (20 bytes) and fc.weight
+// (40 bytes) fill the first bucket, issued right after fc.weight's gradient
+// and before fc.bias's is computed; fc.bias (already flat) is a bucket of
+// its own.
 // BUCKET-LABEL: func.func @main
 // BUCKET: %[[DS:.*]] = shardc.Reshape %{{.*}} : tensor<1x5xf32> -> tensor<5xf32>
 // BUCKET: %[[DW:.*]] = shardc.Gemm

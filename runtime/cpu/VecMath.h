@@ -1,0 +1,102 @@
+//===- VecMath.h - Vectorized float loops for the CPU kernels ---*- C++ -*-===//
+//
+// The loops the hot float kernels spend their time in, over contiguous
+// arrays: exp, erf, a row's maximum and its sum of exponentials. Each is
+// compiled once per instruction set (VecMathImpl.h, included by
+// VecMathAvx512.cpp for x86-64-v4, VecMathAvx2.cpp for x86-64-v3 and
+// VecMathBase.cpp for any CPU), and the best path the CPU has is chosen when
+// the program starts (the SHARD_CPU_PATH environment variable may pick a
+// lesser one: avx512, avx2, base). No -march=native: one binary runs on
+// every x86-64 CPU.
+//
+// Every path computes the same bits: the element functions are branch-free
+// arithmetic that never contracts a multiply and an add into a fused one (the
+// CPU kernels build with -ffp-contract=off), and every loop steps kLanes
+// floats at a time whatever the vector width, so reductions add in one
+// fixed order. Ranks on different CPUs therefore agree, as they must where
+// replicas step their own copy of a parameter.
+//
+// Accuracy: exp is within 2 ulp of the correctly rounded result for inputs
+// whose result is a normal float; results below FLT_MIN flush to 0. erf is
+// within 3 ulp below |x| = 0.9 and within 2.4e-7 absolute above
+// (Abramowitz and Stegun 7.1.26, the form PyTorch's vectorized CPU erf
+// uses).
+//
+//===----------------------------------------------------------------------===//
+#ifndef SHARDC_RUNTIME_CPU_VECMATH_H
+#define SHARDC_RUNTIME_CPU_VECMATH_H
+
+#include "runtime/kernels/OptimizerOps.h"
+
+#include "llvm/ADT/ArrayRef.h"
+
+#include <cstdint>
+#include <limits>
+
+namespace shardc::rt::cpu::vec {
+
+/// The floats every loop steps at a time: one AVX-512 register.
+constexpr int kLanes = 16;
+
+/// The loops of one instruction set.
+struct Path {
+  const char *name;
+  /// out[i] = exp(x[i]).
+  void (*expArray)(const float *x, float *out, int64_t n);
+  /// out[i] = erf(x[i]).
+  void (*erfArray)(const float *x, float *out, int64_t n);
+  /// The largest of x[0..n), NaN when any is NaN, -inf when n = 0.
+  float (*maxOf)(const float *x, int64_t n);
+  /// The sum of exp(x[i] - shift), accumulated in kLanes float lanes, then
+  /// in double; the terms go to out[i] when out is not null.
+  double (*expSum)(const float *x, float shift, float *out, int64_t n);
+  /// One AdamUpdate over n elements (ops::AdamStep::apply, the same bits);
+  /// the outputs may be the inputs (in place).
+  void (*adam)(const ops::AdamStep<float> &s, const float *p, const float *g,
+               const float *m, const float *v, float *outP, float *outM,
+               float *outV, int64_t n);
+};
+
+/// The paths this CPU can run, the best first.
+llvm::ArrayRef<Path> availablePaths();
+/// The path the kernels use.
+const Path &activePath();
+
+inline void expArray(const float *x, float *out, int64_t n) {
+  activePath().expArray(x, out, n);
+}
+inline void erfArray(const float *x, float *out, int64_t n) {
+  activePath().erfArray(x, out, n);
+}
+inline float maxOf(const float *x, int64_t n) {
+  return activePath().maxOf(x, n);
+}
+inline double expSum(const float *x, float shift, float *out, int64_t n) {
+  return activePath().expSum(x, shift, out, n);
+}
+
+inline void adam(const ops::AdamStep<float> &s, const float *p, const float *g,
+                 const float *m, const float *v, float *outP, float *outM,
+                 float *outV, int64_t n) {
+  activePath().adam(s, p, g, m, v, outP, outM, outV, n);
+}
+
+/// What a softmax subtracts before exponentiating: the largest of x[0..n),
+/// or 0 when that is infinite (inf - inf is NaN).
+inline float softmaxShift(const float *x, int64_t n) {
+  float m = maxOf(x, n);
+  return (m == std::numeric_limits<float>::infinity() ||
+          m == -std::numeric_limits<float>::infinity())
+             ? 0.0f
+             : m;
+}
+
+/// x[i] *= s.
+inline void scale(float *x, float s, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    x[i] *= s;
+}
+
+} // namespace shardc::rt::cpu::vec
+
+#endif // SHARDC_RUNTIME_CPU_VECMATH_H

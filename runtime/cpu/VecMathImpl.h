@@ -1,0 +1,247 @@
+//===- VecMathImpl.h - The loops of VecMath.h, per ISA ----------*- C++ -*-===//
+//
+// Included once by each of VecMathAvx512.cpp, VecMathAvx2.cpp and
+// VecMathBase.cpp, which define SHARDC_VEC_ISA (the namespace of that
+// instruction set's loops) and SHARDC_VEC_WIDTH (its floats per register),
+// and are compiled with its -march. Everything here
+// has internal linkage or lives in that namespace, so the three copies
+// never meet at link time (an inline function shared between them could be
+// resolved to the AVX-512 copy on a CPU without it).
+//
+// The loops work on Floats values of SHARDC_VEC_WIDTH floats (16, 8 or 4:
+// one register of the instruction set), GCC's vector extensions, which Clang
+// has too. A reduction steps kLanes floats at a time, kParts registers, and
+// combines its kLanes partial results in lane order, so every width adds
+// in the same order. The remainder goes one float at a time through the
+// same element functions.
+//
+//===----------------------------------------------------------------------===//
+#if !defined(SHARDC_VEC_ISA) || !defined(SHARDC_VEC_WIDTH)
+#error                                                                         \
+    "define SHARDC_VEC_ISA and SHARDC_VEC_WIDTH before including VecMathImpl.h"
+#endif
+
+#include "runtime/cpu/VecMath.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+namespace shardc::rt::cpu::vec {
+namespace {
+
+/// Every helper is inlined into the loops: they pass kLanes-float vectors
+/// by value.
+#define SHARDC_VEC_INLINE inline __attribute__((always_inline))
+
+/// One register of floats and of int32s.
+typedef float Floats __attribute__((vector_size(4 * SHARDC_VEC_WIDTH)));
+typedef int32_t Ints __attribute__((vector_size(4 * SHARDC_VEC_WIDTH)));
+constexpr int kWidth = SHARDC_VEC_WIDTH;
+/// The registers a loop step of kLanes floats takes.
+constexpr int kParts = kLanes / kWidth;
+static_assert(kParts * kWidth == kLanes, "the width must divide kLanes");
+
+/// The element functions below are written once for a float and for
+/// Floats: `Lanes<F>` is the matching integer type, `splat<F>(c)` the
+/// constant c in every lane, `toInts` the conversion (toward zero).
+template <typename F> struct LanesOf { using type = int32_t; };
+template <> struct LanesOf<Floats> { using type = Ints; };
+template <typename F> using Lanes = typename LanesOf<F>::type;
+template <typename F> SHARDC_VEC_INLINE F splat(float c) {
+  if constexpr (std::is_same_v<F, float>)
+    return c;
+  else
+    return F{} + c;
+}
+template <typename F> SHARDC_VEC_INLINE Lanes<F> toInts(F v) {
+  if constexpr (std::is_same_v<F, float>)
+    return static_cast<int32_t>(v);
+  else
+    return __builtin_convertvector(v, Ints);
+}
+template <typename F> SHARDC_VEC_INLINE F select(bool c, F a, F b) {
+  return c ? a : b;
+}
+template <typename F, typename M> SHARDC_VEC_INLINE F select(M c, F a, F b) {
+  return c ? a : b;
+}
+
+/// exp(x), branch-free: x = n ln2 + r with |r| <= ln2 / 2 (Cody and Waite's
+/// two-part ln2), Cephes expf's polynomial for exp(r), and 2^n put into the
+/// exponent bits. Overflows to +inf above log(FLT_MAX), flushes to 0 below
+/// log(FLT_MIN), keeps NaN.
+template <typename F> SHARDC_VEC_INLINE F expOf(F x) {
+  const F lo = splat<F>(-87.33654022216797f); // log(FLT_MIN)
+  const F hi = splat<F>(88.72283935546875f);  // log(FLT_MAX), rounded down
+  F c = select(x < lo, lo, select(x > hi, hi, x));
+  // Round c / ln2 to the nearest integer without a rounding instruction:
+  // adding 1.5 * 2^23 leaves no fraction bits.
+  const float shift = 12582912.0f;
+  F n = (c * 1.44269504088896341f + shift) - shift;
+  F r = c - n * 0.693359375f;  // ln2's leading bits: n * this is exact
+  r = r - n * -2.12194440e-4f; // the rest of ln2
+  F p = splat<F>(1.9875691500e-4f);
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  // 2^n in two factors, so that n = 128 (c near hi) stays finite.
+  Lanes<F> ni = toInts(n);
+  Lanes<F> half = ni >> 1;
+  Lanes<F> b1 = (half + 127) << 23, b2 = (ni - half + 127) << 23;
+  F s1, s2;
+  std::memcpy(&s1, &b1, sizeof s1);
+  std::memcpy(&s2, &b2, sizeof s2);
+  F y = p * s1 * s2;
+  y = select(x < lo, splat<F>(0.0f), y);
+  y = select(x > hi, splat<F>(std::numeric_limits<float>::infinity()), y);
+  return select(x != x, x, y);
+}
+
+/// erf(x): for |x| < 0.9 its Taylor series to x^17 (x P(x^2)); above,
+/// sign(x) (1 - t (a1 + t (a2 + ... t a5)) exp(-x^2)), t = 1 / (1 + p |x|)
+/// (Abramowitz and Stegun 7.1.26). Both are computed and one is selected.
+template <typename F> SHARDC_VEC_INLINE F erfOf(F x) {
+  F z = x * x;
+  F s = splat<F>(1.6462114366e-6f);
+  s = s * z - 1.4925650358e-5f;
+  s = s * z + 1.2055332982e-4f;
+  s = s * z - 8.5483270235e-4f;
+  s = s * z + 5.2239776254e-3f;
+  s = s * z - 2.6866170645e-2f;
+  s = s * z + 1.1283791671e-1f;
+  s = s * z - 3.7612638903e-1f;
+  s = s * z + 1.1283791671e+0f;
+  F small = x * s;
+  F a = select(x < 0.0f, -x, x);
+  F t = 1.0f / (1.0f + 0.3275911f * a);
+  F q = splat<F>(1.061405429f);
+  q = q * t - 1.453152027f;
+  q = q * t + 1.421413741f;
+  q = q * t - 0.284496736f;
+  q = q * t + 0.254829592f;
+  F y = 1.0f - q * t * expOf(-z);
+  y = select(x < 0.0f, -y, y);
+  return select(a < 0.9f, small, y);
+}
+
+SHARDC_VEC_INLINE Floats load(const float *p) {
+  Floats v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+SHARDC_VEC_INLINE void store(float *p, Floats v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+/// ops::AdamStep::apply with its flags fixed, so that the loop has no
+/// branch. Each element is read before it is written and no other element
+/// is touched: `ivdep` (Clang: `assume_safety`) lets the compiler vectorize the
+/// in-place update, and sqrt vectorizes with -fno-math-errno (CMakeLists.txt).
+template <bool Scaled, bool Decoupled, bool Wd>
+void adamLoop(const ops::AdamStep<float> &s, const float *p, const float *g,
+              const float *m, const float *v, float *outP, float *outM,
+              float *outV, int64_t n) {
+#if defined(__clang__)
+#pragma clang loop vectorize(assume_safety)
+#elif defined(__GNUC__)
+#pragma GCC ivdep
+#endif
+  for (int64_t i = 0; i < n; ++i) {
+    float gi = g[i], pi = p[i];
+    if (Scaled)
+      gi = gi * s.gradScale;
+    if (Decoupled)
+      pi = pi * s.decay;
+    else if (Wd)
+      gi = gi + s.wd * pi;
+    float mi = m[i] * s.b1 + s.oneMinusB1 * gi;
+    float vi = v[i] * s.b2 + s.oneMinusB2 * gi * gi;
+    float denom = std::sqrt(vi) / s.bc2Sqrt + s.eps;
+    outM[i] = mi;
+    outV[i] = vi;
+    outP[i] = pi + s.negStepSize * mi / denom;
+  }
+}
+
+/// m, or v where v is larger or NaN.
+template <typename F> SHARDC_VEC_INLINE F maxStep(F m, F v) {
+  return select((v > m) | (v != v), v, m);
+}
+
+} // namespace
+
+namespace SHARDC_VEC_ISA {
+
+void expArray(const float *x, float *out, int64_t n) {
+  int64_t i = 0;
+  for (; i + kWidth <= n; i += kWidth)
+    store(out + i, expOf(load(x + i)));
+  for (; i < n; ++i)
+    out[i] = expOf(x[i]);
+}
+
+void erfArray(const float *x, float *out, int64_t n) {
+  int64_t i = 0;
+  for (; i + kWidth <= n; i += kWidth)
+    store(out + i, erfOf(load(x + i)));
+  for (; i < n; ++i)
+    out[i] = erfOf(x[i]);
+}
+
+float maxOf(const float *x, int64_t n) {
+  Floats m[kParts];
+  for (int k = 0; k < kParts; ++k)
+    m[k] = splat<Floats>(-std::numeric_limits<float>::infinity());
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int k = 0; k < kParts; ++k)
+      m[k] = maxStep(m[k], load(x + i + k * kWidth));
+  float r = -std::numeric_limits<float>::infinity();
+  for (int j = 0; j < kLanes; ++j)
+    r = maxStep(r, m[j / kWidth][j % kWidth]);
+  for (; i < n; ++i)
+    r = maxStep(r, x[i]);
+  return r;
+}
+
+double expSum(const float *x, float shift, float *out, int64_t n) {
+  Floats s[kParts] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int k = 0; k < kParts; ++k) {
+      Floats e = expOf(load(x + i + k * kWidth) - shift);
+      if (out)
+        store(out + i + k * kWidth, e);
+      s[k] += e;
+    }
+  double total = 0.0;
+  for (int j = 0; j < kLanes; ++j)
+    total += s[j / kWidth][j % kWidth];
+  for (; i < n; ++i) {
+    float e = expOf(x[i] - shift);
+    if (out)
+      out[i] = e;
+    total += e;
+  }
+  return total;
+}
+
+void adam(const ops::AdamStep<float> &s, const float *p, const float *g,
+          const float *m, const float *v, float *outP, float *outM, float *outV,
+          int64_t n) {
+  auto loop = s.decoupled ? (s.scaled ? adamLoop<true, true, false>
+                                      : adamLoop<false, true, false>)
+              : s.hasWd   ? (s.scaled ? adamLoop<true, false, true>
+                                      : adamLoop<false, false, true>)
+                          : (s.scaled ? adamLoop<true, false, false>
+                                      : adamLoop<false, false, false>);
+  loop(s, p, g, m, v, outP, outM, outV, n);
+}
+
+} // namespace SHARDC_VEC_ISA
+} // namespace shardc::rt::cpu::vec

@@ -1,0 +1,209 @@
+//===- VecMathTest.cpp - The vectorized CPU loops, on every path ----------===//
+//
+// runtime/cpu/VecMath.h: exp and erf within their documented error of the
+// double-precision library functions, their special values, and every
+// instruction-set path this CPU can run computing the same bits as every
+// other, with lengths that leave remainders, and AdamUpdate's loop the bits
+// of ops::AdamStep::apply, in place or not.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cpu/VecMath.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+using namespace shardc::rt;
+using namespace shardc::rt::cpu;
+
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+/// The float spacing at |r| (r a normal float's magnitude).
+double ulpAt(double r) {
+  return std::ldexp(1.0, std::ilogb(static_cast<float>(r)) - 23);
+}
+
+bool sameBits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+std::vector<float> randomFloats(size_t n, float lo, float hi, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (float &x : v)
+    x = d(rng);
+  return v;
+}
+
+TEST(VecMath, TheBestPathComesFirstAndBaseIsAlwaysThere) {
+  llvm::ArrayRef<vec::Path> paths = vec::availablePaths();
+  ASSERT_FALSE(paths.empty());
+  EXPECT_STREQ(paths.back().name, "base");
+  if (!std::getenv("SHARD_CPU_PATH")) {
+    EXPECT_STREQ(vec::activePath().name, paths.front().name);
+  }
+}
+
+TEST(VecMath, ExpIsWithinTwoUlpWhereTheResultIsNormal) {
+  for (const vec::Path &p : vec::availablePaths()) {
+    std::vector<float> x;
+    for (float v = -87.3f; v < 88.7f; v += 0.000731f)
+      x.push_back(v);
+    std::vector<float> y(x.size());
+    p.expArray(x.data(), y.data(), static_cast<int64_t>(x.size()));
+    double worst = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      double r = std::exp(static_cast<double>(x[i]));
+      worst = std::max(worst, std::fabs(y[i] - r) / ulpAt(r));
+    }
+    EXPECT_LE(worst, 2.0) << p.name;
+  }
+}
+
+TEST(VecMath, ExpSpecialValues) {
+  for (const vec::Path &p : vec::availablePaths()) {
+    // 17 values: a full step of every width and a remainder.
+    std::vector<float> x = {0.0f,   -0.0f,   kInf,   -kInf,   kNaN,   88.72f,
+                            88.73f, -87.33f, -87.4f, -200.0f, 1.0f,   -1.0f,
+                            1e-30f, 0.5f,    10.0f,  89.0f,   -104.0f};
+    std::vector<float> y(x.size());
+    p.expArray(x.data(), y.data(), static_cast<int64_t>(x.size()));
+    EXPECT_EQ(y[0], 1.0f) << p.name;
+    EXPECT_EQ(y[1], 1.0f) << p.name;
+    EXPECT_EQ(y[2], kInf) << p.name;
+    EXPECT_EQ(y[3], 0.0f) << p.name;
+    EXPECT_TRUE(std::isnan(y[4])) << p.name;
+    EXPECT_TRUE(std::isfinite(y[5]) && y[5] > 3.3e38f) << p.name;
+    EXPECT_EQ(y[6], kInf) << p.name;
+    EXPECT_GT(y[7], 0.0f) << p.name;
+    EXPECT_EQ(y[8], 0.0f) << p.name; // below FLT_MIN: flushed
+    EXPECT_EQ(y[9], 0.0f) << p.name;
+    EXPECT_NEAR(y[10], 2.7182817f, 3e-7f) << p.name;
+    EXPECT_EQ(y[15], kInf) << p.name;
+    EXPECT_EQ(y[16], 0.0f) << p.name;
+  }
+}
+
+TEST(VecMath, ErfIsWithinItsBounds) {
+  for (const vec::Path &p : vec::availablePaths()) {
+    std::vector<float> x;
+    for (float v = -6.0f; v < 6.0f; v += 0.0001f)
+      x.push_back(v);
+    for (float v = 1e-30f; v < 0.9f; v *= 1.01f) {
+      x.push_back(v);
+      x.push_back(-v);
+    }
+    std::vector<float> y(x.size());
+    p.erfArray(x.data(), y.data(), static_cast<int64_t>(x.size()));
+    double worstUlp = 0, worstAbs = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      double r = std::erf(static_cast<double>(x[i]));
+      double err = std::fabs(y[i] - r);
+      if (std::fabs(x[i]) < 0.9f && r != 0)
+        worstUlp = std::max(worstUlp, err / ulpAt(r));
+      else
+        worstAbs = std::max(worstAbs, err);
+    }
+    EXPECT_LE(worstUlp, 3.0) << p.name;
+    EXPECT_LE(worstAbs, 2.4e-7) << p.name;
+    float special[] = {kInf, -kInf, kNaN, 0.0f, -0.0f};
+    float out[5];
+    p.erfArray(special, out, 5);
+    EXPECT_EQ(out[0], 1.0f);
+    EXPECT_EQ(out[1], -1.0f);
+    EXPECT_TRUE(std::isnan(out[2]));
+    EXPECT_EQ(out[3], 0.0f);
+    EXPECT_TRUE(std::signbit(out[4]));
+  }
+}
+
+TEST(VecMath, MaxOfPropagatesNaNAndHandlesEmptyAndInfinite) {
+  for (const vec::Path &p : vec::availablePaths()) {
+    std::vector<float> x = randomFloats(37, -5, 5, 1);
+    x[20] = 7.5f;
+    EXPECT_EQ(p.maxOf(x.data(), 37), 7.5f) << p.name;
+    EXPECT_EQ(p.maxOf(x.data(), 0), -kInf) << p.name;
+    for (size_t at : {3u, 20u, 36u}) { // in a full step and in the remainder
+      std::vector<float> y = x;
+      y[at] = kNaN;
+      EXPECT_TRUE(std::isnan(p.maxOf(y.data(), 37))) << p.name << " " << at;
+    }
+    std::vector<float> masked(40, -kInf);
+    EXPECT_EQ(p.maxOf(masked.data(), 40), -kInf) << p.name;
+    EXPECT_EQ(vec::softmaxShift(masked.data(), 40), 0.0f);
+  }
+}
+
+/// Every path's results, compared bit for bit with the first path's.
+TEST(VecMath, EveryPathComputesTheSameBits) {
+  llvm::ArrayRef<vec::Path> paths = vec::availablePaths();
+  for (int64_t n : {1, 15, 16, 17, 1000, 8195}) {
+    std::vector<float> x = randomFloats(n, -30, 30, 7 + n);
+    std::vector<float> refExp(n), refErf(n), refTerms(n);
+    const vec::Path &ref = paths.front();
+    ref.expArray(x.data(), refExp.data(), n);
+    ref.erfArray(x.data(), refErf.data(), n);
+    float refMax = ref.maxOf(x.data(), n);
+    double refSum = ref.expSum(x.data(), refMax, refTerms.data(), n);
+    EXPECT_EQ(ref.expSum(x.data(), refMax, nullptr, n), refSum);
+    for (const vec::Path &p : paths.drop_front()) {
+      std::vector<float> e(n), f(n), t(n);
+      p.expArray(x.data(), e.data(), n);
+      p.erfArray(x.data(), f.data(), n);
+      float m = p.maxOf(x.data(), n);
+      double s = p.expSum(x.data(), m, t.data(), n);
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_TRUE(sameBits(e[i], refExp[i])) << p.name << " exp " << x[i];
+        ASSERT_TRUE(sameBits(f[i], refErf[i])) << p.name << " erf " << x[i];
+        ASSERT_TRUE(sameBits(t[i], refTerms[i])) << p.name << " term " << i;
+      }
+      EXPECT_TRUE(sameBits(m, refMax)) << p.name;
+      EXPECT_EQ(s, refSum) << p.name << " n=" << n;
+    }
+  }
+}
+
+TEST(VecMath, AdamIsAdamStepOnEveryPathInPlaceOrNot) {
+  const int64_t n = 1003;
+  std::vector<float> p0 = randomFloats(n, -1, 1, 11);
+  std::vector<float> g0 = randomFloats(n, -1, 1, 12);
+  std::vector<float> m0 = randomFloats(n, -0.1f, 0.1f, 13);
+  std::vector<float> v0 = randomFloats(n, 0, 0.01f, 14);
+  float scale = 0.25f;
+  for (bool decoupled : {false, true})
+    for (double wd : {0.0, 0.01})
+      for (bool scaled : {false, true}) {
+        ops::AdamHyper h;
+        h.weightDecay = wd;
+        h.decoupled = decoupled;
+        auto s = ops::AdamStep<float>::make(h, 3.0, scaled ? &scale : nullptr);
+        std::vector<float> rp(n), rm(n), rv(n);
+        for (int64_t i = 0; i < n; ++i)
+          s.apply(p0[i], g0[i], m0[i], v0[i], rp[i], rm[i], rv[i]);
+        for (const vec::Path &path : vec::availablePaths()) {
+          std::vector<float> op(n), om(n), ov(n);
+          path.adam(s, p0.data(), g0.data(), m0.data(), v0.data(), op.data(),
+                    om.data(), ov.data(), n);
+          std::vector<float> ip = p0, im = m0, iv = v0;
+          path.adam(s, ip.data(), g0.data(), im.data(), iv.data(), ip.data(),
+                    im.data(), iv.data(), n);
+          for (int64_t i = 0; i < n; ++i) {
+            ASSERT_TRUE(sameBits(op[i], rp[i]) && sameBits(om[i], rm[i]) &&
+                        sameBits(ov[i], rv[i]))
+                << path.name << " element " << i << " decoupled " << decoupled
+                << " wd " << wd << " scaled " << scaled;
+            ASSERT_TRUE(sameBits(ip[i], rp[i]) && sameBits(im[i], rm[i]) &&
+                        sameBits(iv[i], rv[i]))
+                << path.name << " in place, element " << i;
+          }
+        }
+      }
+}
+
+} // namespace
