@@ -49,6 +49,40 @@ def FoldConstants : Pass<"shardc-fold-constants", "mlir::func::FuncOp"> {
   let dependentDialects = ["::shardc::ShardcDialect"];
 }
 
+def RaiseLayerNorm : Pass<"shardc-raise-layer-norm", "mlir::func::FuncOp"> {
+  let summary = "Turn layer norm written out as its formula into one op";
+  let description = [{
+    PyTorch exports `nn.LayerNorm` below opset 17 as its formula over the
+    trailing axes: a mean, a subtraction, a square, a second mean, an
+    epsilon, a square root and a division, then the affine scale and bias.
+    Each such chain whose intermediate values nothing else reads becomes one
+    `shardc.LayerNormalization` (a ones scale when the chain has none), so
+    that forward reads the input once per pass and backward is one
+    `LayerNormGrad` instead of a dozen elementwise ops and reductions.
+
+    Before:
+    ```mlir
+    %m = shardc.ReduceMean %x {axes = array<i64: 1>, keepdims = true} : tensor<4x8xf32> -> tensor<4x1xf32>
+    %d = shardc.Sub %x, %m : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+    %p = shardc.Pow %d, %two : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+    %v = shardc.ReduceMean %p {axes = array<i64: 1>, keepdims = true} : tensor<4x8xf32> -> tensor<4x1xf32>
+    %e = shardc.Add %v, %eps : (tensor<4x1xf32>, tensor<f32>) -> tensor<4x1xf32>
+    %s = shardc.Sqrt %e : tensor<4x1xf32>
+    %n = shardc.Div %d, %s : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+    %y = shardc.Mul %n, %gamma : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    %z = shardc.Add %y, %beta : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    ```
+    After:
+    ```mlir
+    %z, %mean, %inv_std_dev = shardc.LayerNormalization %x, %gamma, %beta
+        {axis = 1 : i64, epsilon = 9.99999974E-6 : f32}
+        : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+        -> (tensor<4x8xf32>, tensor<4x1xf32>, tensor<4x1xf32>)
+    ```
+  }];
+  let dependentDialects = ["::shardc::ShardcDialect"];
+}
+
 def LossScale : Pass<"shardc-loss-scale", "mlir::ModuleOp"> {
   let summary = "Scale the loss before backward (GradScaler), sharded";
   let description = [{

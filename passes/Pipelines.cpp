@@ -10,6 +10,7 @@ namespace shardc {
 void buildImportCleanupPipeline(OpPassManager &pm,
                                 const FoldConstantsOptions &options) {
   pm.addNestedPass<func::FuncOp>(createFoldConstants(options));
+  pm.addNestedPass<func::FuncOp>(createRaiseLayerNorm());
   pm.addPass(createCanonicalizerPass());
 }
 
