@@ -43,41 +43,67 @@ struct Gradient {
   Type elem;
 };
 
+using Split = SmallVector<std::pair<size_t, size_t>>;
+
+/// Buckets filled in order up to `cap` bytes (a larger gradient alone), a
+/// new one at each change of element type: the fewest buckets there can be.
+Split fillBuckets(ArrayRef<Gradient> grads, int64_t cap) {
+  Split out;
+  int64_t filled = 0;
+  for (size_t j = 0; j < grads.size(); ++j) {
+    if (out.empty() || filled + grads[j].bytes > cap ||
+        grads[j].elem != grads[out.back().first].elem) {
+      out.push_back({j, j});
+      filled = 0;
+    }
+    out.back().second = j + 1;
+    filled += grads[j].bytes;
+  }
+  return out;
+}
+
 /// The buckets, as [first, end) ranges of `grads` in order: at most `cap`
 /// bytes each (a larger gradient alone), one element type each, and the
-/// split whose last all-reduce finishes first when each starts once its
-/// last gradient exists and the previous one is done; among equal finishes,
-/// the fewest buckets. Dynamic programming over (gradients, buckets).
-SmallVector<std::pair<size_t, size_t>>
-splitBuckets(ArrayRef<Gradient> grads, int64_t cap,
-             const plan::MachineModel &machine, int64_t ranks) {
+/// split whose last all-reduce finishes first when each starts once all its
+/// gradients exist and the previous one is done; among equal finishes, the
+/// fewest buckets. Dynamic programming over (gradients, buckets), with at
+/// most twice fillBuckets' count plus 8 buckets; a model so large that the
+/// program would take over kMaxSteps steps gets fillBuckets' split.
+Split splitBuckets(ArrayRef<Gradient> grads, int64_t cap,
+                   const plan::MachineModel &machine, int64_t ranks) {
+  constexpr uint64_t kMaxSteps = 20'000'000;
+  constexpr double kNever = std::numeric_limits<double>::infinity();
+  Split filled = fillBuckets(grads, cap);
+  size_t n = grads.size(), maxBuckets = 2 * filled.size() + 8;
   // finish[j][c]: the earliest the last all-reduce can finish when the
   // first j gradients go into c buckets; from[j][c] where the last of those
-  // buckets begins. Up to kMaxBuckets buckets are considered.
-  constexpr size_t kMaxBuckets = 1024;
-  constexpr double kNever = std::numeric_limits<double>::infinity();
-  size_t n = grads.size();
+  // buckets begins.
   std::vector<std::vector<double>> finish(n + 1);
   std::vector<std::vector<size_t>> from(n + 1);
   finish[0] = {0.0};
   from[0] = {0};
+  uint64_t steps = 0;
   for (size_t j = 1; j <= n; ++j) {
-    size_t most = std::min(j, kMaxBuckets);
+    size_t most = std::min(j, maxBuckets);
     finish[j].assign(most + 1, kNever);
     from[j].assign(most + 1, 0);
     int64_t bytes = 0;
+    double ready = 0;
     for (size_t i = j; i >= 1; --i) {
       bytes += grads[i - 1].bytes;
       if (grads[i - 1].elem != grads[j - 1].elem || (i < j && bytes > cap))
         break;
-      uint64_t sent = plan::ringSentBytes(
-          plan::CollectiveOpKind::AllReduceStart, bytes, ranks);
-      double reduce = machine.collectiveTime(sent);
-      for (size_t c = 1; c <= most && c - 1 < finish[i - 1].size(); ++c) {
+      ready = std::max(ready, grads[i - 1].readyAt);
+      double reduce = machine.collectiveTime(plan::ringSentBytes(
+          plan::CollectiveOpKind::AllReduceStart, bytes, ranks));
+      size_t options = std::min(most, finish[i - 1].size());
+      if ((steps += options) > kMaxSteps)
+        return filled;
+      for (size_t c = 1; c <= options; ++c) {
         double before = finish[i - 1][c - 1];
         if (before == kNever)
           continue;
-        double t = std::max(grads[j - 1].readyAt, before) + reduce;
+        double t = std::max(ready, before) + reduce;
         if (t < finish[j][c]) {
           finish[j][c] = t;
           from[j][c] = i - 1;
@@ -89,12 +115,15 @@ splitBuckets(ArrayRef<Gradient> grads, int64_t cap,
   // and the fewest buckets among them wins: each all-reduce that runs while
   // kernels do takes their cores on the CPU backend (MPI's shared-memory
   // transport copies with the CPU), so none is split off that would not
-  // finish the step sooner.
+  // finish the step sooner. fillBuckets' split is always among the
+  // candidates, so there is a finite one.
   double best = *std::min_element(finish[n].begin(), finish[n].end());
+  if (best == kNever)
+    return filled;
   size_t c = 0;
   while (finish[n][c] > best + 1e-9)
     ++c;
-  SmallVector<std::pair<size_t, size_t>> out;
+  Split out;
   for (size_t j = n; j > 0; --c) {
     size_t i = from[j][c];
     out.push_back({i, j});

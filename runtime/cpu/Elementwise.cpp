@@ -223,14 +223,15 @@ llvm::Error checkPowOperands(const KernelContext &ctx,
 }
 
 /// Z = X^e for the exponents exported models use most (x^2 in LayerNorm's
-/// variance, its gradient's x^1), as plain products that equal the
-/// rounded std::pow: x * x is the exact square rounded once, and for a float
-/// x the double x * x is exact, so x * x * x in double rounds once, as pow
-/// does. Returns false for other exponents.
+/// variance, its gradient's x^1), as plain products: x * x is the exact
+/// square rounded once, as a correctly rounded pow; for a float x the double
+/// x * x is exact, so x * x * x rounds once to double and then to float, as
+/// the double pow and its cast do. Returns false for other exponents.
 template <typename T>
 static bool smallPower(const T *x, double e, T *z, int64_t n) {
   if (e == 1.0) {
-    std::copy(x, x + n, z);
+    if (z != x)
+      std::copy(x, x + n, z);
   } else if (e == 2.0) {
     for (int64_t i = 0; i < n; ++i)
       z[i] = x[i] * x[i];

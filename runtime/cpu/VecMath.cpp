@@ -1,9 +1,11 @@
 //===- VecMath.cpp - Choosing the vectorized loops' path ------------------===//
 //
-// See VecMath.h. The paths are tried best first: a CPU that has AVX-512 F,
-// BW, DQ and VL runs avx512; one with AVX2 and FMA avx2; any other base.
+// See VecMath.h. The paths are tried best first: a CPU with every feature of
+// x86-64-v4 (AVX-512 F, BW, CD, DQ, VL and v3's) runs avx512; one with
+// x86-64-v3's (AVX2, FMA, BMI1/2, F16C, LZCNT, MOVBE) avx2; any other base.
 // SHARD_CPU_PATH=avx512|avx2|base picks a path this CPU can run (for
-// comparing them); a name it cannot run is refused when the program starts.
+// comparing them); shardrun refuses a name the CPU cannot run when it
+// starts.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/VecMath.h"
@@ -13,6 +15,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 namespace shardc::rt::cpu::vec {
 
@@ -42,12 +45,11 @@ SHARDC_VEC_DECLARE(avx2)
 static llvm::SmallVector<Path, 3> detectPaths() {
   llvm::SmallVector<Path, 3> paths;
 #if defined(SHARDC_VEC_AVX512)
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+  if (__builtin_cpu_supports("x86-64-v4"))
     paths.push_back(SHARDC_VEC_PATH(avx512));
 #endif
 #if defined(SHARDC_VEC_AVX2)
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+  if (__builtin_cpu_supports("x86-64-v3"))
     paths.push_back(SHARDC_VEC_PATH(avx2));
 #endif
   paths.push_back(SHARDC_VEC_PATH(base));
@@ -59,21 +61,35 @@ llvm::ArrayRef<Path> availablePaths() {
   return paths;
 }
 
-static const Path &choosePath() {
+/// The path SHARD_CPU_PATH names, the best one when it is unset or empty,
+/// nothing when it names no path this CPU can run.
+static const Path *wantedPath() {
   llvm::ArrayRef<Path> paths = availablePaths();
   const char *want = std::getenv("SHARD_CPU_PATH");
   if (!want || !*want)
-    return paths.front();
+    return &paths.front();
   for (const Path &p : paths)
     if (llvm::StringRef(want) == p.name)
-      return p;
+      return &p;
+  return nullptr;
+}
+
+std::optional<std::string> pathChoiceError() {
+  if (wantedPath())
+    return std::nullopt;
   std::string names;
-  for (const Path &p : paths)
+  for (const Path &p : availablePaths())
     names += std::string(names.empty() ? "" : ", ") + p.name;
-  std::fprintf(stderr,
-               "error: SHARD_CPU_PATH=%s is not a path this CPU can run "
-               "(it can run: %s); unset it to use the best\n",
-               want, names.c_str());
+  return "SHARD_CPU_PATH=" + std::string(std::getenv("SHARD_CPU_PATH")) +
+         " is not a path this CPU can run (it can run: " + names +
+         "); unset it to use the best";
+}
+
+static const Path &choosePath() {
+  if (const Path *p = wantedPath())
+    return *p;
+  // Tools check pathChoiceError() when they start; this is the last resort.
+  std::fprintf(stderr, "error: %s\n", pathChoiceError()->c_str());
   std::exit(2);
 }
 

@@ -1,13 +1,13 @@
 //===- VecMath.h - Vectorized float loops for the CPU kernels ---*- C++ -*-===//
 //
 // The loops the hot float kernels spend their time in, over contiguous
-// arrays: exp, erf, a row's maximum and its sum of exponentials. Each is
-// compiled once per instruction set (VecMathImpl.h, included by
-// VecMathAvx512.cpp for x86-64-v4, VecMathAvx2.cpp for x86-64-v3 and
-// VecMathBase.cpp for any CPU), and the best path the CPU has is chosen when
-// the program starts (the SHARD_CPU_PATH environment variable may pick a
-// lesser one: avx512, avx2, base). No -march=native: one binary runs on
-// every x86-64 CPU.
+// arrays: exp, erf, a row's maximum, its sum of exponentials, and the Adam
+// update. Each is compiled once per instruction set (VecMathImpl.h, included
+// by VecMathAvx512.cpp for x86-64-v4, VecMathAvx2.cpp for x86-64-v3 and
+// VecMathBase.cpp for any CPU; the first two in GCC builds for x86-64), and
+// the best path the CPU has is chosen when the program starts (the
+// SHARD_CPU_PATH environment variable may pick a lesser one: avx512, avx2,
+// base). No -march=native: one binary runs on every x86-64 CPU.
 //
 // Every path computes the same bits: the element functions are branch-free
 // arithmetic that never contracts a multiply and an add into a fused one (the
@@ -32,6 +32,8 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
+#include <string>
 
 namespace shardc::rt::cpu::vec {
 
@@ -61,6 +63,9 @@ struct Path {
 llvm::ArrayRef<Path> availablePaths();
 /// The path the kernels use.
 const Path &activePath();
+/// Why SHARD_CPU_PATH cannot be honoured (it names no path this CPU can
+/// run), or nothing; a tool checks it when it starts.
+std::optional<std::string> pathChoiceError();
 
 inline void expArray(const float *x, float *out, int64_t n) {
   activePath().expArray(x, out, n);

@@ -3,10 +3,11 @@
 // Included once by each of VecMathAvx512.cpp, VecMathAvx2.cpp and
 // VecMathBase.cpp, which define SHARDC_VEC_ISA (the namespace of that
 // instruction set's loops) and SHARDC_VEC_WIDTH (its floats per register),
-// and are compiled with its -march. Everything here
-// has internal linkage or lives in that namespace, so the three copies
-// never meet at link time (an inline function shared between them could be
-// resolved to the AVX-512 copy on a CPU without it).
+// and are compiled with its -march. Everything here has internal linkage or
+// lives in that namespace, and calls no library function (only compiler
+// builtins), so the three copies never meet at link time: an inline
+// function shared between them, emitted out of line in a debug build, could
+// be resolved to the AVX-512 copy on a CPU without it.
 //
 // The loops work on Floats values of SHARDC_VEC_WIDTH floats (16, 8 or 4:
 // one register of the instruction set), GCC's vector extensions, which Clang
@@ -23,9 +24,6 @@
 
 #include "runtime/cpu/VecMath.h"
 
-#include <cmath>
-#include <cstring>
-#include <limits>
 #include <type_traits>
 
 namespace shardc::rt::cpu::vec {
@@ -74,8 +72,12 @@ template <typename F, typename M> SHARDC_VEC_INLINE F select(M c, F a, F b) {
 /// log(FLT_MIN), keeps NaN.
 template <typename F> SHARDC_VEC_INLINE F expOf(F x) {
   const F lo = splat<F>(-87.33654022216797f); // log(FLT_MIN)
-  const F hi = splat<F>(88.72283935546875f);  // log(FLT_MAX), rounded down
-  F c = select(x < lo, lo, select(x > hi, hi, x));
+  // log(FLT_MAX) rounded up: exp of it overflows to inf, as it should.
+  const F hi = splat<F>(88.72283935546875f);
+  // NaN becomes 0 here (the result keeps it below): converting NaN to an
+  // integer is undefined.
+  F c =
+      select(x < lo, lo, select(x > hi, hi, select(x != x, splat<F>(0.0f), x)));
   // Round c / ln2 to the nearest integer without a rounding instruction:
   // adding 1.5 * 2^23 leaves no fraction bits.
   const float shift = 12582912.0f;
@@ -94,11 +96,11 @@ template <typename F> SHARDC_VEC_INLINE F expOf(F x) {
   Lanes<F> half = ni >> 1;
   Lanes<F> b1 = (half + 127) << 23, b2 = (ni - half + 127) << 23;
   F s1, s2;
-  std::memcpy(&s1, &b1, sizeof s1);
-  std::memcpy(&s2, &b2, sizeof s2);
+  __builtin_memcpy(&s1, &b1, sizeof s1);
+  __builtin_memcpy(&s2, &b2, sizeof s2);
   F y = p * s1 * s2;
   y = select(x < lo, splat<F>(0.0f), y);
-  y = select(x > hi, splat<F>(std::numeric_limits<float>::infinity()), y);
+  y = select(x > hi, splat<F>(__builtin_huge_valf()), y);
   return select(x != x, x, y);
 }
 
@@ -131,11 +133,11 @@ template <typename F> SHARDC_VEC_INLINE F erfOf(F x) {
 
 SHARDC_VEC_INLINE Floats load(const float *p) {
   Floats v;
-  std::memcpy(&v, p, sizeof v);
+  __builtin_memcpy(&v, p, sizeof v);
   return v;
 }
 SHARDC_VEC_INLINE void store(float *p, Floats v) {
-  std::memcpy(p, &v, sizeof v);
+  __builtin_memcpy(p, &v, sizeof v);
 }
 
 /// ops::AdamStep::apply with its flags fixed, so that the loop has no
@@ -161,7 +163,7 @@ void adamLoop(const ops::AdamStep<float> &s, const float *p, const float *g,
       gi = gi + s.wd * pi;
     float mi = m[i] * s.b1 + s.oneMinusB1 * gi;
     float vi = v[i] * s.b2 + s.oneMinusB2 * gi * gi;
-    float denom = std::sqrt(vi) / s.bc2Sqrt + s.eps;
+    float denom = __builtin_sqrtf(vi) / s.bc2Sqrt + s.eps;
     outM[i] = mi;
     outV[i] = vi;
     outP[i] = pi + s.negStepSize * mi / denom;
@@ -196,12 +198,12 @@ void erfArray(const float *x, float *out, int64_t n) {
 float maxOf(const float *x, int64_t n) {
   Floats m[kParts];
   for (int k = 0; k < kParts; ++k)
-    m[k] = splat<Floats>(-std::numeric_limits<float>::infinity());
+    m[k] = splat<Floats>(-__builtin_huge_valf());
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
     for (int k = 0; k < kParts; ++k)
       m[k] = maxStep(m[k], load(x + i + k * kWidth));
-  float r = -std::numeric_limits<float>::infinity();
+  float r = -__builtin_huge_valf();
   for (int j = 0; j < kLanes; ++j)
     r = maxStep(r, m[j / kWidth][j % kWidth]);
   for (; i < n; ++i)

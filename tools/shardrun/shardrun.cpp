@@ -25,6 +25,7 @@
 #include "tools/shardrun/Launcher.h"
 
 #include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/VecMath.h"
 #include <google/protobuf/stubs/common.h>
 #include <google/protobuf/stubs/logging.h>
 
@@ -1202,6 +1203,10 @@ int main(int argc, char **argv) {
     }
     if (!msg.empty())
       llvm::WithColor::error(llvm::errs(), "shardrun") << msg << "\n";
+    return 1;
+  }
+  if (std::optional<std::string> err = rt::cpu::vec::pathChoiceError()) {
+    llvm::WithColor::error(llvm::errs(), "shardrun") << *err << "\n";
     return 1;
   }
   if (planDir.empty()) {

@@ -8,17 +8,18 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/VecMath.h"
+#include "test/unit/runtime/KernelTestUtil.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <random>
 #include <vector>
 
 using namespace shardc::rt;
 using namespace shardc::rt::cpu;
+using shardc::rt::test::randomFloats;
 
 namespace {
 
@@ -31,15 +32,6 @@ double ulpAt(double r) {
 }
 
 bool sameBits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
-
-std::vector<float> randomFloats(size_t n, float lo, float hi, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (float &x : v)
-    x = d(rng);
-  return v;
-}
 
 TEST(VecMath, TheBestPathComesFirstAndBaseIsAlwaysThere) {
   llvm::ArrayRef<vec::Path> paths = vec::availablePaths();
@@ -125,7 +117,7 @@ TEST(VecMath, ErfIsWithinItsBounds) {
 
 TEST(VecMath, MaxOfPropagatesNaNAndHandlesEmptyAndInfinite) {
   for (const vec::Path &p : vec::availablePaths()) {
-    std::vector<float> x = randomFloats(37, -5, 5, 1);
+    std::vector<float> x = randomFloats(37, 1, -5, 5);
     x[20] = 7.5f;
     EXPECT_EQ(p.maxOf(x.data(), 37), 7.5f) << p.name;
     EXPECT_EQ(p.maxOf(x.data(), 0), -kInf) << p.name;
@@ -144,7 +136,7 @@ TEST(VecMath, MaxOfPropagatesNaNAndHandlesEmptyAndInfinite) {
 TEST(VecMath, EveryPathComputesTheSameBits) {
   llvm::ArrayRef<vec::Path> paths = vec::availablePaths();
   for (int64_t n : {1, 15, 16, 17, 1000, 8195}) {
-    std::vector<float> x = randomFloats(n, -30, 30, 7 + n);
+    std::vector<float> x = randomFloats(n, 7 + n, -30, 30);
     std::vector<float> refExp(n), refErf(n), refTerms(n);
     const vec::Path &ref = paths.front();
     ref.expArray(x.data(), refExp.data(), n);
@@ -171,10 +163,10 @@ TEST(VecMath, EveryPathComputesTheSameBits) {
 
 TEST(VecMath, AdamIsAdamStepOnEveryPathInPlaceOrNot) {
   const int64_t n = 1003;
-  std::vector<float> p0 = randomFloats(n, -1, 1, 11);
-  std::vector<float> g0 = randomFloats(n, -1, 1, 12);
-  std::vector<float> m0 = randomFloats(n, -0.1f, 0.1f, 13);
-  std::vector<float> v0 = randomFloats(n, 0, 0.01f, 14);
+  std::vector<float> p0 = randomFloats(n, 11, -1, 1);
+  std::vector<float> g0 = randomFloats(n, 12, -1, 1);
+  std::vector<float> m0 = randomFloats(n, 13, -0.1f, 0.1f);
+  std::vector<float> v0 = randomFloats(n, 14, 0, 0.01f);
   float scale = 0.25f;
   for (bool decoupled : {false, true})
     for (double wd : {0.0, 0.01})
