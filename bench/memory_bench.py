@@ -32,15 +32,10 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "examples"))
-
-
-def tool_env():
-    """The environment for the tools: mpirun may run as root."""
-    env = dict(os.environ)
-    if os.geteuid() == 0:
-        env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
-        env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
-    return env
+# The tools' environment (mpirun may run as root), shared with the tests;
+# the other benchmarks import it from here.
+sys.path.insert(0, os.path.join(ROOT, "test", "training"))
+from training_checks import tool_env  # noqa: E402
 
 
 def export(out, layers, width, ctx=16, batch=2, samples=64):

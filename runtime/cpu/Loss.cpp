@@ -72,15 +72,16 @@ template <typename T> double classWeight(const T *w, int64_t t) {
   return w ? static_cast<double>(w[t]) : 1.0;
 }
 
-// The float softmax over one contiguous class line (D = 1, the usual
-// (N, C) logits), vectorized (VecMath.h): the maximum, the sum of
-// exponentials accumulated in float lanes and then in double, and log p[c]
-// = x[c] - max - log(sum) in double, as ops::lossTerm. An infinite maximum
-// is not subtracted.
+/// Whether a float softmax loss over contiguous class lines (D = 1, the
+/// usual (N, C) logits) takes the vectorized line functions below.
 template <typename T> bool lineKernel(bool softmax, const LossGeometry &g) {
   return std::is_same_v<T, float> && softmax && g.inner == 1;
 }
 
+/// ops::lossTerm over one such line, vectorized (VecMath.h): the maximum,
+/// the sum of exponentials accumulated in float lanes and then in double,
+/// and log p[c] = x[c] - max - log(sum) in double. An infinite maximum is
+/// not subtracted; t < 0 (a target not counted) gives 0 and only log_prob.
 double lineLossTerm(const float *xn, int64_t classes, int64_t t, double w,
                     float *logProbN) {
   float maxV = vec::softmaxShift(xn, classes);
