@@ -5,6 +5,8 @@ same model, data, optimizer and threads, in one run.
     bench/step_time.py [--models gpt mlp cnn] [--ranks 2] [--stages 0 3]
                        [--steps 30] [--warmup 5] [--threads 1]
 
+(`--stages` with no stage runs no Shard column.)
+
 Models (PyTorch modules of examples/export_examples.py, exported here):
     gpt  d 256, 4 layers, 8 heads, T 64, vocab 8192, untied head (7.37 M
          parameters), micro-batch 8
@@ -23,7 +25,9 @@ PyTorch: torch.nn.parallel.DistributedDataParallel over gloo (Debian's
 python3-torch), N processes; a step is forward, backward and Adam, timed
 between barriers on rank 0, the median after the warm-up. When a virtual
 environment made by bench/setup_peers.sh is found (bench/.peers), the same
-is run with its PyTorch 2.x FSDP (FULL_SHARD, SHARD_GRAD_OP).
+is run with its PyTorch 2.x DDP and FSDP (FULL_SHARD, SHARD_GRAD_OP) and FairScale's
+FullyShardedDataParallel (its defaults: reshard after forward, 25 MB
+reduce-scatter buckets; run on the CPU as fairscale_fsdp() says).
 
 Prints a Markdown table: ms per step and the ratio to PyTorch DDP.
 """
@@ -157,7 +161,7 @@ def torch_ms(args, name, out, mode, python):
 
 
 def worker(args):
-    """One rank of the PyTorch run (DDP or FSDP over gloo)."""
+    """One rank of the PyTorch run (DDP, FSDP or FairScale's FSDP over gloo)."""
     import time
     import torch
     import torch.distributed as dist
@@ -165,7 +169,7 @@ def worker(args):
     os.environ["RANK"], os.environ["WORLD_SIZE"] = str(args.rank), str(args.ranks)
     dist.init_process_group("gloo", rank=args.rank, world_size=args.ranks)
     model, inputs, batch, _ = build(args.model)
-    model.load_state_dict(torch.load(os.path.join(args.dir, f"{args.model}.pt")))
+    model.load_state_dict(torch.load(os.path.join(args.dir, f"{args.model}.pt"), weights_only=True))
     model.train()
     if args.worker == "ddp":
         # gloo cannot broadcast the GPT's boolean mask buffer (a constant).
@@ -173,11 +177,13 @@ def worker(args):
         DDP._set_params_and_buffers_to_ignore_for_model(
             model, [k for k, b in model.named_buffers() if b.dtype == torch.bool])
         model = DDP(model)
+    elif args.worker == "fairscale":
+        model = fairscale_fsdp(model)
     else:
         from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, ShardingStrategy
         strategy = {"fsdp_full": ShardingStrategy.FULL_SHARD,
                     "fsdp_grad_op": ShardingStrategy.SHARD_GRAD_OP}[args.worker]
-        model = FSDP(model, sharding_strategy=strategy)
+        model = FSDP(model, sharding_strategy=strategy, device_id=torch.device("cpu"))
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     data = {k: np.load(os.path.join(args.dir, "data", f"{k}.npy")) for k in inputs}
     n = len(data[inputs[0]])
@@ -199,6 +205,40 @@ def worker(args):
     dist.destroy_process_group()
 
 
+def fairscale_fsdp(model):
+    """MODEL in FairScale's FullyShardedDataParallel at its defaults, on the
+    CPU. FairScale (0.4.13, its last release) is written for CUDA: its compute
+    device defaults to the GPU, and forward and backward wait on CUDA streams
+    and record tensors on them. Here the compute device is the CPU, the
+    streams are stand-ins whose waits do nothing (CPU kernels run in order on
+    the calling thread), and a full reduce-scatter bucket, a [ranks, n] tensor,
+    is passed to gloo flat (gloo checks its first dimension against ranks x n,
+    NCCL only its size). Sharding, gathering and reduction are FairScale's."""
+    import warnings
+    import torch
+    import torch.distributed as dist
+    from fairscale.nn import FullyShardedDataParallel
+
+    class NoStream:
+        def wait_stream(self, stream):
+            pass
+    no_stream = NoStream()
+    torch.cuda.current_stream = lambda device=None: no_stream
+    torch.Tensor.record_stream = lambda self, stream: None
+    reduce_scatter = dist._reduce_scatter_base
+    dist._reduce_scatter_base = lambda out, inp, group=None, async_op=False: reduce_scatter(
+        out, inp.reshape(-1), group=group, async_op=async_op)
+    warnings.filterwarnings("ignore", message=".*(TypedStorage is deprecated|_all_gather_base|"
+                            "_reduce_scatter_base)")
+
+    class CPUFSDP(FullyShardedDataParallel):
+        def _setup_streams(self):
+            super()._setup_streams()
+            for k in ("fp32_to_fp16", "all_gather", "post_backward"):
+                self._streams.setdefault(k, no_stream)
+    return CPUFSDP(model, compute_device=torch.device("cpu"))
+
+
 def cpu_model():
     with open("/proc/cpuinfo") as f:
         for line in f:
@@ -211,7 +251,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", nargs="+", default=["gpt", "mlp", "cnn"])
     ap.add_argument("--ranks", type=int, default=2)
-    ap.add_argument("--stages", type=int, nargs="+", default=[0, 3])
+    ap.add_argument("--stages", type=int, nargs="*", default=[0, 3])
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1)
@@ -231,7 +271,7 @@ def main():
           f"{args.threads} thread(s); Adam; median of {args.steps} steps after {args.warmup}")
     cols = [f"Shard stage {s}" for s in args.stages] + ["PyTorch DDP"]
     if peers:
-        cols += ["FSDP FULL_SHARD", "FSDP SHARD_GRAD_OP"]
+        cols += ["DDP (PyTorch 2.x)", "FSDP FULL_SHARD", "FSDP SHARD_GRAD_OP", "FairScale FSDP"]
     print()
     print("| model | params | " + " | ".join(cols) + " |")
     print("|---" * (len(cols) + 2) + "|")
@@ -242,7 +282,8 @@ def main():
             ddp = torch_ms(args, name, out, "ddp", "/usr/bin/python3")
             times = [shard_ms(args, name, out, s) for s in args.stages] + [ddp]
             if peers:
-                times += [torch_ms(args, name, out, m, PEERS) for m in ("fsdp_full", "fsdp_grad_op")]
+                times += [torch_ms(args, name, out, m, PEERS)
+                          for m in ("ddp", "fsdp_full", "fsdp_grad_op", "fairscale")]
             cells = [f"{t:.1f} ms ({t / ddp:.2f}x)" for t in times]
             print(f"| {name} | {psi / 1e6:.2f} M | " + " | ".join(cells) + " |", flush=True)
 
