@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ir/ShardcDialect.h"
+#include "runtime/kernels/FusedOps.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -1165,6 +1166,98 @@ LogicalResult ClipCoefficientOp::verify() {
   double maxNorm = getMaxNorm().convertToDouble();
   if (!(std::isfinite(maxNorm) && maxNorm > 0))
     return emitOpError("max_norm must be finite and positive, got ") << maxNorm;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// FusedElementwise
+//===----------------------------------------------------------------------===//
+
+LogicalResult FusedElementwiseOp::verify() {
+  namespace ops = rt::ops;
+  if (getOutputs().empty())
+    return emitOpError("has no results");
+  if (getInputs().size() > static_cast<size_t>(ops::kMaxFusedInputs) ||
+      getOutputs().size() > static_cast<size_t>(ops::kMaxFusedOutputs))
+    return emitOpError("has ")
+           << getInputs().size() << " inputs and " << getOutputs().size()
+           << " results; at most " << ops::kMaxFusedInputs << " and "
+           << ops::kMaxFusedOutputs << " are allowed";
+  auto shapeType = cast<RankedTensorType>(getOutputs()[0].getType());
+  ArrayRef<int64_t> shape = shapeType.getShape();
+  for (Value r : getOutputs()) {
+    auto t = cast<RankedTensorType>(r.getType());
+    if (!t.getElementType().isF32() || t.getShape() != shape)
+      return emitOpError("results must all be f32 of one shape; result ")
+             << cast<OpResult>(r).getResultNumber() << " is " << t;
+  }
+  Block &body = getBody().front();
+  if (body.getNumArguments() != getInputs().size())
+    return emitOpError("body has ")
+           << body.getNumArguments() << " arguments for " << getInputs().size()
+           << " inputs";
+  for (auto [i, in] : llvm::enumerate(getInputs())) {
+    auto t = cast<RankedTensorType>(in.getType());
+    if (body.getArgument(i).getType() != t)
+      return emitOpError("body argument ")
+             << i << " has type " << body.getArgument(i).getType() << ", input "
+             << i << " " << t;
+    if (!t.getElementType().isF32() && !t.getElementType().isInteger(1))
+      return emitOpError("input ") << i << " must be f32 or i1, not " << t;
+    ops::BroadcastPattern pattern;
+    if (!ops::broadcastPattern(t.getShape(), shape, pattern))
+      return emitOpError("input ")
+             << i << " of type " << t << " does not broadcast to " << shapeType
+             << " as (i / inner) % size (one run of the result's dimensions)";
+  }
+  return success();
+}
+
+LogicalResult FusedElementwiseOp::verifyRegions() {
+  namespace ops = rt::ops;
+  Block &body = getBody().front();
+  auto yield = dyn_cast<YieldOp>(body.getTerminator());
+  if (!yield)
+    return emitOpError("body must end with shardc.Yield");
+  if (yield.getValues().getTypes() != getOutputs().getTypes())
+    return emitOpError("yields ")
+           << yield.getValues().size()
+           << " values whose types are not the results' types";
+  ArrayRef<int64_t> shape =
+      cast<RankedTensorType>(getOutputs()[0].getType()).getShape();
+  int64_t count = 0;
+  for (Operation &op : body.without_terminator()) {
+    ++count;
+    const ops::FusedOpInfo *info =
+        isa_and_nonnull<ShardcDialect>(op.getDialect())
+            ? ops::findFusedOp(op.getName().stripDialect().str())
+            : nullptr;
+    if (!info)
+      return op.emitOpError("cannot be part of a shardc.FusedElementwise "
+                            "(runtime/kernels/FusedOps.h lists the ops that "
+                            "can)");
+    auto t = op.getNumResults() == 1
+                 ? dyn_cast<RankedTensorType>(op.getResult(0).getType())
+                 : RankedTensorType();
+    if (!t || !t.getElementType().isF32() || t.getShape() != shape ||
+        op.getNumOperands() != static_cast<unsigned>(info->arity))
+      return op.emitOpError("in a shardc.FusedElementwise must have ")
+             << info->arity << " operands and one f32 result of the op's "
+             << "result shape";
+    for (OpOperand &operand : op.getOpOperands()) {
+      bool wantsBool = ops::readsBool(info->code, operand.getOperandNumber());
+      Type et = getElementTypeOrSelf(operand.get().getType());
+      if (wantsBool ? !(et.isInteger(1) && isa<BlockArgument>(operand.get()))
+                    : !et.isF32())
+        return op.emitOpError("operand ")
+               << operand.getOperandNumber()
+               << (wantsBool ? " must be an i1 input of the fused op"
+                             : " must be f32");
+    }
+  }
+  if (count > ops::kMaxFusedInstrs)
+    return emitOpError("has ") << count << " body ops; at most "
+                               << ops::kMaxFusedInstrs << " are allowed";
   return success();
 }
 

@@ -2080,4 +2080,61 @@ def Shardc_ShardSliceOp : Shardc_Op<"ShardSlice", [Pure]> {
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($output)";
 }
 
+//===----------------------------------------------------------------------===//
+// Fusion
+//===----------------------------------------------------------------------===//
+
+def Shardc_FusedElementwiseOp : Shardc_Op<"FusedElementwise", [Pure,
+    IsolatedFromAbove, SingleBlock]> {
+  let summary = "A chain of elementwise float32 ops run as one kernel";
+  let description = [{
+    The ops of its body, run as one pass over memory: the body's block
+    arguments are the inputs, its `shardc.Yield` gives the results.
+    `shardc-fuse-elementwise` makes it from chains of elementwise ops, after
+    everything else in the pipeline, so that a chain reads its inputs and
+    writes its results once instead of writing and reading every
+    intermediate tensor. Plan lowering turns the body into the plan op's
+    `program` (runtime/kernels/FusedOps.h), whose kernels compute what the
+    body's ops compute one by one, bit for bit.
+
+    The verifier requires: every body op one that FusedOps.h lists, on f32
+    values (a Where's condition: an i1 input), with the results' shape (all
+    results have one shape); every input broadcasting to that shape as
+    `input[(i / inner) % size]` (equal, scalar, trailing or per-row); at
+    most 16 inputs, 48 body ops and 8 results.
+
+    ```mlir
+    %y = shardc.FusedElementwise %x, %half : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32> {
+    ^bb0(%a: tensor<4x8xf32>, %h: tensor<f32>):
+      %e = shardc.Erf %a : tensor<4x8xf32>
+      %m = shardc.Mul %e, %h : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+      shardc.Yield %m : tensor<4x8xf32>
+    }
+    ```
+  }];
+  let arguments = (ins Variadic<Shardc_Tensor>:$inputs);
+  let results = (outs Variadic<Shardc_Tensor>:$outputs);
+  let regions = (region SizedRegion<1>:$body);
+  let hasVerifier = 1;
+  let hasRegionVerifier = 1;
+  let assemblyFormat = [{
+    $inputs attr-dict `:` functional-type($inputs, results) $body
+  }];
+}
+
+def Shardc_YieldOp : Shardc_Op<"Yield", [Pure, Terminator,
+    HasParent<"FusedElementwiseOp">]> {
+  let summary = "The results of a shardc.FusedElementwise body";
+  let description = [{
+    Ends a `shardc.FusedElementwise` body; its operands are the op's
+    results, of the same types.
+
+    ```mlir
+    shardc.Yield %m : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Shardc_Tensor>:$values);
+  let assemblyFormat = "$values attr-dict `:` type($values)";
+}
+
 #endif // SHARDC_OPS_TD

@@ -132,6 +132,7 @@ struct TrainPipelineOptions
   SHARDC_PIPELINE_OPTIONS_SyncBatchNorm
   SHARDC_PIPELINE_OPTIONS_Offload
   SHARDC_PIPELINE_OPTIONS_ClipGradients
+  SHARDC_PIPELINE_OPTIONS_FuseElementwise
 
   /// True when the step is to be sharded (world-size or zero-stage given).
   bool shards() const { return worldSize.hasValue() || stage.hasValue(); }

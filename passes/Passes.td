@@ -904,4 +904,57 @@ def ScheduleCollectives : Pass<"shardc-schedule-collectives", "mlir::ModuleOp"> 
   ];
 }
 
+def FuseElementwise : Pass<"shardc-fuse-elementwise", "mlir::ModuleOp"> {
+  let summary = "Run chains of elementwise ops as one kernel each";
+  let description = [{
+    The last pass of the train pipeline. Two rewrites that leave every
+    computed bit as it was:
+
+    - A chain of elementwise f32 ops of one shape (those
+      runtime/kernels/FusedOps.h lists: arithmetic, Erf, Exp, Tanh,
+      Sigmoid, Relu, Where, the activation gradients, ...) becomes one
+      `shardc.FusedElementwise`: GELU and its gradient, attention's scale
+      and mask, a bias add and its activation. An op joins the chain of an
+      operand's producer when no op outside the chain reads a chain value
+      before it (the fused op takes the place of the chain's last op, so
+      every outside reader must come after it); the values outside ops read
+      become the fused op's results, the rest are never written to memory.
+      Inputs must broadcast to the chain's shape as one run of its
+      dimensions (a scalar, a bias, a per-row mean or the same shape), and a
+      chain holds at most 16 inputs, 48 ops and 8 results. Ops of different
+      memory categories or recompute marks are not mixed. A chain of one op
+      stays as it is.
+    - A gradient multiplied by a scalar (ZeRO's 1 / N average) right before
+      the f32 optimizer update that alone reads it becomes the update's
+      `grad_scale` (the update multiplies first, in f32, as the Mul did).
+
+    Before:
+    ```mlir
+    %d = shardc.Div %x, %sqrt2 : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+    %e = shardc.Erf %d : tensor<4x8xf32>
+    %a = shardc.Add %e, %one : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+    %m = shardc.Mul %x, %a : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+    %y = shardc.Mul %m, %half : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+    ```
+    After (`%a` is also read by the backward pass, so it stays a result):
+    ```mlir
+    %y:2 = shardc.FusedElementwise %x, %sqrt2, %one, %half
+        : (tensor<4x8xf32>, tensor<f32>, tensor<f32>, tensor<f32>)
+        -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+    ^bb0(%x0: tensor<4x8xf32>, %s: tensor<f32>, %o: tensor<f32>, %h: tensor<f32>):
+      %d = shardc.Div %x0, %s : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+      ...
+      shardc.Yield %a, %y : tensor<4x8xf32>, tensor<4x8xf32>
+    }
+    ```
+  }];
+  let options = [
+    Option<"fuseElementwise", "fuse-elementwise", "bool", /*default=*/"true",
+           "Fuse chains of elementwise ops into one kernel each, and ZeRO's "
+           "gradient average into the optimizer update (default on; the "
+           "numbers are the same either way)">,
+  ];
+  let dependentDialects = ["::shardc::ShardcDialect"];
+}
+
 #endif // SHARDC_PASSES_TD

@@ -55,6 +55,7 @@ void buildTrainPipeline(OpPassManager &pm,
     pm.addPass(createUnscaleGradients());
     pm.addPass(createClipGradients(clip));
     pm.addPass(createOffload(getOffloadOptions(options)));
+    pm.addPass(createFuseElementwise(getFuseElementwiseOptions(options)));
     return;
   }
   pm.addPass(createWrapUnits(getWrapUnitsOptions(options)));
@@ -66,6 +67,7 @@ void buildTrainPipeline(OpPassManager &pm,
   pm.addPass(createLowerCollectives());
   pm.addPass(createScheduleCollectives(getScheduleCollectivesOptions(options)));
   pm.addPass(createOffload(getOffloadOptions(options)));
+  pm.addPass(createFuseElementwise(getFuseElementwiseOptions(options)));
 }
 
 void registerShardcPassesAndPipelines() {

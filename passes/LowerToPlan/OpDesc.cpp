@@ -3,6 +3,7 @@
 
 #include "ir/ShardcDialect.h"
 #include "runtime/Backend.h"
+#include "runtime/kernels/FusedOps.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Matchers.h"
@@ -17,9 +18,40 @@ rt::DType toRuntimeType(Type t) {
   return d ? *d : rt::DType::Undefined;
 }
 
+/// A FusedElementwise's body as its plan op's `program` and `results`
+/// (runtime/kernels/FusedOps.h): block arguments are values 0 .. n-1, the
+/// body's ops the values after them.
+static void describeFused(FusedElementwiseOp fused, OpDesc &desc) {
+  namespace ops = rt::ops;
+  Block &body = fused.getBody().front();
+  llvm::DenseMap<Value, int64_t> number;
+  for (BlockArgument arg : body.getArguments())
+    number[arg] = arg.getArgNumber();
+  std::vector<int64_t> program;
+  for (Operation &op : body.without_terminator()) {
+    // The verifier has checked that FusedOps.h lists every body op.
+    const ops::FusedOpInfo *info =
+        ops::findFusedOp(op.getName().stripDialect().str());
+    program.push_back(static_cast<int64_t>(info->code));
+    for (unsigned a = 0; a < static_cast<unsigned>(ops::kFusedArgs); ++a)
+      program.push_back(a < op.getNumOperands()
+                            ? number.lookup(op.getOperand(a))
+                            : int64_t(-1));
+    int64_t next = static_cast<int64_t>(number.size());
+    number[op.getResult(0)] = next;
+  }
+  std::vector<int64_t> results;
+  for (Value v : body.getTerminator()->getOperands())
+    results.push_back(number.lookup(v));
+  desc.attrs.set("program", rt::AttrValue::ofInts(std::move(program)));
+  desc.attrs.set("results", rt::AttrValue::ofInts(std::move(results)));
+}
+
 FailureOr<OpDesc> describeOp(Operation *op) {
   OpDesc desc;
   desc.type = op->getName().stripDialect().str();
+  if (auto fused = dyn_cast<FusedElementwiseOp>(op))
+    describeFused(fused, desc);
   for (NamedAttribute named : op->getAttrs()) {
     StringRef name = named.getName().getValue();
     Attribute attr = named.getValue();

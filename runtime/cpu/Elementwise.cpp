@@ -222,30 +222,6 @@ llvm::Error checkPowOperands(const KernelContext &ctx,
   return broadcastTo(ctx, ctx.inputs[1], z.shape, "Y", sy);
 }
 
-/// Z = X^e for the exponents exported models use most (x^2 in LayerNorm's
-/// variance, its gradient's x^1), as plain products: x * x is the exact
-/// square rounded once, as a correctly rounded pow; for a float x the double
-/// x * x is exact, so x * x * x rounds once to double and then to float, as
-/// the double pow and its cast do. Returns false for other exponents.
-template <typename T>
-static bool smallPower(const T *x, double e, T *z, int64_t n) {
-  if (e == 1.0) {
-    if (z != x)
-      std::copy(x, x + n, z);
-  } else if (e == 2.0) {
-    for (int64_t i = 0; i < n; ++i)
-      z[i] = x[i] * x[i];
-  } else if (e == 3.0 && std::is_same_v<T, float>) {
-    for (int64_t i = 0; i < n; ++i) {
-      double v = x[i];
-      z[i] = static_cast<T>(v * v * v);
-    }
-  } else {
-    return false;
-  }
-  return true;
-}
-
 llvm::Error powKernel(const KernelContext &ctx) {
   llvm::SmallVector<int64_t, 6> sx, sy;
   SHARDC_CPU_TRY(checkPowOperands(ctx, sx, sy));

@@ -11,18 +11,21 @@
 
 #include "runtime/Backend.h"
 #include "runtime/kernels/CastOps.h"
+#include "runtime/kernels/FusedOps.h"
 #include "runtime/kernels/OptimizerOps.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/Error.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 /// Returns from the enclosing function if `expr` yields an error.
 #define SHARDC_CPU_TRY(expr)                                                   \
@@ -522,6 +525,46 @@ llvm::Error checkPowOperands(const KernelContext &ctx,
                              llvm::SmallVectorImpl<int64_t> &sy);
 /// Cast's operands: as many output elements as input elements.
 llvm::Error checkCastOperands(const KernelContext &ctx);
+/// Z = X^e for the exponents exported models use most (x^2 in LayerNorm's
+/// variance, its gradient's x^1, x^3 in tanh GELU), as plain products:
+/// x * x is the exact square rounded once, as a correctly rounded pow; for a
+/// float x the double x * x is exact, so x * x * x rounds once to double and
+/// then to float, as the double pow and its cast do. Returns false, writing
+/// nothing, for other exponents (Pow and FusedElementwise share it).
+template <typename T> bool smallPower(const T *x, double e, T *z, int64_t n) {
+  if (e == 1.0) {
+    if (z != x)
+      std::copy(x, x + n, z);
+  } else if (e == 2.0) {
+    for (int64_t i = 0; i < n; ++i)
+      z[i] = x[i] * x[i];
+  } else if (e == 3.0 && std::is_same_v<T, float>) {
+    for (int64_t i = 0; i < n; ++i) {
+      double v = x[i];
+      z[i] = static_cast<T>(v * v * v);
+    }
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// Fused.cpp
+/// A FusedElementwise op's program (runtime/kernels/FusedOps.h), checked
+/// against its operands: every value read exists and comes first, each
+/// input broadcasts to the outputs' shape, a Where reads its condition from
+/// a bool input and bool inputs only there.
+struct FusedProgram {
+  struct Instr {
+    ops::FusedOpcode op;
+    int32_t args[ops::kFusedArgs];
+  };
+  std::vector<Instr> instrs;
+  std::vector<int32_t> results;
+  std::vector<ops::BroadcastPattern> inputs;
+  int64_t numel = 0;
+};
+llvm::Error checkFused(const KernelContext &ctx, FusedProgram &p);
 
 // Loss.cpp
 /// SoftmaxCrossEntropyLoss / NegativeLogLikelihoodLoss's checked operands
@@ -601,6 +644,7 @@ llvm::Error checkClipCoefficientOperands(const KernelContext &ctx, bool &l2,
 /// of an update's optional skip flag at input `i` (a bool scalar); shared
 /// with the CUDA kernels.
 llvm::Error lossScaleKernel(const KernelContext &ctx);
+llvm::Error fusedElementwiseKernel(const KernelContext &ctx);
 llvm::Error checkLossScaleOperands(const KernelContext &ctx,
                                    ops::LossScaling &ls);
 llvm::Error checkSkipFlag(const KernelContext &ctx, size_t i);

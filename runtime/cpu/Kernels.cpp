@@ -39,6 +39,7 @@ const std::vector<std::pair<llvm::StringRef, KernelFn>> &kernelTable() {
       {"Abs", absKernel},
       {"Relu", reluKernel},
       {"Identity", identityKernel},
+      {"FusedElementwise", fusedElementwiseKernel},
       {"Reshape", reshapeKernel},
       {"Cast", castKernel},
       {"Dropout", dropoutKernel},

@@ -28,10 +28,13 @@ namespace shardc::rt::cpu::vec {
   void adam(const ops::AdamStep<float> &s, const float *p, const float *g,     \
             const float *m, const float *v, float *outP, float *outM,          \
             float *outV, int64_t n);                                           \
+  bool fused(ops::FusedOpcode op, const float *a, const float *b,              \
+             const float *c, float *out, int64_t n);                           \
   }
 #define SHARDC_VEC_PATH(isa)                                                   \
   Path {                                                                       \
-#isa, isa::expArray, isa::erfArray, isa::maxOf, isa::expSum, isa::adam     \
+#isa, isa::expArray, isa::erfArray, isa::maxOf, isa::expSum, isa::adam,    \
+        isa::fused                                                             \
   }
 
 SHARDC_VEC_DECLARE(base)

@@ -1,13 +1,14 @@
 //===- VecMath.h - Vectorized float loops for the CPU kernels ---*- C++ -*-===//
 //
 // The loops the hot float kernels spend their time in, over contiguous
-// arrays: exp, erf, a row's maximum, its sum of exponentials, and the Adam
-// update. Each is compiled once per instruction set (VecMathImpl.h, included
-// by VecMathAvx512.cpp for x86-64-v4, VecMathAvx2.cpp for x86-64-v3 and
-// VecMathBase.cpp for any CPU; the first two in GCC builds for x86-64), and
-// the best path the CPU has is chosen when the program starts (the
-// SHARD_CPU_PATH environment variable may pick a lesser one: avx512, avx2,
-// base). No -march=native: one binary runs on every x86-64 CPU.
+// arrays: exp, erf, a row's maximum, its sum of exponentials, the Adam
+// update and the instructions of a fused elementwise chain. Each is compiled
+// once per instruction set (VecMathImpl.h, included by VecMathAvx512.cpp for
+// x86-64-v4, VecMathAvx2.cpp for x86-64-v3 and VecMathBase.cpp for any CPU; the
+// first two in GCC builds for x86-64), and the best path the CPU has is chosen
+// when the program starts (the SHARD_CPU_PATH environment variable may pick a
+// lesser one: avx512, avx2, base). No -march=native: one binary runs on every
+// x86-64 CPU.
 //
 // Every path computes the same bits: the element functions are branch-free
 // arithmetic that never contracts a multiply and an add into a fused one (the
@@ -26,6 +27,7 @@
 #ifndef SHARDC_RUNTIME_CPU_VECMATH_H
 #define SHARDC_RUNTIME_CPU_VECMATH_H
 
+#include "runtime/kernels/FusedOpcode.h"
 #include "runtime/kernels/OptimizerOps.h"
 
 #include "llvm/ADT/ArrayRef.h"
@@ -57,6 +59,12 @@ struct Path {
   void (*adam)(const ops::AdamStep<float> &s, const float *p, const float *g,
                const float *m, const float *v, float *outP, float *outM,
                float *outV, int64_t n);
+  /// One FusedElementwise instruction over n elements: out[i] = op(a[i],
+  /// b[i], c[i]) with the single op's arithmetic (runtime/kernels/
+  /// ElementOps.h), for the opcodes that are plain arithmetic, comparisons,
+  /// Sqrt, Exp and Erf; false, writing nothing, for the others.
+  bool (*fused)(ops::FusedOpcode op, const float *a, const float *b,
+                const float *c, float *out, int64_t n);
 };
 
 /// The paths this CPU can run, the best first.
@@ -84,6 +92,11 @@ inline void adam(const ops::AdamStep<float> &s, const float *p, const float *g,
                  const float *m, const float *v, float *outP, float *outM,
                  float *outV, int64_t n) {
   activePath().adam(s, p, g, m, v, outP, outM, outV, n);
+}
+
+inline bool fused(ops::FusedOpcode op, const float *a, const float *b,
+                  const float *c, float *out, int64_t n) {
+  return activePath().fused(op, a, b, c, out, n);
 }
 
 /// What a softmax subtracts before exponentiating: the largest of x[0..n),

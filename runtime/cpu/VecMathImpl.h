@@ -170,6 +170,20 @@ void adamLoop(const ops::AdamStep<float> &s, const float *p, const float *g,
   }
 }
 
+/// out[i] = f(i) for i < n; the compiler vectorizes it at this file's width.
+/// The operands are the fused kernel's distinct blocks, or one array read
+/// and written element by element in place: `ivdep` is safe.
+template <typename Fn>
+SHARDC_VEC_INLINE void eachElement(float *out, int64_t n, Fn f) {
+#if defined(__clang__)
+#pragma clang loop vectorize(assume_safety)
+#elif defined(__GNUC__)
+#pragma GCC ivdep
+#endif
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = f(i);
+}
+
 /// m, or v where v is larger or NaN.
 template <typename F> SHARDC_VEC_INLINE F maxStep(F m, F v) {
   return select((v > m) | (v != v), v, m);
@@ -243,6 +257,68 @@ void adam(const ops::AdamStep<float> &s, const float *p, const float *g,
                           : (s.scaled ? adamLoop<true, false, false>
                                       : adamLoop<false, false, false>);
   loop(s, p, g, m, v, outP, outM, outV, n);
+}
+
+bool fused(ops::FusedOpcode op, const float *a, const float *b, const float *c,
+           float *out, int64_t n) {
+  // Each expression is its ElementOps.h functor's for float, term for term.
+  using ops::FusedOpcode;
+  switch (op) {
+  case FusedOpcode::Add:
+    eachElement(out, n, [&](int64_t i) { return a[i] + b[i]; });
+    return true;
+  case FusedOpcode::Sub:
+    eachElement(out, n, [&](int64_t i) { return a[i] - b[i]; });
+    return true;
+  case FusedOpcode::Mul:
+    eachElement(out, n, [&](int64_t i) { return a[i] * b[i]; });
+    return true;
+  case FusedOpcode::Div:
+    eachElement(out, n, [&](int64_t i) { return a[i] / b[i]; });
+    return true;
+  case FusedOpcode::Max:
+    eachElement(out, n, [&](int64_t i) {
+      return (a[i] > b[i] || a[i] != a[i]) ? a[i] : b[i];
+    });
+    return true;
+  case FusedOpcode::Min:
+    eachElement(out, n, [&](int64_t i) {
+      return (a[i] < b[i] || a[i] != a[i]) ? a[i] : b[i];
+    });
+    return true;
+  case FusedOpcode::Neg:
+    eachElement(out, n, [&](int64_t i) { return -a[i]; });
+    return true;
+  case FusedOpcode::Abs:
+    eachElement(out, n, [&](int64_t i) { return __builtin_fabsf(a[i]); });
+    return true;
+  case FusedOpcode::Sqrt:
+    eachElement(out, n, [&](int64_t i) { return __builtin_sqrtf(a[i]); });
+    return true;
+  case FusedOpcode::Relu:
+    eachElement(out, n, [&](int64_t i) { return a[i] < 0.0f ? 0.0f : a[i]; });
+    return true;
+  case FusedOpcode::Where:
+    eachElement(out, n, [&](int64_t i) { return a[i] != 0.0f ? b[i] : c[i]; });
+    return true;
+  case FusedOpcode::ReluGrad:
+    eachElement(out, n, [&](int64_t i) { return b[i] > 0.0f ? a[i] : 0.0f; });
+    return true;
+  case FusedOpcode::SigmoidGrad:
+    eachElement(out, n, [&](int64_t i) { return a[i] * (1.0f - b[i]) * b[i]; });
+    return true;
+  case FusedOpcode::TanhGrad:
+    eachElement(out, n, [&](int64_t i) { return a[i] * (1.0f - b[i] * b[i]); });
+    return true;
+  case FusedOpcode::Exp:
+    expArray(a, out, n);
+    return true;
+  case FusedOpcode::Erf:
+    erfArray(a, out, n);
+    return true;
+  default:
+    return false;
+  }
 }
 
 } // namespace SHARDC_VEC_ISA

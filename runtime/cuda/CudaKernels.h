@@ -306,6 +306,9 @@ llvm::Error partialNormKernel(const KernelContext &ctx);
 llvm::Error clipCoefficientKernel(const KernelContext &ctx);
 llvm::Error lossScaleKernel(const KernelContext &ctx);
 
+// Fused.cu
+llvm::Error fusedElementwiseKernel(const KernelContext &ctx);
+
 } // namespace shardc::rt::cuda
 
 #endif // SHARDC_RUNTIME_CUDA_CUDAKERNELS_H

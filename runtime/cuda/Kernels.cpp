@@ -43,6 +43,7 @@ const std::vector<std::pair<llvm::StringRef, KernelFn>> &kernelTable() {
       {"Cos", cosKernel},
       {"Not", notKernel},
       {"Pow", powKernel},
+      {"FusedElementwise", fusedElementwiseKernel},
       {"Cast", castKernel},
       {"Dropout", dropoutKernel},
       {"LayerNormalization", layerNormalizationKernel},

@@ -533,7 +533,8 @@ int main(int argc, char **argv) {
                             shardc::kClipGradientsOptionArgs,
                             shardc::kMixedPrecisionOptionArgs,
                             shardc::kLossScaleOptionArgs,
-                            shardc::kOffloadOptionArgs};
+                            shardc::kOffloadOptionArgs,
+                            shardc::kFuseElementwiseOptionArgs};
   const Args shardArgs[] = {shardc::kZeroConfigOptionArgs,
                             shardc::kBucketGradientsOptionArgs,
                             shardc::kReduceScatterGradientsOptionArgs,

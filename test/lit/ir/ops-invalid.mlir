@@ -1134,3 +1134,77 @@ func.func @skip_not_bool(%w: tensor<2xf32>, %s: tensor<f32>) -> tensor<2xf32> {
   %0, %1 = "shardc.SGDUpdate"(%w, %w, %w, %s, %s) <{dampening = 0.0 : f64, lr = 0.1 : f64, momentum = 0.0 : f64, nesterov = false, weight_decay = 0.0 : f64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1, 0>}> : (tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<f32>, tensor<f32>) -> (tensor<2xf32>, tensor<2xf32>)
   return %0 : tensor<2xf32>
 }
+
+// -----
+
+func.func @fused_body_op(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  %0 = shardc.FusedElementwise %x : (tensor<2x4xf32>) -> tensor<2x4xf32> {
+  ^bb0(%a: tensor<2x4xf32>):
+    // expected-error @+1 {{cannot be part of a shardc.FusedElementwise (runtime/kernels/FusedOps.h lists the ops that can)}}
+    %s = shardc.Softmax %a {axis = 1 : i64} : tensor<2x4xf32>
+    shardc.Yield %s : tensor<2x4xf32>
+  }
+  return %0 : tensor<2x4xf32>
+}
+
+// -----
+
+func.func @fused_result_f64(%x: tensor<2x4xf64>) -> tensor<2x4xf64> {
+  // expected-error @+1 {{results must all be f32 of one shape; result 0 is 'tensor<2x4xf64>'}}
+  %0 = shardc.FusedElementwise %x : (tensor<2x4xf64>) -> tensor<2x4xf64> {
+  ^bb0(%a: tensor<2x4xf64>):
+    %n = shardc.Neg %a : tensor<2x4xf64>
+    shardc.Yield %n : tensor<2x4xf64>
+  }
+  return %0 : tensor<2x4xf64>
+}
+
+// -----
+
+func.func @fused_middle_broadcast(%x: tensor<2x3x4xf32>, %y: tensor<2x1x4xf32>) -> tensor<2x3x4xf32> {
+  // expected-error @+1 {{input 1 of type 'tensor<2x1x4xf32>' does not broadcast to 'tensor<2x3x4xf32>' as (i / inner) % size (one run of the result's dimensions)}}
+  %0 = shardc.FusedElementwise %x, %y : (tensor<2x3x4xf32>, tensor<2x1x4xf32>) -> tensor<2x3x4xf32> {
+  ^bb0(%a: tensor<2x3x4xf32>, %b: tensor<2x1x4xf32>):
+    %s = shardc.Add %a, %b : (tensor<2x3x4xf32>, tensor<2x1x4xf32>) -> tensor<2x3x4xf32>
+    shardc.Yield %s : tensor<2x3x4xf32>
+  }
+  return %0 : tensor<2x3x4xf32>
+}
+
+// -----
+
+func.func @fused_yield_types(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{yields 2 values whose types are not the results' types}}
+  %0 = shardc.FusedElementwise %x : (tensor<2x4xf32>) -> tensor<2x4xf32> {
+  ^bb0(%a: tensor<2x4xf32>):
+    %n = shardc.Neg %a : tensor<2x4xf32>
+    shardc.Yield %n, %a : tensor<2x4xf32>, tensor<2x4xf32>
+  }
+  return %0 : tensor<2x4xf32>
+}
+
+// -----
+
+func.func @fused_where_condition(%x: tensor<2x4xf32>, %c: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  %0 = shardc.FusedElementwise %x, %c : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32> {
+  ^bb0(%a: tensor<2x4xf32>, %k: tensor<2x4xf32>):
+    %n = shardc.Neg %a : tensor<2x4xf32>
+    // expected-error @+1 {{'shardc.Where' op operand #0 must be statically shaped tensor of 1-bit signless integer values, but got 'tensor<2x4xf32>'}}
+    %w = "shardc.Where"(%n, %a, %k) : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+    shardc.Yield %w : tensor<2x4xf32>
+  }
+  return %0 : tensor<2x4xf32>
+}
+
+// -----
+
+func.func @fused_body_shape(%x: tensor<2x4xf32>, %s: tensor<f32>) -> tensor<2x4xf32> {
+  %0 = shardc.FusedElementwise %x, %s : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32> {
+  ^bb0(%a: tensor<2x4xf32>, %k: tensor<f32>):
+    // expected-error @+1 {{in a shardc.FusedElementwise must have 1 operands and one f32 result of the op's result shape}}
+    %n = shardc.Neg %k : tensor<f32>
+    %m = shardc.Mul %a, %n : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>
+    shardc.Yield %m : tensor<2x4xf32>
+  }
+  return %0 : tensor<2x4xf32>
+}

@@ -41,6 +41,7 @@ TEST(KernelTable, HasEveryOpOfTheContract) {
                        "Neg",
                        "Relu",
                        "Identity",
+                       "FusedElementwise",
                        "Reshape",
                        "Cast",
                        "Dropout",
