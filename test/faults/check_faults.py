@@ -384,11 +384,13 @@ def case_rank_signal(args, tmp, sig):
           f"(status {job.proc.returncode}), every process gone {gone:.2f} s after that")
 
 
-def expect_rank1_sigkill_ends_job(job, ranks, what):
-    """SIGKILL to rank 1 ends the job within 30 s, naming rank 1, with no
-    process left; returns the line that names it."""
+def expect_rank1_sigkill_ends_job(job, ranks, what, after_kill=None):
+    """SIGKILL to rank 1 (then `after_kill()`, if given) ends the job within
+    30 s, naming rank 1, with no process left; returns the line that names it."""
     os.kill(ranks[1], signal.SIGKILL)
     t0 = time.monotonic()
+    if after_kill:
+        after_kill()
     job.wait_end(limit=30)
     took = time.monotonic() - t0
     if job.proc.returncode == 0:
@@ -405,7 +407,9 @@ def expect_rank1_sigkill_ends_job(job, ranks, what):
 
 def case_rank_sigkill_collective(args, tmp):
     """Rank 0 stopped, so rank 1 waits for it in a collective; rank 1 killed
-    there, then rank 0 continued."""
+    there, then rank 0 continued. Rank 0 stays stopped until rank 1 is dead:
+    continued first, it could complete the collective and let rank 1 move on
+    to a compute op before the kill lands."""
     job = Job(args, tmp, timeout=600)
     ranks = job.wait_training()
     os.kill(ranks[0], signal.SIGSTOP)
@@ -417,8 +421,8 @@ def case_rank_sigkill_collective(args, tmp):
     if cpu_seconds(ranks[1]) - before > 0.25:
         job.cleanup()
         fail("rank 1 is not waiting (it used a core while rank 0 was stopped)")
-    os.kill(ranks[0], signal.SIGCONT)
-    line = expect_rank1_sigkill_ends_job(job, ranks, "while it waited in a collective")
+    line = expect_rank1_sigkill_ends_job(job, ranks, "while it waited in a collective",
+                                         after_kill=lambda: os.kill(ranks[0], signal.SIGCONT))
     if "CollectiveWait" not in line and "outside the plan's ops" not in line:
         fail("rank 1 was not in a collective: " + line)
 
