@@ -435,6 +435,14 @@ struct MatMulOfTransposedWeight : OpRewritePattern<MatMulOp> {
     if (k == 0 || rows * k != x.getNumElements())
       return failure();
     Location loc = op.getLoc();
+    // The new ops keep the MatMul's discardable attributes: which side of
+    // the step it is on (ZeRO-3 gathers a unit again for backward's uses),
+    // its micro-batch, recomputation and memory category.
+    DictionaryAttr attrs = op->getDiscardableAttrDictionary();
+    auto keep = [&](Value v) {
+      v.getDefiningOp()->setDiscardableAttrs(attrs);
+      return v;
+    };
     auto x2 = RankedTensorType::get({rows, k}, x.getElementType());
     auto y2 =
         RankedTensorType::get({rows, w.getDimSize(0)}, x.getElementType());
@@ -442,13 +450,13 @@ struct MatMulOfTransposedWeight : OpRewritePattern<MatMulOp> {
       return failure();
     Value a = op.getA();
     if (x != x2)
-      a = rewriter.create<ReshapeOp>(loc, x2, a);
-    Value g = rewriter.create<GemmOp>(
+      a = keep(rewriter.create<ReshapeOp>(loc, x2, a));
+    Value g = keep(rewriter.create<GemmOp>(
         loc, y2, a, t.getInput(), Value(), rewriter.getF32FloatAttr(1.0f),
         rewriter.getF32FloatAttr(1.0f), rewriter.getBoolAttr(false),
-        rewriter.getBoolAttr(true));
+        rewriter.getBoolAttr(true)));
     if (y2 != out)
-      g = rewriter.create<ReshapeOp>(loc, out, g);
+      g = keep(rewriter.create<ReshapeOp>(loc, out, g));
     rewriter.replaceOp(op, g);
     return success();
   }

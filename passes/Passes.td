@@ -560,8 +560,13 @@ def BucketGradients : Pass<"shardc-bucket-gradients", "mlir::ModuleOp"> {
            "and --memory-budget: KEY=VALUE,... with keys flops (per second, "
            "matrix products), memory (bytes per second, other kernels), "
            "kernel (seconds per kernel), link (bytes per second a rank "
-           "sends), link-latency (seconds per collective), tier (bytes per "
-           "second to and from the offload tier), tier-latency">,
+           "sends), link-latency (seconds per step of a collective's ring or "
+           "tree), host-link and host-link-latency (a host's network bandwidth, all "
+           "its interfaces, and latency), "
+           "host-ranks (ranks per host), host-slots (ranks a host runs at "
+           "full speed), tier (bytes per second to and from the offload "
+           "tier), tier-latency. shardc's --hardware FILE sets them from a "
+           "file">,
   ];
   let dependentDialects = ["::shardc::ShardcDialect", "::mlir::mesh::MeshDialect"];
 }
@@ -882,9 +887,30 @@ def ScheduleCollectives : Pass<"shardc-schedule-collectives", "mlir::ModuleOp"> 
     prefetch pre/post/none, at most two gathers in flight with
     limit-all-gathers).
 
+    Optimizer updates (early-updates) move to where their gradient has been
+    reduced and their parameter last read, after the collective start that
+    follows: the update of unit K runs while unit K+1's gradient is reduced.
+
     Before: `%p = shardc.AllGatherStart %u ...` right before its wait and use.
     After (forward-prefetch): the start of unit K+1 sits right after the wait
     of unit K, before unit K's computation.
+
+    Before (early-updates), every update after the last wait:
+    ```mlir
+    %g0 = shardc.CollectiveWait %r0 ...
+    %r1 = shardc.ReduceScatterStart %full1 ...
+    %g1 = shardc.CollectiveWait %r1 ...
+    %w0n = shardc.SGDUpdate %w0, %g0 ...
+    %w1n = shardc.SGDUpdate %w1, %g1 ...
+    ```
+    After:
+    ```mlir
+    %g0 = shardc.CollectiveWait %r0 ...
+    %r1 = shardc.ReduceScatterStart %full1 ...
+    %w0n = shardc.SGDUpdate %w0, %g0 ...
+    %g1 = shardc.CollectiveWait %r1 ...
+    %w1n = shardc.SGDUpdate %w1, %g1 ...
+    ```
   }];
   let options = [
     Option<"backwardPrefetch", "backward-prefetch", "::shardc::BackwardPrefetch",
@@ -901,6 +927,10 @@ def ScheduleCollectives : Pass<"shardc-schedule-collectives", "mlir::ModuleOp"> 
            "Prefetch the next unit's parameters in forward">,
     Option<"limitAllGathers", "limit-all-gathers", "bool", /*default=*/"true",
            "At most two parameter all-gathers in flight (default on)">,
+    Option<"earlyUpdates", "early-updates", "bool", /*default=*/"true",
+           "Run each optimizer update as soon as its gradient is reduced "
+           "and its parameter read, overlapping the remaining reductions "
+           "(default on; the numbers are the same either way)">,
   ];
 }
 

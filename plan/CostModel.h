@@ -10,15 +10,32 @@
 //             are no ops).
 //   links     collectives, one at a time in plan order, each starting when
 //             the compute timeline reaches its start op and the previous
-//             collective is done: latency + bytes sent / link bandwidth, the
-//             bytes a ring algorithm sends (sentBytes).
+//             collective is done. A collective over n ranks takes the
+//             faster of the algorithms NCCL and MPI choose between: a ring
+//             (n - 1 steps for an all-gather or a reduce-scatter, 2(n - 1)
+//             for an all-reduce, each step a link latency, plus the bytes a
+//             ring sends, sentBytes, over the link bandwidth) and, for an
+//             all-reduce, a pair of binary trees (2 ceil(log2 n) steps, 2x
+//             the input's bytes). A collective whose ranks span more than
+//             one host (ranks fill hosts in order; hybrid sharding's
+//             replica groups stride across them) runs at the slower of the
+//             link and the host link, each step at the larger of their
+//             latencies: a ring crosses between
+//             hosts once per host, and with one ring per network interface
+//             (NCCL) a host's whole network bandwidth carries what each rank
+//             sends.
 //   tier      offload transfers, likewise: latency + bytes / tier bandwidth.
 //
 // A CollectiveWait holds the compute timeline until its start is done; that
 // hold is the exposed communication or transfer time. The step ends when all
-// three timelines are done. Everything the model knows of the machine is in
-// MachineModel; its defaults are measured on the CPU backend
-// (bench/cost_model_bench.py refits them from a trace).
+// three timelines are done. Kernels slow down when a host runs more ranks
+// than it has slots for (oversubscribed CPU cores): each takes
+// ranks-on-host / slots times longer.
+//
+// Everything the model knows of the machine is in MachineModel: its
+// defaults are measured on the CPU backend; a hardware file (`shardc
+// --hardware FILE`, bench/hardware/) describes another machine, and
+// bench/simulate_bench.py fits one from traces of this machine's runs.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SHARDC_PLAN_COSTMODEL_H
@@ -33,13 +50,17 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace shardc::plan {
 
 /// What the cost model knows of the machine one rank runs on. The defaults
 /// are one rank of the CPU backend, fitted by bench/cost_model_bench.py (4
 /// ranks of the 50 M-parameter GPT at stage 3 on a 2-core machine: each rank
-/// has about half a core, and MPI moves bytes through shared memory); the
+/// has about half a core, and MPI moves bytes through shared memory; the
+/// latency was fitted per collective and is now charged per algorithm step);
+/// bench/hardware/epyc-2core.hw is this machine fitted anew by
+/// bench/simulate_bench.py, one rank per core. The
 /// tier's rate is what bench/offload_bench.py measured for a tier file in the
 /// page cache.
 struct MachineModel {
@@ -50,10 +71,19 @@ struct MachineModel {
   double memoryBytesPerSecond = 8.0e9;
   /// Fixed time of every kernel (dispatch, threading, launch).
   double kernelSeconds = 3.0e-7;
-  /// Bytes per second one rank sends in a collective, and a collective's
-  /// fixed time.
+  /// Bytes per second one rank sends in a collective within a host, and the
+  /// latency of one step of a collective's algorithm.
   double linkBytesPerSecond = 8.3e8;
   double linkSeconds = 2.0e-5;
+  /// Between hosts: the bytes per second a host's network interfaces send
+  /// together, and the latency of a step; 0: as within a host.
+  double hostLinkBytesPerSecond = 0;
+  double hostLinkSeconds = 0;
+  /// Ranks per host (0: every rank on one host), and how many of them a
+  /// host runs at full speed (its cores over the threads per rank, or its
+  /// GPUs; 0: all).
+  double hostRanks = 0;
+  double hostSlots = 0;
   /// Bytes per second between memory and the offload tier (reads and
   /// writes share it), and a transfer's fixed time.
   double tierBytesPerSecond = 2.0e9;
@@ -63,25 +93,40 @@ struct MachineModel {
   static MachineModel cpu() { return MachineModel(); }
 
   /// Overrides fields from "key=value,key=value" (keys: flops, memory,
-  /// kernel, link, link-latency, tier, tier-latency; rates in per second,
-  /// times in seconds, each positive).
+  /// kernel, link, link-latency, host-link, host-link-latency, host-ranks,
+  /// host-slots, tier, tier-latency; rates in per second, times in seconds,
+  /// each positive; the host keys may be 0, their default).
   llvm::Error parseOverrides(llvm::StringRef text);
+  /// Overrides fields from a hardware file: one "key = value" per line, the
+  /// keys of parseOverrides, '#' starting a comment. Errors name the file
+  /// and line.
+  llvm::Error parseFile(llvm::StringRef path);
+  /// The fields as parseOverrides reads them, exact: parseOverrides of the
+  /// result gives this model back.
+  std::string toOverrides() const;
 
-  /// "F=4.0e10 flop/s, memory 5.0e9 B/s, ..." for messages.
+  /// "flops=1.5e+10 memory=8.0e+09 ..." for messages (the host keys only
+  /// where set).
   std::string describe() const;
 
+  /// How many times longer a kernel takes at `ranks` ranks: the ranks on a
+  /// host over its slots, at least 1.
+  double computeSlowdown(uint64_t ranks) const;
   /// A kernel's time: the fixed overhead plus max(flops / F, bytes / B),
-  /// `bytes` being what it reads and writes.
+  /// `bytes` being what it reads and writes, on a host running no more
+  /// ranks than it has slots.
   double kernelTime(uint64_t flops, uint64_t bytes) const {
     return kernelSeconds +
            std::max(static_cast<double>(flops) / flopsPerSecond,
                     static_cast<double>(bytes) / memoryBytesPerSecond);
   }
-  /// A collective's time: latency plus the bytes a rank sends over the
-  /// link bandwidth.
-  double collectiveTime(uint64_t sentBytes) const {
-    return linkSeconds + static_cast<double>(sentBytes) / linkBytesPerSecond;
-  }
+  /// A collective of `kind` on `bytes` of input over `ranks` ranks whose
+  /// rank numbers lie within `span` of each other (0: `ranks`, consecutive
+  /// ranks): the faster algorithm's steps times the latency, plus its bytes
+  /// over the bandwidth; where the span crosses hosts, the slower of the
+  /// link and the host link, and the larger latency.
+  double collectiveTime(CollectiveOpKind kind, uint64_t bytes, uint64_t ranks,
+                        uint64_t span = 0) const;
 };
 
 /// The predicted time of one step and where it goes.
@@ -90,6 +135,9 @@ struct StepCost {
   double seconds = 0;
   /// Kernel time, and the part of it that recomputes activations.
   double computeSeconds = 0;
+  /// How many times longer each kernel took for sharing its host's slots
+  /// (MachineModel::computeSlowdown).
+  double computeSlowdown = 1;
   double recomputeSeconds = 0;
   /// Time the links and the tier are busy.
   double commSeconds = 0;
@@ -107,6 +155,13 @@ struct StepCost {
   /// Bytes one rank sends over collectives, and moves to and from the tier.
   uint64_t sentBytes = 0;
   uint64_t tierBytes = 0;
+  /// Each wait that held the compute timeline: the index in Plan.ops of
+  /// the start it waited for, and how long it held it.
+  struct Exposed {
+    int startOp;
+    double seconds;
+  };
+  std::vector<Exposed> exposed;
 };
 
 /// The bytes one rank sends for collective start `op` of `plan`, as ring
@@ -117,6 +172,9 @@ struct StepCost {
 uint64_t sentBytes(const Plan &plan, const Op &op);
 /// The same for a collective of `kind` on `bytes` of input over `ranks`.
 uint64_t ringSentBytes(CollectiveOpKind kind, uint64_t bytes, uint64_t ranks);
+
+/// The bytes of buffer `index` of `plan` (0 for an index out of range).
+uint64_t bufferBytes(const Plan &plan, int32_t index);
 
 /// Replays `plan`'s step on `machine`.
 StepCost estimateStep(const Plan &plan, const MachineModel &machine);

@@ -467,6 +467,19 @@ Expected<int32_t> PlanWriter::addDataBuffer(StringRef name, rt::DType dtype,
     return makeError("buffer '" + name + "': " + toString(bytes.takeError()));
   if (shardCount < 1 || (shardCount > 1 && kind != PARAMETER))
     return makeError("buffer '" + name + "': invalid shard count");
+  if (shapesOnlyPlan && data.empty()) {
+    // Where the bytes would lie, so that the plan validates as written.
+    uint64_t &size = kind == PARAMETER ? shapesOnlyParams : shapesOnlyConsts;
+    int32_t index = addBuffer(name, dtype, shape, kind);
+    Buffer *b = planMsg.mutable_buffers(index);
+    b->set_data_file(kind == PARAMETER ? kParamsFile : kConstantsFile);
+    b->set_data_offset(size);
+    b->set_data_bytes(*bytes * shardCount);
+    if (shardCount > 1)
+      b->set_shard_count(shardCount);
+    size += *bytes * shardCount;
+    return index;
+  }
   if (*bytes * shardCount != data.size())
     return makeError("buffer '" + name + "': " + Twine(shardCount) + " x " +
                      rt::dtypeName(dtype) + " " + rt::shapeToString(shape) +
@@ -504,7 +517,12 @@ bool PlanWriter::hasFile(StringRef name) const {
                       [&](const auto &f) { return f.first == name; });
 }
 
+Error PlanWriter::validate() const { return validatePlan(planMsg); }
+
 Error PlanWriter::write(StringRef dir) {
+  if (shapesOnlyPlan)
+    return makeError("refusing to write a plan without its parameters to " +
+                     dir + " (it was built for measuring only)");
   if (Error err = validatePlan(planMsg))
     return makeError("refusing to write an invalid plan to " + dir + ": " +
                      toString(std::move(err)));

@@ -154,6 +154,14 @@ public:
   /// The message being built: add ops, inputs and outputs directly.
   Plan &plan() { return planMsg; }
 
+  /// A writer for a plan that is only measured (shardc --simulate):
+  /// addDataBuffer takes empty data and records where the bytes would lie
+  /// (validate checks the plan as write would), and write refuses.
+  void setShapesOnly() { shapesOnlyPlan = true; }
+  bool shapesOnly() const { return shapesOnlyPlan; }
+  /// The checks write makes of the plan (validatePlan), without writing.
+  llvm::Error validate() const;
+
   /// Checks the plan with validatePlan (an invalid plan is an error and
   /// nothing is written), creates `dir` (and parents) if needed, writes the
   /// data files, plan.pb and the manifest. An existing plan in `dir` is
@@ -164,6 +172,9 @@ public:
 
 private:
   Plan planMsg;
+  bool shapesOnlyPlan = false;
+  /// The bytes a shapes-only plan's data files would hold.
+  uint64_t shapesOnlyParams = 0, shapesOnlyConsts = 0;
   std::vector<uint8_t> params, constants;
   std::vector<std::pair<std::string, std::vector<uint8_t>>> extraFiles;
 };

@@ -137,6 +137,8 @@ static uint64_t collectiveFingerprint(const plan::Plan &p) {
 
 LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
                        plan::PlanWriter &writer) {
+  assert((params || writer.shapesOnly()) &&
+         "only a shapes-only plan is emitted without its parameters");
   FailureOr<func::FuncOp> step = getStepFunction(module, "plan lowering");
   if (failed(step))
     return failure();
@@ -211,11 +213,13 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
         StringRef pname = cast<StringAttr>(nameAttr).getValue();
         auto ptype =
             cast<RankedTensorType>(cast<TypeAttr>(typeAttr).getValue());
-        auto bytes = params(pname);
-        if (!bytes)
-          return func.emitError("parameter '")
-                 << pname << "': " << llvm::toString(bytes.takeError());
-        data.insert(data.end(), bytes->begin(), bytes->end());
+        if (params) {
+          auto bytes = params(pname);
+          if (!bytes)
+            return func.emitError("parameter '")
+                   << pname << "': " << llvm::toString(bytes.takeError());
+          data.insert(data.end(), bytes->begin(), bytes->end());
+        }
         plan::FlatParam *fp = fu->add_params();
         fp->set_name(pname.str());
         fp->set_offset(offset);
@@ -224,7 +228,8 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
         offset += ptype.getNumElements();
       }
       int64_t padded = shape[0] * worldSize;
-      data.resize(padded * rt::dtypeSize(dtype), 0);
+      if (params)
+        data.resize(padded * rt::dtypeSize(dtype), 0);
       fu->set_padded_elements(padded);
       auto id = writer.addDataBuffer(unit.getValue(), dtype, shape,
                                      plan::PARAMETER, data, worldSize);
@@ -252,7 +257,9 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
     if (!name)
       return func.emitError("argument ")
              << arg.getArgNumber() << " is neither an input nor a parameter";
-    auto bytes = params(name.getValue());
+    llvm::Expected<std::vector<uint8_t>> bytes = std::vector<uint8_t>();
+    if (params)
+      bytes = params(name.getValue());
     if (!bytes)
       return func.emitError("parameter '")
              << name.getValue() << "': " << llvm::toString(bytes.takeError());

@@ -19,6 +19,8 @@ using ParamReader =
 /// Lowers `func.func @main` of `module` into `writer`'s plan: one buffer per
 /// SSA value, one plan op per shardc op in program order, graph inputs and
 /// outputs in order. Errors are emitted as diagnostics on the offending op.
+/// With an empty `params` (a writer set shapes-only), parameters are
+/// recorded by shape alone and never read.
 mlir::LogicalResult emitPlan(mlir::ModuleOp module, const ParamReader &params,
                              plan::PlanWriter &writer);
 

@@ -94,8 +94,8 @@ Split splitBuckets(ArrayRef<Gradient> grads, int64_t cap,
       if (grads[i - 1].elem != grads[j - 1].elem || (i < j && bytes > cap))
         break;
       ready = std::max(ready, grads[i - 1].readyAt);
-      double reduce = machine.collectiveTime(plan::ringSentBytes(
-          plan::CollectiveOpKind::AllReduceStart, bytes, ranks));
+      double reduce = machine.collectiveTime(
+          plan::CollectiveOpKind::AllReduceStart, bytes, ranks);
       size_t options = std::min(most, finish[i - 1].size());
       if ((steps += options) > kMaxSteps)
         return filled;
@@ -182,6 +182,7 @@ struct BucketGradientsPass : impl::BucketGradientsBase<BucketGradientsPass> {
     // When each op's results exist, on the compute timeline.
     DenseMap<Operation *, double> doneAt;
     double now = 0;
+    double slowdown = machine.computeSlowdown(ranks->world);
     for (Operation &op : func.getBody().front()) {
       if (isa<ConstantOp>(op) || op.getNumResults() == 0)
         continue;
@@ -193,7 +194,7 @@ struct BucketGradientsPass : impl::BucketGradientsBase<BucketGradientsPass> {
       llvm::for_each(op.getOperands(), add);
       llvm::for_each(op.getResults(), add);
       auto cost = dyn_cast<ComputeCost>(&op);
-      now += machine.kernelTime(cost ? cost.getFlops() : 0, bytes);
+      now += machine.kernelTime(cost ? cost.getFlops() : 0, bytes) * slowdown;
       doneAt[&op] = now;
     }
     SmallVector<Gradient> grads;

@@ -19,7 +19,12 @@
 //    shard's cast along with the gather's start; a backward gather of the
 //    slice forward kept (a reshard group) starts after that slice is taken.
 //  - limit-all-gathers keeps at most two parameter all-gathers in flight
-//    (prefetch depth 1); without it, prefetching runs two units ahead.
+//    (prefetch depth 1); without it, prefetching runs two units ahead;
+//  - early-updates moves each optimizer update to where its gradient (or
+//    gradient shard) is reduced and its parameter's last reader has read it,
+//    after the reduction that starts there: the updates of the early units
+//    run while the last units' gradients are still being reduced, instead of
+//    all after the last wait.
 // Because the whole step is known, these decisions are made once, globally,
 // and every rank executes the same sequence of collectives.
 //
@@ -222,6 +227,88 @@ struct ScheduleCollectivesPass
       prefetch(forward, /*post=*/false);
     if (backwardPrefetch != BackwardPrefetch::None)
       prefetch(backward, /*post=*/backwardPrefetch == BackwardPrefetch::Post);
+
+    if (earlyUpdates) {
+      // Scalars of the arguments alone (the step count's increment) go
+      // first, so that no update waits for them.
+      for (Operation &op :
+           llvm::make_early_inc_range(body.without_terminator()))
+        if (isPure(&op) && !op.getNumRegions() && op.getNumOperands() &&
+            op.getNumResults() &&
+            llvm::all_of(op.getOperands(),
+                         [](Value v) { return isa<BlockArgument>(v); }) &&
+            llvm::all_of(op.getResultTypes(), [](Type t) {
+              auto r = dyn_cast<RankedTensorType>(t);
+              return r && r.getRank() == 0;
+            }))
+          op.moveBefore(&body.front());
+      for (Operation &op : llvm::make_early_inc_range(body))
+        if (isa<OptimizerUpdate>(op))
+          hoistUpdate(&op, body);
+    }
+  }
+
+  /// Whether `op`, an operand's producer, moves along with `reader`: a pure
+  /// op that only `reader` reads (the gradient's slice of its bucket, its
+  /// average, its cast).
+  static bool movesWith(Operation *op, Operation *reader) {
+    return isPure(op) && !op->getNumRegions() &&
+           !isa<CollectiveWaitOp, AllGatherStartOp, ReduceScatterStartOp,
+                AllReduceStartOp>(op) &&
+           llvm::all_of(op->getUsers(),
+                        [&](Operation *user) { return user == reader; });
+  }
+
+  /// Moves optimizer update `update` (with the chain of producers that move
+  /// with it) to the earliest point where its operands exist and every other
+  /// reader of them has read them (the update then still writes in place),
+  /// but after the collective starts that follow that point: an update runs
+  /// while the next gradient reduction is in flight, never before it starts.
+  void hoistUpdate(Operation *update, Block &body) {
+    // The chain, producers before readers.
+    SmallVector<Operation *> chain{update};
+    for (size_t i = 0; i < chain.size(); ++i)
+      for (Value v : chain[i]->getOperands())
+        if (Operation *def = v.getDefiningOp();
+            def && def->getBlock() == &body &&
+            !llvm::is_contained(chain, def) && movesWith(def, chain[i]))
+          chain.push_back(def);
+    llvm::sort(chain, [](Operation *a, Operation *b) {
+      return a->isBeforeInBlock(b);
+    });
+    // The latest op the chain must follow.
+    Operation *bound = nullptr;
+    auto after = [&](Operation *op) {
+      if (op && op->getBlock() == &body && !llvm::is_contained(chain, op) &&
+          op->isBeforeInBlock(update) && (!bound || bound->isBeforeInBlock(op)))
+        bound = op;
+    };
+    for (Operation *op : chain)
+      for (Value v : op->getOperands())
+        after(v.getDefiningOp());
+    // The values it writes over: their other readers read them first.
+    auto updateOp = cast<OptimizerUpdate>(update);
+    for (unsigned r = 0; r < update->getNumResults(); ++r)
+      for (Operation *user : updateOp.getUpdatedOperand(r).get().getUsers())
+        after(user);
+    // Past the collective starts (and the bucket or cast they send) that
+    // follow: they do not wait for the update.
+    auto startsComm = [](Operation *op) {
+      if (isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp>(op))
+        return true;
+      auto cat = op->getAttrOfType<MemoryCategoryAttr>(kCategoryAttrName);
+      return cat && cat.getValue() == MemoryCategory::Comm && isPure(op);
+    };
+    Operation *next = bound ? bound->getNextNode() : &body.front();
+    while (next && next != chain.front() && !llvm::is_contained(chain, next) &&
+           startsComm(next))
+      bound = next, next = next->getNextNode();
+    if (!bound || !bound->isBeforeInBlock(chain.front()))
+      return;
+    for (Operation *op : chain) {
+      op->moveAfter(bound);
+      bound = op;
+    }
   }
 };
 

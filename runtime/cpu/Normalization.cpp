@@ -176,6 +176,21 @@ llvm::Error layerNormalizationKernel(const KernelContext &ctx) {
           SHARDC_CPU_TRY(expandParam<T>(ctx, ctx.inputs[2], normShape, "B", b));
         else
           b.assign(static_cast<size_t>(cols), 0.0);
+        if constexpr (std::is_same_v<T, float>) {
+          // Float rows: VecMath's vectorized loop.
+          std::vector<float> wf(w.begin(), w.end()), bf(b.begin(), b.end());
+          for (int64_t r = 0; r < rows; ++r) {
+            double mean = 0, inv = 0;
+            vec::layerNormRow(x.as<float>() + r * cols, wf.data(),
+                              hasBias ? bf.data() : nullptr, epsilon,
+                              y.as<float>() + r * cols, cols, &mean, &inv);
+            if (wantMean)
+              storeStat(ctx.outputs[1], r, mean);
+            if (wantInv)
+              storeStat(ctx.outputs[2], r, inv);
+          }
+          return llvm::Error::success();
+        }
         for (int64_t r = 0; r < rows; ++r) {
           const T *px = x.as<T>() + r * cols;
           T *py = y.as<T>() + r * cols;
@@ -480,7 +495,19 @@ llvm::Error layerNormGradKernel(const KernelContext &ctx) {
         std::vector<double> dScale(static_cast<size_t>(cols), 0.0);
         std::vector<double> dBias(static_cast<size_t>(cols), 0.0);
         double invN = cols ? 1.0 / static_cast<double>(cols) : 0.0;
+        std::vector<float> wf;
+        if constexpr (std::is_same_v<T, float>)
+          wf.assign(w.begin(), w.end());
         for (int64_t r = 0; r < rows; ++r) {
+          if constexpr (std::is_same_v<T, float>) {
+            // Float rows: VecMath's vectorized loop.
+            vec::layerNormGradRow(
+                dy.as<float>() + r * cols, x.as<float>() + r * cols, wf.data(),
+                loadStat(mean, r), loadStat(invStd, r),
+                wantDx ? ctx.outputs[0].as<float>() + r * cols : nullptr,
+                dScale.data(), dBias.data(), cols);
+            continue;
+          }
           const T *pdy = dy.as<T>() + r * cols;
           const T *px = x.as<T>() + r * cols;
           double mu = loadStat(mean, r);

@@ -30,11 +30,17 @@ namespace shardc::rt::cpu::vec {
             float *outV, int64_t n);                                           \
   bool fused(ops::FusedOpcode op, const float *a, const float *b,              \
              const float *c, float *out, int64_t n);                           \
+  void layerNormRow(const float *x, const float *w, const float *b,            \
+                    double eps, float *y, int64_t n, double *mean,             \
+                    double *invStd);                                           \
+  void layerNormGradRow(const float *dy, const float *x, const float *w,       \
+                        double mean, double invStd, float *dx, double *dScale, \
+                        double *dBias, int64_t n);                             \
   }
 #define SHARDC_VEC_PATH(isa)                                                   \
   Path {                                                                       \
 #isa, isa::expArray, isa::erfArray, isa::maxOf, isa::expSum, isa::adam,    \
-        isa::fused                                                             \
+        isa::fused, isa::layerNormRow, isa::layerNormGradRow                   \
   }
 
 SHARDC_VEC_DECLARE(base)

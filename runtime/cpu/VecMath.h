@@ -2,7 +2,8 @@
 //
 // The loops the hot float kernels spend their time in, over contiguous
 // arrays: exp, erf, a row's maximum, its sum of exponentials, the Adam
-// update and the instructions of a fused elementwise chain. Each is compiled
+// update, the instructions of a fused elementwise chain and a LayerNorm
+// row, forward and backward. Each is compiled
 // once per instruction set (VecMathImpl.h, included by VecMathAvx512.cpp for
 // x86-64-v4, VecMathAvx2.cpp for x86-64-v3 and VecMathBase.cpp for any CPU; the
 // first two in GCC builds for x86-64), and the best path the CPU has is chosen
@@ -65,6 +66,21 @@ struct Path {
   /// Sqrt, Exp and Erf; false, writing nothing, for the others.
   bool (*fused)(ops::FusedOpcode op, const float *a, const float *b,
                 const float *c, float *out, int64_t n);
+  /// LayerNorm of one row of n: its mean and 1 / sqrt(variance + eps)
+  /// (two passes, each summed in kLanes float lanes, then in double), and
+  /// y[i] = (x[i] - mean) * invStd * w[i] + b[i] in float (b may be null:
+  /// no bias).
+  void (*layerNormRow)(const float *x, const float *w, const float *b,
+                       double eps, float *y, int64_t n, double *mean,
+                       double *invStd);
+  /// LayerNorm's gradient for one row of n, given the row's mean and invStd:
+  /// dx[i] (when dx is not null) from the sums of dy * w and of
+  /// dy * w * (x - mean) (kLanes float lanes, then double), and
+  /// dScale[i] += dy[i] * (x[i] - mean) * invStd, dBias[i] += dy[i], both
+  /// accumulated in double.
+  void (*layerNormGradRow)(const float *dy, const float *x, const float *w,
+                           double mean, double invStd, float *dx,
+                           double *dScale, double *dBias, int64_t n);
 };
 
 /// The paths this CPU can run, the best first.
@@ -99,6 +115,16 @@ inline bool fused(ops::FusedOpcode op, const float *a, const float *b,
   return activePath().fused(op, a, b, c, out, n);
 }
 
+inline void layerNormRow(const float *x, const float *w, const float *b,
+                         double eps, float *y, int64_t n, double *mean,
+                         double *invStd) {
+  activePath().layerNormRow(x, w, b, eps, y, n, mean, invStd);
+}
+inline void layerNormGradRow(const float *dy, const float *x, const float *w,
+                             double mean, double invStd, float *dx,
+                             double *dScale, double *dBias, int64_t n) {
+  activePath().layerNormGradRow(dy, x, w, mean, invStd, dx, dScale, dBias, n);
+}
 /// What a softmax subtracts before exponentiating: the largest of x[0..n),
 /// or 0 when that is infinite (inf - inf is NaN).
 inline float softmaxShift(const float *x, int64_t n) {

@@ -32,6 +32,15 @@ namespace {
 /// Every helper is inlined into the loops: they pass kLanes-float vectors
 /// by value.
 #define SHARDC_VEC_INLINE inline __attribute__((always_inline))
+/// Before a loop whose iterations touch disjoint elements (each read before
+/// it is written): lets the compiler vectorize it without proving so.
+#if defined(__clang__)
+#define SHARDC_VEC_IVDEP _Pragma("clang loop vectorize(assume_safety)")
+#elif defined(__GNUC__)
+#define SHARDC_VEC_IVDEP _Pragma("GCC ivdep")
+#else
+#define SHARDC_VEC_IVDEP
+#endif
 
 /// One register of floats and of int32s.
 typedef float Floats __attribute__((vector_size(4 * SHARDC_VEC_WIDTH)));
@@ -148,11 +157,7 @@ template <bool Scaled, bool Decoupled, bool Wd>
 void adamLoop(const ops::AdamStep<float> &s, const float *p, const float *g,
               const float *m, const float *v, float *outP, float *outM,
               float *outV, int64_t n) {
-#if defined(__clang__)
-#pragma clang loop vectorize(assume_safety)
-#elif defined(__GNUC__)
-#pragma GCC ivdep
-#endif
+  SHARDC_VEC_IVDEP
   for (int64_t i = 0; i < n; ++i) {
     float gi = g[i], pi = p[i];
     if (Scaled)
@@ -175,11 +180,7 @@ void adamLoop(const ops::AdamStep<float> &s, const float *p, const float *g,
 /// and written element by element in place: `ivdep` is safe.
 template <typename Fn>
 SHARDC_VEC_INLINE void eachElement(float *out, int64_t n, Fn f) {
-#if defined(__clang__)
-#pragma clang loop vectorize(assume_safety)
-#elif defined(__GNUC__)
-#pragma GCC ivdep
-#endif
+  SHARDC_VEC_IVDEP
   for (int64_t i = 0; i < n; ++i)
     out[i] = f(i);
 }
@@ -318,6 +319,81 @@ bool fused(ops::FusedOpcode op, const float *a, const float *b, const float *c,
     return true;
   default:
     return false;
+  }
+}
+
+/// The sum of f(i) over [0, n): kLanes float lanes in lane order, then the
+/// remainder, in double.
+template <typename VecFn, typename ScalarFn>
+SHARDC_VEC_INLINE double laneSum(int64_t n, VecFn fv, ScalarFn fs) {
+  Floats s[kParts] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int k = 0; k < kParts; ++k)
+      s[k] += fv(i + k * kWidth);
+  double total = 0.0;
+  for (int j = 0; j < kLanes; ++j)
+    total += s[j / kWidth][j % kWidth];
+  for (; i < n; ++i)
+    total += fs(i);
+  return total;
+}
+
+void layerNormRow(const float *x, const float *w, const float *b, double eps,
+                  float *y, int64_t n, double *mean, double *invStd) {
+  double mu = n ? laneSum(
+                      n, [&](int64_t i) { return load(x + i); },
+                      [&](int64_t i) { return x[i]; }) /
+                      static_cast<double>(n)
+                : 0.0;
+  float m = static_cast<float>(mu);
+  double sq = laneSum(
+      n,
+      [&](int64_t i) {
+        Floats d = load(x + i) - m;
+        return d * d;
+      },
+      [&](int64_t i) {
+        float d = x[i] - m;
+        return d * d;
+      });
+  double inv =
+      1.0 / __builtin_sqrt((n ? sq / static_cast<double>(n) : 0.0) + eps);
+  *mean = mu;
+  *invStd = inv;
+  float a = static_cast<float>(inv);
+  if (b)
+    eachElement(y, n, [&](int64_t i) { return (x[i] - m) * a * w[i] + b[i]; });
+  else
+    eachElement(y, n, [&](int64_t i) { return (x[i] - m) * a * w[i]; });
+}
+
+void layerNormGradRow(const float *dy, const float *x, const float *w,
+                      double mean, double invStd, float *dx, double *dScale,
+                      double *dBias, int64_t n) {
+  float m = static_cast<float>(mean), a = static_cast<float>(invStd);
+  if (dx) {
+    // dx = a (dy w - mean(dy w) - xhat mean(dy w xhat)), xhat = (x - m) a.
+    double sumG = laneSum(
+        n, [&](int64_t i) { return load(dy + i) * load(w + i); },
+        [&](int64_t i) { return dy[i] * w[i]; });
+    double sumGX = laneSum(
+        n,
+        [&](int64_t i) {
+          return load(dy + i) * load(w + i) * (load(x + i) - m);
+        },
+        [&](int64_t i) { return dy[i] * w[i] * (x[i] - m); });
+    double invN = n ? 1.0 / static_cast<double>(n) : 0.0;
+    float c1 = static_cast<float>(sumG * invN);
+    float c2 = static_cast<float>(sumGX * invStd * invStd * invN);
+    eachElement(dx, n, [&](int64_t i) {
+      return a * (dy[i] * w[i] - c1 - (x[i] - m) * c2);
+    });
+  }
+  SHARDC_VEC_IVDEP
+  for (int64_t i = 0; i < n; ++i) {
+    dScale[i] += static_cast<double>(dy[i] * ((x[i] - m) * a));
+    dBias[i] += static_cast<double>(dy[i]);
   }
 }
 

@@ -132,6 +132,11 @@ def main():
             # cost model sizes buckets by the ranks they span: a link latency
             # that dwarfs everything else makes it split N and G ranks alike.
             same = ["--cost-model", "link-latency=1"] if stage == 1 else []
+            # A hybrid step's updates wait for the all-reduce across the
+            # groups, which runs to the end of backward: --early-updates
+            # moves no update there, but does in the plain step, which then
+            # holds fewer gradient shards at once. Compare like with like.
+            same += ["--early-updates=false"]
             hybrid, mem = compile_plan(
                 "hybrid%d" % stage, ["--world-size", str(N), "--zero-stage",
                                      str(stage), "--hybrid-shard", str(G)] + same)

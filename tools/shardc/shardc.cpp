@@ -122,6 +122,51 @@ static cl::opt<bool> printCost(
              "how much of those the compute timeline waits for"),
     cl::cat(shardCategory));
 
+// The machine the cost model assumes, and the step it predicts without a
+// run. These are shardc's own: the one pass that reads the machine
+// (shardc-bucket-gradients) gets it as its cost-model option, written from
+// the MachineModel these build.
+static cl::OptionCategory simulateCategory(
+    "step-time model (--print-cost, --simulate, --memory-budget and "
+    "gradient buckets read the machine)");
+
+static cl::opt<bool> simulate(
+    "simulate",
+    cl::desc("Predict one step at --world-size N on the machine of "
+             "--hardware (default: one rank of this CPU backend) and print "
+             "its time, the communication it exposes and the per-rank peak "
+             "memory. Parameters are read by shape only, so a model of any "
+             "size compiles for any N; no plan is written"),
+    cl::cat(simulateCategory));
+
+static cl::opt<std::string> hardwarePath(
+    "hardware",
+    cl::desc("The machine, from a hardware file: one 'key = value' per "
+             "line, the keys of --cost-model, '#' starting a comment. "
+             "bench/hardware/ has this CPU's fitted file and an A100 "
+             "cluster's. --cost-model, --flops, --bandwidth and --latency "
+             "override it"),
+    cl::value_desc("FILE"), cl::cat(simulateCategory));
+
+static cl::opt<double>
+    flopsRate("flops",
+              cl::desc("Matrix-product and convolution rate of one rank, in "
+                       "flop/s (the hardware file's flops)"),
+              cl::value_desc("F"), cl::cat(simulateCategory));
+
+static cl::opt<double> bandwidth(
+    "bandwidth",
+    cl::desc("Bytes per second one rank sends in a collective (the hardware "
+             "file's link; host-link, where a file sets it, stays)"),
+    cl::value_desc("B"), cl::cat(simulateCategory));
+
+static cl::opt<double>
+    latency("latency",
+            cl::desc("Seconds per step of a collective's ring or tree (the "
+                     "hardware file's link-latency; host-link-latency, "
+                     "where a file sets it, stays)"),
+            cl::value_desc("L"), cl::cat(simulateCategory));
+
 static cl::opt<bool> printTrainable(
     "print-trainable",
     cl::desc("List every parameter with whether it is trained (trained, "
@@ -469,24 +514,10 @@ readInitializer(const onnx::ModelProto &model, llvm::StringRef modelDir,
 /// line leaves open on copies of `module` (passes/MemoryBudget.h), logs
 /// each decision to stderr and sets `pipeline` to the chosen one.
 static llvm::Error chooseForBudget(ModuleOp module,
-                                   const onnx::ModelProto &model,
-                                   const std::string &modelDir,
                                    shardc::TrainPipelineOptions &pipeline,
                                    const shardc::plan::MachineModel &machine,
                                    uint64_t budget) {
   shardc::BudgetSpace space = shardc::BudgetSpace::of(pipeline);
-  // Each candidate's plan reads every parameter: read each once.
-  llvm::StringMap<std::vector<uint8_t>> cache;
-  shardc::ParamReader reader =
-      [&](llvm::StringRef name) -> llvm::Expected<std::vector<uint8_t>> {
-    auto it = cache.find(name);
-    if (it != cache.end())
-      return it->second;
-    auto bytes = readInitializer(model, modelDir, name);
-    if (!bytes)
-      return bytes.takeError();
-    return cache[name] = std::move(*bytes);
-  };
   auto evaluate = [&](const shardc::BudgetChoice &choice)
       -> llvm::Expected<shardc::BudgetEstimate> {
     choice.apply(space, pipeline);
@@ -501,12 +532,16 @@ static llvm::Error chooseForBudget(ModuleOp module,
     OwningOpRef<ModuleOp> copy = module.clone();
     PassManager pm(module.getContext());
     shardc::buildTrainPipeline(pm, pipeline);
+    // A candidate is only measured: its parameters are never read.
     shardc::plan::PlanWriter writer;
+    writer.setShapesOnly();
     if (failed(pm.run(*copy)) ||
-        failed(shardc::emitPlan(*copy, reader, writer)))
+        failed(shardc::emitPlan(*copy, /*params=*/{}, writer)))
       return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                      errors.empty() ? "the pipeline failed"
                                                     : errors);
+    if (llvm::Error err = writer.validate())
+      return err;
     shardc::plan::MemoryPlan memory = shardc::plan::planMemory(writer.plan());
     return shardc::BudgetEstimate{
         memory.peakTotal,
@@ -520,6 +555,108 @@ static llvm::Error chooseForBudget(ModuleOp module,
     return chosen.takeError();
   chosen->apply(space, pipeline);
   return llvm::Error::success();
+}
+
+/// The cost model's machine: the CPU backend's defaults, then --hardware,
+/// then --cost-model (`overrides`), then --flops, --bandwidth, --latency.
+static llvm::Expected<shardc::plan::MachineModel>
+configureMachine(llvm::StringRef overrides) {
+  shardc::plan::MachineModel machine = shardc::plan::MachineModel::cpu();
+  if (hardwarePath.getNumOccurrences())
+    if (llvm::Error err = machine.parseFile(hardwarePath))
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "--hardware: " +
+                                         llvm::toString(std::move(err)));
+  if (llvm::Error err = machine.parseOverrides(overrides))
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "--cost-model: " +
+                                       llvm::toString(std::move(err)));
+  // Each flag is one key of the model.
+  struct Flag {
+    cl::opt<double> &flag;
+    const char *key;
+  };
+  const Flag flags[] = {
+      {flopsRate, "flops"}, {bandwidth, "link"}, {latency, "link-latency"}};
+  for (const Flag &f : flags) {
+    if (!f.flag.getNumOccurrences())
+      continue;
+    double v = f.flag;
+    if (!std::isfinite(v) || v <= 0)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          llvm::formatv("--{0} takes a positive number, got {1}", f.flag.ArgStr,
+                        llvm::format("%g", v))
+              .str());
+    if (llvm::Error err = machine.parseOverrides(
+            llvm::formatv("{0}={1}", f.key, llvm::format("%.17g", v)).str()))
+      return err;
+  }
+  return machine;
+}
+
+/// --simulate's report: the predicted step of `plan` on `machine`.
+static void printSimulation(const shardc::plan::Plan &plan,
+                            const shardc::plan::StepCost &cost,
+                            const shardc::plan::MemoryPlan &memory,
+                            const shardc::plan::MachineModel &machine,
+                            llvm::raw_ostream &os) {
+  int64_t ranks = std::max<int64_t>(plan.world_size(), 1);
+  os << "simulated step of " << inputPath << " at " << ranks
+     << (ranks == 1 ? " rank" : " ranks");
+  if (plan.zero_stage() > 0 || ranks > 1)
+    os << ", ZeRO stage " << plan.zero_stage();
+  os << "\n  machine:       " << machine.describe()
+     << (hardwarePath.empty() ? std::string()
+                              : " (" + hardwarePath.getValue() + ")")
+     << "\n";
+  double hidden = cost.commSeconds > 0
+                      ? 100.0 * (1.0 - cost.commWaitSeconds / cost.commSeconds)
+                      : 100.0;
+  os << llvm::formatv("  step:          {0:e3} s per rank\n", cost.seconds);
+  os << llvm::formatv("  compute:       {0:e3} s in {1} kernels (recompute "
+                      "{2:e3} s; {3:f2}x for sharing a host)\n",
+                      cost.computeSeconds, cost.kernels, cost.recomputeSeconds,
+                      cost.computeSlowdown);
+  os << llvm::formatv("  collectives:   {0:e3} s on the links, {1:e3} s "
+                      "exposed ({2:f1}% hidden), {3} sent per rank\n",
+                      cost.commSeconds, cost.commWaitSeconds, hidden,
+                      shardc::formatBytes(cost.sentBytes));
+  if (cost.tierBytes)
+    os << llvm::formatv("  offload tier:  {0:e3} s, {1:e3} s exposed, {2} "
+                        "moved\n",
+                        cost.tierSeconds, cost.tierWaitSeconds,
+                        shardc::formatBytes(cost.tierBytes));
+  // The waits that held compute longest: what to overlap, shrink or
+  // prefetch first.
+  std::vector<shardc::plan::StepCost::Exposed> exposed = cost.exposed;
+  llvm::stable_sort(exposed, [](const auto &a, const auto &b) {
+    return a.seconds > b.seconds;
+  });
+  for (const auto &e : llvm::ArrayRef(exposed).take_front(5)) {
+    const shardc::plan::Op &start = plan.ops(e.startOp);
+    std::string what = start.type();
+    if (start.inputs_size() && start.inputs(0) >= 0 &&
+        start.inputs(0) < plan.buffers_size())
+      what += " of '" + plan.buffers(start.inputs(0)).name() + "' (" +
+              shardc::formatBytes(
+                  shardc::plan::bufferBytes(plan, start.inputs(0))) +
+              ")";
+    os << llvm::formatv("  exposed:       {0:e3} s waiting for {1}, started "
+                        "at op {2} '{3}'\n",
+                        e.seconds, what, e.startOp, start.name());
+  }
+  std::string parts;
+  for (int c = 0; c < shardc::plan::kNumCategories; ++c)
+    parts += std::string(c ? ", " : "") + shardc::plan::categoryName(c) + " " +
+             shardc::formatBytes(memory.peak[c]);
+  os << "  peak memory:   " << shardc::formatBytes(memory.peakTotal)
+     << " per rank (" << parts << ")\n";
+  os << llvm::formatv("  work:          {0:e3} flop per rank per step in "
+                      "matrix products and convolutions: {1:e3} flop/s "
+                      "per rank\n",
+                      static_cast<double>(cost.flops),
+                      cost.seconds > 0 ? cost.flops / cost.seconds : 0.0);
 }
 
 int main(int argc, char **argv) {
@@ -546,7 +683,8 @@ int main(int argc, char **argv) {
     pipeline.addAsToolFlags(args, trainCategory);
   for (Args args : shardArgs)
     pipeline.addAsToolFlags(args, shardCategory);
-  cl::HideUnrelatedOptions({&shardcCategory, &trainCategory, &shardCategory});
+  cl::HideUnrelatedOptions(
+      {&shardcCategory, &trainCategory, &shardCategory, &simulateCategory});
   if (llvm::Error err = shardc::tools::checkSeparatedValues(argc, argv))
     return fail(llvm::toString(std::move(err)));
   cl::ParseCommandLineOptions(
@@ -554,12 +692,19 @@ int main(int argc, char **argv) {
       "shardc: compile an ONNX model into a Shard plan\n\n"
       "  shardc model.onnx -o PLAN                      forward pass\n"
       "  shardc model.onnx -o PLAN --optimizer adamw    training step\n"
-      "  shardc model.onnx --emit=mlir                  show the IR\n");
-  if (llvm::Error err = checkOutputPath(
-          outputPath.empty() ? (emitKind == EmitKind::Plan ? "plan" : "-")
-                             : outputPath.getValue(),
-          inputPath, emitKind == EmitKind::Plan))
-    return fail(llvm::toString(std::move(err)));
+      "  shardc model.onnx --emit=mlir                  show the IR\n"
+      "  shardc model.onnx --optimizer adam --world-size 1024 --simulate \\\n"
+      "      --hardware bench/hardware/a100-80gb-roce.hw  predict a step\n");
+  if (simulate &&
+      (emitKind != EmitKind::Plan || outputPath.getNumOccurrences()))
+    return fail("--simulate predicts a step without writing it: drop -o and "
+                "--emit (compile again without --simulate for the plan)");
+  if (!simulate)
+    if (llvm::Error err = checkOutputPath(
+            outputPath.empty() ? (emitKind == EmitKind::Plan ? "plan" : "-")
+                               : outputPath.getValue(),
+            inputPath, emitKind == EmitKind::Plan))
+      return fail(llvm::toString(std::move(err)));
   bool training = pipeline.optimizer.hasValue() || pipeline.loss.hasValue();
   if (!training) {
     if (printTrainable)
@@ -575,9 +720,13 @@ int main(int argc, char **argv) {
                       "--loss if the model has several scalar outputs)");
   }
 
-  shardc::plan::MachineModel machine = shardc::plan::MachineModel::cpu();
-  if (llvm::Error err = machine.parseOverrides(pipeline.costModel))
-    return fail("--cost-model: " + llvm::toString(std::move(err)));
+  llvm::Expected<shardc::plan::MachineModel> configured =
+      configureMachine(pipeline.costModel);
+  if (!configured)
+    return fail(llvm::toString(configured.takeError()));
+  shardc::plan::MachineModel machine = *configured;
+  // Every reader of the machine sees the same one.
+  pipeline.costModel = machine.toOverrides();
   std::optional<uint64_t> budget;
   if (memoryBudget.getNumOccurrences()) {
     if (!training)
@@ -671,9 +820,7 @@ int main(int argc, char **argv) {
   }
 
   if (budget) {
-    if (llvm::Error err =
-            chooseForBudget(module, imported->model, imported->modelDir,
-                            pipeline, machine, *budget))
+    if (llvm::Error err = chooseForBudget(module, pipeline, machine, *budget))
       return fail(llvm::toString(std::move(err)));
   }
 
@@ -714,13 +861,26 @@ int main(int argc, char **argv) {
   shardc::ParamReader reader = [&](llvm::StringRef name) {
     return readInitializer(model, modelDir, name);
   };
+  if (simulate) {
+    // Measured only: parameters by shape, never read.
+    writer.setShapesOnly();
+    reader = nullptr;
+  }
   if (failed(shardc::emitPlan(module, reader, writer)))
     return 1;
+  // A written plan is checked by write; a simulated one here, the same way.
+  if (simulate)
+    if (llvm::Error err = writer.validate())
+      return fail("the plan --simulate measures is invalid: " +
+                  llvm::toString(std::move(err)));
   shardc::plan::MemoryPlan memory = shardc::plan::planMemory(writer.plan());
   *writer.plan().mutable_predicted_memory() =
       shardc::plan::toPrediction(memory);
-  if (llvm::Error err = checkMemoryLimit(memory))
-    return fail(llvm::toString(std::move(err)));
+  // A simulated plan runs elsewhere: only an explicit --memory-limit
+  // judges it.
+  if (!simulate || memoryLimit.getNumOccurrences())
+    if (llvm::Error err = checkMemoryLimit(memory))
+      return fail(llvm::toString(std::move(err)));
   shardc::plan::StepCost cost =
       shardc::plan::estimateStep(writer.plan(), machine);
   if (printCost)
@@ -750,6 +910,10 @@ int main(int argc, char **argv) {
   }
   if (printTrainable) {
     printParameterRoles(writer.plan(), llvm::outs());
+  }
+  if (simulate) {
+    printSimulation(writer.plan(), cost, memory, machine, llvm::outs());
+    return 0;
   }
   if (training)
     for (const auto &bind : options.binds)

@@ -1,8 +1,28 @@
-// RUN: shardc-opt %s -split-input-file -shardc-schedule-collectives | FileCheck %s --check-prefixes=SINK,PRE
-// RUN: shardc-opt %s -split-input-file -shardc-schedule-collectives=backward-prefetch=none | FileCheck %s --check-prefixes=SINK,NONE
-// RUN: shardc-opt %s -split-input-file -shardc-schedule-collectives=backward-prefetch=post | FileCheck %s --check-prefixes=SINK,POST
-// RUN: shardc-opt %s -split-input-file -shardc-schedule-collectives='forward-prefetch=true backward-prefetch=none' | FileCheck %s --check-prefixes=SINK,FWD
-// RUN: shardc-opt %s -split-input-file -shardc-schedule-collectives='forward-prefetch=true limit-all-gathers=false' | FileCheck %s --check-prefixes=SINK,DEPTH2
+// RUN: shardc-opt %s -split-input-file -shardc-schedule-collectives=early-updates=false | FileCheck %s --check-prefixes=SINK,PRE
+// RUN: shardc-opt %s -split-input-file -shardc-schedule-collectives='backward-prefetch=none early-updates=false' | FileCheck %s --check-prefixes=SINK,NONE
+// RUN: shardc-opt %s -split-input-file -shardc-schedule-collectives='backward-prefetch=post early-updates=false' | FileCheck %s --check-prefixes=SINK,POST
+// RUN: shardc-opt %s -split-input-file -shardc-schedule-collectives='forward-prefetch=true backward-prefetch=none early-updates=false' | FileCheck %s --check-prefixes=SINK,FWD
+// RUN: shardc-opt %s -split-input-file -shardc-schedule-collectives='forward-prefetch=true limit-all-gathers=false early-updates=false' | FileCheck %s --check-prefixes=SINK,DEPTH2
+// RUN: shardc-opt %s -split-input-file -shardc-schedule-collectives | FileCheck %s --check-prefix=EARLY
+
+// With early-updates (the default), the step count's increment goes first,
+// and bucket 1's updates (l3.s, l2.s: their last readers are done) run right
+// after bucket 2's all-reduce starts, while it is in flight; bucket 2's
+// updates follow its wait.
+// EARLY-LABEL: func.func @main
+// EARLY-NEXT: %[[STEP:.*]] = shardc.Increment %arg5
+// EARLY: %[[B1:.*]] = shardc.AllReduceStart
+// EARLY: %[[R1:.*]] = shardc.CollectiveWait %[[B1]]
+// EARLY-NEXT: %[[B2:.*]] = shardc.AllReduceStart
+// EARLY-NEXT: shardc.Slice %[[R1]]
+// EARLY-NEXT: shardc.Mul
+// EARLY-NEXT: shardc.SGDUpdate %arg4, %{{.*}}, %arg9, %[[STEP]]
+// EARLY-NEXT: shardc.Slice %[[R1]]
+// EARLY-NEXT: shardc.Mul
+// EARLY-NEXT: shardc.SGDUpdate %arg3, %{{.*}}, %arg8, %[[STEP]]
+// EARLY-NEXT: %[[R2:.*]] = shardc.CollectiveWait %[[B2]]
+// EARLY: shardc.SGDUpdate %arg2,
+// EARLY: shardc.SGDUpdate %arg1,
 
 // ZeRO-0 with two gradient buckets, as shardc-lower-collectives leaves it:
 // every all-reduce start is followed by its wait. The starts stay where the

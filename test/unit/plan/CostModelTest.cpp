@@ -2,6 +2,10 @@
 #include "plan/CostModel.h"
 #include "plan/PlanIO.h"
 
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/raw_ostream.h"
+
 #include "gtest/gtest.h"
 
 using namespace shardc;
@@ -68,6 +72,7 @@ TEST(CostModelTest, CollectivesOverlapComputeUntilTheirWait) {
   EXPECT_DOUBLE_EQ(c.commSeconds, 24);
   EXPECT_DOUBLE_EQ(c.commWaitSeconds, 0); // hidden behind the Relu
   EXPECT_DOUBLE_EQ(c.seconds, 800);
+  EXPECT_TRUE(c.exposed.empty());
 
   // Nothing to hide behind: the wait holds compute for the whole transfer.
   PlanWriter w2;
@@ -81,6 +86,10 @@ TEST(CostModelTest, CollectivesOverlapComputeUntilTheirWait) {
   EXPECT_EQ(c2.sentBytes, 96u);
   EXPECT_DOUBLE_EQ(c2.commWaitSeconds, 96);
   EXPECT_DOUBLE_EQ(c2.seconds, 96);
+  // The wait that held compute, by its start.
+  ASSERT_EQ(c2.exposed.size(), 1u);
+  EXPECT_EQ(c2.exposed[0].startOp, 0);
+  EXPECT_DOUBLE_EQ(c2.exposed[0].seconds, 96);
   // Within a group of 2 (hybrid sharding): the group's size counts.
   Attribute *ws = gather->add_attributes();
   ws->set_name("world_size");
@@ -127,6 +136,151 @@ TEST(CostModelTest, OverridesNameTheirKeys) {
   EXPECT_NE(bad.find("'tier' takes a positive number"), std::string::npos);
   bad = llvm::toString(m.parseOverrides("link=fast"));
   EXPECT_NE(bad.find("got 'fast'"), std::string::npos);
+}
+
+TEST(CostModelTest, CollectivesTakeTheFasterOfRingAndTree) {
+  MachineModel m = unitMachine();
+  m.linkSeconds = 10;
+  using K = CollectiveOpKind;
+  // An all-gather of 8 bytes per rank over 4 ranks: 3 ring steps, and each
+  // rank sends its 8 bytes to 3 others.
+  EXPECT_DOUBLE_EQ(m.collectiveTime(K::AllGatherStart, 8, 4), 3 * 10 + 24);
+  // A reduce-scatter of 40 bytes: 3 steps, 3/4 of the input sent.
+  EXPECT_DOUBLE_EQ(m.collectiveTime(K::ReduceScatterStart, 40, 4), 3 * 10 + 30);
+  // An all-reduce of 40 bytes over 4 ranks: a ring (6 steps, 60 bytes)
+  // beats the trees (4 steps, 80 bytes).
+  EXPECT_DOUBLE_EQ(m.collectiveTime(K::AllReduceStart, 40, 4), 60 + 60);
+  // Over 1024 ranks the ring's 2046 steps lose to the trees' 20.
+  EXPECT_DOUBLE_EQ(m.collectiveTime(K::AllReduceStart, 40, 1024), 20 * 10 + 80);
+  // One rank does not communicate.
+  EXPECT_DOUBLE_EQ(m.collectiveTime(K::AllReduceStart, 40, 1), 0);
+}
+
+TEST(CostModelTest, CollectivesAcrossHostsRunAtTheHostLink) {
+  MachineModel m = unitMachine();
+  m.linkSeconds = 1;
+  m.hostRanks = 8;
+  m.hostLinkBytesPerSecond = 0.5;
+  m.hostLinkSeconds = 4;
+  using K = CollectiveOpKind;
+  // 8 ranks fit one host: the link.
+  EXPECT_DOUBLE_EQ(m.collectiveTime(K::AllGatherStart, 2, 8), 7 * 1 + 14);
+  // 16 span two: every step waits for the slower link.
+  EXPECT_DOUBLE_EQ(m.collectiveTime(K::AllGatherStart, 2, 16),
+                   15 * 4 + 30 / 0.5);
+  // A host link faster than the link does not speed a ring up.
+  m.hostLinkBytesPerSecond = 100;
+  EXPECT_DOUBLE_EQ(m.collectiveTime(K::AllGatherStart, 2, 16), 15 * 4 + 30);
+  // Two ranks 8 apart (hybrid sharding's replicas) are on two hosts.
+  m.hostLinkBytesPerSecond = 0.5;
+  EXPECT_DOUBLE_EQ(m.collectiveTime(K::AllReduceStart, 4, 2, /*span=*/9),
+                   2 * 4 + 4 / 0.5);
+  EXPECT_DOUBLE_EQ(m.collectiveTime(K::AllReduceStart, 4, 2), 2 * 1 + 4);
+}
+
+TEST(CostModelTest, HybridReplicaGroupsCrossHosts) {
+  // 16 ranks as 2 replicas x 8 shards, a host per 8 ranks: the shards'
+  // reduce-scatter stays in a host, the replicas' all-reduce crosses.
+  PlanWriter w;
+  int32_t g = w.addBuffer("g", rt::DType::F32, {8}, INPUT); // 32 bytes
+  int32_t s = w.addBuffer("s", rt::DType::F32, {1}, TEMP);
+  int32_t r = w.addBuffer("r", rt::DType::F32, {1}, TEMP);
+  Plan &p = w.plan();
+  p.set_world_size(16);
+  p.add_mesh_shape(2);
+  p.add_mesh_shape(8);
+  p.add_shard_axes(1);
+  auto axes = [](Op *op, int32_t axis, int64_t n) {
+    Attribute *a = op->add_attributes();
+    a->set_name("mesh_axes");
+    a->mutable_ints()->add_values(axis);
+    Attribute *ws = op->add_attributes();
+    ws->set_name("world_size");
+    ws->set_i(n);
+  };
+  axes(addOp(p, "ReduceScatterStart", {g}, {s}), 1, 8);
+  axes(addOp(p, "AllReduceStart", {s}, {r}), 0, 2);
+  MachineModel m = unitMachine();
+  m.hostRanks = 8;
+  m.hostLinkBytesPerSecond = 0.25;
+  StepCost c = estimateStep(p, m);
+  // 7/8 of 32 bytes at 1 B/s, then 2 x 1/2 x 4 bytes at 0.25 B/s.
+  EXPECT_DOUBLE_EQ(c.commSeconds, 28 + 16);
+}
+
+TEST(CostModelTest, RanksBeyondAHostsSlotsSlowItsKernels) {
+  MachineModel m = unitMachine();
+  EXPECT_DOUBLE_EQ(m.computeSlowdown(64), 1); // no slots given: all fit
+  m.hostSlots = 2;
+  EXPECT_DOUBLE_EQ(m.computeSlowdown(1), 1);
+  EXPECT_DOUBLE_EQ(m.computeSlowdown(2), 1);
+  EXPECT_DOUBLE_EQ(m.computeSlowdown(4), 2);
+  m.hostRanks = 3; // 64 ranks, 3 per host
+  EXPECT_DOUBLE_EQ(m.computeSlowdown(64), 1.5);
+
+  PlanWriter w;
+  int32_t x = w.addBuffer("x", rt::DType::F32, {4}, INPUT);
+  int32_t a = w.addBuffer("a", rt::DType::F32, {4}, TEMP);
+  Plan &p = w.plan();
+  addOp(p, "Relu", {x}, {a}); // 32 s alone
+  p.set_world_size(4);
+  m.hostRanks = 0;
+  StepCost c = estimateStep(p, m);
+  EXPECT_DOUBLE_EQ(c.computeSlowdown, 2);
+  EXPECT_DOUBLE_EQ(c.seconds, 64);
+}
+
+TEST(CostModelTest, HardwareFilesNameTheirLine) {
+  llvm::SmallString<128> path;
+  ASSERT_FALSE(llvm::sys::fs::createTemporaryFile("machine", "hw", path));
+  auto write = [&](const char *text) {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(path, ec);
+    ASSERT_FALSE(ec);
+    os << text;
+  };
+  write("# a machine\nflops = 3e14  # bf16\n\nhost-ranks=8\nlink = "
+        "0.33333333333333331\n");
+  MachineModel m = MachineModel::cpu();
+  ASSERT_FALSE(bool(m.parseFile(path)));
+  EXPECT_DOUBLE_EQ(m.flopsPerSecond, 3e14);
+  EXPECT_DOUBLE_EQ(m.hostRanks, 8);
+  EXPECT_EQ(m.linkBytesPerSecond, 1.0 / 3);
+  // toOverrides gives the same machine back, to the last bit.
+  MachineModel back = MachineModel::cpu();
+  ASSERT_FALSE(bool(back.parseOverrides(m.toOverrides())));
+  EXPECT_EQ(back.linkBytesPerSecond, 1.0 / 3);
+  EXPECT_EQ(back.flopsPerSecond, 3e14);
+  EXPECT_EQ(back.hostRanks, 8);
+
+  write("flops = 3e14\nlinks = 2\n");
+  std::string bad = llvm::toString(m.parseFile(path));
+  EXPECT_NE(bad.find(std::string(path) + ":2: unknown cost model key 'links'"),
+            std::string::npos)
+      << bad;
+  write("flops 3e14\n");
+  bad = llvm::toString(m.parseFile(path));
+  EXPECT_NE(bad.find(":1: expected 'key = value', got 'flops 3e14'"),
+            std::string::npos)
+      << bad;
+  write("host-slots = -1\n");
+  bad = llvm::toString(m.parseFile(path));
+  EXPECT_NE(bad.find("'host-slots' takes a whole number >= 0 (e.g. "
+                     "host-slots=8), got '-1'"),
+            std::string::npos)
+      << bad;
+  write("host-ranks = 2.5\n");
+  bad = llvm::toString(m.parseFile(path));
+  EXPECT_NE(bad.find("'host-ranks' takes a whole number"), std::string::npos)
+      << bad;
+  write("flops = 1e12\nmemory = 1e9\nflops = 2e12\n");
+  bad = llvm::toString(m.parseFile(path));
+  EXPECT_NE(bad.find(":3: 'flops' is set again (line 1 set it first)"),
+            std::string::npos)
+      << bad;
+  llvm::sys::fs::remove(path);
+  bad = llvm::toString(m.parseFile(path));
+  EXPECT_NE(bad.find("cannot read hardware file"), std::string::npos) << bad;
 }
 
 } // namespace

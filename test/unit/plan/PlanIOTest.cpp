@@ -295,6 +295,47 @@ TEST(PlanIOTest, WriterRejectsWrongDataSize) {
   EXPECT_NE(msg.find("needs 24 bytes, got 20"), std::string::npos) << msg;
 }
 
+TEST(PlanIOTest, ShapesOnlyWriterRecordsSizesAndNeverWrites) {
+  TempDir dir;
+  PlanWriter w;
+  w.setShapesOnly();
+  // No data: the buffer records its size (every rank's shards) alone.
+  auto id = w.addDataBuffer("unit", rt::DType::BF16, {1000, 1000}, PARAMETER,
+                            {}, /*shardCount=*/4);
+  ASSERT_EQ(errorText(id), "");
+  const Buffer &b = w.plan().buffers(*id);
+  EXPECT_EQ(b.data_bytes(), 4u * 1000 * 1000 * 2);
+  EXPECT_EQ(b.shard_count(), 4);
+  EXPECT_EQ(b.data_file(), kParamsFile);
+  EXPECT_EQ(b.data_offset(), 0u);
+  auto next = w.addDataBuffer("next", rt::DType::F32, {3}, PARAMETER, {});
+  ASSERT_EQ(errorText(next), "");
+  EXPECT_EQ(w.plan().buffers(*next).data_offset(), 8000000u);
+  // A shapes-only plan validates as a written plan would.
+  PlanWriter v;
+  v.setShapesOnly();
+  int32_t x = v.addBuffer("x", rt::DType::F32, {2, 3}, INPUT);
+  int32_t p =
+      cantFail(v.addDataBuffer("p", rt::DType::F32, {2, 3}, PARAMETER, {}));
+  int32_t y = v.addBuffer("y", rt::DType::F32, {2, 3}, TEMP);
+  Op *add = v.plan().add_ops();
+  add->set_type("Add");
+  add->set_name("add");
+  add->add_inputs(x);
+  add->add_inputs(p);
+  add->add_outputs(y);
+  v.plan().add_inputs(x);
+  v.plan().add_outputs(y);
+  EXPECT_EQ(errorText(v.validate()), "");
+  // Data of the wrong size is still refused.
+  auto bad = w.addDataBuffer("w", rt::DType::F32, {2, 3}, PARAMETER,
+                             bytesOf(kWeights, 5 * sizeof(float)));
+  EXPECT_NE(errorText(bad).find("needs 24 bytes, got 20"), std::string::npos);
+  std::string msg = errorText(w.write(dir.file("plan")));
+  EXPECT_NE(msg.find("without its parameters"), std::string::npos) << msg;
+  EXPECT_FALSE(llvm::sys::fs::exists(dir.file("plan")));
+}
+
 TEST(PlanIOTest, WriterRejectsDataForTemp) {
   PlanWriter w;
   auto r = w.addDataBuffer("t", rt::DType::F32, {1}, TEMP,

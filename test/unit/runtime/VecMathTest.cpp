@@ -162,6 +162,78 @@ TEST(VecMath, EveryPathComputesTheSameBits) {
   }
 }
 
+/// LayerNorm rows, forward and backward: every path computes the same bits,
+/// and those are within float rounding of a double-precision reference (an
+/// offset mean of 100 checks the two-pass variance and the centred
+/// gradient).
+TEST(VecMath, LayerNormRowsAreOneResultOnEveryPath) {
+  llvm::ArrayRef<vec::Path> paths = vec::availablePaths();
+  for (int64_t n : {1, 15, 16, 17, 256, 1000}) {
+    std::vector<float> x = randomFloats(n, 3 + n, 99, 101);
+    std::vector<float> w = randomFloats(n, 5 + n, -2, 2);
+    std::vector<float> b = randomFloats(n, 9 + n, -1, 1);
+    std::vector<float> dy = randomFloats(n, 11 + n, -1, 1);
+    // The reference, in double.
+    double mu = 0, var = 0;
+    for (float v : x)
+      mu += v;
+    mu /= n;
+    for (float v : x)
+      var += (v - mu) * (v - mu);
+    var /= n;
+    double a = 1.0 / std::sqrt(var + 1e-5);
+    double sumG = 0, sumGX = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      sumG += double(dy[i]) * w[i];
+      sumGX += double(dy[i]) * w[i] * (x[i] - mu) * a;
+    }
+    std::vector<float> refY, refDx;
+    std::vector<double> refDs, refDb;
+    for (const vec::Path &p : paths) {
+      std::vector<float> y(n), dx(n);
+      std::vector<double> ds(n, 0.5), db(n, -0.5); // accumulated into
+      double mean = 0, inv = 0;
+      p.layerNormRow(x.data(), w.data(), b.data(), 1e-5, y.data(), n, &mean,
+                     &inv);
+      EXPECT_NEAR(mean, mu, 1e-5 * 100) << p.name;
+      EXPECT_NEAR(inv, a, 1e-4 * a) << p.name;
+      p.layerNormGradRow(dy.data(), x.data(), w.data(), mean, inv, dx.data(),
+                         ds.data(), db.data(), n);
+      for (int64_t i = 0; i < n; ++i) {
+        double xhat = (x[i] - mu) * a;
+        EXPECT_NEAR(y[i], xhat * w[i] + b[i], 2e-3) << p.name << " y " << i;
+        double g = double(dy[i]) * w[i];
+        double wantDx = a * (g - sumG / n - xhat * sumGX / n);
+        EXPECT_NEAR(dx[i], wantDx, 2e-3 * a) << p.name << " dx " << i;
+        EXPECT_NEAR(ds[i], 0.5 + dy[i] * xhat, 2e-3) << p.name;
+        EXPECT_DOUBLE_EQ(db[i], -0.5 + dy[i]) << p.name;
+      }
+      // Without dx only the accumulators move.
+      std::vector<double> ds2(n, 0.0), db2(n, 0.0);
+      p.layerNormGradRow(dy.data(), x.data(), w.data(), mean, inv, nullptr,
+                         ds2.data(), db2.data(), n);
+      for (int64_t i = 0; i < n; ++i)
+        EXPECT_EQ(ds2[i] + 0.5, ds[i]) << p.name;
+      // No bias: y less b.
+      std::vector<float> y0(n);
+      p.layerNormRow(x.data(), w.data(), nullptr, 1e-5, y0.data(), n, &mean,
+                     &inv);
+      for (int64_t i = 0; i < n; ++i)
+        EXPECT_NEAR(y0[i], y[i] - b[i], 1e-5) << p.name;
+      if (refY.empty()) {
+        refY = y, refDx = dx, refDs = ds, refDb = db;
+        continue;
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_TRUE(sameBits(y[i], refY[i])) << p.name << " y " << i;
+        ASSERT_TRUE(sameBits(dx[i], refDx[i])) << p.name << " dx " << i;
+        ASSERT_EQ(ds[i], refDs[i]) << p.name << " dScale " << i;
+        ASSERT_EQ(db[i], refDb[i]) << p.name << " dBias " << i;
+      }
+    }
+  }
+}
+
 TEST(VecMath, AdamIsAdamStepOnEveryPathInPlaceOrNot) {
   const int64_t n = 1003;
   std::vector<float> p0 = randomFloats(n, 11, -1, 1);
