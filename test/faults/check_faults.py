@@ -269,6 +269,14 @@ def case_launcher_mpirun_stopped(args, tmp, second_signal):
     os.kill(job.proc.pid, signal.SIGTERM)
     t0 = time.monotonic()
     if second_signal:
+        # Signals do not queue: the second SIGTERM goes only after the
+        # launcher has taken the first (on a busy machine it may take a while).
+        deadline = time.monotonic() + 10
+        while "received SIGTERM; ending" not in job.output():
+            if job.proc.poll() is not None or time.monotonic() > deadline:
+                job.cleanup()
+                fail("the launcher did not take the first SIGTERM:\n" + job.output())
+            time.sleep(0.02)
         time.sleep(1)
         if job.proc.poll() is not None:
             fail("the launcher ended although mpirun, stopped, could not end the job")
@@ -313,7 +321,10 @@ def case_rank_parent_sigkill(args, tmp):
             parents[rank] = int(f.read().rsplit(")", 1)[1].split()[1])
     t0 = time.monotonic()
     for parent in parents.values():
-        os.kill(parent, signal.SIGKILL)
+        try:
+            os.kill(parent, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # mpirun ended it after the first parent died
     while any(p in processes_with(job.token) for p in ranks.values()):
         if time.monotonic() - t0 > 5:
             job.cleanup()

@@ -128,7 +128,9 @@ int main(int argc, char **argv) {
       llvm::errs() << llvm::toString(pending.takeError()) << "\n";
       return 1;
     }
-    sleepMs(300); // Let rank 0 (idle) or our own thread (busy) get stuck.
+    // Let rank 0 (idle) or our own thread (busy) get stuck; the busy thread
+    // must have taken the queued all-reduce, which a loaded machine may delay.
+    sleepMs(mode == "busy" ? 2000 : 300);
     std::fprintf(stderr, "rank 1: failing, abort(3) in %s mode\n",
                  mode.str().c_str());
     comm->abort(3);
