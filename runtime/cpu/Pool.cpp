@@ -22,7 +22,7 @@ namespace {
 
 /// The input coordinates of every window along one spatial dimension.
 struct AxisWindows {
-  int64_t kernel = 0;
+  int64_t kernel = 0, stride = 1, dilation = 1, padBegin = 0;
   /// pos[o * kernel + j], j < count[o]: in-bounds input coordinates.
   std::vector<int64_t> pos;
   std::vector<int64_t> count;
@@ -36,6 +36,9 @@ AxisWindows buildAxisWindows(int64_t in, int64_t out, int64_t kernel,
                              int64_t padEnd) {
   AxisWindows a;
   a.kernel = kernel;
+  a.stride = stride;
+  a.dilation = dilation;
+  a.padBegin = padBegin;
   a.pos.assign(static_cast<size_t>(out * kernel), 0);
   a.count.assign(static_cast<size_t>(out), 0);
   a.paddedCount.assign(static_cast<size_t>(out), 0);
@@ -181,6 +184,100 @@ llvm::SmallVector<int64_t, 6> colMajorStrides(llvm::ArrayRef<int64_t> shape) {
   return s;
 }
 
+/// MaxPool over one plane with two spatial axes, for floating types: the
+/// same result and index as the generic tap loop below (the first largest
+/// value in row-major window order; NaNs skipped unless the window holds
+/// nothing else, then the first NaN), without its per-tap branches: a max
+/// over random data mispredicts about every other comparison.
+template <typename T>
+void maxPoolPlane2D(const PoolSetup &p, const T *px, T *py, int64_t *pidx,
+                    int64_t base, bool colMajor) {
+  const AxisWindows &ah = p.axes[0], &aw = p.axes[1];
+  const int64_t inW = p.inShape[1], inH = p.inShape[0];
+  const int64_t outH = p.outShape[0], outW = p.outShape[1];
+  const int64_t kw = aw.kernel, sw = aw.stride, dw = aw.dilation;
+  const int64_t pw = aw.padBegin;
+  const int64_t *colPos = aw.pos.data(), *colCount = aw.count.data();
+  // Outputs [lo, hi) have every tap inside the row: their tap b is at
+  // column ow * stride + b * dilation - padBegin, no table or count needed.
+  int64_t lo = 0, hi = outW;
+  while (lo < hi && colCount[lo] != kw)
+    ++lo;
+  while (hi > lo && colCount[hi - 1] != kw)
+    --hi;
+  std::vector<int64_t> offsets(static_cast<size_t>(outW));
+  int64_t *offset = offsets.data();
+  for (int64_t oh = 0; oh < outH; ++oh) {
+    const int64_t *rows = ah.pos.data() + oh * ah.kernel;
+    const int64_t nr = ah.count[oh];
+    T *y = py + oh * outW;
+    auto first = [&](int64_t ow) {
+      offset[ow] = -1;
+      y[ow] = std::numeric_limits<T>::lowest();
+      if (nr > 0 && colCount[ow] > 0) {
+        offset[ow] = rows[0] * inW + colPos[ow * kw];
+        y[ow] = px[offset[ow]];
+      }
+    };
+    // The exact loop, in row-major tap order: taken are larger values, or
+    // the first number after NaNs only.
+    auto exact = [&](int64_t from, int64_t to) {
+      for (int64_t ow = from; ow < to; ++ow)
+        first(ow);
+      for (int64_t a = 0; a < nr; ++a)
+        for (int64_t b = 0; b < kw; ++b) {
+          if (a == 0 && b == 0)
+            continue;
+          for (int64_t ow = from; ow < to; ++ow) {
+            if (b >= colCount[ow])
+              continue;
+            int64_t off = rows[a] * inW + colPos[ow * kw + b];
+            T v = px[off], best = y[ow];
+            bool take = (v > best) | ((best != best) & (v == v));
+            y[ow] = take ? v : best;
+            offset[ow] = take ? off : offset[ow];
+          }
+        }
+    };
+    // The interior without NaN checks per tap: larger values only, noting
+    // whether it saw a NaN; a row that had one is done again exactly.
+    bool sawNaN = false;
+    if (nr > 0 && lo < hi) {
+      for (int64_t ow = lo; ow < hi; ++ow)
+        first(ow);
+      for (int64_t a = 0; a < nr; ++a) {
+        const int64_t rowOff = rows[a] * inW - pw;
+        for (int64_t b = 0; b < kw; ++b) {
+          const int64_t tapOff = rowOff + b * dw;
+          for (int64_t ow = lo; ow < hi; ++ow) {
+            int64_t off = tapOff + ow * sw;
+            T v = px[off], best = y[ow];
+            // Masks, not a branch: a max over data mispredicts about every
+            // other comparison.
+            int64_t take = -static_cast<int64_t>(v > best);
+            sawNaN |= v != v;
+            y[ow] = v > best ? v : best;
+            offset[ow] = (off & take) | (offset[ow] & ~take);
+          }
+        }
+      }
+    }
+    if (sawNaN || nr == 0) {
+      exact(0, outW);
+    } else {
+      exact(0, lo);
+      exact(hi, outW);
+    }
+    if (!pidx)
+      continue;
+    for (int64_t ow = 0; ow < outW; ++ow) {
+      int64_t off = offset[ow];
+      int64_t local = colMajor ? (off % inW) * inH + off / inW : off;
+      pidx[oh * outW + ow] = off < 0 ? -1 : base + local;
+    }
+  }
+}
+
 } // namespace
 
 llvm::Error checkMaxPool(const KernelContext &ctx, PoolGeometry &p) {
@@ -276,6 +373,16 @@ llvm::Error maxPoolKernel(const KernelContext &ctx) {
   return dispatchIn(Types{}, ctx, x.dtype, "X", [&](auto tag) -> llvm::Error {
     using T = typename decltype(tag)::type;
     int64_t *pi = wantIndices ? ctx.outputs[1].as<int64_t>() : nullptr;
+    if constexpr (std::is_floating_point_v<T>) {
+      if (p.inShape.size() == 2) {
+        for (int64_t plane = 0; plane < p.planes; ++plane)
+          maxPoolPlane2D<T>(p, x.as<T>() + plane * p.inSize,
+                            y.as<T>() + plane * p.outSize,
+                            pi ? pi + plane * p.outSize : nullptr,
+                            plane * p.inSize, storageOrder != 0);
+        return llvm::Error::success();
+      }
+    }
     for (int64_t plane = 0; plane < p.planes; ++plane) {
       const T *px = x.as<T>() + plane * p.inSize;
       T *py = y.as<T>() + plane * p.outSize;

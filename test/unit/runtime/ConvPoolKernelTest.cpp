@@ -5,6 +5,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include "test/unit/runtime/KernelTestUtil.h"
+#include <cmath>
+#include <limits>
+#include <string>
 
 using namespace shardc::rt;
 using namespace shardc::rt::test;
@@ -541,6 +544,80 @@ TEST(PoolKernel, BadAttributesAreErrors) {
   EXPECT_KERNEL_ERROR(
       run("AveragePool", attrs({{"kernel_shape", ints({2, 2})}}), {&xi}, {&yi}),
       "int64");
+}
+
+TEST(PoolKernel, MaxPool2DMatchesTheGenericWindowLoop) {
+  // Two spatial axes take a branch-free loop; the same windows with a third
+  // axis of size 1 take the generic one. Values, and indices in both storage
+  // orders, agree on data with ties, infinities and NaNs (a window of NaNs
+  // only, one NaN first, one NaN last), with padding, dilation and ceil_mode.
+  const int64_t n = 2, c = 3, h = 9, w = 8;
+  std::vector<float> xs(n * c * h * w);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  uint32_t state = 12345;
+  for (float &v : xs) {
+    state = state * 1664525u + 1013904223u;
+    uint32_t r = state >> 24;
+    v = r < 20 ? nan : r < 30 ? -inf : r < 35 ? inf : float(r % 7) - 3.0f;
+  }
+  for (int64_t i = 0; i < 16; ++i) // NaNs only in plane 0's first 4x4
+    xs[(i / 4) * w + i % 4] = nan;
+  struct Geometry {
+    std::vector<int64_t> kernel, strides, pads, dilations;
+    int64_t ceil;
+  };
+  for (const Geometry &g :
+       {Geometry{{2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 0},
+        Geometry{{3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 0},
+        Geometry{{3, 2}, {1, 2}, {2, 0, 1, 1}, {2, 1}, 1},
+        Geometry{{2, 3}, {3, 1}, {0, 1, 0, 0}, {1, 2}, 1}}) {
+    auto out = [&](int64_t in, int64_t d) {
+      int64_t span = g.dilations[d] * (g.kernel[d] - 1) + 1;
+      int64_t room = in + g.pads[d] + g.pads[d + 2] - span;
+      return (g.ceil ? (room + g.strides[d] - 1) : room) / g.strides[d] + 1;
+    };
+    int64_t oh = out(h, 0), ow = out(w, 1);
+    for (int64_t order : {0, 1}) {
+      SCOPED_TRACE("kernel " + std::to_string(g.kernel[0]) + "x" +
+                   std::to_string(g.kernel[1]) + ", storage_order " +
+                   std::to_string(order));
+      Buf x2 = f32({n, c, h, w}, xs);
+      Buf y2(DType::F32, {n, c, oh, ow});
+      Buf i2(DType::I64, {n, c, oh, ow});
+      ASSERT_KERNEL_OK(run("MaxPool",
+                           attrs({{"kernel_shape", ints(g.kernel)},
+                                  {"strides", ints(g.strides)},
+                                  {"pads", ints(g.pads)},
+                                  {"dilations", ints(g.dilations)},
+                                  {"ceil_mode", intv(g.ceil)},
+                                  {"storage_order", intv(order)}}),
+                           {&x2}, {&y2, &i2}));
+      Buf x3 = f32({n, c, h, w, 1}, xs);
+      Buf y3(DType::F32, {n, c, oh, ow, 1});
+      Buf i3(DType::I64, {n, c, oh, ow, 1});
+      ASSERT_KERNEL_OK(
+          run("MaxPool",
+              attrs({{"kernel_shape", ints({g.kernel[0], g.kernel[1], 1})},
+                     {"strides", ints({g.strides[0], g.strides[1], 1})},
+                     {"pads",
+                      ints({g.pads[0], g.pads[1], 0, g.pads[2], g.pads[3], 0})},
+                     {"dilations", ints({g.dilations[0], g.dilations[1], 1})},
+                     {"ceil_mode", intv(g.ceil)},
+                     {"storage_order", intv(order)}}),
+              {&x3}, {&y3, &i3}));
+      std::vector<float> v2 = y2.values<float>(), v3 = y3.values<float>();
+      ASSERT_EQ(v2.size(), v3.size());
+      int nans = 0;
+      for (size_t i = 0; i < v2.size(); ++i) {
+        nans += std::isnan(v3[i]);
+        EXPECT_TRUE(std::isnan(v2[i]) ? std::isnan(v3[i]) : v2[i] == v3[i])
+            << "output " << i << ": " << v2[i] << " against " << v3[i];
+      }
+      EXPECT_GT(nans, 0);
+      EXPECT_EQ(i2.values<int64_t>(), i3.values<int64_t>());
+    }
+  }
 }
 
 } // namespace
