@@ -882,14 +882,19 @@ def LowerCollectives : Pass<"shardc-lower-collectives", "mlir::ModuleOp"> {
 def ScheduleCollectives : Pass<"shardc-schedule-collectives", "mlir::ModuleOp"> {
   let summary = "Place collective starts and waits to overlap computation";
   let description = [{
-    Sinks every `shardc.CollectiveWait` to the first use of its result and
+    Sinks every `shardc.CollectiveWait` to the first use of its result (a
+    gradient reduction's wait at the latest before the reduction start that
+    would put over twice the largest reduction's bytes in flight) and
     prefetches ZeRO-3 parameter all-gathers (forward prefetch, backward
-    prefetch pre/post/none, at most two gathers in flight with
-    limit-all-gathers).
+    prefetch pre/post/none; with limit-all-gathers the units gathered at
+    once hold at most twice the largest unit's bytes, so a small unit does
+    not hold back the next large one).
 
     Optimizer updates (early-updates) move to where their gradient has been
     reduced and their parameter last read, after the collective start that
     follows: the update of unit K runs while unit K+1's gradient is reduced.
+    Updates that would run before the step's last gradient reduction starts
+    move after it, to overlap it.
 
     Before: `%p = shardc.AllGatherStart %u ...` right before its wait and use.
     After (forward-prefetch): the start of unit K+1 sits right after the wait
@@ -903,7 +908,7 @@ def ScheduleCollectives : Pass<"shardc-schedule-collectives", "mlir::ModuleOp"> 
     %w0n = shardc.SGDUpdate %w0, %g0 ...
     %w1n = shardc.SGDUpdate %w1, %g1 ...
     ```
-    After:
+    After (%r1 is the last reduction):
     ```mlir
     %g0 = shardc.CollectiveWait %r0 ...
     %r1 = shardc.ReduceScatterStart %full1 ...
@@ -926,7 +931,8 @@ def ScheduleCollectives : Pass<"shardc-schedule-collectives", "mlir::ModuleOp"> 
     Option<"forwardPrefetch", "forward-prefetch", "bool", /*default=*/"false",
            "Prefetch the next unit's parameters in forward">,
     Option<"limitAllGathers", "limit-all-gathers", "bool", /*default=*/"true",
-           "At most two parameter all-gathers in flight (default on)">,
+           "Parameter all-gathers in flight hold at most twice the largest "
+           "unit's bytes (default on; off: three times)">,
     Option<"earlyUpdates", "early-updates", "bool", /*default=*/"true",
            "Run each optimizer update as soon as its gradient is reduced "
            "and its parameter read, overlapping the remaining reductions "

@@ -55,26 +55,24 @@
 namespace shardc::plan {
 
 /// What the cost model knows of the machine one rank runs on. The defaults
-/// are one rank of the CPU backend, fitted by bench/cost_model_bench.py (4
-/// ranks of the 50 M-parameter GPT at stage 3 on a 2-core machine: each rank
-/// has about half a core, and MPI moves bytes through shared memory; the
-/// latency was fitted per collective and is now charged per algorithm step);
-/// bench/hardware/epyc-2core.hw is this machine fitted anew by
-/// bench/simulate_bench.py, one rank per core. The
-/// tier's rate is what bench/offload_bench.py measured for a tier file in the
-/// page cache.
+/// are one rank of the CPU backend on one core of a 2-core AVX2 machine,
+/// bench/hardware/epyc-2core.hw (fitted by bench/simulate_bench.py from
+/// traces of the step-time GPT, MPI over shared memory), without its
+/// host-slots: a rank is assumed to have its core to itself. The tier's
+/// rate is what bench/offload_bench.py measured for a tier file in the page
+/// cache.
 struct MachineModel {
   /// Floating-point operations per second of a matrix product or
   /// convolution kernel.
-  double flopsPerSecond = 1.5e10;
+  double flopsPerSecond = 9.68e10;
   /// Bytes per second a memory-bound kernel reads and writes.
-  double memoryBytesPerSecond = 8.0e9;
+  double memoryBytesPerSecond = 1.34e10;
   /// Fixed time of every kernel (dispatch, threading, launch).
-  double kernelSeconds = 3.0e-7;
+  double kernelSeconds = 1.12e-6;
   /// Bytes per second one rank sends in a collective within a host, and the
   /// latency of one step of a collective's algorithm.
-  double linkBytesPerSecond = 8.3e8;
-  double linkSeconds = 2.0e-5;
+  double linkBytesPerSecond = 6.95e8;
+  double linkSeconds = 5.01e-5;
   /// Between hosts: the bytes per second a host's network interfaces send
   /// together, and the latency of a step; 0: as within a host.
   double hostLinkBytesPerSecond = 0;
@@ -105,7 +103,7 @@ struct MachineModel {
   /// result gives this model back.
   std::string toOverrides() const;
 
-  /// "flops=1.5e+10 memory=8.0e+09 ..." for messages (the host keys only
+  /// "flops=9.7e+10 memory=1.3e+10 ..." for messages (the host keys only
   /// where set).
   std::string describe() const;
 

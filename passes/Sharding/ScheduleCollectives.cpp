@@ -5,10 +5,12 @@
 //  - every wait sinks to just before the first use of its result, so
 //    reduce-scatters and all-reduces of gradients (started as soon as their
 //    bucket is complete) overlap the rest of the backward pass, but no
-//    later than the start of the next gradient reduction (one bucket's full
-//    gradient in flight at a time); with hybrid sharding a shard's
-//    all-reduce across the groups starts there too, and is waited for
-//    where the update needs it;
+//    later than the start of the gradient reduction that would put more
+//    than twice the largest reduction's bytes in flight (full gradients
+//    held for their reduction); with hybrid sharding a shard's all-reduce
+//    across the groups starts before the next reduction, and is waited for
+//    where the update needs it. Waits of reductions keep the order of their
+//    starts, the order in which the communication thread completes them;
 //  - parameter all-gathers (ZeRO-3) are prefetched: with forward-prefetch the
 //    gather of the next unit starts as soon as the current unit's gather has
 //    completed, overlapping the current unit's forward computation; in
@@ -18,19 +20,23 @@
 //    A unit gathered in the compute dtype (mixed precision) moves its
 //    shard's cast along with the gather's start; a backward gather of the
 //    slice forward kept (a reshard group) starts after that slice is taken.
-//  - limit-all-gathers keeps at most two parameter all-gathers in flight
-//    (prefetch depth 1); without it, prefetching runs two units ahead;
+//  - limit-all-gathers keeps the gathered units at most two units' worth of
+//    the largest unit's bytes (prefetch depth 1 when units are of one size);
+//    without it, three (two units ahead). Small units (a final norm, a
+//    positional embedding) thus do not hold back the next large gather;
 //  - early-updates moves each optimizer update to where its gradient (or
 //    gradient shard) is reduced and its parameter's last reader has read it,
-//    after the reduction that starts there: the updates of the early units
-//    run while the last units' gradients are still being reduced, instead of
-//    all after the last wait.
+//    after the reduction that starts there. The updates that would then run
+//    before the step's last gradient reduction starts move after it: with
+//    backward done, they are the only computation left to overlap it.
 // Because the whole step is known, these decisions are made once, globally,
 // and every rank executes the same sequence of collectives.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
 #include "passes/Sharding/Sharding.h"
+
+#include "passes/FoldConstants.h"
 
 using namespace mlir;
 
@@ -130,13 +136,44 @@ struct ScheduleCollectivesPass
           cat.getValue() == MemoryCategory::Grads && !crossGroup(&op))
         reductions.push_back(&op);
     }
+    SmallVector<int64_t> reducedBytes;
+    int64_t budget = 0;
+    for (Operation *r : reductions) {
+      auto t = dyn_cast<RankedTensorType>(r->getOperand(0).getType());
+      reducedBytes.push_back(t ? tensorBytes(t).value_or(0) : 0);
+      budget = std::max(budget, 2 * reducedBytes.back());
+    }
     for (size_t k = 0; k + 1 < reductions.size(); ++k) {
       Value pending = reductions[k]->getResult(0);
       if (pending.use_empty())
         continue;
+      // The first later reduction that would take the bytes in flight,
+      // this one's and those started since, over the budget.
+      size_t j = k + 1;
+      int64_t inFlight = reducedBytes[k] + reducedBytes[j];
+      while (inFlight <= budget && j + 1 < reductions.size())
+        inFlight += reducedBytes[++j];
+      if (inFlight <= budget)
+        continue;
       Operation *wait = *pending.getUsers().begin();
-      if (reductions[k + 1]->isBeforeInBlock(wait))
-        wait->moveBefore(reductions[k + 1]);
+      if (reductions[j]->isBeforeInBlock(wait))
+        wait->moveBefore(reductions[j]);
+    }
+    // The communication thread completes reductions in the order they
+    // start: a wait that sank past a later reduction's wait moves up to it
+    // (it costs nothing there), so the updates that follow the waits run
+    // in the order their gradients arrive.
+    for (size_t k = reductions.size(); k-- > 1;) {
+      Value earlier = reductions[k - 1]->getResult(0),
+            later = reductions[k]->getResult(0);
+      if (!earlier.hasOneUse() || !later.hasOneUse())
+        continue;
+      Operation *earlierWait = *earlier.getUsers().begin(),
+                *laterWait = *later.getUsers().begin();
+      if (isa<CollectiveWaitOp>(earlierWait) &&
+          isa<CollectiveWaitOp>(laterWait) &&
+          laterWait->isBeforeInBlock(earlierWait))
+        earlierWait->moveBefore(laterWait);
     }
     // The all-reduce across the groups starts where its reduce-scatter's
     // wait must be at the latest: before the next reduction (or its own
@@ -198,10 +235,29 @@ struct ScheduleCollectivesPass
       if (used)
         (isBackward ? backward : forward).push_back({start, wait});
     }
+    // Gather k starts at unit i's point (i < k), so units i..k are
+    // gathered at once: at most depth + 1 times the largest unit's bytes,
+    // and a quarter of it more for small units among them. With units of
+    // one size that is `depth` units ahead; a small unit (a final norm, a
+    // positional embedding) does not hold back the next large one.
     size_t depth = limitAllGathers ? 1 : 2;
     auto prefetch = [&](SmallVector<Gather> &gathers, bool post) {
+      SmallVector<int64_t> bytes;
+      int64_t largest = 0;
+      for (Gather &g : gathers) {
+        auto t = dyn_cast<RankedTensorType>(g.wait.getResult().getType());
+        bytes.push_back(t ? tensorBytes(t).value_or(0) : 0);
+        largest = std::max(largest, bytes.back());
+      }
+      int64_t budget = static_cast<int64_t>(depth + 1) * largest + largest / 4;
       for (size_t k = 1; k < gathers.size(); ++k) {
-        Gather &prev = gathers[k < depth ? 0 : k - depth];
+        size_t i = k < depth ? 0 : k - depth;
+        int64_t held = 0;
+        for (size_t m = i; m <= k; ++m)
+          held += bytes[m];
+        while (i > 0 && held + bytes[i - 1] <= budget)
+          held += bytes[--i];
+        Gather &prev = gathers[i];
         Operation *anchor = prev.wait;
         if (post)
           if (Operation *last = lastUseThroughViews(prev.wait.getResult()))
@@ -245,6 +301,69 @@ struct ScheduleCollectivesPass
       for (Operation &op : llvm::make_early_inc_range(body))
         if (isa<OptimizerUpdate>(op))
           hoistUpdate(&op, body);
+      // The last gradient reduction has no backward computation left to
+      // overlap: the updates that do not read it run while it is in flight.
+      Operation *last = nullptr;
+      for (Operation *r : reductions)
+        if (!last || last->isBeforeInBlock(r))
+          last = r;
+      if (last)
+        deferPastLastReduction(last, body);
+    }
+  }
+
+  /// The update `update` and the producers that move with it, in block
+  /// order.
+  static SmallVector<Operation *> updateChain(Operation *update, Block &body) {
+    SmallVector<Operation *> chain{update};
+    for (size_t i = 0; i < chain.size(); ++i)
+      for (Value v : chain[i]->getOperands())
+        if (Operation *def = v.getDefiningOp();
+            def && def->getBlock() == &body &&
+            !llvm::is_contained(chain, def) && movesWith(def, chain[i]))
+          chain.push_back(def);
+    llvm::sort(chain, [](Operation *a, Operation *b) {
+      return a->isBeforeInBlock(b);
+    });
+    return chain;
+  }
+
+  /// Whether `op` is a collective start, or a pure op that makes what one
+  /// sends (a bucket, a cast).
+  static bool startsComm(Operation *op) {
+    if (isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp>(op))
+      return true;
+    auto cat = op->getAttrOfType<MemoryCategoryAttr>(kCategoryAttrName);
+    return cat && cat.getValue() == MemoryCategory::Comm && isPure(op);
+  }
+
+  /// Moves the updates that run before `last`, the step's last gradient
+  /// reduction start, to just after it (and the starts that follow it),
+  /// keeping their order: at the end of backward they are the only
+  /// computation left that can overlap the last reduction. An update whose
+  /// results are read before that point stays.
+  void deferPastLastReduction(Operation *last, Block &body) {
+    Operation *point = last;
+    while (point->getNextNode() && startsComm(point->getNextNode()))
+      point = point->getNextNode();
+    SmallVector<Operation *> updates;
+    for (Operation &op : body)
+      if (isa<OptimizerUpdate>(op) && op.isBeforeInBlock(last))
+        updates.push_back(&op);
+    for (Operation *update : updates) {
+      SmallVector<Operation *> chain = updateChain(update, body);
+      bool readEarly = llvm::any_of(chain, [&](Operation *op) {
+        return llvm::any_of(op->getUsers(), [&](Operation *user) {
+          return !llvm::is_contained(chain, user) &&
+                 (user->getBlock() != &body || !point->isBeforeInBlock(user));
+        });
+      });
+      if (readEarly)
+        continue;
+      for (Operation *op : chain) {
+        op->moveAfter(point);
+        point = op;
+      }
     }
   }
 
@@ -266,16 +385,7 @@ struct ScheduleCollectivesPass
   /// while the next gradient reduction is in flight, never before it starts.
   void hoistUpdate(Operation *update, Block &body) {
     // The chain, producers before readers.
-    SmallVector<Operation *> chain{update};
-    for (size_t i = 0; i < chain.size(); ++i)
-      for (Value v : chain[i]->getOperands())
-        if (Operation *def = v.getDefiningOp();
-            def && def->getBlock() == &body &&
-            !llvm::is_contained(chain, def) && movesWith(def, chain[i]))
-          chain.push_back(def);
-    llvm::sort(chain, [](Operation *a, Operation *b) {
-      return a->isBeforeInBlock(b);
-    });
+    SmallVector<Operation *> chain = updateChain(update, body);
     // The latest op the chain must follow.
     Operation *bound = nullptr;
     auto after = [&](Operation *op) {
@@ -293,12 +403,6 @@ struct ScheduleCollectivesPass
         after(user);
     // Past the collective starts (and the bucket or cast they send) that
     // follow: they do not wait for the update.
-    auto startsComm = [](Operation *op) {
-      if (isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp>(op))
-        return true;
-      auto cat = op->getAttrOfType<MemoryCategoryAttr>(kCategoryAttrName);
-      return cat && cat.getValue() == MemoryCategory::Comm && isPure(op);
-    };
     Operation *next = bound ? bound->getNextNode() : &body.front();
     while (next && next != chain.front() && !llvm::is_contained(chain, next) &&
            startsComm(next))

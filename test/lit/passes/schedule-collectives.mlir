@@ -1,19 +1,23 @@
 // RUN: shardc-opt %s -split-input-file -shardc-schedule-collectives=early-updates=false | FileCheck %s --check-prefixes=SINK,PRE
+// RUN: shardc-opt %s -split-input-file -shardc-schedule-collectives=early-updates=false | FileCheck %s --check-prefix=RS
 // RUN: shardc-opt %s -split-input-file -shardc-schedule-collectives='backward-prefetch=none early-updates=false' | FileCheck %s --check-prefixes=SINK,NONE
 // RUN: shardc-opt %s -split-input-file -shardc-schedule-collectives='backward-prefetch=post early-updates=false' | FileCheck %s --check-prefixes=SINK,POST
 // RUN: shardc-opt %s -split-input-file -shardc-schedule-collectives='forward-prefetch=true backward-prefetch=none early-updates=false' | FileCheck %s --check-prefixes=SINK,FWD
 // RUN: shardc-opt %s -split-input-file -shardc-schedule-collectives='forward-prefetch=true limit-all-gathers=false early-updates=false' | FileCheck %s --check-prefixes=SINK,DEPTH2
-// RUN: shardc-opt %s -split-input-file -shardc-schedule-collectives | FileCheck %s --check-prefix=EARLY
+// RUN: shardc-opt %s -split-input-file -shardc-schedule-collectives | FileCheck %s --check-prefixes=EARLY,DEFER
+// RUN: shardc-opt %s -split-input-file -shardc-schedule-collectives=forward-prefetch=true | FileCheck %s --check-prefix=SMALL
 
-// With early-updates (the default), the step count's increment goes first,
-// and bucket 1's updates (l3.s, l2.s: their last readers are done) run right
-// after bucket 2's all-reduce starts, while it is in flight; bucket 2's
+// With early-updates (the default), the step count's increment goes first.
+// Both buckets' all-reduces are in flight at once (their bytes are twice the
+// largest bucket's), so bucket 1's wait and updates (l3.s, l2.s) come after
+// bucket 2's start, in the order the all-reduces complete; bucket 2's
 // updates follow its wait.
 // EARLY-LABEL: func.func @main
 // EARLY-NEXT: %[[STEP:.*]] = shardc.Increment %arg5
 // EARLY: %[[B1:.*]] = shardc.AllReduceStart
-// EARLY: %[[R1:.*]] = shardc.CollectiveWait %[[B1]]
-// EARLY-NEXT: %[[B2:.*]] = shardc.AllReduceStart
+// EARLY-NOT: shardc.CollectiveWait
+// EARLY: %[[B2:.*]] = shardc.AllReduceStart
+// EARLY-NEXT: %[[R1:.*]] = shardc.CollectiveWait %[[B1]]
 // EARLY-NEXT: shardc.Slice %[[R1]]
 // EARLY-NEXT: shardc.Mul
 // EARLY-NEXT: shardc.SGDUpdate %arg4, %{{.*}}, %arg9, %[[STEP]]
@@ -27,18 +31,20 @@
 // ZeRO-0 with two gradient buckets, as shardc-lower-collectives leaves it:
 // every all-reduce start is followed by its wait. The starts stay where the
 // bucket is complete. A wait sinks to the first use of its result, but no
-// further than the next gradient reduction's start (one bucket in flight at
-// a time): bucket 1's all-reduce overlaps the rest of backward, bucket 2's
-// the slicing, averaging and updates of bucket 1's gradients, which sink to
-// the update that needs them.
+// further than the start of a gradient reduction that would put more than
+// twice the largest reduction's bytes in flight; two buckets of one size
+// stay within that, so bucket 1's all-reduce overlaps the rest of backward
+// and bucket 2's all-reduce. Waits keep the order of their starts; the
+// slicing and averaging of each bucket's gradients sink to the update that
+// needs them.
 // SINK-LABEL: func.func @main
 // SINK: %[[B1:.*]] = shardc.AllReduceStart %{{.*}} {shardc.category = #shardc.category<grads>, world_size = 2 : i64} : tensor<8xf32>
 // SINK-NOT: shardc.CollectiveWait
 // SINK: shardc.Mul %{{.*}} {shardc.backward} :
 // SINK: %[[C2:.*]] = shardc.Concat
-// SINK-NEXT: %[[R1:.*]] = shardc.CollectiveWait %[[B1]] {shardc.category = #shardc.category<grads>} : tensor<8xf32>
 // SINK-NEXT: %[[B2:.*]] = shardc.AllReduceStart %[[C2]] {shardc.category = #shardc.category<grads>, world_size = 2 : i64} : tensor<8xf32>
 // SINK-NEXT: %[[STEP:.*]] = shardc.Increment
+// SINK-NEXT: %[[R1:.*]] = shardc.CollectiveWait %[[B1]] {shardc.category = #shardc.category<grads>} : tensor<8xf32>
 // SINK-NEXT: %[[R2:.*]] = shardc.CollectiveWait %[[B2]] {shardc.category = #shardc.category<grads>} : tensor<8xf32>
 // SINK-NEXT: %[[S2A:.*]] = shardc.Slice %[[R2]] {{.*}}starts = array<i64: 4>
 // SINK-NEXT: %[[G2A:.*]] = shardc.Mul %[[S2A]], %{{.*}} {shardc.category = #shardc.category<grads>}
@@ -120,18 +126,25 @@ func.func @main(%arg0: tensor<4xf32> {shardc.input = "x"}, %arg1: tensor<4xf32> 
 // PRE: %[[W1:.*]] = shardc.CollectiveWait %[[B1]]
 // PRE-NEXT: shardc.Mul %{{.*}}, %[[W1]] {shardc.backward}
 // PRE-NOT: shardc.AllGatherStart
-// Each unit's reduce-scatter is waited for right before the next one
-// starts (one unit's full gradient in flight); the last one's wait sinks to
-// the averaging right before its update.
-// PRE: %[[RW1:.*]] = shardc.CollectiveWait %{{.*}} {shardc.category = #shardc.category<grads>} : tensor<2xf32>
-// PRE-NEXT: %[[RS1:.*]] = shardc.ReduceScatterStart
-// PRE-NEXT: %[[DU0:.*]] = shardc.Mul %{{.*}}, %[[X]] {shardc.backward, shardc.category = #shardc.category<grads>}
-// PRE-NEXT: shardc.CollectiveWait %[[RS1]] {shardc.category = #shardc.category<grads>} : tensor<2xf32>
-// PRE-NEXT: %[[RS0:.*]] = shardc.ReduceScatterStart %[[DU0]]
-// PRE-NEXT: shardc.Increment
-// PRE-NEXT: %[[RW0:.*]] = shardc.CollectiveWait %[[RS0]] {shardc.category = #shardc.category<grads>} : tensor<2xf32>
-// PRE-NEXT: %[[G:.*]] = shardc.Mul %[[RW0]], %{{.*}} {shardc.category = #shardc.category<grads>}
-// PRE-NEXT: shardc.SGDUpdate %[[U0]], %[[G]],
+// PRE: return
+// Reduce-scatters of units of one size run two at a time (twice the
+// largest unit's bytes in flight): unit 3's is waited for right before
+// unit 1's starts, unit 2's right before unit 0's; the last two waits keep
+// the order of their starts, each right before the averaging that reads it.
+// RS: shardc.zero_stage = 3
+// RS: %[[RS3:.*]] = shardc.ReduceScatterStart
+// RS-NOT: shardc.CollectiveWait %[[RS3]]
+// RS: %[[RS2:.*]] = shardc.ReduceScatterStart
+// RS: shardc.CollectiveWait %[[RS3]] {shardc.category = #shardc.category<grads>} : tensor<2xf32>
+// RS-NEXT: %[[RS1:.*]] = shardc.ReduceScatterStart
+// RS-NEXT: %[[DU0:.*]] = shardc.Mul %{{.*}}, %arg0 {shardc.backward, shardc.category = #shardc.category<grads>}
+// RS-NEXT: shardc.CollectiveWait %[[RS2]] {shardc.category = #shardc.category<grads>} : tensor<2xf32>
+// RS-NEXT: %[[RS0:.*]] = shardc.ReduceScatterStart %[[DU0]]
+// RS-NEXT: shardc.Increment
+// RS-NEXT: %[[RW1:.*]] = shardc.CollectiveWait %[[RS1]] {shardc.category = #shardc.category<grads>} : tensor<2xf32>
+// RS-NEXT: %[[RW0:.*]] = shardc.CollectiveWait %[[RS0]] {shardc.category = #shardc.category<grads>} : tensor<2xf32>
+// RS-NEXT: %[[G:.*]] = shardc.Mul %[[RW0]], %{{.*}} {shardc.category = #shardc.category<grads>}
+// RS-NEXT: shardc.SGDUpdate %arg2, %[[G]],
 
 // backward-prefetch=none: every gather starts right before its wait, which
 // comes right before its first use.
@@ -264,4 +277,90 @@ func.func @main(%arg0: tensor<4xf32> {shardc.input = "x"}, %arg1: tensor<f32> {s
   %new_param_2, %new_momentum_buffer_3 = shardc.SGDUpdate %arg6, %28, %arg7, %40 {dampening = 0.000000e+00, lr = 1.000000e-03, momentum = 0.000000e+00, nesterov = false, weight_decay = 0.000000e+00} : tensor<2xf32>, tensor<f32>
   %new_param_4, %new_momentum_buffer_5 = shardc.SGDUpdate %arg8, %21, %arg9, %40 {dampening = 0.000000e+00, lr = 1.000000e-03, momentum = 0.000000e+00, nesterov = false, weight_decay = 0.000000e+00} : tensor<2xf32>, tensor<f32>
   return %14, %40, %new_momentum_buffer, %new_param, %new_momentum_buffer_1, %new_param_0, %new_momentum_buffer_3, %new_param_2, %new_momentum_buffer_5, %new_param_4 : tensor<f32>, tensor<f32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>
+}
+
+// -----
+
+// early-updates with four buckets of one size, two in flight at a time:
+// each bucket's wait comes right before the start of the bucket two after
+// it. Bucket d's update, which would run before the last all-reduce (a)
+// starts, runs after that start instead, with c's: the updates overlap the
+// last all-reduce, as the waits for b and a follow in start order.
+// DEFER-LABEL: func.func @main
+// DEFER: %[[SD:.*]] = shardc.AllReduceStart
+// DEFER-NEXT: shardc.Mul %arg0, %arg3
+// DEFER-NEXT: %[[SC:.*]] = shardc.AllReduceStart
+// DEFER-NEXT: shardc.Mul %arg0, %arg2
+// DEFER-NEXT: %[[WD:.*]] = shardc.CollectiveWait %[[SD]]
+// DEFER-NEXT: %[[SB:.*]] = shardc.AllReduceStart
+// DEFER-NEXT: shardc.Mul %arg0,
+// DEFER-NEXT: %[[WC:.*]] = shardc.CollectiveWait %[[SC]]
+// DEFER-NEXT: %[[SA:.*]] = shardc.AllReduceStart
+// DEFER-NEXT: %[[GD:.*]] = shardc.Mul %[[WD]]
+// DEFER-NEXT: shardc.SGDUpdate %arg4, %[[GD]]
+// DEFER-NEXT: %[[GC:.*]] = shardc.Mul %[[WC]]
+// DEFER-NEXT: shardc.SGDUpdate %arg3, %[[GC]]
+// DEFER-NEXT: %[[WB:.*]] = shardc.CollectiveWait %[[SB]]
+// DEFER-NEXT: %[[GB:.*]] = shardc.Mul %[[WB]]
+// DEFER-NEXT: shardc.SGDUpdate %arg2, %[[GB]]
+// DEFER-NEXT: %[[WA:.*]] = shardc.CollectiveWait %[[SA]]
+// DEFER-NEXT: %[[GA:.*]] = shardc.Mul %[[WA]]
+// DEFER-NEXT: shardc.SGDUpdate %arg1, %[[GA]]
+mesh.mesh @world(shape = 2)
+func.func @main(%arg0: tensor<8xf32> {shardc.input = "x"}, %arg1: tensor<8xf32> {shardc.param = "a", shardc.unit = 0 : i64}, %arg2: tensor<8xf32> {shardc.param = "b", shardc.unit = 1 : i64}, %arg3: tensor<8xf32> {shardc.param = "c", shardc.unit = 2 : i64}, %arg4: tensor<8xf32> {shardc.param = "d", shardc.unit = 3 : i64}, %arg5: tensor<f32> {shardc.state = "optimizer.step"}, %arg6: tensor<8xf32> {shardc.state = "a.momentum_buffer"}, %arg7: tensor<8xf32> {shardc.state = "b.momentum_buffer"}, %arg8: tensor<8xf32> {shardc.state = "c.momentum_buffer"}, %arg9: tensor<8xf32> {shardc.state = "d.momentum_buffer"}) -> (tensor<f32>, tensor<f32> {shardc.updates = 5 : i64}, tensor<8xf32> {shardc.updates = 1 : i64}, tensor<8xf32> {shardc.updates = 6 : i64}, tensor<8xf32> {shardc.updates = 2 : i64}, tensor<8xf32> {shardc.updates = 7 : i64}, tensor<8xf32> {shardc.updates = 3 : i64}, tensor<8xf32> {shardc.updates = 8 : i64}, tensor<8xf32> {shardc.updates = 4 : i64}, tensor<8xf32> {shardc.updates = 9 : i64}) attributes {shardc.loss = "loss", shardc.optimizer = "sgd", shardc.output_names = ["loss"], shardc.world_size = 2 : i64, shardc.zero_stage = 0 : i64} {
+  %0 = shardc.Constant dense<5.000000e-01> : tensor<f32>
+  %1 = shardc.Mul %arg0, %arg1 : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %2 = shardc.ReduceSum %1 {axes = array<i64: 0>, keepdims = false} : tensor<8xf32> -> tensor<f32>
+  %3 = shardc.Mul %arg0, %arg4 {shardc.backward, shardc.category = #shardc.category<grads>} : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %4 = shardc.AllReduceStart %3 {shardc.category = #shardc.category<grads>, world_size = 2 : i64} : tensor<8xf32>
+  %5 = shardc.CollectiveWait %4 {shardc.category = #shardc.category<grads>} : tensor<8xf32>
+  %6 = shardc.Mul %arg0, %arg3 {shardc.backward, shardc.category = #shardc.category<grads>} : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %7 = shardc.AllReduceStart %6 {shardc.category = #shardc.category<grads>, world_size = 2 : i64} : tensor<8xf32>
+  %8 = shardc.CollectiveWait %7 {shardc.category = #shardc.category<grads>} : tensor<8xf32>
+  %9 = shardc.Mul %arg0, %arg2 {shardc.backward, shardc.category = #shardc.category<grads>} : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %10 = shardc.AllReduceStart %9 {shardc.category = #shardc.category<grads>, world_size = 2 : i64} : tensor<8xf32>
+  %11 = shardc.CollectiveWait %10 {shardc.category = #shardc.category<grads>} : tensor<8xf32>
+  %12 = shardc.Mul %arg0, %1 {shardc.backward, shardc.category = #shardc.category<grads>} : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %13 = shardc.AllReduceStart %12 {shardc.category = #shardc.category<grads>, world_size = 2 : i64} : tensor<8xf32>
+  %14 = shardc.CollectiveWait %13 {shardc.category = #shardc.category<grads>} : tensor<8xf32>
+  %15 = shardc.Mul %5, %0 {shardc.category = #shardc.category<grads>} : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  %16 = shardc.Mul %8, %0 {shardc.category = #shardc.category<grads>} : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  %17 = shardc.Mul %11, %0 {shardc.category = #shardc.category<grads>} : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  %18 = shardc.Mul %14, %0 {shardc.category = #shardc.category<grads>} : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  %19 = shardc.Increment %arg5 : tensor<f32>
+  %p4, %m4 = shardc.SGDUpdate %arg4, %15, %arg9, %19 {dampening = 0.000000e+00, lr = 1.000000e-03, momentum = 0.000000e+00, nesterov = false, weight_decay = 0.000000e+00} : tensor<8xf32>, tensor<f32>
+  %p3, %m3 = shardc.SGDUpdate %arg3, %16, %arg8, %19 {dampening = 0.000000e+00, lr = 1.000000e-03, momentum = 0.000000e+00, nesterov = false, weight_decay = 0.000000e+00} : tensor<8xf32>, tensor<f32>
+  %p2, %m2 = shardc.SGDUpdate %arg2, %17, %arg7, %19 {dampening = 0.000000e+00, lr = 1.000000e-03, momentum = 0.000000e+00, nesterov = false, weight_decay = 0.000000e+00} : tensor<8xf32>, tensor<f32>
+  %p1, %m1 = shardc.SGDUpdate %arg1, %18, %arg6, %19 {dampening = 0.000000e+00, lr = 1.000000e-03, momentum = 0.000000e+00, nesterov = false, weight_decay = 0.000000e+00} : tensor<8xf32>, tensor<f32>
+  return %2, %19, %p1, %m1, %p2, %m2, %p3, %m3, %p4, %m4 : tensor<f32>, tensor<f32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// Forward prefetch past a small unit: unit 1 (2 elements) lies between two
+// units of 8. Gathering unit 2 while unit 0 computes holds 18 elements,
+// within two of the largest unit and a quarter more, so unit 2's gather
+// starts with unit 1's, right after unit 0's wait, instead of waiting for
+// the small unit's.
+// SMALL-LABEL: shardc.flat_params = ["n.s"]
+// SMALL: %[[G0:.*]] = shardc.AllGatherStart %arg2
+// SMALL-NEXT: %[[W0:.*]] = shardc.CollectiveWait %[[G0]]
+// SMALL-NEXT: %[[G1:.*]] = shardc.AllGatherStart %arg3
+// SMALL-NEXT: %[[G2:.*]] = shardc.AllGatherStart %arg4
+// SMALL-NEXT: shardc.Mul %arg0, %[[W0]]
+// SMALL-NEXT: shardc.CollectiveWait %[[G1]]
+mesh.mesh @world(shape = 2)
+func.func @main(%arg0: tensor<8xf32> {shardc.input = "x"}, %arg1: tensor<f32> {shardc.state = "optimizer.step"}, %arg2: tensor<4xf32> {shardc.flat_params = ["l0.s"], shardc.flat_types = [tensor<8xf32>], shardc.param_shard = "unit0"}, %arg3: tensor<1xf32> {shardc.flat_params = ["n.s"], shardc.flat_types = [tensor<2xf32>], shardc.param_shard = "unit1"}, %arg4: tensor<4xf32> {shardc.flat_params = ["l2.s"], shardc.flat_types = [tensor<8xf32>], shardc.param_shard = "unit2"}) -> tensor<f32> attributes {shardc.loss = "loss", shardc.optimizer = "sgd", shardc.output_names = ["loss"], shardc.world_size = 2 : i64, shardc.zero_stage = 3 : i64} {
+  %0 = shardc.AllGatherStart %arg2 {shardc.category = #shardc.category<params>, world_size = 2 : i64} : tensor<4xf32> -> !shardc.pending<tensor<8xf32>>
+  %1 = shardc.CollectiveWait %0 {shardc.category = #shardc.category<params>} : tensor<8xf32>
+  %2 = shardc.Mul %arg0, %1 : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %3 = shardc.AllGatherStart %arg3 {shardc.category = #shardc.category<params>, world_size = 2 : i64} : tensor<1xf32> -> !shardc.pending<tensor<2xf32>>
+  %4 = shardc.CollectiveWait %3 {shardc.category = #shardc.category<params>} : tensor<2xf32>
+  %5 = shardc.ReduceSum %4 {axes = array<i64: 0>, keepdims = false} : tensor<2xf32> -> tensor<f32>
+  %6 = shardc.Mul %2, %5 : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  %7 = shardc.AllGatherStart %arg4 {shardc.category = #shardc.category<params>, world_size = 2 : i64} : tensor<4xf32> -> !shardc.pending<tensor<8xf32>>
+  %8 = shardc.CollectiveWait %7 {shardc.category = #shardc.category<params>} : tensor<8xf32>
+  %9 = shardc.Mul %6, %8 : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %10 = shardc.ReduceSum %9 {axes = array<i64: 0>, keepdims = false} : tensor<8xf32> -> tensor<f32>
+  return %10 : tensor<f32>
 }
