@@ -928,8 +928,10 @@ def ScheduleCollectives : Pass<"shardc-schedule-collectives", "mlir::ModuleOp"> 
                         "after it (BACKWARD_POST)"),
              clEnumValN(::shardc::BackwardPrefetch::None, "none",
                         "gather each unit when it is used"))}]>,
-    Option<"forwardPrefetch", "forward-prefetch", "bool", /*default=*/"false",
-           "Prefetch the next unit's parameters in forward">,
+    Option<"forwardPrefetch", "forward-prefetch", "bool", /*default=*/"true",
+           "Prefetch the next unit's parameters in forward (default on; "
+           "--forward-prefetch=false gathers each unit where forward "
+           "first uses it)">,
     Option<"limitAllGathers", "limit-all-gathers", "bool", /*default=*/"true",
            "Parameter all-gathers in flight hold at most twice the largest "
            "unit's bytes (default on; off: three times)">,

@@ -310,6 +310,29 @@ struct ScheduleCollectivesPass
       if (last)
         deferPastLastReduction(last, body);
     }
+
+    // Stages 1 and 2 gather each unit's updated parameters: the gather
+    // starts as soon as its update (and the cast to the gathered dtype) is
+    // done, overlapping the updates after it; its wait stays at first use.
+    for (Operation &op : llvm::make_early_inc_range(body)) {
+      auto start = dyn_cast<AllGatherStartOp>(&op);
+      if (!start)
+        continue;
+      Operation *input = start.getInput().getDefiningOp();
+      auto cast = dyn_cast_or_null<CastOp>(input);
+      Operation *update =
+          cast && cast->hasOneUse() ? cast.getInput().getDefiningOp() : input;
+      if (!update || !isa<OptimizerUpdate>(update) ||
+          update->getBlock() != &body)
+        continue;
+      Operation *anchor = update;
+      if (cast && cast->hasOneUse() && update->isBeforeInBlock(cast)) {
+        cast->moveAfter(anchor);
+        anchor = cast;
+      }
+      if (anchor->isBeforeInBlock(start))
+        start->moveAfter(anchor);
+    }
   }
 
   /// The update `update` and the producers that move with it, in block

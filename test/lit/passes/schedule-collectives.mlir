@@ -1,7 +1,7 @@
-// RUN: shardc-opt %s -split-input-file -shardc-schedule-collectives=early-updates=false | FileCheck %s --check-prefixes=SINK,PRE
-// RUN: shardc-opt %s -split-input-file -shardc-schedule-collectives=early-updates=false | FileCheck %s --check-prefix=RS
-// RUN: shardc-opt %s -split-input-file -shardc-schedule-collectives='backward-prefetch=none early-updates=false' | FileCheck %s --check-prefixes=SINK,NONE
-// RUN: shardc-opt %s -split-input-file -shardc-schedule-collectives='backward-prefetch=post early-updates=false' | FileCheck %s --check-prefixes=SINK,POST
+// RUN: shardc-opt %s -split-input-file -shardc-schedule-collectives='forward-prefetch=false early-updates=false' | FileCheck %s --check-prefixes=SINK,PRE
+// RUN: shardc-opt %s -split-input-file -shardc-schedule-collectives='forward-prefetch=false early-updates=false' | FileCheck %s --check-prefix=RS
+// RUN: shardc-opt %s -split-input-file -shardc-schedule-collectives='forward-prefetch=false backward-prefetch=none early-updates=false' | FileCheck %s --check-prefixes=SINK,NONE
+// RUN: shardc-opt %s -split-input-file -shardc-schedule-collectives='forward-prefetch=false backward-prefetch=post early-updates=false' | FileCheck %s --check-prefixes=SINK,POST
 // RUN: shardc-opt %s -split-input-file -shardc-schedule-collectives='forward-prefetch=true backward-prefetch=none early-updates=false' | FileCheck %s --check-prefixes=SINK,FWD
 // RUN: shardc-opt %s -split-input-file -shardc-schedule-collectives='forward-prefetch=true limit-all-gathers=false early-updates=false' | FileCheck %s --check-prefixes=SINK,DEPTH2
 // RUN: shardc-opt %s -split-input-file -shardc-schedule-collectives | FileCheck %s --check-prefixes=EARLY,DEFER
@@ -104,7 +104,8 @@ func.func @main(%arg0: tensor<4xf32> {shardc.input = "x"}, %arg1: tensor<4xf32> 
 // PRE-SAME: %[[U1:[a-z0-9]+]]: tensor<2xf32> {shardc.flat_params = ["l1.s"], shardc.flat_types = [tensor<4xf32>], shardc.param_shard = "unit1"}
 // PRE-SAME: %[[U2:[a-z0-9]+]]: tensor<2xf32> {shardc.flat_params = ["l2.s"], shardc.flat_types = [tensor<4xf32>], shardc.param_shard = "unit2"}
 // PRE-SAME: %[[U3:[a-z0-9]+]]: tensor<2xf32> {shardc.flat_params = ["l3.s"], shardc.flat_types = [tensor<4xf32>], shardc.param_shard = "unit3"}
-// Forward without forward-prefetch: each gather starts right before its wait.
+// Forward with forward-prefetch=false: each gather starts right before its
+// wait.
 // PRE: %[[G0:.*]] = shardc.AllGatherStart %[[U0]]
 // PRE-NEXT: shardc.CollectiveWait %[[G0]]
 // PRE: %[[G1:.*]] = shardc.AllGatherStart %[[U1]]
