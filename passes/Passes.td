@@ -883,8 +883,9 @@ def ScheduleCollectives : Pass<"shardc-schedule-collectives", "mlir::ModuleOp"> 
   let summary = "Place collective starts and waits to overlap computation";
   let description = [{
     Sinks every `shardc.CollectiveWait` to the first use of its result (a
-    gradient reduction's wait at the latest before the reduction start that
-    would put over twice the largest reduction's bytes in flight) and
+    gradient reduction's wait at the latest before the next reduction's
+    start but one: two in flight, holding at most twice the largest
+    reduction's bytes) and
     prefetches ZeRO-3 parameter all-gathers (forward prefetch, backward
     prefetch pre/post/none; with limit-all-gathers the units gathered at
     once hold at most twice the largest unit's bytes, so a small unit does

@@ -5,12 +5,13 @@
 //  - every wait sinks to just before the first use of its result, so
 //    reduce-scatters and all-reduces of gradients (started as soon as their
 //    bucket is complete) overlap the rest of the backward pass, but no
-//    later than the start of the gradient reduction that would put more
-//    than twice the largest reduction's bytes in flight (full gradients
-//    held for their reduction); with hybrid sharding a shard's all-reduce
-//    across the groups starts before the next reduction, and is waited for
-//    where the update needs it. Waits of reductions keep the order of their
-//    starts, the order in which the communication thread completes them;
+//    later than the start of the second reduction after it, or of the next
+//    one where the two would hold more than twice the largest reduction's
+//    bytes (full gradients held for their reduction); with hybrid sharding a
+//    shard's all-reduce across the groups starts before the next reduction, and
+//    is waited for where the update needs it. Waits of reductions keep the
+//    order of their starts, the order in which the communication thread
+//    completes them;
 //  - parameter all-gathers (ZeRO-3) are prefetched: with forward-prefetch the
 //    gather of the next unit starts as soon as the current unit's gather has
 //    completed, overlapping the current unit's forward computation; in
@@ -147,14 +148,15 @@ struct ScheduleCollectivesPass
       Value pending = reductions[k]->getResult(0);
       if (pending.use_empty())
         continue;
-      // The first later reduction that would take the bytes in flight,
-      // this one's and those started since, over the budget.
+      // At most two reductions in flight, within the budget: this one is
+      // waited for before the second one after it starts, or before the
+      // next one if the two would exceed the budget.
       size_t j = k + 1;
-      int64_t inFlight = reducedBytes[k] + reducedBytes[j];
-      while (inFlight <= budget && j + 1 < reductions.size())
-        inFlight += reducedBytes[++j];
-      if (inFlight <= budget)
-        continue;
+      if (reducedBytes[k] + reducedBytes[j] <= budget) {
+        if (k + 2 >= reductions.size())
+          continue;
+        j = k + 2;
+      }
       Operation *wait = *pending.getUsers().begin();
       if (reductions[j]->isBeforeInBlock(wait))
         wait->moveBefore(reductions[j]);
@@ -360,18 +362,34 @@ struct ScheduleCollectivesPass
     return cat && cat.getValue() == MemoryCategory::Comm && isPure(op);
   }
 
+  /// Whether an all-gather reads a result of `update` (or its cast): at
+  /// stages 1 and 2 the updated shard is gathered for the next step.
+  static bool feedsGather(Operation *update) {
+    for (Operation *user : update->getUsers()) {
+      if (isa<AllGatherStartOp>(user))
+        return true;
+      if (isa<CastOp>(user) && llvm::any_of(user->getUsers(), [](Operation *u) {
+            return isa<AllGatherStartOp>(u);
+          }))
+        return true;
+    }
+    return false;
+  }
+
   /// Moves the updates that run before `last`, the step's last gradient
   /// reduction start, to just after it (and the starts that follow it),
   /// keeping their order: at the end of backward they are the only
   /// computation left that can overlap the last reduction. An update whose
-  /// results are read before that point stays.
+  /// results are read before that point stays, and so does one whose shard
+  /// is then gathered (stages 1 and 2): its gather overlaps backward.
   void deferPastLastReduction(Operation *last, Block &body) {
     Operation *point = last;
     while (point->getNextNode() && startsComm(point->getNextNode()))
       point = point->getNextNode();
     SmallVector<Operation *> updates;
     for (Operation &op : body)
-      if (isa<OptimizerUpdate>(op) && op.isBeforeInBlock(last))
+      if (isa<OptimizerUpdate>(op) && op.isBeforeInBlock(last) &&
+          !feedsGather(&op))
         updates.push_back(&op);
     for (Operation *update : updates) {
       SmallVector<Operation *> chain = updateChain(update, body);

@@ -31,10 +31,10 @@
 // ZeRO-0 with two gradient buckets, as shardc-lower-collectives leaves it:
 // every all-reduce start is followed by its wait. The starts stay where the
 // bucket is complete. A wait sinks to the first use of its result, but no
-// further than the start of a gradient reduction that would put more than
-// twice the largest reduction's bytes in flight; two buckets of one size
-// stay within that, so bucket 1's all-reduce overlaps the rest of backward
-// and bucket 2's all-reduce. Waits keep the order of their starts; the
+// further than the start of the second gradient reduction after it (or of
+// the next one, where the two would hold more than twice the largest
+// reduction's bytes); with two buckets of one size, bucket 1's all-reduce
+// overlaps the rest of backward and bucket 2's all-reduce. Waits keep the order of their starts; the
 // slicing and averaging of each bucket's gradients sink to the update that
 // needs them.
 // SINK-LABEL: func.func @main
@@ -128,8 +128,7 @@ func.func @main(%arg0: tensor<4xf32> {shardc.input = "x"}, %arg1: tensor<4xf32> 
 // PRE-NEXT: shardc.Mul %{{.*}}, %[[W1]] {shardc.backward}
 // PRE-NOT: shardc.AllGatherStart
 // PRE: return
-// Reduce-scatters of units of one size run two at a time (twice the
-// largest unit's bytes in flight): unit 3's is waited for right before
+// Reduce-scatters of units of one size run two at a time: unit 3's is waited for right before
 // unit 1's starts, unit 2's right before unit 0's; the last two waits keep
 // the order of their starts, each right before the averaging that reads it.
 // RS: shardc.zero_stage = 3
