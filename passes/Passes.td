@@ -887,9 +887,10 @@ def ScheduleCollectives : Pass<"shardc-schedule-collectives", "mlir::ModuleOp"> 
     start but one: two in flight, holding at most twice the largest
     reduction's bytes) and
     prefetches ZeRO-3 parameter all-gathers (forward prefetch, backward
-    prefetch pre/post/none; with limit-all-gathers the units gathered at
-    once hold at most twice the largest unit's bytes, so a small unit does
-    not hold back the next large one).
+    prefetch pre/post/none; one unit ahead with limit-all-gathers, two
+    without, not counting small units between: at most a quarter of the
+    largest unit, together at most a quarter of it, so a final norm does
+    not hold back the next large gather).
 
     Optimizer updates (early-updates) move to where their gradient has been
     reduced and their parameter last read, after the collective start that
@@ -934,8 +935,8 @@ def ScheduleCollectives : Pass<"shardc-schedule-collectives", "mlir::ModuleOp"> 
            "--forward-prefetch=false gathers each unit where forward "
            "first uses it)">,
     Option<"limitAllGathers", "limit-all-gathers", "bool", /*default=*/"true",
-           "Parameter all-gathers in flight hold at most twice the largest "
-           "unit's bytes (default on; off: three times)">,
+           "Prefetch parameter all-gathers one unit ahead (default on; "
+           "off: two), not counting small units between">,
     Option<"earlyUpdates", "early-updates", "bool", /*default=*/"true",
            "Run each optimizer update as soon as its gradient is reduced "
            "and its parameter read, overlapping the remaining reductions "

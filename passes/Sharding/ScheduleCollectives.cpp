@@ -21,10 +21,10 @@
 //    A unit gathered in the compute dtype (mixed precision) moves its
 //    shard's cast along with the gather's start; a backward gather of the
 //    slice forward kept (a reshard group) starts after that slice is taken.
-//  - limit-all-gathers keeps the gathered units at most two units' worth of
-//    the largest unit's bytes (prefetch depth 1 when units are of one size);
-//    without it, three (two units ahead). Small units (a final norm, a
-//    positional embedding) thus do not hold back the next large gather;
+//  - limit-all-gathers prefetches one unit ahead; without it, two. Small
+//    units (at most a quarter of the largest unit, together at most a
+//    quarter of it: a final norm, a positional embedding) do not count, so
+//    they do not hold back the next large gather;
 //  - early-updates moves each optimizer update to where its gradient (or
 //    gradient shard) is reduced and its parameter's last reader has read it,
 //    after the reduction that starts there. The updates that would then run
@@ -237,11 +237,12 @@ struct ScheduleCollectivesPass
       if (used)
         (isBackward ? backward : forward).push_back({start, wait});
     }
-    // Gather k starts at unit i's point (i < k), so units i..k are
-    // gathered at once: at most depth + 1 times the largest unit's bytes,
-    // and a quarter of it more for small units among them. With units of
-    // one size that is `depth` units ahead; a small unit (a final norm, a
-    // positional embedding) does not hold back the next large one.
+    // Gather k starts at unit i's point (i < k): `depth` units ahead, not
+    // counting small units between (each at most a quarter of the largest
+    // unit, together at most a quarter of it), so that a final norm or a
+    // positional embedding does not hold back the next large gather. Units
+    // i..k are then gathered at once: at most depth + 1 large units and a
+    // quarter of the largest unit more.
     size_t depth = limitAllGathers ? 1 : 2;
     auto prefetch = [&](SmallVector<Gather> &gathers, bool post) {
       SmallVector<int64_t> bytes;
@@ -251,14 +252,21 @@ struct ScheduleCollectivesPass
         bytes.push_back(t ? tensorBytes(t).value_or(0) : 0);
         largest = std::max(largest, bytes.back());
       }
-      int64_t budget = static_cast<int64_t>(depth + 1) * largest + largest / 4;
       for (size_t k = 1; k < gathers.size(); ++k) {
-        size_t i = k < depth ? 0 : k - depth;
-        int64_t held = 0;
-        for (size_t m = i; m <= k; ++m)
-          held += bytes[m];
-        while (i > 0 && held + bytes[i - 1] <= budget)
-          held += bytes[--i];
+        size_t i = k, large = 0;
+        int64_t small = 0;
+        while (i > 0) {
+          int64_t b = bytes[i - 1];
+          if (4 * b <= largest) {
+            if (4 * (small + b) > largest)
+              break;
+            small += b;
+          } else if (large++ == depth) {
+            break;
+          }
+          --i;
+        }
+        i = std::min(i, k < depth ? 0 : k - depth);
         Gather &prev = gathers[i];
         Operation *anchor = prev.wait;
         if (post)

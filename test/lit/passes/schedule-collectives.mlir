@@ -337,11 +337,10 @@ func.func @main(%arg0: tensor<8xf32> {shardc.input = "x"}, %arg1: tensor<8xf32> 
 
 // -----
 
-// Forward prefetch past a small unit: unit 1 (2 elements) lies between two
-// units of 8. Gathering unit 2 while unit 0 computes holds 18 elements,
-// within two of the largest unit and a quarter more, so unit 2's gather
-// starts with unit 1's, right after unit 0's wait, instead of waiting for
-// the small unit's.
+// Forward prefetch past a small unit: unit 1 (2 elements, a quarter of the
+// largest) lies between two units of 8 and does not count toward the
+// prefetch depth, so unit 2's gather starts with unit 1's, right after
+// unit 0's wait, instead of waiting for the small unit's.
 // SMALL-LABEL: shardc.flat_params = ["n.s"]
 // SMALL: %[[G0:.*]] = shardc.AllGatherStart %arg2
 // SMALL-NEXT: %[[W0:.*]] = shardc.CollectiveWait %[[G0]]
