@@ -415,6 +415,65 @@ LogicalResult MatMulOp::verify() {
   return success();
 }
 
+/// Whether `perm` is a permutation of [0, rank).
+static bool isPermutation(ArrayRef<int64_t> perm, size_t rank) {
+  if (perm.size() != rank)
+    return false;
+  SmallVector<bool> seen(rank, false);
+  for (int64_t p : perm) {
+    if (p < 0 || p >= static_cast<int64_t>(rank) || seen[p])
+      return false;
+    seen[p] = true;
+  }
+  return true;
+}
+
+LogicalResult PermutedMatMulOp::verify() {
+  ArrayRef<int64_t> a = shapeOf(getA()), b = shapeOf(getB());
+  size_t rank = a.size();
+  if (rank < 3 || b.size() != rank || shapeOf(getOutput()).size() != rank)
+    return emitOpError("operands and result must have one rank, at least 3");
+  if (elemOf(getA()) != elemOf(getB()) || elemOf(getA()) != elemOf(getOutput()))
+    return emitOpError("operands and result must have one element type");
+  int64_t last = static_cast<int64_t>(rank) - 1;
+  for (auto [name, perm] :
+       {std::pair<StringRef, ArrayRef<int64_t>>("a_perm", getAPerm()),
+        {"b_perm", getBPerm()},
+        {"output_perm", getOutputPerm()}}) {
+    if (!isPermutation(perm, rank))
+      return emitOpError(name) << " must be a permutation of the " << rank
+                               << " dimensions, got " << fmt(perm);
+    if (name == "output_perm" ? perm[last] != last
+                              : perm[last] != last && perm[last - 1] != last)
+      return emitOpError(name)
+             << " " << fmt(perm)
+             << (name == "output_perm"
+                     ? " must keep the last dimension last"
+                     : " must keep the last dimension among the matrix's two");
+  }
+  SmallVector<int64_t> pa, pb;
+  for (size_t i = 0; i < rank; ++i) {
+    pa.push_back(a[getAPerm()[i]]);
+    pb.push_back(b[getBPerm()[i]]);
+  }
+  if (pa[last] != pb[last - 1])
+    return emitOpError("inner dimensions differ: ")
+           << pa[last] << " vs " << pb[last - 1];
+  if (ArrayRef<int64_t>(pa).drop_back(2) != ArrayRef<int64_t>(pb).drop_back(2))
+    return emitOpError("permuted batch dimensions differ: ")
+           << fmt(ArrayRef<int64_t>(pa).drop_back(2)) << " vs "
+           << fmt(ArrayRef<int64_t>(pb).drop_back(2));
+  SmallVector<int64_t> product(pa.begin(), pa.end() - 1);
+  product.push_back(pb[last]);
+  SmallVector<int64_t> expected;
+  for (int64_t p : getOutputPerm())
+    expected.push_back(product[p]);
+  if (shapeOf(getOutput()) != ArrayRef<int64_t>(expected))
+    return emitOpError("result shape ")
+           << fmt(shapeOf(getOutput())) << ", expected " << fmt(expected);
+  return success();
+}
+
 namespace {
 /// MatMul(x, Transpose(w)) with 2-d w -> Reshape(Gemm(Reshape(x), w, transB)).
 struct MatMulOfTransposedWeight : OpRewritePattern<MatMulOp> {
@@ -975,6 +1034,19 @@ LogicalResult SoftmaxCrossEntropyLossGradOp::verify() {
                     getReduction());
 }
 
+LogicalResult SoftmaxCrossEntropyLossWithGradOp::verify() {
+  if (failed(verifyOneElementType(
+          *this, {getScores(), getLoss(), getWeights(), getScoresGrad()},
+          "scores, loss, weights and scores gradient")))
+    return failure();
+  if (getReduction() == LossReduction::None)
+    return emitOpError("takes reduction sum or mean (a scalar loss)");
+  if (shapeOf(getScoresGrad()) != shapeOf(getScores()))
+    return emitOpError("scores gradient must have the scores' shape");
+  return verifyLoss(*this, getScores(), getLabels(), getWeights(), getLoss(),
+                    getReduction());
+}
+
 LogicalResult NegativeLogLikelihoodLossGradOp::verify() {
   if (failed(verifyOneElementType(
           *this, {getInput(), getGrad(), getWeight(), getInputGrad()},
@@ -1144,6 +1216,11 @@ uint64_t GemmOp::getFlops() {
 uint64_t MatMulOp::getFlops() {
   ArrayRef<int64_t> a = shapeOf(getA());
   return a.empty() ? 0 : dotFlops(getOutput(), a.back());
+}
+
+uint64_t PermutedMatMulOp::getFlops() {
+  ArrayRef<int64_t> a = shapeOf(getA());
+  return a.empty() ? 0 : dotFlops(getOutput(), a[getAPerm().back()]);
 }
 
 /// A convolution's dot products run over one group's input channels and the

@@ -686,6 +686,40 @@ def Shardc_MatMulOp : Shardc_Op<"MatMul", [Pure,
   }];
 }
 
+def Shardc_PermutedMatMulOp : Shardc_Op<"PermutedMatMul", [Pure,
+    DeclareOpInterfaceMethods<Shardc_ComputeCostOpInterface>]> {
+  let summary = "Batched matrix product of permuted operands, permuted result";
+  let description = [{
+    `Transpose(MatMul(Transpose(a, a_perm), Transpose(b, b_perm)),
+    output_perm)` without the transposed copies: the kernels read `a` and
+    `b` and write the result through strides (a BLAS's leading dimension
+    and transpose flag per matrix, one product per batch). Operands and
+    result have one element type and one rank, at least 3; the permuted
+    operands' batch dimensions are equal (no broadcasting). So that each
+    matrix has unit stride along one of its dimensions, a permutation's
+    last two entries include rank - 1 (the operand's innermost dimension),
+    and `output_perm` ends with rank - 1. Emitted by
+    `shardc-fuse-elementwise` for attention's head split and merge and the
+    transposed operands of its gradients.
+
+    ```mlir
+    // q, k: [batch, time, heads, dim]; scores: [batch, heads, time, time].
+    %s = shardc.PermutedMatMul %q, %k
+        {a_perm = array<i64: 0, 2, 1, 3>, b_perm = array<i64: 0, 2, 3, 1>,
+         output_perm = array<i64: 0, 1, 2, 3>}
+        : (tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>) -> tensor<2x4x16x16xf32>
+    ```
+  }];
+  let arguments = (ins Shardc_Tensor:$a, Shardc_Tensor:$b,
+                   DenseI64ArrayAttr:$a_perm, DenseI64ArrayAttr:$b_perm,
+                   DenseI64ArrayAttr:$output_perm);
+  let results = (outs Shardc_Tensor:$output);
+  let hasVerifier = 1;
+  let assemblyFormat = [{
+    $a `,` $b attr-dict `:` functional-type(operands, results)
+  }];
+}
+
 class Shardc_AxisSoftmaxOp<string mnemonic>
     : Shardc_Op<mnemonic, [Pure, AllTypesMatch<["input", "output"]>]> {
   let arguments = (ins Shardc_FloatTensor:$input, I64Attr:$axis);
@@ -1548,6 +1582,35 @@ def Shardc_BatchNormGradStatsOp : Shardc_Op<"BatchNormGradStats", [Pure,
   let hasVerifier = 1;
   let assemblyFormat = [{
     $grad `,` $input `,` $moments attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Shardc_SoftmaxCrossEntropyLossWithGradOp
+    : Shardc_Op<"SoftmaxCrossEntropyLossWithGrad", [Pure]> {
+  let summary = "SoftmaxCrossEntropyLoss and its scores gradient in one pass";
+  let description = [{
+    SoftmaxCrossEntropyLoss's `loss` (`reduction` `sum` or `mean`, a scalar)
+    and, from the same exponentials, `scores_grad`: the gradient of the loss
+    with respect to `scores` for a loss gradient of 1, i.e.
+    SoftmaxCrossEntropyLossGrad with `grad` = 1, bit for bit. Operands and
+    attributes are SoftmaxCrossEntropyLoss's. Emitted by
+    `shardc-fuse-elementwise` for a loss whose gradient backward computes:
+    backward then multiplies `scores_grad` by the loss's gradient (when
+    that is not the constant 1) instead of reading the scores again.
+
+    ```mlir
+    %loss, %dscores = shardc.SoftmaxCrossEntropyLossWithGrad %scores, %labels
+        {reduction = #shardc.reduction<mean>}
+        : (tensor<4x10xf32>, tensor<4xi64>) -> (tensor<f32>, tensor<4x10xf32>)
+    ```
+  }];
+  let arguments = (ins Shardc_FloatTensor:$scores, Shardc_IndexTensor:$labels,
+                   Optional<Shardc_FloatTensor>:$weights, Shardc_LossReductionAttr:$reduction,
+                   OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Shardc_FloatTensor:$loss, Shardc_FloatTensor:$scores_grad);
+  let hasVerifier = 1;
+  let assemblyFormat = [{
+    $scores `,` $labels (`,` $weights^)? attr-dict `:` functional-type(operands, results)
   }];
 }
 

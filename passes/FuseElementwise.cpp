@@ -25,6 +25,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SetVector.h"
@@ -79,6 +80,128 @@ RankedTensorType fusibleType(Operation *op) {
   return type;
 }
 
+/// Most ops a value saved for backward may take to recompute there.
+constexpr int kMaxRecomputeOps = 8;
+
+/// Recomputes in backward the forward elementwise values that backward
+/// reads only in elementwise ops of their shape, when they follow within
+/// kMaxRecomputeOps fusible ops from values backward keeps anyway
+/// (arguments, constants, values a matrix product or a normalization's
+/// gradient reads): GELU's x / sqrt(2) and 1 + erf(...) from its x. The
+/// copies go before their first backward reader, marked as it is, so that
+/// they fuse into its chain: forward writes, and the step keeps, one tensor
+/// instead of three, and backward reads one. The same ops on the same
+/// inputs give the same bits.
+class Rematerializer {
+public:
+  explicit Rematerializer(Block &block) : block(block) {}
+
+  void run() {
+    for (Operation &op : block)
+      if (isForward(&op) && readsInBackward(op.getResult(0)))
+        decide(op.getResult(0));
+    for (Operation &op : llvm::make_early_inc_range(block)) {
+      if (!isBackwardElementwise(&op))
+        continue;
+      for (OpOperand &operand : op.getOpOperands())
+        if (recomputed.lookup(operand.get()))
+          operand.set(copyOf(operand.get(), &op));
+    }
+  }
+
+private:
+  Block &block;
+  /// Decided forward values: recomputed (true) or kept (false).
+  llvm::DenseMap<Value, bool> recomputed;
+  /// Each recomputed value's copy, made before its first backward reader.
+  IRMapping copies;
+
+  bool isForward(Operation *op) const {
+    return op && op->getBlock() == &block && fusibleType(op) &&
+           !op->hasAttr(kBackwardAttrName) && !op->hasAttr(kRecomputeAttrName);
+  }
+
+  static bool isBackwardElementwise(Operation *op) {
+    return op->hasAttr(kBackwardAttrName) && !op->hasAttr(kRecomputeAttrName) &&
+           fusibleType(op);
+  }
+
+  /// Whether backward reads `v`, every time in an elementwise op of its
+  /// shape (which the copy can fuse into).
+  static bool readsInBackward(Value v) {
+    bool read = false;
+    for (Operation *user : v.getUsers()) {
+      if (!user->hasAttr(kBackwardAttrName))
+        continue;
+      if (!isBackwardElementwise(user) ||
+          user->getResult(0).getType() != v.getType())
+        return false;
+      read = true;
+    }
+    return read;
+  }
+
+  /// Whether backward has `v` without it being recomputed: an argument, a
+  /// constant, or a value backward reads and keeps.
+  bool available(Value v) const {
+    Operation *def = v.getDefiningOp();
+    if (!def || isa<ConstantOp>(def))
+      return true;
+    if (isForward(def)) {
+      auto it = recomputed.find(v);
+      if (it != recomputed.end())
+        return !it->second;
+    }
+    return llvm::any_of(v.getUsers(), [](Operation *user) {
+      return user->hasAttr(kBackwardAttrName);
+    });
+  }
+
+  /// Whether `v` follows from available values in forward elementwise ops,
+  /// adding those ops to `ops` (at most kMaxRecomputeOps).
+  bool recomputable(Value v, llvm::SmallPtrSetImpl<Operation *> &ops) const {
+    if (available(v))
+      return true;
+    Operation *def = v.getDefiningOp();
+    if (!isForward(def))
+      return false;
+    if (!ops.insert(def).second)
+      return true;
+    if (ops.size() > static_cast<size_t>(kMaxRecomputeOps))
+      return false;
+    return llvm::all_of(def->getOperands(),
+                        [&](Value u) { return recomputable(u, ops); });
+  }
+
+  void decide(Value v) {
+    llvm::SmallPtrSet<Operation *, 8> ops;
+    Operation *def = v.getDefiningOp();
+    ops.insert(def);
+    recomputed[v] = llvm::all_of(def->getOperands(),
+                                 [&](Value u) { return recomputable(u, ops); });
+  }
+
+  /// The copy of `v` (recomputed or an op on its way) before `reader`.
+  Value copyOf(Value v, Operation *reader) {
+    if (available(v))
+      return v;
+    if (Value copy = copies.lookupOrNull(v))
+      return copy;
+    Operation *def = v.getDefiningOp();
+    for (Value u : def->getOperands())
+      copyOf(u, reader);
+    OpBuilder builder(reader);
+    Operation *copy = builder.clone(*def, copies);
+    for (NamedAttribute a : llvm::to_vector(copy->getAttrs()))
+      copy->removeAttr(a.getName());
+    for (StringRef mark :
+         {StringRef(kBackwardAttrName), StringRef(kCategoryAttrName)})
+      if (Attribute a = reader->getAttr(mark))
+        copy->setAttr(mark, a);
+    return copy->getResult(0);
+  }
+};
+
 struct Group {
   SmallVector<Operation *> ops;
   RankedTensorType type;
@@ -109,63 +232,90 @@ private:
     return it != groupOf.end() && it->second == g;
   }
 
-  /// Puts `op` into the chain of an operand's producer, or a new chain.
+  /// Puts `op` into the chain of an operand's producer, or a new chain;
+  /// the chains of its other operands' producers join that chain too where
+  /// they may (two chains that meet at `op` become one kernel).
   void place(Operation *op, RankedTensorType type) {
     Attribute category = op->getAttr(kCategoryAttrName);
     bool recompute = op->hasAttr(kRecomputeAttrName);
+    SmallVector<size_t, 4> chosen;
     for (Value operand : op->getOperands()) {
       Operation *def = operand.getDefiningOp();
       auto it = def ? groupOf.find(def) : groupOf.end();
-      if (it == groupOf.end())
+      if (it == groupOf.end() || llvm::is_contained(chosen, it->second))
         continue;
-      Group &group = groups[it->second];
+      const Group &group = groups[it->second];
       if (group.type != type || group.category != category ||
-          group.recompute != recompute || !canJoin(it->second, op))
+          group.recompute != recompute)
         continue;
-      group.ops.push_back(op);
-      groupOf[op] = it->second;
+      chosen.push_back(it->second);
+      if (!canJoin(chosen, op))
+        chosen.pop_back();
+    }
+    if (chosen.empty()) {
+      groups.push_back(Group{{op}, type, category, recompute});
+      groupOf[op] = groups.size() - 1;
       return;
     }
-    groups.push_back(Group{{op}, type, category, recompute});
-    groupOf[op] = groups.size() - 1;
+    Group &into = groups[chosen.front()];
+    for (size_t g : llvm::drop_begin(chosen)) {
+      for (Operation *member : groups[g].ops) {
+        into.ops.push_back(member);
+        groupOf[member] = chosen.front();
+      }
+      groups[g].ops.clear();
+    }
+    into.ops.push_back(op);
+    groupOf[op] = chosen.front();
   }
 
-  /// Whether `op` may join chain `g`: nothing outside reads a chain value
-  /// before `op`, and the chain stays within the limits (counting `op` as
-  /// a result).
-  bool canJoin(size_t g, Operation *op) const {
-    const Group &group = groups[g];
-    if (group.ops.size() + 1 > static_cast<size_t>(ops::kMaxFusedInstrs))
+  bool inAny(Operation *op, llvm::ArrayRef<size_t> gs) const {
+    auto it = groupOf.find(op);
+    return it != groupOf.end() && llvm::is_contained(gs, it->second);
+  }
+
+  /// Whether `op` may join chains `gs` (as one chain): nothing outside
+  /// reads a chain value before `op`, and the chain stays within the limits
+  /// (counting `op` as a result).
+  bool canJoin(llvm::ArrayRef<size_t> gs, Operation *op) const {
+    size_t size = 1;
+    for (size_t g : gs)
+      size += groups[g].ops.size();
+    if (size > static_cast<size_t>(ops::kMaxFusedInstrs))
       return false;
     int64_t results = 1;
-    for (Operation *member : group.ops) {
-      bool read = false;
-      for (Operation *user : member->getResult(0).getUsers()) {
-        if (user == op || inGroup(user, g))
-          continue;
-        if (user->getBlock() != &block || !op->isBeforeInBlock(user))
-          return false;
-        read = true;
-      }
-      results += read;
-    }
-    if (results > ops::kMaxFusedOutputs)
-      return false;
     llvm::SmallPtrSet<Value, 16> inputs;
     auto countInputs = [&](Operation *member) {
       for (Value v : member->getOperands()) {
         Operation *def = v.getDefiningOp();
-        if (!(def && (def == op || inGroup(def, g))))
+        if (!(def && (def == op || inAny(def, gs))))
           inputs.insert(v);
       }
     };
-    for (Operation *member : group.ops)
-      countInputs(member);
+    for (size_t g : gs)
+      for (Operation *member : groups[g].ops) {
+        bool read = false;
+        for (Operation *user : member->getResult(0).getUsers()) {
+          if (user == op || inAny(user, gs))
+            continue;
+          if (user->getBlock() != &block || !op->isBeforeInBlock(user))
+            return false;
+          read = true;
+        }
+        results += read;
+        countInputs(member);
+      }
+    if (results > ops::kMaxFusedOutputs)
+      return false;
     countInputs(op);
     return inputs.size() <= static_cast<size_t>(ops::kMaxFusedInputs);
   }
 
   void fuse(Group &group) {
+    // Merged chains interleave: the body follows the block's order.
+    llvm::sort(group.ops, [](Operation *a, Operation *b) {
+      return a->isBeforeInBlock(b);
+    });
     size_t g = groupOf.lookup(group.ops.front());
     llvm::SetVector<Value> inputs;
     SmallVector<Value> results;
@@ -257,6 +407,185 @@ void foldGradScales(func::FuncOp func) {
   });
 }
 
+/// Whether every element of `v` is the constant 1.
+bool isConstantOne(Value v) {
+  DenseElementsAttr attr;
+  if (!matchPattern(v, m_Constant(&attr)) || !attr.isSplat() ||
+      !isa<FloatType>(attr.getElementType()))
+    return false;
+  return attr.getSplatValue<APFloat>().isExactlyValue(1.0);
+}
+
+/// A softmax cross-entropy loss whose scores gradient backward computes
+/// becomes SoftmaxCrossEntropyLossWithGrad: one pass over the scores gives
+/// the loss and the gradient for a loss gradient of 1, and backward scales
+/// that by the loss's gradient (nothing to do when that is the constant 1)
+/// instead of reading the scores again. The scores then die in forward and
+/// the gradient is kept in their place, of their size.
+void fuseLossGradients(func::FuncOp func) {
+  SmallVector<SoftmaxCrossEntropyLossGradOp> grads;
+  func.walk([&](SoftmaxCrossEntropyLossGradOp g) { grads.push_back(g); });
+  for (SoftmaxCrossEntropyLossGradOp grad : grads) {
+    if (grad.getReduction() == LossReduction::None ||
+        grad->hasAttr(kRecomputeAttrName))
+      continue;
+    SoftmaxCrossEntropyLossOp loss;
+    for (Operation *user : grad.getScores().getUsers()) {
+      auto sce = dyn_cast<SoftmaxCrossEntropyLossOp>(user);
+      if (sce && sce.getScores() == grad.getScores() &&
+          sce.getLabels() == grad.getLabels() &&
+          sce.getWeights() == grad.getWeights() &&
+          sce.getReduction() == grad.getReduction() &&
+          sce.getIgnoreIndexAttr() == grad.getIgnoreIndexAttr() &&
+          !sce.getLogProb() && !sce->hasAttr(kRecomputeAttrName) &&
+          sce->getBlock() == grad->getBlock() && sce->isBeforeInBlock(grad))
+        loss = sce;
+    }
+    if (!loss)
+      continue;
+    Value dLoss = grad.getGrad();
+    OpBuilder builder(loss);
+    auto fused = builder.create<SoftmaxCrossEntropyLossWithGradOp>(
+        loss.getLoc(),
+        TypeRange{loss.getLoss().getType(), grad.getScoresGrad().getType()},
+        loss.getScores(), loss.getLabels(), loss.getWeights(),
+        loss.getReductionAttr(), loss.getIgnoreIndexAttr());
+    for (NamedAttribute a : loss->getDiscardableAttrs())
+      fused->setAttr(a.getName(), a.getValue());
+    loss.getLoss().replaceAllUsesWith(fused.getLoss());
+    loss->erase();
+    Value scoresGrad = fused.getScoresGrad();
+    if (!isConstantOne(dLoss)) {
+      builder.setInsertionPoint(grad);
+      auto mul = builder.create<MulOp>(grad.getLoc(), scoresGrad.getType(),
+                                       scoresGrad, dLoss);
+      for (NamedAttribute a : grad->getDiscardableAttrs())
+        mul->setAttr(a.getName(), a.getValue());
+      scoresGrad = mul;
+    }
+    grad.getScoresGrad().replaceAllUsesWith(scoresGrad);
+    grad->erase();
+  }
+}
+
+/// Whether a matrix product can read a transposed operand in place: the
+/// operand's innermost dimension is one of the permuted matrix's two.
+bool keepsUnitStride(ArrayRef<int64_t> perm) {
+  int64_t last = static_cast<int64_t>(perm.size()) - 1;
+  return perm[last] == last || perm[last - 1] == last;
+}
+
+/// A batched f32 or f64 MatMul PermutedMatMul can compute: equal ranks of
+/// at least 3, static nonempty shapes, equal batch dimensions.
+bool foldableProduct(MatMulOp m) {
+  auto at = dyn_cast<RankedTensorType>(m.getA().getType());
+  auto bt = dyn_cast<RankedTensorType>(m.getB().getType());
+  return at && bt && at.hasStaticShape() && bt.hasStaticShape() &&
+         at.getRank() >= 3 && bt.getRank() == at.getRank() &&
+         (at.getElementType().isF32() || at.getElementType().isF64()) &&
+         at.getNumElements() > 0 && bt.getNumElements() > 0 &&
+         at.getShape().drop_back(2) == bt.getShape().drop_back(2);
+}
+
+/// Attention's transposes, read through strides instead of copied: first a
+/// transpose of a transpose becomes one transpose of the source (so that
+/// backward's K^T and V^T read the stored key and value, not forward's
+/// transposed copies); then a batched MatMul whose operand is a transpose
+/// that only such products read, or whose result only a transpose reads
+/// (one that keeps the product's rows or columns innermost), becomes a
+/// PermutedMatMul of the untransposed tensors. The products are the same
+/// dot products, each summed in the same order.
+void foldTransposesIntoMatMuls(func::FuncOp func) {
+  SmallVector<TransposeOp> transposes;
+  func.walk([&](TransposeOp t) { transposes.push_back(t); });
+  SmallVector<Operation *> dead;
+  for (TransposeOp t : transposes) {
+    auto inner = t.getInput().getDefiningOp<TransposeOp>();
+    if (!inner)
+      continue;
+    SmallVector<int64_t> perm;
+    for (int64_t p : t.getPerm())
+      perm.push_back(inner.getPerm()[p]);
+    t.getInputMutable().assign(inner.getInput());
+    t.setPerm(perm);
+    if (inner->use_empty())
+      dead.push_back(inner);
+  }
+  for (Operation *op : dead)
+    op->erase();
+
+  SmallVector<MatMulOp> products;
+  func.walk([&](MatMulOp m) {
+    if (foldableProduct(m))
+      products.push_back(m);
+  });
+  for (MatMulOp m : products) {
+    int64_t rank = cast<RankedTensorType>(m.getA().getType()).getRank();
+    SmallVector<int64_t> identity =
+        llvm::to_vector(llvm::seq<int64_t>(0, rank));
+    // A transpose every reader of which is such a product: each reads the
+    // source, and the transpose dies with the last.
+    auto operand = [&](Value v, SmallVector<int64_t> &perm) -> Value {
+      perm = identity;
+      auto t = v.getDefiningOp<TransposeOp>();
+      if (!t || !keepsUnitStride(t.getPerm()) ||
+          !llvm::all_of(t->getUsers(), [](Operation *user) {
+            auto product = dyn_cast<MatMulOp>(user);
+            return product && foldableProduct(product);
+          }))
+        return v;
+      perm = llvm::to_vector(t.getPerm());
+      return t.getInput();
+    };
+    SmallVector<int64_t> aPerm, bPerm, yPerm = identity;
+    Value a = operand(m.getA(), aPerm), b = operand(m.getB(), bPerm);
+    // A result only a transpose reads: written through it when the
+    // product's columns stay innermost, else as Y^T = B^T A^T (the
+    // product's rows innermost).
+    TransposeOp out;
+    bool swap = false;
+    if (m->hasOneUse())
+      if (auto t = dyn_cast<TransposeOp>(*m->user_begin());
+          t && t.getPerm().back() >= rank - 2) {
+        out = t;
+        yPerm = llvm::to_vector(t.getPerm());
+        swap = yPerm.back() == rank - 2;
+      }
+    if (a == m.getA() && b == m.getB() && !out)
+      continue;
+    if (swap) {
+      std::swap(a, b);
+      std::swap(aPerm, bPerm);
+      std::swap(aPerm[rank - 1], aPerm[rank - 2]);
+      std::swap(bPerm[rank - 1], bPerm[rank - 2]);
+      for (int64_t &d : yPerm)
+        d = d == rank - 1 ? rank - 2 : d == rank - 2 ? rank - 1 : d;
+    }
+    OpBuilder builder(m);
+    auto fused = builder.create<PermutedMatMulOp>(
+        m.getLoc(), out ? out.getOutput().getType() : m.getOutput().getType(),
+        a, b, builder.getDenseI64ArrayAttr(aPerm),
+        builder.getDenseI64ArrayAttr(bPerm),
+        builder.getDenseI64ArrayAttr(yPerm));
+    for (NamedAttribute attr : m->getDiscardableAttrs())
+      fused->setAttr(attr.getName(), attr.getValue());
+    Operation *readA = m.getA().getDefiningOp(),
+              *readB = m.getB().getDefiningOp();
+    if (out) {
+      out.getOutput().replaceAllUsesWith(fused.getOutput());
+      out->erase();
+    } else {
+      m.getOutput().replaceAllUsesWith(fused.getOutput());
+    }
+    m->erase();
+    if (readB == readA)
+      readB = nullptr;
+    for (Operation *t : {readA, readB})
+      if (t && isa<TransposeOp>(t) && t->use_empty())
+        t->erase();
+  }
+}
+
 struct FuseElementwisePass : impl::FuseElementwiseBase<FuseElementwisePass> {
   using FuseElementwiseBase::FuseElementwiseBase;
 
@@ -267,6 +596,9 @@ struct FuseElementwisePass : impl::FuseElementwiseBase<FuseElementwisePass> {
       if (func.isExternal())
         continue;
       foldGradScales(func);
+      fuseLossGradients(func);
+      foldTransposesIntoMatMuls(func);
+      Rematerializer(func.getBody().front()).run();
       Fuser(func.getBody().front()).run();
     }
   }

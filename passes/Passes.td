@@ -947,8 +947,9 @@ def ScheduleCollectives : Pass<"shardc-schedule-collectives", "mlir::ModuleOp"> 
 def FuseElementwise : Pass<"shardc-fuse-elementwise", "mlir::ModuleOp"> {
   let summary = "Run chains of elementwise ops as one kernel each";
   let description = [{
-    The last pass of the train pipeline. Two rewrites that leave every
-    computed bit as it was:
+    The last pass of the train pipeline. Rewrites that leave every computed
+    bit as it was (the loss's, with a loss gradient other than 1, to one
+    float rounding):
 
     - A chain of elementwise f32 ops of one shape (those
       runtime/kernels/FusedOps.h lists: arithmetic, Erf, Exp, Tanh,
@@ -959,14 +960,42 @@ def FuseElementwise : Pass<"shardc-fuse-elementwise", "mlir::ModuleOp"> {
       before it (the fused op takes the place of the chain's last op, so
       every outside reader must come after it); the values outside ops read
       become the fused op's results, the rest are never written to memory.
-      Inputs must broadcast to the chain's shape as one run of its
-      dimensions (a scalar, a bias, a per-row mean or the same shape), and a
-      chain holds at most 16 inputs, 48 ops and 8 results. Ops of different
-      memory categories or recompute marks are not mixed. A chain of one op
-      stays as it is.
+      An op whose operands come from two chains merges them where the rule
+      allows (GELU's gradient: the erf and the exp sides). Inputs must
+      broadcast to the chain's shape as one run of its dimensions (a
+      scalar, a bias, a per-row mean or the same shape), and a chain holds
+      at most 16 inputs, 48 ops and 8 results. Ops of different memory
+      categories or recompute marks are not mixed. A chain of one op stays
+      as it is.
+    - Before the chains form, a forward elementwise value that backward
+      reads only in elementwise ops of its shape is recomputed there, when
+      at most 8 forward elementwise ops give it from values backward keeps
+      anyway (arguments, constants, values a matrix product or a
+      normalization's gradient reads). The copies go before the first
+      backward reader and fuse into its chain: GELU's forward then writes,
+      and the step keeps until backward, its input x and output only, not
+      x / sqrt(2) and 1 + erf(x / sqrt(2)) too.
     - A gradient multiplied by a scalar (ZeRO's 1 / N average) right before
       the f32 optimizer update that alone reads it becomes the update's
       `grad_scale` (the update multiplies first, in f32, as the Mul did).
+    - A softmax cross-entropy loss (sum or mean) whose scores gradient
+      backward computes becomes `shardc.SoftmaxCrossEntropyLossWithGrad`:
+      one pass over the scores in forward gives the loss and the gradient
+      for a loss gradient of 1, bit for bit SoftmaxCrossEntropyLossGrad's.
+      Backward multiplies it by the loss's gradient where that is not the
+      constant 1 (a loss scale: one float rounding more than before)
+      instead of computing every exponential again; forward keeps the
+      gradient for backward in place of the scores, of their size. A loss
+      whose log_prob is read stays as it is.
+    - Attention's transposes are read through strides: a transpose of a
+      transpose becomes one transpose of the source, then a batched f32/f64
+      MatMul (equal batch dimensions) whose operand is a transpose only
+      such products read, or whose result only a transpose reads, becomes
+      `shardc.PermutedMatMul` of the untransposed tensors: the head split
+      ([batch, time, heads, dim] read as [batch, heads, time, dim]), K^T,
+      the merge of the heads, and the transposed operands of the
+      gradients. A transpose that moves the innermost dimension into the
+      batch stays (a BLAS needs one unit stride per matrix).
 
     Before:
     ```mlir
@@ -976,7 +1005,7 @@ def FuseElementwise : Pass<"shardc-fuse-elementwise", "mlir::ModuleOp"> {
     %m = shardc.Mul %x, %a : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
     %y = shardc.Mul %m, %half : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
     ```
-    After (`%a` is also read by the backward pass, so it stays a result):
+    After (`%a` is also read after the chain, so it stays a result):
     ```mlir
     %y:2 = shardc.FusedElementwise %x, %sqrt2, %one, %half
         : (tensor<4x8xf32>, tensor<f32>, tensor<f32>, tensor<f32>)

@@ -369,6 +369,7 @@ llvm::Error checkShardSlice(const KernelContext &ctx, size_t &bytes);
 // MatMul.cpp
 llvm::Error gemmKernel(const KernelContext &ctx);
 llvm::Error matMulKernel(const KernelContext &ctx);
+llvm::Error permutedMatMulKernel(const KernelContext &ctx);
 
 /// Gemm's checked operands and attributes (shared with the CUDA kernel):
 /// Y (m x n) = alpha op(A) op(B) + beta C, C read with `cStrides`.
@@ -407,6 +408,44 @@ struct MatMulGeometry {
   }
 };
 llvm::Error checkMatMul(const KernelContext &ctx, MatMulGeometry &g);
+
+/// PermutedMatMul's product as strided BLAS calls (shared with the CUDA
+/// kernel): the matrices' sizes, transpose flags and leading dimensions in
+/// the operands' and the result's memory, and each batch dimension's
+/// stride in each of them.
+struct PermutedMatMulGeometry {
+  int64_t m = 0, n = 0, k = 0, batchCount = 0;
+  bool transA = false, transB = false;
+  int64_t lda = 0, ldb = 0, ldc = 0;
+  llvm::SmallVector<int64_t, 6> batch, aStrides, bStrides, yStrides;
+
+  /// Calls fn(A's matrix, B's matrix, Y's matrix), element offsets, for
+  /// every batch but the innermost dimension's (whose strides are
+  /// aStrides.back() etc.) when `inner` is false, for every batch else.
+  template <typename Fn> void forEachBatch(bool inner, Fn &&fn) const {
+    size_t dims = batch.size() - (inner ? 0 : 1);
+    llvm::SmallVector<int64_t, 6> idx(dims, 0);
+    while (true) {
+      int64_t oa = 0, ob = 0, oy = 0;
+      for (size_t d = 0; d < dims; ++d) {
+        oa += idx[d] * aStrides[d];
+        ob += idx[d] * bStrides[d];
+        oy += idx[d] * yStrides[d];
+      }
+      fn(oa, ob, oy);
+      int64_t d = static_cast<int64_t>(dims) - 1;
+      for (; d >= 0; --d) {
+        if (++idx[d] < batch[d])
+          break;
+        idx[d] = 0;
+      }
+      if (d < 0)
+        return;
+    }
+  }
+};
+llvm::Error checkPermutedMatMul(const KernelContext &ctx,
+                                PermutedMatMulGeometry &g);
 
 // Conv.cpp
 llvm::Error convKernel(const KernelContext &ctx);
@@ -584,6 +623,9 @@ struct LossGeometry {
 llvm::Error checkLoss(const KernelContext &ctx, bool softmax, LossGeometry &g);
 llvm::Error checkLossGrad(const KernelContext &ctx, bool softmax,
                           LossGeometry &g);
+/// SoftmaxCrossEntropyLossWithGrad's: checkLoss's, the reduction sum or
+/// mean, and a scores-shaped gradient output.
+llvm::Error checkLossWithGrad(const KernelContext &ctx, LossGeometry &g);
 llvm::Error targetOutOfRange(const KernelContext &ctx, int64_t target,
                              int64_t position, int64_t classes);
 llvm::Error softmaxCrossEntropyLossKernel(const KernelContext &ctx);
@@ -617,6 +659,7 @@ llvm::Error averagePoolGradKernel(const KernelContext &ctx);
 // Loss.cpp
 llvm::Error softmaxCrossEntropyLossGradKernel(const KernelContext &ctx);
 llvm::Error negativeLogLikelihoodLossGradKernel(const KernelContext &ctx);
+llvm::Error softmaxCrossEntropyLossWithGradKernel(const KernelContext &ctx);
 
 // DataMovement.cpp
 llvm::Error gatherGradKernel(const KernelContext &ctx);

@@ -104,6 +104,38 @@ void lineLossTermGrad(const float *xn, float *dn, int64_t classes, int64_t t,
   dn[t] = static_cast<float>((et / sum - 1.0) * g);
 }
 
+/// lineLossTerm and lineLossTermGrad over one line from the same
+/// exponentials, with their bits: the loss term is returned, the gradient
+/// for `g` written to dn.
+double lineLossTermWithGrad(const float *xn, float *dn, int64_t classes,
+                            int64_t t, double w, double g) {
+  float maxV = vec::softmaxShift(xn, classes);
+  double sum = vec::expSum(xn, maxV, dn, classes);
+  double logSum = std::log(sum);
+  float et = dn[t];
+  vec::scale(dn, static_cast<float>(g / sum), classes);
+  dn[t] = static_cast<float>((et / sum - 1.0) * g);
+  return -(static_cast<double>(xn[t]) - maxV - logSum) * w;
+}
+
+/// The weight sum of the counted targets, failing at the first target
+/// outside the classes.
+template <typename T>
+llvm::Error countedWeightSum(const KernelContext &ctx, const LossGeometry &g,
+                             const TensorView &target, const T *pw,
+                             double &weightSum) {
+  weightSum = 0.0;
+  for (int64_t i = 0, e = g.batch * g.inner; i < e; ++i) {
+    int64_t t = ops::loadIndex(target.data, g.wideTargets, i);
+    if (!ops::targetCounted(t, g.hasIgnore, g.ignoreIndex))
+      continue;
+    if (!ops::targetInRange(t, g.classes))
+      return targetOutOfRange(ctx, t, i, g.classes);
+    weightSum += classWeight(pw, t);
+  }
+  return llvm::Error::success();
+}
+
 llvm::Error lossImpl(const KernelContext &ctx, bool softmax) {
   LossGeometry g;
   SHARDC_CPU_TRY(checkLoss(ctx, softmax, g));
@@ -171,16 +203,8 @@ llvm::Error lossGradImpl(const KernelContext &ctx, bool softmax) {
         using T = typename decltype(tag)::type;
         const T *pw = g.hasWeights ? ctx.inputs[3].as<T>() : nullptr;
         const T *pdl = dLoss.as<T>();
-        // Check the targets and sum the weights of the counted ones.
         double weightSum = 0.0;
-        for (int64_t i = 0, e = g.batch * g.inner; i < e; ++i) {
-          int64_t t = ops::loadIndex(target.data, g.wideTargets, i);
-          if (!ops::targetCounted(t, g.hasIgnore, g.ignoreIndex))
-            continue;
-          if (!ops::targetInRange(t, g.classes))
-            return targetOutOfRange(ctx, t, i, g.classes);
-          weightSum += classWeight(pw, t);
-        }
+        SHARDC_CPU_TRY(countedWeightSum(ctx, g, target, pw, weightSum));
         double scale = 0.0;
         if (g.reduction == LossReduction::Sum)
           scale = pdl[0];
@@ -210,7 +234,71 @@ llvm::Error lossGradImpl(const KernelContext &ctx, bool softmax) {
       });
 }
 
+/// SoftmaxCrossEntropyLossWithGrad: lossImpl's loss and lossGradImpl's
+/// gradient for dLoss = 1, each with its bits, from one pass over a float
+/// line (the exponentials computed once), else the per-position functions
+/// one after the other.
+llvm::Error lossWithGradImpl(const KernelContext &ctx) {
+  LossGeometry g;
+  SHARDC_CPU_TRY(checkLossWithGrad(ctx, g));
+  const TensorView &x = ctx.inputs[0];
+  const TensorView &target = ctx.inputs[1];
+  return dispatchIn(
+      FloatTypes{}, ctx, x.dtype, "input", [&](auto tag) -> llvm::Error {
+        using T = typename decltype(tag)::type;
+        const T *pw = g.hasWeights ? ctx.inputs[2].as<T>() : nullptr;
+        T *dx = ctx.outputs[1].as<T>();
+        double weightSum = 0.0;
+        SHARDC_CPU_TRY(countedWeightSum(ctx, g, target, pw, weightSum));
+        // lossGradImpl's scale for dLoss = 1.
+        double scale =
+            g.reduction == LossReduction::Mean ? 1.0 / weightSum : 1.0;
+        double total = 0.0;
+        for (int64_t n = 0; n < g.batch; ++n)
+          for (int64_t d = 0; d < g.inner; ++d) {
+            int64_t i = n * g.inner + d;
+            int64_t base = n * g.classes * g.inner + d;
+            int64_t t = ops::loadIndex(target.data, g.wideTargets, i);
+            bool counted = ops::targetCounted(t, g.hasIgnore, g.ignoreIndex);
+            double weight = counted ? classWeight(pw, t) : 0.0;
+            double gi = counted ? weight * scale : 0.0;
+            if (counted && lineKernel<T>(true, g)) {
+              if constexpr (std::is_same_v<T, float>)
+                total += lineLossTermWithGrad(x.as<T>() + base, dx + base,
+                                              g.classes, t, weight, gi);
+              continue;
+            }
+            if (counted)
+              total +=
+                  ops::lossTerm(x.as<T>() + base, g.classes, g.inner, t, weight,
+                                /*softmax=*/true, static_cast<T *>(nullptr));
+            ops::lossTermGrad(x.as<T>() + base, dx + base, g.classes, g.inner,
+                              t, counted, gi, /*softmax=*/true);
+          }
+        T *pl = ctx.outputs[0].as<T>();
+        if (g.reduction == LossReduction::Sum)
+          pl[0] = static_cast<T>(total);
+        else
+          pl[0] = static_cast<T>(total / weightSum); // 0/0 is NaN, as ONNX.
+        return llvm::Error::success();
+      });
+}
+
 } // namespace
+
+llvm::Error checkLossWithGrad(const KernelContext &ctx, LossGeometry &g) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "scores"));
+  SHARDC_CPU_TRY(requireInput(ctx, 1, "labels"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "loss"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 1, "scores_grad"));
+  const TensorView &x = ctx.inputs[0];
+  SHARDC_CPU_TRY(checkLossCommon(ctx, /*softmax=*/true, x, ctx.inputs[1],
+                                 ctx.outputs[0], "loss", 2, g));
+  if (g.reduction == LossReduction::None)
+    return ctx.error("takes reduction sum or mean (a scalar loss)");
+  SHARDC_CPU_TRY(requireType(ctx, ctx.outputs[1], x.dtype, "scores_grad"));
+  return requireShape(ctx, ctx.outputs[1], x.shape, "scores_grad");
+}
 
 llvm::Error checkLoss(const KernelContext &ctx, bool softmax, LossGeometry &g) {
   SHARDC_CPU_TRY(requireInput(ctx, 0, softmax ? "scores" : "input"));
@@ -261,6 +349,10 @@ llvm::Error softmaxCrossEntropyLossGradKernel(const KernelContext &ctx) {
 
 llvm::Error negativeLogLikelihoodLossGradKernel(const KernelContext &ctx) {
   return lossGradImpl(ctx, /*softmax=*/false);
+}
+
+llvm::Error softmaxCrossEntropyLossWithGradKernel(const KernelContext &ctx) {
+  return lossWithGradImpl(ctx);
 }
 
 } // namespace shardc::rt::cpu

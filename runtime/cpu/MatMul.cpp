@@ -255,4 +255,112 @@ llvm::Error matMulKernel(const KernelContext &ctx) {
   });
 }
 
+/// Reads a permutation attribute of `rank` entries.
+static llvm::Error readPermutation(const KernelContext &ctx,
+                                   llvm::StringRef name, size_t rank,
+                                   llvm::SmallVectorImpl<int64_t> &perm) {
+  llvm::ArrayRef<int64_t> p = ctx.attrs.getInts(name);
+  llvm::SmallVector<bool, 6> seen(rank, false);
+  bool ok = p.size() == rank;
+  for (int64_t d : p) {
+    ok = ok && d >= 0 && d < static_cast<int64_t>(rank) && !seen[d];
+    if (ok)
+      seen[d] = true;
+  }
+  if (!ok)
+    return ctx.error("attribute '" + name + "' must be a permutation of the " +
+                     llvm::Twine(rank) + " dimensions");
+  perm.assign(p.begin(), p.end());
+  return llvm::Error::success();
+}
+
+llvm::Error checkPermutedMatMul(const KernelContext &ctx,
+                                PermutedMatMulGeometry &g) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "A"));
+  SHARDC_CPU_TRY(requireInput(ctx, 1, "B"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "Y"));
+  const TensorView &a = ctx.inputs[0];
+  const TensorView &b = ctx.inputs[1];
+  const TensorView &y = ctx.outputs[0];
+  size_t rank = a.rank();
+  if (rank < 3 || b.rank() != rank || y.rank() != rank)
+    return ctx.error("operands and result must have one rank, at least 3; "
+                     "got A " +
+                     shapeToString(a.shape) + ", B " + shapeToString(b.shape) +
+                     " and Y " + shapeToString(y.shape));
+  SHARDC_CPU_TRY(requireType(ctx, b, a.dtype, "B"));
+  SHARDC_CPU_TRY(requireType(ctx, y, a.dtype, "Y"));
+  llvm::SmallVector<int64_t, 6> ap, bp, yp;
+  SHARDC_CPU_TRY(readPermutation(ctx, "a_perm", rank, ap));
+  SHARDC_CPU_TRY(readPermutation(ctx, "b_perm", rank, bp));
+  SHARDC_CPU_TRY(readPermutation(ctx, "output_perm", rank, yp));
+  int64_t last = static_cast<int64_t>(rank) - 1;
+  if ((ap[last] != last && ap[last - 1] != last) ||
+      (bp[last] != last && bp[last - 1] != last) || yp[last] != last)
+    return ctx.error("a permutation leaves no matrix dimension innermost "
+                     "(a_perm and b_perm must end with rank - 1 among their "
+                     "last two entries, output_perm with rank - 1)");
+  // The permuted (logical) shapes and strides.
+  llvm::SmallVector<int64_t, 6> as = rowMajorStrides(a.shape),
+                                bs = rowMajorStrides(b.shape),
+                                ys = rowMajorStrides(y.shape);
+  llvm::SmallVector<int64_t, 6> aShape, aStr, bShape, bStr, yShape(rank, 0),
+      yStr(rank, 0);
+  for (size_t i = 0; i < rank; ++i) {
+    aShape.push_back(a.shape[ap[i]]);
+    aStr.push_back(as[ap[i]]);
+    bShape.push_back(b.shape[bp[i]]);
+    bStr.push_back(bs[bp[i]]);
+    // Result dimension j is the product's dimension yp[j].
+    yShape[yp[i]] = y.shape[i];
+    yStr[yp[i]] = ys[i];
+  }
+  g.m = aShape[last - 1];
+  g.k = aShape[last];
+  g.n = bShape[last];
+  if (bShape[last - 1] != g.k)
+    return ctx.error("inner dimensions of the permuted A " +
+                     shapeToString(aShape) + " and B " + shapeToString(bShape) +
+                     " differ");
+  llvm::SmallVector<int64_t, 6> expected(aShape.begin(), aShape.end() - 1);
+  expected.push_back(g.n);
+  if (llvm::ArrayRef<int64_t>(aShape).drop_back(2) !=
+          llvm::ArrayRef<int64_t>(bShape).drop_back(2) ||
+      yShape != expected)
+    return ctx.error("permuted shapes A " + shapeToString(aShape) + ", B " +
+                     shapeToString(bShape) + " and Y " + shapeToString(yShape) +
+                     " are not a batched product with equal batches");
+  g.transA = ap[last] != last;
+  g.lda = g.transA ? aStr[last] : aStr[last - 1];
+  g.transB = bp[last] != last;
+  g.ldb = g.transB ? bStr[last] : bStr[last - 1];
+  g.ldc = yStr[last - 1];
+  g.batch.assign(aShape.begin(), aShape.end() - 2);
+  g.aStrides.assign(aStr.begin(), aStr.end() - 2);
+  g.bStrides.assign(bStr.begin(), bStr.end() - 2);
+  g.yStrides.assign(yStr.begin(), yStr.end() - 2);
+  g.batchCount = numElements(g.batch);
+  return llvm::Error::success();
+}
+
+llvm::Error permutedMatMulKernel(const KernelContext &ctx) {
+  PermutedMatMulGeometry g;
+  SHARDC_CPU_TRY(checkPermutedMatMul(ctx, g));
+  const TensorView &a = ctx.inputs[0];
+  using Types = DTypeList<DType::F32, DType::F64>;
+  return dispatchIn(Types{}, ctx, a.dtype, "A", [&](auto tag) -> llvm::Error {
+    using T = typename decltype(tag)::type;
+    const T *pa = a.as<T>();
+    const T *pb = ctx.inputs[1].as<T>();
+    T *py = ctx.outputs[0].as<T>();
+    if (g.batchCount == 0)
+      return llvm::Error::success();
+    g.forEachBatch(/*inner=*/true, [&](int64_t oa, int64_t ob, int64_t oy) {
+      gemm(g.transA, g.transB, g.m, g.n, g.k, T(1), pa + oa, g.lda, pb + ob,
+           g.ldb, T(0), py + oy, g.ldc);
+    });
+    return llvm::Error::success();
+  });
+}
+
 } // namespace shardc::rt::cpu

@@ -270,6 +270,7 @@ llvm::Error shardSliceKernel(const KernelContext &ctx);
 // MatMul.cu
 llvm::Error gemmKernel(const KernelContext &ctx);
 llvm::Error matMulKernel(const KernelContext &ctx);
+llvm::Error permutedMatMulKernel(const KernelContext &ctx);
 
 // Reduce.cu
 llvm::Error reduceSumKernel(const KernelContext &ctx);
@@ -289,6 +290,7 @@ llvm::Error softmaxCrossEntropyLossKernel(const KernelContext &ctx);
 llvm::Error negativeLogLikelihoodLossKernel(const KernelContext &ctx);
 llvm::Error softmaxCrossEntropyLossGradKernel(const KernelContext &ctx);
 llvm::Error negativeLogLikelihoodLossGradKernel(const KernelContext &ctx);
+llvm::Error softmaxCrossEntropyLossWithGradKernel(const KernelContext &ctx);
 
 // Normalization.cu
 llvm::Error layerNormalizationKernel(const KernelContext &ctx);

@@ -117,11 +117,12 @@ __global__ void lossTermGrads(LossArgs<T> a, const T *dLoss,
                               const double *weightSum, T *dx) {
   const cpu::LossGeometry &g = a.g;
   int64_t positions = g.batch * g.inner;
+  // No dLoss: the gradient for dLoss = 1 (SoftmaxCrossEntropyLossWithGrad).
   double scale = 0.0;
   if (g.reduction == cpu::LossReduction::Sum)
-    scale = static_cast<double>(dLoss[0]);
+    scale = dLoss ? static_cast<double>(dLoss[0]) : 1.0;
   else if (g.reduction == cpu::LossReduction::Mean)
-    scale = static_cast<double>(dLoss[0]) / weightSum[0];
+    scale = (dLoss ? static_cast<double>(dLoss[0]) : 1.0) / weightSum[0];
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
        i < positions; i += int64_t(blockDim.x) * gridDim.x) {
     int64_t n = i / g.inner, d = i % g.inner;
@@ -166,9 +167,10 @@ llvm::Error reportBadTarget(const KernelContext &ctx,
   return cpu::targetOutOfRange(ctx, t, position, g.classes);
 }
 
-llvm::Error lossImpl(const KernelContext &ctx, bool softmax) {
-  cpu::LossGeometry g;
-  SHARDC_CPU_TRY(cpu::checkLoss(ctx, softmax, g));
+/// The loss of `ctx` (checked into `g`): its first output, and log_prob
+/// where `g` asks for it.
+llvm::Error lossOf(const KernelContext &ctx, bool softmax,
+                   const cpu::LossGeometry &g) {
   const TensorView &x = ctx.inputs[0];
   int64_t positions = g.batch * g.inner;
   bool none = g.reduction == cpu::LossReduction::None;
@@ -200,10 +202,18 @@ llvm::Error lossImpl(const KernelContext &ctx, bool softmax) {
   return reportBadTarget(ctx, g, ctx.inputs[1], badPosition);
 }
 
-llvm::Error lossGradImpl(const KernelContext &ctx, bool softmax) {
+llvm::Error lossImpl(const KernelContext &ctx, bool softmax) {
   cpu::LossGeometry g;
-  SHARDC_CPU_TRY(cpu::checkLossGrad(ctx, softmax, g));
-  const TensorView &x = ctx.inputs[1];
+  SHARDC_CPU_TRY(cpu::checkLoss(ctx, softmax, g));
+  return lossOf(ctx, softmax, g);
+}
+
+/// The gradient of the loss (checked into `g`) with respect to `x` into
+/// `dx`, for `dLoss` (null: 1).
+llvm::Error lossGradOf(const KernelContext &ctx, bool softmax,
+                       const cpu::LossGeometry &g, const TensorView &x,
+                       const TensorView &target, const TensorView *weights,
+                       const TensorView *dLoss, const TensorView &dx) {
   int64_t positions = g.batch * g.inner;
   double *weightSum = nullptr;
   unsigned long long *badPosition = nullptr;
@@ -211,19 +221,27 @@ llvm::Error lossGradImpl(const KernelContext &ctx, bool softmax) {
   SHARDC_CPU_TRY(cpu::dispatchIn(
       cpu::FloatTypes{}, ctx, x.dtype, "input", [&](auto tag) -> llvm::Error {
         using T = typename decltype(tag)::type;
-        LossArgs<T> a{g, softmax, x.as<T>(), ctx.inputs[2].data,
-                      g.hasWeights ? ctx.inputs[3].as<T>() : nullptr};
+        LossArgs<T> a{g, softmax, x.as<T>(), target.data,
+                      weights ? weights->as<T>() : nullptr};
         countedWeights<<<1, kSumBlock, 0, cudaStreamOf(ctx)>>>(a, weightSum,
                                                                badPosition);
         SHARDC_CPU_TRY(checkLaunch(ctx));
         if (positions > 0) {
           lossTermGrads<<<blocksFor(positions), kBlock, 0, cudaStreamOf(ctx)>>>(
-              a, ctx.inputs[0].as<T>(), weightSum, ctx.outputs[0].as<T>());
+              a, dLoss ? dLoss->as<T>() : nullptr, weightSum, dx.as<T>());
           SHARDC_CPU_TRY(checkLaunch(ctx));
         }
         return llvm::Error::success();
       }));
-  return reportBadTarget(ctx, g, ctx.inputs[2], badPosition);
+  return reportBadTarget(ctx, g, target, badPosition);
+}
+
+llvm::Error lossGradImpl(const KernelContext &ctx, bool softmax) {
+  cpu::LossGeometry g;
+  SHARDC_CPU_TRY(cpu::checkLossGrad(ctx, softmax, g));
+  return lossGradOf(ctx, softmax, g, ctx.inputs[1], ctx.inputs[2],
+                    g.hasWeights ? &ctx.inputs[3] : nullptr, &ctx.inputs[0],
+                    ctx.outputs[0]);
 }
 
 } // namespace
@@ -239,6 +257,17 @@ llvm::Error softmaxCrossEntropyLossGradKernel(const KernelContext &ctx) {
 }
 llvm::Error negativeLogLikelihoodLossGradKernel(const KernelContext &ctx) {
   return lossGradImpl(ctx, /*softmax=*/false);
+}
+/// The loss, then the gradient for dLoss = 1 from a second kernel over the
+/// scores: the same arithmetic as SoftmaxCrossEntropyLoss followed by
+/// SoftmaxCrossEntropyLossGrad.
+llvm::Error softmaxCrossEntropyLossWithGradKernel(const KernelContext &ctx) {
+  cpu::LossGeometry g;
+  SHARDC_CPU_TRY(cpu::checkLossWithGrad(ctx, g));
+  SHARDC_CPU_TRY(lossOf(ctx, /*softmax=*/true, g));
+  return lossGradOf(ctx, /*softmax=*/true, g, ctx.inputs[0], ctx.inputs[1],
+                    g.hasWeights ? &ctx.inputs[2] : nullptr, nullptr,
+                    ctx.outputs[1]);
 }
 
 } // namespace shardc::rt::cuda

@@ -188,4 +188,36 @@ llvm::Error matMulKernel(const KernelContext &ctx) {
       });
 }
 
+/// The innermost batch dimension in one strided-batched call, every index
+/// of the others one call each.
+llvm::Error permutedMatMulKernel(const KernelContext &ctx) {
+  cpu::PermutedMatMulGeometry g;
+  SHARDC_CPU_TRY(cpu::checkPermutedMatMul(ctx, g));
+  if (g.k == 0 && g.batchCount > 0 && g.m > 0 && g.n > 0)
+    return ctx.error("has an empty inner dimension, which the strided "
+                     "result cannot take on CUDA; shardc never emits it");
+  const TensorView &a = ctx.inputs[0];
+  using Types = cpu::DTypeList<DType::F32, DType::F64>;
+  return cpu::dispatchIn(
+      Types{}, ctx, a.dtype, "A", [&](auto tag) -> llvm::Error {
+        using T = typename decltype(tag)::type;
+        const T *pa = a.as<T>();
+        const T *pb = ctx.inputs[1].as<T>();
+        T *py = ctx.outputs[0].as<T>();
+        if (g.batchCount == 0)
+          return llvm::Error::success();
+        llvm::Error err = llvm::Error::success();
+        g.forEachBatch(
+            /*inner=*/false, [&](int64_t oa, int64_t ob, int64_t oy) {
+              if (!err) // Error's operator= is [[nodiscard]] to nvcc.
+                static_cast<void>(
+                    err = gemm<T>(ctx, g.transA, g.transB, g.m, g.n, g.k, T(1),
+                                  pa + oa, g.lda, g.aStrides.back(), pb + ob,
+                                  g.ldb, g.bStrides.back(), T(0), py + oy,
+                                  g.ldc, g.yStrides.back(), g.batch.back()));
+            });
+        return err;
+      });
+}
+
 } // namespace shardc::rt::cuda

@@ -209,6 +209,62 @@ func.func @matmul_vector_result(%arg0: tensor<3xf32>, %arg1: tensor<3x4xf32>) ->
 
 // -----
 
+func.func @pmm_rank(%arg0: tensor<5x4xf32>, %arg1: tensor<4x5xf32>) -> tensor<5x5xf32> {
+  // expected-error @+1 {{'shardc.PermutedMatMul' op operands and result must have one rank, at least 3}}
+  %0 = shardc.PermutedMatMul %arg0, %arg1 {a_perm = array<i64: 0, 1>, b_perm = array<i64: 0, 1>, output_perm = array<i64: 0, 1>} : (tensor<5x4xf32>, tensor<4x5xf32>) -> tensor<5x5xf32>
+  return %0 : tensor<5x5xf32>
+}
+
+// -----
+
+func.func @pmm_perm(%arg0: tensor<2x5x4xf32>, %arg1: tensor<2x4x5xf32>) -> tensor<2x5x5xf32> {
+  // expected-error @+1 {{'shardc.PermutedMatMul' op a_perm must be a permutation of the 3 dimensions, got [0, 1, 1]}}
+  %0 = shardc.PermutedMatMul %arg0, %arg1 {a_perm = array<i64: 0, 1, 1>, b_perm = array<i64: 0, 1, 2>, output_perm = array<i64: 0, 1, 2>} : (tensor<2x5x4xf32>, tensor<2x4x5xf32>) -> tensor<2x5x5xf32>
+  return %0 : tensor<2x5x5xf32>
+}
+
+// -----
+
+func.func @pmm_stride(%arg0: tensor<2x5x4xf32>, %arg1: tensor<4x2x5xf32>) -> tensor<2x5x5xf32> {
+  // expected-error @+1 {{'shardc.PermutedMatMul' op b_perm [2, 0, 1] must keep the last dimension among the matrix's two}}
+  %0 = shardc.PermutedMatMul %arg0, %arg1 {a_perm = array<i64: 0, 1, 2>, b_perm = array<i64: 2, 0, 1>, output_perm = array<i64: 0, 1, 2>} : (tensor<2x5x4xf32>, tensor<4x2x5xf32>) -> tensor<2x5x5xf32>
+  return %0 : tensor<2x5x5xf32>
+}
+
+// -----
+
+func.func @pmm_output(%arg0: tensor<2x5x4xf32>, %arg1: tensor<2x4x5xf32>) -> tensor<5x2x5xf32> {
+  // expected-error @+1 {{'shardc.PermutedMatMul' op output_perm [1, 2, 0] must keep the last dimension last}}
+  %0 = shardc.PermutedMatMul %arg0, %arg1 {a_perm = array<i64: 0, 1, 2>, b_perm = array<i64: 0, 1, 2>, output_perm = array<i64: 1, 2, 0>} : (tensor<2x5x4xf32>, tensor<2x4x5xf32>) -> tensor<5x2x5xf32>
+  return %0 : tensor<5x2x5xf32>
+}
+
+// -----
+
+func.func @pmm_inner(%arg0: tensor<2x5x4xf32>, %arg1: tensor<2x5x4xf32>) -> tensor<2x5x5xf32> {
+  // expected-error @+1 {{'shardc.PermutedMatMul' op inner dimensions differ: 4 vs 5}}
+  %0 = shardc.PermutedMatMul %arg0, %arg1 {a_perm = array<i64: 0, 1, 2>, b_perm = array<i64: 0, 1, 2>, output_perm = array<i64: 0, 1, 2>} : (tensor<2x5x4xf32>, tensor<2x5x4xf32>) -> tensor<2x5x5xf32>
+  return %0 : tensor<2x5x5xf32>
+}
+
+// -----
+
+func.func @pmm_batch(%arg0: tensor<2x5x4xf32>, %arg1: tensor<3x4x5xf32>) -> tensor<2x5x5xf32> {
+  // expected-error @+1 {{'shardc.PermutedMatMul' op permuted batch dimensions differ: [2] vs [3]}}
+  %0 = shardc.PermutedMatMul %arg0, %arg1 {a_perm = array<i64: 0, 1, 2>, b_perm = array<i64: 0, 1, 2>, output_perm = array<i64: 0, 1, 2>} : (tensor<2x5x4xf32>, tensor<3x4x5xf32>) -> tensor<2x5x5xf32>
+  return %0 : tensor<2x5x5xf32>
+}
+
+// -----
+
+func.func @pmm_result(%arg0: tensor<2x5x4xf32>, %arg1: tensor<2x4x5xf32>) -> tensor<2x5x4xf32> {
+  // expected-error @+1 {{'shardc.PermutedMatMul' op result shape [2, 5, 4], expected [2, 5, 5]}}
+  %0 = shardc.PermutedMatMul %arg0, %arg1 {a_perm = array<i64: 0, 1, 2>, b_perm = array<i64: 0, 1, 2>, output_perm = array<i64: 0, 1, 2>} : (tensor<2x5x4xf32>, tensor<2x4x5xf32>) -> tensor<2x5x4xf32>
+  return %0 : tensor<2x5x4xf32>
+}
+
+// -----
+
 func.func @softmax_axis(%arg0: tensor<2x3xf32>) -> tensor<2x3xf32> {
   // expected-error @+1 {{'shardc.Softmax' op axis 2 is out of range for rank 2}}
   %0 = shardc.Softmax %arg0 {axis = 2 : i64} : tensor<2x3xf32>
@@ -824,6 +880,22 @@ func.func @loss_mean_shape(%arg0: tensor<4x5xf32>, %arg1: tensor<4xi64>) -> tens
 func.func @loss_log_prob(%arg0: tensor<4x5xf32>, %arg1: tensor<4xi64>) -> tensor<f32> {
   // expected-error @+1 {{'shardc.SoftmaxCrossEntropyLoss' op log_prob must have the scores' shape}}
   %0, %1 = shardc.SoftmaxCrossEntropyLoss %arg0, %arg1 {reduction = #shardc.reduction<mean>} : (tensor<4x5xf32>, tensor<4xi64>) -> (tensor<f32>, tensor<5x4xf32>)
+  return %0 : tensor<f32>
+}
+
+// -----
+
+func.func @loss_with_grad_none(%arg0: tensor<4x5xf32>, %arg1: tensor<4xi64>) -> tensor<4xf32> {
+  // expected-error @+1 {{'shardc.SoftmaxCrossEntropyLossWithGrad' op takes reduction sum or mean (a scalar loss)}}
+  %0, %1 = shardc.SoftmaxCrossEntropyLossWithGrad %arg0, %arg1 {reduction = #shardc.reduction<none>} : (tensor<4x5xf32>, tensor<4xi64>) -> (tensor<4xf32>, tensor<4x5xf32>)
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @loss_with_grad_shape(%arg0: tensor<4x5xf32>, %arg1: tensor<4xi64>) -> tensor<f32> {
+  // expected-error @+1 {{'shardc.SoftmaxCrossEntropyLossWithGrad' op scores gradient must have the scores' shape}}
+  %0, %1 = shardc.SoftmaxCrossEntropyLossWithGrad %arg0, %arg1 {reduction = #shardc.reduction<sum>} : (tensor<4x5xf32>, tensor<4xi64>) -> (tensor<f32>, tensor<5x4xf32>)
   return %0 : tensor<f32>
 }
 

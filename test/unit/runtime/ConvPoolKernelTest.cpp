@@ -194,6 +194,111 @@ TEST(MatMulKernel, Int64AndErrors) {
   EXPECT_KERNEL_ERROR(run("MatMul", attrs(), {&h, &h}, {&hy}), "uint8");
 }
 
+/// The shape of `x` transposed by `perm`.
+std::vector<int64_t> permuted(const std::vector<int64_t> &shape,
+                              const std::vector<int64_t> &perm) {
+  std::vector<int64_t> out;
+  for (int64_t p : perm)
+    out.push_back(shape[p]);
+  return out;
+}
+
+// PermutedMatMul equals Transpose, MatMul and Transpose run one after the
+// other: attention's head split and merge, K^T over the stored key, and
+// the transposed operands of its gradients, in f32 and f64, rank 3 and 4.
+TEST(PermutedMatMulKernel, EqualsTransposesAroundMatMul) {
+  struct Case {
+    std::vector<int64_t> a, b, aPerm, bPerm, yPerm;
+  };
+  // q, k, v stored [batch, time, heads, dim] = [2, 5, 3, 4].
+  const Case cases[] = {
+      // scores = q k^T: [2, 3, 5, 5].
+      {{2, 5, 3, 4}, {2, 5, 3, 4}, {0, 2, 1, 3}, {0, 2, 3, 1}, {0, 1, 2, 3}},
+      // out = p v, merged back to [2, 5, 3, 4].
+      {{2, 3, 5, 5}, {2, 5, 3, 4}, {0, 1, 2, 3}, {0, 2, 1, 3}, {0, 2, 1, 3}},
+      // q k^T written with heads and query time swapped: [2, 5, 3, 5].
+      {{2, 5, 3, 4}, {2, 5, 3, 4}, {0, 2, 1, 3}, {0, 2, 3, 1}, {0, 2, 1, 3}},
+      // dv = p^T dout, written [2, 5, 3, 4].
+      {{2, 3, 5, 5}, {2, 5, 3, 4}, {0, 1, 3, 2}, {0, 2, 1, 3}, {0, 2, 1, 3}},
+      // Rank 3, batch moved and both matrices transposed.
+      {{2, 3, 4}, {5, 3, 2}, {1, 2, 0}, {1, 2, 0}, {0, 1, 2}},
+  };
+  unsigned seed = 900;
+  for (const Case &c : cases)
+    for (DType dtype : {DType::F32, DType::F64}) {
+      SCOPED_TRACE(shapeToString(c.a) + " x " + shapeToString(c.b) + " " +
+                   dtypeName(dtype).str());
+      std::vector<int64_t> at = permuted(c.a, c.aPerm),
+                           bt = permuted(c.b, c.bPerm);
+      std::vector<int64_t> prod(at.begin(), at.end() - 1);
+      prod.push_back(bt.back());
+      std::vector<int64_t> yShape = permuted(prod, c.yPerm);
+      Buf a = randomF32(c.a, ++seed), b = randomF32(c.b, ++seed);
+      if (dtype == DType::F64) {
+        std::vector<float> av = a.values<float>(), bv = b.values<float>();
+        a = makeBuf<double>(dtype, c.a,
+                            std::vector<double>(av.begin(), av.end()));
+        b = makeBuf<double>(dtype, c.b,
+                            std::vector<double>(bv.begin(), bv.end()));
+      }
+      Buf ta(dtype, at), tb(dtype, bt), p(dtype, prod), want(dtype, yShape),
+          got(dtype, yShape);
+      ASSERT_KERNEL_OK(
+          run("Transpose", attrs({{"perm", ints(c.aPerm)}}), {&a}, {&ta}));
+      ASSERT_KERNEL_OK(
+          run("Transpose", attrs({{"perm", ints(c.bPerm)}}), {&b}, {&tb}));
+      ASSERT_KERNEL_OK(run("MatMul", attrs(), {&ta, &tb}, {&p}));
+      ASSERT_KERNEL_OK(
+          run("Transpose", attrs({{"perm", ints(c.yPerm)}}), {&p}, {&want}));
+      ASSERT_KERNEL_OK(run("PermutedMatMul",
+                           attrs({{"a_perm", ints(c.aPerm)},
+                                  {"b_perm", ints(c.bPerm)},
+                                  {"output_perm", ints(c.yPerm)}}),
+                           {&a, &b}, {&got}));
+      if (dtype == DType::F32)
+        expectClose(got.values<float>(), want.values<float>(), 1e-6, 1e-6);
+      else
+        expectClose(got.values<double>(), want.values<double>(), 1e-13, 1e-13);
+    }
+}
+
+TEST(PermutedMatMulKernel, Errors) {
+  Buf a = randomF32({2, 5, 3, 4}, 1), b = randomF32({2, 5, 3, 4}, 2);
+  Buf y(DType::F32, {2, 3, 5, 5});
+  auto perms = [](std::vector<int64_t> ap, std::vector<int64_t> bp,
+                  std::vector<int64_t> yp) {
+    return attrs({{"a_perm", ints(ap)},
+                  {"b_perm", ints(bp)},
+                  {"output_perm", ints(yp)}});
+  };
+  ASSERT_KERNEL_OK(run("PermutedMatMul",
+                       perms({0, 2, 1, 3}, {0, 2, 3, 1}, {0, 1, 2, 3}),
+                       {&a, &b}, {&y}));
+  EXPECT_KERNEL_ERROR(run("PermutedMatMul",
+                          perms({0, 2, 1, 1}, {0, 2, 3, 1}, {0, 1, 2, 3}),
+                          {&a, &b}, {&y}),
+                      "'a_perm' must be a permutation");
+  // The key's dim (innermost in memory) is a batch dimension here.
+  EXPECT_KERNEL_ERROR(run("PermutedMatMul",
+                          perms({0, 2, 1, 3}, {0, 3, 2, 1}, {0, 1, 2, 3}),
+                          {&a, &b}, {&y}),
+                      "innermost");
+  EXPECT_KERNEL_ERROR(run("PermutedMatMul",
+                          perms({0, 2, 1, 3}, {0, 2, 1, 3}, {0, 1, 2, 3}),
+                          {&a, &b}, {&y}),
+                      "inner dimensions");
+  Buf wrong(DType::F32, {2, 3, 5, 4});
+  EXPECT_KERNEL_ERROR(run("PermutedMatMul",
+                          perms({0, 2, 1, 3}, {0, 2, 3, 1}, {0, 1, 2, 3}),
+                          {&a, &b}, {&wrong}),
+                      "not a batched product");
+  Buf r3 = randomF32({5, 3, 4}, 3);
+  EXPECT_KERNEL_ERROR(run("PermutedMatMul",
+                          perms({0, 2, 1, 3}, {0, 2, 3, 1}, {0, 1, 2, 3}),
+                          {&a, &r3}, {&y}),
+                      "one rank");
+}
+
 //===----------------------------------------------------------------------===//
 // Conv
 //===----------------------------------------------------------------------===//

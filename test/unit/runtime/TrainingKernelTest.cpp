@@ -124,6 +124,7 @@ TEST(TrainingKernelTable, HasEveryTrainingOp) {
                        "BatchNormStats",
                        "BatchNormGradStats",
                        "SoftmaxCrossEntropyLossGrad",
+                       "SoftmaxCrossEntropyLossWithGrad",
                        "NegativeLogLikelihoodLossGrad",
                        "GatherGrad",
                        "SliceGrad",
@@ -870,6 +871,77 @@ TEST(LossGradKernel, MatchesFiniteDifferences) {
       }
     }
   }
+}
+
+// SoftmaxCrossEntropyLossWithGrad gives SoftmaxCrossEntropyLoss's loss and
+// SoftmaxCrossEntropyLossGrad's gradient for dLoss = 1, bit for bit: on a
+// float line (the vectorized pass over long class lines, and short ones),
+// with spatial positions (the per-position functions), in f64, with
+// weights and ignored targets.
+TEST(LossGradKernel, WithGradEqualsLossThenGradient) {
+  struct Case {
+    std::string name;
+    std::vector<int64_t> x;
+    std::vector<int64_t> labels;
+    bool weights;
+    bool ignore;
+  };
+  const Case cases[] = {
+      {"plain", {4, 3}, {0, 2, 1, 2}, false, false},
+      {"weights", {4, 3}, {0, 2, 1, 2}, true, false},
+      {"ignore", {4, 3}, {0, 2, 1, 2}, true, true},
+      {"long lines", {3, 1000}, {999, 2, 517}, false, true},
+      {"spatial", {2, 3, 2, 2}, {0, 1, 2, 2, 1, 0, 2, 1}, true, true},
+  };
+  unsigned seed = 650;
+  for (const Case &c : cases)
+    for (const char *red : {"sum", "mean"})
+      for (DType dtype : {DType::F32, DType::F64}) {
+        SCOPED_TRACE(c.name + " " + red + " " + dtypeName(dtype).str());
+        std::vector<int64_t> tShape = {c.x[0]};
+        tShape.insert(tShape.end(), c.x.begin() + 2, c.x.end());
+        Buf xb = fromDoubles(dtype, c.x,
+                             randomValues(count(c.x), ++seed, -4.0, 4.0));
+        Buf wb = fromDoubles(dtype, {c.x[1]},
+                             randomValues(c.x[1], ++seed, 0.5, 2.0));
+        Buf lb = i64(tShape, c.labels);
+        Buf *wp = c.weights ? &wb : nullptr;
+        AttrMap a = attrs({{"reduction", str(red)}});
+        if (c.ignore)
+          a.set("ignore_index", intv(2));
+        Buf one = fromDoubles(dtype, {}, {1.0});
+        Buf loss(dtype, {}), dx(dtype, c.x), fusedLoss(dtype, {}),
+            fusedDx(dtype, c.x);
+        ASSERT_KERNEL_OK(
+            run("SoftmaxCrossEntropyLoss", a, {&xb, &lb, wp}, {&loss}));
+        ASSERT_KERNEL_OK(
+            run("SoftmaxCrossEntropyLossGrad", a, {&one, &xb, &lb, wp}, {&dx}));
+        ASSERT_KERNEL_OK(run("SoftmaxCrossEntropyLossWithGrad", a,
+                             {&xb, &lb, wp}, {&fusedLoss, &fusedDx}));
+        EXPECT_EQ(fusedLoss.bytes, loss.bytes);
+        EXPECT_EQ(fusedDx.bytes, dx.bytes);
+      }
+}
+
+TEST(LossGradKernel, WithGradRejectsUnreducedLossAndBadTargets) {
+  Buf x = randomF32({2, 4}, 1);
+  Buf loss(DType::F32, {}), dx(DType::F32, {2, 4});
+  Buf labels = i64({2}, {1, 3});
+  Buf lossNone(DType::F32, {2});
+  EXPECT_KERNEL_ERROR(run("SoftmaxCrossEntropyLossWithGrad",
+                          attrs({{"reduction", str("none")}}), {&x, &labels},
+                          {&lossNone, &dx}),
+                      "sum or mean");
+  Buf bad = i64({2}, {1, 4});
+  EXPECT_KERNEL_ERROR(run("SoftmaxCrossEntropyLossWithGrad",
+                          attrs({{"reduction", str("mean")}}), {&x, &bad},
+                          {&loss, &dx}),
+                      "target 4 at position 1 is outside [0, 4)");
+  Buf small(DType::F32, {2, 3});
+  EXPECT_KERNEL_ERROR(run("SoftmaxCrossEntropyLossWithGrad",
+                          attrs({{"reduction", str("mean")}}), {&x, &labels},
+                          {&loss, &small}),
+                      "scores_grad");
 }
 
 TEST(LossGradKernel, IgnoredTargetsGetZeroGradient) {
