@@ -394,7 +394,8 @@ llvm::Error checkStatInput(const KernelContext &ctx, size_t i,
   return requireNumel(ctx, t, numel, name);
 }
 
-/// Softmax and LogSoftmax backward (ops::softmaxGradLine).
+/// Softmax and LogSoftmax backward (ops::softmaxGradLine; a contiguous
+/// float Softmax row vectorized, vec::softmaxGradRow).
 llvm::Error softmaxGradImpl(const KernelContext &ctx, bool logarithm) {
   LineGeometry g;
   SHARDC_CPU_TRY(checkSoftmaxGrad(ctx, g));
@@ -404,6 +405,13 @@ llvm::Error softmaxGradImpl(const KernelContext &ctx, bool logarithm) {
   return dispatchIn(
       FloatTypes{}, ctx, dy.dtype, "dY", [&](auto tag) -> llvm::Error {
         using T = typename decltype(tag)::type;
+        if constexpr (std::is_same_v<T, float>)
+          if (g.inner == 1 && !logarithm) {
+            for (int64_t o = 0; o < g.outer; ++o)
+              vec::softmaxGradRow(dy.as<T>() + o * g.n, y.as<T>() + o * g.n,
+                                  dx.as<T>() + o * g.n, g.n);
+            return llvm::Error::success();
+          }
         for (int64_t o = 0; o < g.outer; ++o)
           for (int64_t i = 0; i < g.inner; ++i) {
             int64_t base = o * g.n * g.inner + i;

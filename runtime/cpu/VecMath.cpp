@@ -36,11 +36,13 @@ namespace shardc::rt::cpu::vec {
   void layerNormGradRow(const float *dy, const float *x, const float *w,       \
                         double mean, double invStd, float *dx, double *dScale, \
                         double *dBias, int64_t n);                             \
+  void softmaxGradRow(const float *dy, const float *y, float *dx, int64_t n);  \
   }
 #define SHARDC_VEC_PATH(isa)                                                   \
   Path {                                                                       \
 #isa, isa::expArray, isa::erfArray, isa::maxOf, isa::expSum, isa::adam,    \
-        isa::fused, isa::layerNormRow, isa::layerNormGradRow                   \
+        isa::fused, isa::layerNormRow, isa::layerNormGradRow,                  \
+        isa::softmaxGradRow                                                    \
   }
 
 SHARDC_VEC_DECLARE(base)

@@ -81,6 +81,10 @@ struct Path {
   void (*layerNormGradRow)(const float *dy, const float *x, const float *w,
                            double mean, double invStd, float *dx,
                            double *dScale, double *dBias, int64_t n);
+  /// Softmax's gradient for one row of n: s = the sum of dy[i] * y[i]
+  /// (products in float, kLanes float lanes, then double), and
+  /// dx[i] = y[i] * (dy[i] - s) in float.
+  void (*softmaxGradRow)(const float *dy, const float *y, float *dx, int64_t n);
 };
 
 /// The paths this CPU can run, the best first.
@@ -124,6 +128,10 @@ inline void layerNormGradRow(const float *dy, const float *x, const float *w,
                              double mean, double invStd, float *dx,
                              double *dScale, double *dBias, int64_t n) {
   activePath().layerNormGradRow(dy, x, w, mean, invStd, dx, dScale, dBias, n);
+}
+inline void softmaxGradRow(const float *dy, const float *y, float *dx,
+                           int64_t n) {
+  activePath().softmaxGradRow(dy, y, dx, n);
 }
 /// What a softmax subtracts before exponentiating: the largest of x[0..n),
 /// or 0 when that is infinite (inf - inf is NaN).

@@ -397,5 +397,12 @@ void layerNormGradRow(const float *dy, const float *x, const float *w,
   }
 }
 
+void softmaxGradRow(const float *dy, const float *y, float *dx, int64_t n) {
+  float s = static_cast<float>(laneSum(
+      n, [&](int64_t i) { return load(dy + i) * load(y + i); },
+      [&](int64_t i) { return dy[i] * y[i]; }));
+  eachElement(dx, n, [&](int64_t i) { return y[i] * (dy[i] - s); });
+}
+
 } // namespace SHARDC_VEC_ISA
 } // namespace shardc::rt::cpu::vec

@@ -234,6 +234,35 @@ TEST(VecMath, LayerNormRowsAreOneResultOnEveryPath) {
   }
 }
 
+TEST(VecMath, SoftmaxGradRowsAreOneResultOnEveryPath) {
+  llvm::ArrayRef<vec::Path> paths = vec::availablePaths();
+  for (int64_t n : {1, 15, 16, 17, 64, 1000}) {
+    std::vector<float> y = randomFloats(n, 21 + n, 0, 1);
+    std::vector<float> dy = randomFloats(n, 23 + n, -1, 1);
+    double sum = 0;
+    for (int64_t i = 0; i < n; ++i)
+      sum += double(dy[i]) * y[i];
+    std::vector<float> ref;
+    for (const vec::Path &p : paths) {
+      std::vector<float> dx(n);
+      p.softmaxGradRow(dy.data(), y.data(), dx.data(), n);
+      for (int64_t i = 0; i < n; ++i)
+        EXPECT_NEAR(dx[i], y[i] * (dy[i] - sum), 1e-5) << p.name << " " << i;
+      // In place over dy, as a plan may place it.
+      std::vector<float> inPlace = dy;
+      p.softmaxGradRow(inPlace.data(), y.data(), inPlace.data(), n);
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_TRUE(sameBits(inPlace[i], dx[i])) << p.name << " " << i;
+      if (ref.empty()) {
+        ref = dx;
+        continue;
+      }
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_TRUE(sameBits(dx[i], ref[i])) << p.name << " " << i;
+    }
+  }
+}
+
 TEST(VecMath, AdamIsAdamStepOnEveryPathInPlaceOrNot) {
   const int64_t n = 1003;
   std::vector<float> p0 = randomFloats(n, 11, -1, 1);
