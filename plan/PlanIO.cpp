@@ -1076,7 +1076,9 @@ Error validatePlan(const Plan &plan, llvm::ArrayRef<StringRef> knownOpTypes) {
   std::vector<bool> defined(numBuffers, false);
   for (int i = 0; i < numBuffers; ++i)
     defined[i] = plan.buffers(i).kind() != TEMP;
-  // Views: into a TEMP buffer that is no view itself, inside its bytes.
+  // Views: into a TEMP buffer that is no view itself, inside its bytes. An
+  // op may write one (the producers of a concatenation's blocks write
+  // them into its result).
   auto rootOf = [&](int32_t index) {
     return plan.buffers(index).is_alias() ? plan.buffers(index).alias_of()
                                           : index;
@@ -1138,9 +1140,6 @@ Error validatePlan(const Plan &plan, llvm::ArrayRef<StringRef> knownOpTypes) {
       // Parameters and state are updated in place; inputs and constants
       // are never written.
       int kind = plan.buffers(index).kind();
-      if (plan.buffers(index).is_alias())
-        return makeError(what + ": output " + Twine(k) + " writes " +
-                         describeBuffer(plan, index) + ", a view");
       if (kind == INPUT || kind == CONSTANT)
         return makeError(what + ": output " + Twine(k) + " writes " +
                          describeBuffer(plan, index) + ", a " + kindName(kind) +
@@ -1193,9 +1192,11 @@ Error validatePlan(const Plan &plan, llvm::ArrayRef<StringRef> knownOpTypes) {
     }
     // Outputs become defined only after all inputs were checked: an op may
     // not read a TEMP that it writes itself.
+    // A written view (a block of a concatenation its producer writes in
+    // place) defines its root.
     for (int32_t index : op.outputs())
       if (index != -1)
-        defined[index] = true;
+        defined[rootOf(index)] = true;
     llvm::StringSet<> attrNames;
     for (const Attribute &attr : op.attributes()) {
       if (attr.name().empty())

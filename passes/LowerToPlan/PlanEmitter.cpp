@@ -393,6 +393,84 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
     }
   }
 
+  // A concatenation whose inputs are contiguous blocks of its result (all
+  // dimensions before the axis 1), a gradient bucket that an all-reduce
+  // alone reads, is no op: each input
+  // that is a fresh op result only it reads (directly or through reshapes
+  // only it reads) is written by its producer straight into its block,
+  // through a view of the result; any other input is copied into its block
+  // where the concatenation was.
+  DenseMap<Value, std::pair<ConcatOp, uint64_t>> concatSlot;
+  DenseSet<Operation *> blockConcats;
+  auto bytesOf = [](Value v) {
+    auto type = cast<RankedTensorType>(v.getType());
+    return static_cast<uint64_t>(type.getNumElements()) *
+           rt::dtypeSize(toRuntimeType(type.getElementType()));
+  };
+  for (auto concat : body.getOps<ConcatOp>()) {
+    auto type = cast<RankedTensorType>(concat.getType());
+    int64_t axis = concat.getAxis();
+    // Only all-reduce buckets (stages 0 and 1): at stages 2 and 3 the
+    // unit's unsharded gradients stay buffers of their own until the
+    // reduce-scatter's copy, which keeps the gradient accounting of hybrid
+    // sharding and a plain shard group alike.
+    if (!concat->hasOneUse() ||
+        !isa<AllReduceStartOp>(*concat->getUsers().begin()) ||
+        !type.hasStaticShape() ||
+        toRuntimeType(type.getElementType()) == rt::DType::Undefined ||
+        inPlace.count(concat.getResult()) ||
+        llvm::any_of(type.getShape().take_front(axis),
+                     [](int64_t d) { return d != 1; }))
+      continue;
+    blockConcats.insert(concat);
+    uint64_t offset = 0;
+    for (Value in : concat.getInputs()) {
+      uint64_t at = offset;
+      offset += bytesOf(in);
+      Value v = in;
+      while (v.hasOneUse())
+        if (auto reshape = v.getDefiningOp<ReshapeOp>())
+          v = reshape.getInput();
+        else
+          break;
+      Operation *def = v.getDefiningOp();
+      if (v.hasOneUse() && def && isa<ShardcDialect>(def->getDialect()) &&
+          !isa<ConstantOp, CollectiveWaitOp, ReshapeOp, SliceOp, ConcatOp,
+               AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp,
+               OffloadReadStartOp, OffloadWriteStartOp, OptimizerUpdate>(def) &&
+          !inPlace.count(v) && !stagedCategory.count(v) && !concatSlot.count(v))
+        concatSlot[v] = {concat, at};
+    }
+  }
+  // The result buffer of each such concatenation, made when its first
+  // block is.
+  DenseMap<Operation *, int32_t> concatRoot;
+  auto rootOf = [&](ConcatOp concat) {
+    auto [it, inserted] = concatRoot.try_emplace(concat, 0);
+    if (inserted) {
+      auto [dtype, shape] = bufferType(concat.getResult());
+      it->second =
+          writer.addBuffer(locName(concat.getLoc(), "Concat") + ":blocks",
+                           dtype, shape, plan::TEMP);
+      // The result is its blocks: of their category (a bucket of
+      // gradients counts as gradients, as DDP's gradient_as_bucket_view).
+      Value first = concat.getInputs().front();
+      p.mutable_buffers(it->second)
+          ->set_category(isa<OpResult>(first)
+                             ? categoryOf(cast<OpResult>(first))
+                             : categoryOf(concat->getResult(0)));
+    }
+    return it->second;
+  };
+  // Makes buffer `id` the view of `root` at `offset`.
+  auto makeBlock = [&](int32_t id, int32_t root, uint64_t offset) {
+    plan::Buffer *vb = p.mutable_buffers(id);
+    vb->set_is_alias(true);
+    vb->set_alias_of(root);
+    vb->set_alias_offset(offset);
+    vb->set_category(p.buffers(root).category());
+  };
+
   unsigned counter = 0;
   for (Operation &op : body) {
     if (ret == &op) {
@@ -456,6 +534,32 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
     }
     if (!isa<ShardcDialect>(op.getDialect()))
       return op.emitOpError("cannot be lowered to a plan op");
+    if (blockConcats.count(&op)) {
+      auto concat = cast<ConcatOp>(op);
+      int32_t root = rootOf(concat);
+      uint64_t offset = 0;
+      for (Value in : concat.getInputs()) {
+        int32_t id = buffers.lookup(in);
+        const plan::Buffer &b = p.buffers(id);
+        if (!(b.is_alias() && b.alias_of() == root &&
+              b.alias_offset() == offset)) {
+          auto [dtype, shape] = bufferType(in);
+          std::string name = locName(op.getLoc(), "Concat") + ":block#" +
+                             std::to_string(counter++);
+          int32_t block =
+              writer.addBuffer(name + ":view", dtype, shape, plan::TEMP);
+          makeBlock(block, root, offset);
+          plan::Op *copy = p.add_ops();
+          copy->set_type("Identity");
+          copy->set_name(name);
+          copy->add_inputs(id);
+          copy->add_outputs(block);
+        }
+        offset += bytesOf(in);
+      }
+      buffers[concat.getResult()] = root;
+      continue;
+    }
     // A reshape, or a contiguous slice of a 1-d buffer, of a TEMP buffer is
     // a view: no op, no copy, no memory of its own.
     if (isa<ReshapeOp, SliceOp>(op) && !inPlace.count(op.getResult(0))) {
@@ -571,6 +675,11 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
                            dtype, shape, plan::TEMP);
       pop->add_outputs(id);
       buffers[r] = id;
+      if (auto slot = concatSlot.find(r); slot != concatSlot.end()) {
+        auto [concat, offset] = slot->second;
+        makeBlock(id, rootOf(concat), offset);
+        continue;
+      }
       auto staged = stagedCategory.find(r);
       p.mutable_buffers(id)->set_category(
           staged != stagedCategory.end() ? staged->second : categoryOf(r));
