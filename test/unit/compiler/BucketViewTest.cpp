@@ -7,18 +7,7 @@
 // the blocks back to back and filling the buffer, none copied.
 //
 //===----------------------------------------------------------------------===//
-#include "frontend/Importer.h"
-#include "passes/LowerToPlan/PlanEmitter.h"
-#include "passes/Passes.h"
-#include "plan/PlanIO.h"
-
-#include "mlir/IR/MLIRContext.h"
-#include "mlir/Pass/PassManager.h"
-
-#include "llvm/Support/FileSystem.h"
-#include "llvm/Support/raw_ostream.h"
-
-#include <gtest/gtest.h>
+#include "test/unit/compiler/CompileToPlan.h"
 
 #include <map>
 
@@ -54,49 +43,16 @@ class BucketView : public ::testing::TestWithParam<int> {};
 
 TEST_P(BucketView, GradientsAreWrittenIntoTheCollectiveBuffer) {
   int stage = GetParam();
-  llvm::SmallString<128> dir;
-  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("shard-bucket", dir));
-  std::string path = (dir + "/m.onnxtxt").str();
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(path, ec);
-    ASSERT_FALSE(ec);
-    os << kModel;
-  }
-  mlir::MLIRContext ctx;
-  std::string diags;
-  ctx.getDiagEngine().registerHandler([&](mlir::Diagnostic &d) {
-    diags += d.str() + "\n";
-    return mlir::success();
-  });
-  auto imported = importOnnxFile(ctx, path, {});
-  ASSERT_TRUE(mlir::succeeded(imported)) << diags;
-  mlir::PassManager pm(&ctx);
   TrainPipelineOptions opts;
   opts.optimizer = OptimizerKind::Sgd;
   opts.worldSize = 2;
   opts.stage = stage;
   opts.minNumParams = 1000; // one wrap unit at stage 1
-  buildTrainPipeline(pm, opts);
-  ASSERT_TRUE(mlir::succeeded(pm.run(*imported->module))) << diags;
-  std::map<std::string, std::vector<uint8_t>> original;
-  for (const auto &init : imported->model.graph().initializer()) {
-    auto bytes = readTensorBytes(init, ".");
-    ASSERT_TRUE(!!bytes);
-    original[init.name()] = *bytes;
-  }
-  plan::PlanWriter writer;
-  ParamReader reader =
-      [&](llvm::StringRef name) -> llvm::Expected<std::vector<uint8_t>> {
-    return original.at(name.str());
-  };
-  ASSERT_TRUE(mlir::succeeded(emitPlan(*imported->module, reader, writer)))
-      << diags;
-  // Writing validates the plan (a view an op writes is a TEMP block of a
-  // TEMP buffer that is no view).
-  if (llvm::Error err = writer.write((dir + "/plan").str()))
-    FAIL() << llvm::toString(std::move(err));
-  const plan::Plan &p = writer.plan();
+  // Writing validates the plan (a view an op writes is a block of a TEMP
+  // buffer that is no view).
+  test::CompiledPlan compiled;
+  ASSERT_NO_FATAL_FAILURE(test::compileToPlan(kModel, opts, compiled));
+  const plan::Plan &p = compiled.plan();
 
   std::string start = "AllReduceStart";
   int collectives = 0;
@@ -138,6 +94,7 @@ TEST_P(BucketView, GradientsAreWrittenIntoTheCollectiveBuffer) {
     EXPECT_EQ(copies, 0) << root.name();
   }
   EXPECT_GE(collectives, 1);
+  llvm::sys::fs::remove_directories(compiled.dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(Stages, BucketView, ::testing::Values(0, 1));

@@ -8,20 +8,10 @@
 // padding is zero, and stripping it gives back every parameter bit for bit.
 //
 //===----------------------------------------------------------------------===//
-#include "frontend/Importer.h"
-#include "passes/LowerToPlan/PlanEmitter.h"
-#include "passes/Passes.h"
-#include "plan/PlanIO.h"
+#include "test/unit/compiler/CompileToPlan.h"
+
 #include "runtime/Backend.h"
 #include "runtime/cpu/Kernels.h"
-
-#include "mlir/IR/MLIRContext.h"
-#include "mlir/Pass/PassManager.h"
-
-#include "llvm/Support/FileSystem.h"
-#include "llvm/Support/raw_ostream.h"
-
-#include <gtest/gtest.h>
 
 #include <cstring>
 #include <map>
@@ -52,24 +42,6 @@ class Partition : public ::testing::TestWithParam<int> {};
 
 TEST_P(Partition, EveryElementOwnedByExactlyOneRank) {
   int world = GetParam();
-  llvm::SmallString<128> dir;
-  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("shard-partition", dir));
-  std::string path = (dir + "/m.onnxtxt").str();
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(path, ec);
-    ASSERT_FALSE(ec);
-    os << kModel;
-  }
-  mlir::MLIRContext ctx;
-  std::string diags;
-  ctx.getDiagEngine().registerHandler([&](mlir::Diagnostic &d) {
-    diags += d.str() + "\n";
-    return mlir::success();
-  });
-  auto imported = importOnnxFile(ctx, path, {});
-  ASSERT_TRUE(mlir::succeeded(imported)) << diags;
-  mlir::PassManager pm(&ctx);
   TrainPipelineOptions opts;
   opts.optimizer = OptimizerKind::Sgd;
   opts.worldSize = world;
@@ -77,27 +49,12 @@ TEST_P(Partition, EveryElementOwnedByExactlyOneRank) {
   // Size-based wrapping: fc1_weight (21) + fc1_bias (7) + head_weight (35)
   // reach 30 elements in one unit, head_bias (5) is the second.
   opts.minNumParams = 30;
-  buildTrainPipeline(pm, opts);
-  ASSERT_TRUE(mlir::succeeded(pm.run(*imported->module))) << diags;
-
-  // The original parameter bytes, by name.
-  std::map<std::string, std::vector<uint8_t>> original;
-  for (const auto &init : imported->model.graph().initializer()) {
-    auto bytes = readTensorBytes(init, ".");
-    ASSERT_TRUE(!!bytes);
-    original[init.name()] = *bytes;
-  }
-  plan::PlanWriter writer;
-  ParamReader reader =
-      [&](llvm::StringRef name) -> llvm::Expected<std::vector<uint8_t>> {
-    return original.at(name.str());
-  };
-  ASSERT_TRUE(mlir::succeeded(emitPlan(*imported->module, reader, writer)))
-      << diags;
-  std::string planDir = (dir + "/plan").str();
-  if (llvm::Error err = writer.write(planDir))
-    FAIL() << llvm::toString(std::move(err));
-  const plan::Plan &p = writer.plan();
+  test::CompiledPlan compiled;
+  ASSERT_NO_FATAL_FAILURE(test::compileToPlan(kModel, opts, compiled));
+  const std::map<std::string, std::vector<uint8_t>> &original =
+      compiled.initializers;
+  std::string planDir = compiled.planDir();
+  const plan::Plan &p = compiled.plan();
   ASSERT_EQ(p.world_size(), world);
   ASSERT_EQ(p.units_size(), 2);
   EXPECT_EQ(p.units(0).params_size(), 3);
@@ -162,7 +119,7 @@ TEST_P(Partition, EveryElementOwnedByExactlyOneRank) {
     }
   }
   EXPECT_EQ(seen.size(), 4u) << "every trainable parameter is in a unit";
-  llvm::sys::fs::remove_directories(dir);
+  llvm::sys::fs::remove_directories(compiled.dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, Partition,
