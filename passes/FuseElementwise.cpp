@@ -496,6 +496,43 @@ bool foldableProduct(MatMulOp m) {
 /// PermutedMatMul of the untransposed tensors. The products are the same
 /// dot products, each summed in the same order.
 void foldTransposesIntoMatMuls(func::FuncOp func) {
+  // A transpose that only an elementwise op with scalar other operands
+  // reads (nn.MultiheadAttention's q / sqrt(d)), whose result only matrix
+  // products and transposes read, moves after it: the op runs on the
+  // untransposed tensor, element for element the same.
+  SmallVector<TransposeOp> sinking;
+  func.walk([&](TransposeOp t) { sinking.push_back(t); });
+  while (!sinking.empty()) {
+    TransposeOp t = sinking.pop_back_val();
+    if (!t->hasOneUse())
+      continue;
+    Operation *user = *t->user_begin();
+    if (!fusibleType(user) ||
+        llvm::any_of(user->getOperands(),
+                     [&](Value v) {
+                       return v != t.getResult() &&
+                              cast<RankedTensorType>(v.getType()).getRank() !=
+                                  0;
+                     }) ||
+        !llvm::all_of(user->getUsers(), [](Operation *u) {
+          return isa<MatMulOp, TransposeOp>(u);
+        }))
+      continue;
+    OpBuilder builder(user);
+    Operation *moved = builder.clone(*user);
+    for (OpOperand &operand : moved->getOpOperands())
+      if (operand.get() == t.getResult())
+        operand.set(t.getInput());
+    moved->getResult(0).setType(t.getInput().getType());
+    Operation *after = builder.clone(*t);
+    after->setOperand(0, moved->getResult(0));
+    after->getResult(0).setType(user->getResult(0).getType());
+    user->getResult(0).replaceAllUsesWith(after->getResult(0));
+    user->erase();
+    t->erase();
+    sinking.push_back(cast<TransposeOp>(after));
+  }
+
   SmallVector<TransposeOp> transposes;
   func.walk([&](TransposeOp t) { transposes.push_back(t); });
   SmallVector<Operation *> dead;

@@ -987,8 +987,11 @@ def FuseElementwise : Pass<"shardc-fuse-elementwise", "mlir::ModuleOp"> {
       instead of computing every exponential again; forward keeps the
       gradient for backward in place of the scores, of their size. A loss
       whose log_prob is read stays as it is.
-    - Attention's transposes are read through strides: a transpose of a
-      transpose becomes one transpose of the source, then a batched f32/f64
+    - Attention's transposes are read through strides: a transpose that
+      only an elementwise op with scalar other operands reads (the scaled
+      query of nn.MultiheadAttention), whose result only products and
+      transposes read, moves after that op; a transpose of a transpose
+      becomes one transpose of the source; then a batched f32/f64
       MatMul (equal batch dimensions) whose operand is a transpose only
       such products read, or whose result only a transpose reads, becomes
       `shardc.PermutedMatMul` of the untransposed tensors: the head split

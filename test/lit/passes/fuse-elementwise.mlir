@@ -323,3 +323,21 @@ func.func @transposes_kept(%x: tensor<2x5x3x4xf32>, %w: tensor<1x3x4x4xf32>) -> 
   %y = shardc.MatMul %xt, %w : (tensor<2x3x5x4xf32>, tensor<1x3x4x4xf32>) -> tensor<2x3x5x4xf32>
   return %s, %xt, %m, %y, %kt : tensor<2x3x5x5xf32>, tensor<2x3x5x4xf32>, tensor<2x4x3x3xf32>, tensor<2x3x5x4xf32>, tensor<2x3x4x5xf32>
 }
+
+// -----
+
+// nn.MultiheadAttention scales the transposed q before its product: the
+// transpose moves after the scaling (a scalar Div, element for element the
+// same), then folds into the product.
+// CHECK-LABEL: func.func @scaled_query
+// CHECK-NOT: shardc.Transpose
+// CHECK: %[[D:.*]] = shardc.Div %arg0, %{{.*}} : (tensor<5x6x4xf32>, tensor<f32>) -> tensor<5x6x4xf32>
+// CHECK: shardc.PermutedMatMul %[[D]], %arg1 {a_perm = array<i64: 1, 0, 2>, b_perm = array<i64: 1, 2, 0>, output_perm = array<i64: 0, 1, 2>}
+func.func @scaled_query(%q: tensor<5x6x4xf32>, %k: tensor<5x6x4xf32>) -> tensor<6x5x5xf32> {
+  %s = shardc.Constant dense<2.0> : tensor<f32>
+  %qt = shardc.Transpose %q {perm = array<i64: 1, 0, 2>} : tensor<5x6x4xf32> -> tensor<6x5x4xf32>
+  %qs = shardc.Div %qt, %s : (tensor<6x5x4xf32>, tensor<f32>) -> tensor<6x5x4xf32>
+  %kt = shardc.Transpose %k {perm = array<i64: 1, 2, 0>} : tensor<5x6x4xf32> -> tensor<6x4x5xf32>
+  %y = shardc.MatMul %qs, %kt : (tensor<6x5x4xf32>, tensor<6x4x5xf32>) -> tensor<6x5x5xf32>
+  return %y : tensor<6x5x5xf32>
+}
