@@ -523,10 +523,16 @@ void foldTransposesIntoMatMuls(func::FuncOp func) {
     for (OpOperand &operand : moved->getOpOperands())
       if (operand.get() == t.getResult())
         operand.set(t.getInput());
-    moved->getResult(0).setType(t.getInput().getType());
+    // The op's result keeps its element type (a Where of a transposed i1
+    // mask gives floats) in the untransposed shape.
+    auto resultType = cast<RankedTensorType>(user->getResult(0).getType());
+    moved->getResult(0).setType(resultType.clone(
+        cast<RankedTensorType>(t.getInput().getType()).getShape()));
+    // The transpose takes the op's place, and its marks.
     Operation *after = builder.clone(*t);
     after->setOperand(0, moved->getResult(0));
-    after->getResult(0).setType(user->getResult(0).getType());
+    after->getResult(0).setType(resultType);
+    after->setDiscardableAttrs(user->getDiscardableAttrDictionary());
     user->getResult(0).replaceAllUsesWith(after->getResult(0));
     user->erase();
     t->erase();

@@ -395,11 +395,10 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
 
   // A concatenation whose inputs are contiguous blocks of its result (all
   // dimensions before the axis 1), a gradient bucket that an all-reduce
-  // alone reads, is no op: each input
-  // that is a fresh op result only it reads (directly or through reshapes
-  // only it reads) is written by its producer straight into its block,
-  // through a view of the result; any other input is copied into its block
-  // where the concatenation was.
+  // alone reads, is no op: each input that is a fresh op result only it
+  // reads (directly or through reshapes only it reads) is written by its
+  // producer straight into its block, through a view of the result; any
+  // other input is copied into its block where the concatenation was.
   DenseMap<Value, std::pair<ConcatOp, uint64_t>> concatSlot;
   DenseSet<Operation *> blockConcats;
   auto bytesOf = [](Value v) {

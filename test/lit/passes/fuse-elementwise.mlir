@@ -341,3 +341,20 @@ func.func @scaled_query(%q: tensor<5x6x4xf32>, %k: tensor<5x6x4xf32>) -> tensor<
   %y = shardc.MatMul %qs, %kt : (tensor<6x5x4xf32>, tensor<6x4x5xf32>) -> tensor<6x5x5xf32>
   return %y : tensor<6x5x5xf32>
 }
+
+// -----
+
+// A transposed i1 mask read by a Where of two scalars: the Where moves
+// before the transpose with its float result type, and the transpose folds.
+// CHECK-LABEL: func.func @mask_where
+// CHECK-NOT: shardc.Transpose
+// CHECK: %[[W:.*]] = shardc.Where %arg0, %{{.*}}, %{{.*}} : (tensor<5x6x4xi1>, tensor<f32>, tensor<f32>) -> tensor<5x6x4xf32>
+// CHECK: shardc.PermutedMatMul %[[W]], %arg1 {a_perm = array<i64: 1, 0, 2>
+func.func @mask_where(%m: tensor<5x6x4xi1>, %k: tensor<6x4x5xf32>) -> tensor<6x5x5xf32> {
+  %one = shardc.Constant dense<1.0> : tensor<f32>
+  %zero = shardc.Constant dense<0.0> : tensor<f32>
+  %mt = shardc.Transpose %m {perm = array<i64: 1, 0, 2>} : tensor<5x6x4xi1> -> tensor<6x5x4xi1>
+  %w = shardc.Where %mt, %one, %zero : (tensor<6x5x4xi1>, tensor<f32>, tensor<f32>) -> tensor<6x5x4xf32>
+  %y = shardc.MatMul %w, %k : (tensor<6x5x4xf32>, tensor<6x4x5xf32>) -> tensor<6x5x5xf32>
+  return %y : tensor<6x5x5xf32>
+}
