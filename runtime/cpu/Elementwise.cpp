@@ -49,10 +49,15 @@ using ops::UnsignedOf;
 //===----------------------------------------------------------------------===//
 
 /// Applies `op` over a broadcast row. The common stride patterns get their
-/// own loops so that they vectorize.
+/// own loops so that they vectorize; float rows of two contiguous operands
+/// run VecMath's loop for `vecOp` (the CPU's widest vectors, the same
+/// arithmetic) where the op has one.
 template <typename T, typename Op>
 void binaryRow(const T *a, int64_t sa, const T *b, int64_t sb, T *c, int64_t n,
-               Op op) {
+               Op op, std::optional<ops::FusedOpcode> vecOp) {
+  if constexpr (std::is_same_v<T, float>)
+    if (vecOp && sa == 1 && sb == 1 && vec::fused(*vecOp, a, b, nullptr, c, n))
+      return;
   if (sa == 1 && sb == 1) {
     for (int64_t i = 0; i < n; ++i)
       c[i] = op(a[i], b[i]);
@@ -71,7 +76,8 @@ void binaryRow(const T *a, int64_t sa, const T *b, int64_t sb, T *c, int64_t n,
 }
 
 template <typename Op>
-llvm::Error binaryKernel(const KernelContext &ctx, Op op, bool checkZero) {
+llvm::Error binaryKernel(const KernelContext &ctx, Op op, bool checkZero,
+                         std::optional<ops::FusedOpcode> vecOp = std::nullopt) {
   llvm::SmallVector<int64_t, 6> sa, sb;
   SHARDC_CPU_TRY(checkBroadcastOperands(ctx, DType::Undefined, sa, sb));
   const TensorView &a = ctx.inputs[0];
@@ -92,14 +98,15 @@ llvm::Error binaryKernel(const KernelContext &ctx, Op op, bool checkZero) {
             return ctx.error("integer division by zero");
     }
     if (a.shape == c.shape && b.shape == c.shape) {
-      binaryRow(pa, 1, pb, 1, pc, c.numel(), op);
+      binaryRow(pa, 1, pb, 1, pc, c.numel(), op, vecOp);
       return llvm::Error::success();
     }
     std::array<llvm::ArrayRef<int64_t>, 2> strides = {sa, sb};
     forEachRow<2>(
         c.shape, strides,
         [&](int64_t o, const int64_t *in, int64_t n, const int64_t *s) {
-          binaryRow(pa + in[0], s[0], pb + in[1], s[1], pc + o, n, op);
+          binaryRow(pa + in[0], s[0], pb + in[1], s[1], pc + o, n, op,
+                    vecOp);
         });
     return llvm::Error::success();
   });
@@ -165,16 +172,16 @@ llvm::Error unaryKernel(const KernelContext &ctx, Types types, Op op,
 } // namespace
 
 llvm::Error addKernel(const KernelContext &ctx) {
-  return binaryKernel(ctx, AddOp{}, false);
+  return binaryKernel(ctx, AddOp{}, false, ops::FusedOpcode::Add);
 }
 llvm::Error subKernel(const KernelContext &ctx) {
-  return binaryKernel(ctx, SubOp{}, false);
+  return binaryKernel(ctx, SubOp{}, false, ops::FusedOpcode::Sub);
 }
 llvm::Error mulKernel(const KernelContext &ctx) {
-  return binaryKernel(ctx, MulOp{}, false);
+  return binaryKernel(ctx, MulOp{}, false, ops::FusedOpcode::Mul);
 }
 llvm::Error divKernel(const KernelContext &ctx) {
-  return binaryKernel(ctx, DivOp{}, true);
+  return binaryKernel(ctx, DivOp{}, true, ops::FusedOpcode::Div);
 }
 
 llvm::Error maxKernel(const KernelContext &ctx) {

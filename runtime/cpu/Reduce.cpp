@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/KernelUtil.h"
+#include "runtime/cpu/VecMath.h"
 #include "runtime/kernels/ElementOps.h"
 
 #include <algorithm>
@@ -99,6 +100,13 @@ llvm::Error reduceImpl(const KernelContext &ctx, Reduction kind) {
                 for (int64_t i = 0; i < n; ++i)
                   s += static_cast<Acc>(row[i]);
                 *a += s;
+              } else if constexpr (std::is_same_v<T, float>) {
+                if (rs[0] == 1) {
+                  vec::addToDouble(a, row, n);
+                  return;
+                }
+                for (int64_t i = 0; i < n; ++i)
+                  a[i * rs[0]] += static_cast<Acc>(row[i]);
               } else {
                 for (int64_t i = 0; i < n; ++i)
                   a[i * rs[0]] += static_cast<Acc>(row[i]);

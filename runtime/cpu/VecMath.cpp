@@ -37,12 +37,14 @@ namespace shardc::rt::cpu::vec {
                         double mean, double invStd, float *dx, double *dScale, \
                         double *dBias, int64_t n);                             \
   void softmaxGradRow(const float *dy, const float *y, float *dx, int64_t n);  \
+  void scale(float *x, float s, int64_t n);                                    \
+  void addToDouble(double *acc, const float *x, int64_t n);                    \
   }
 #define SHARDC_VEC_PATH(isa)                                                   \
   Path {                                                                       \
 #isa, isa::expArray, isa::erfArray, isa::maxOf, isa::expSum, isa::adam,    \
         isa::fused, isa::layerNormRow, isa::layerNormGradRow,                  \
-        isa::softmaxGradRow                                                    \
+        isa::softmaxGradRow, isa::scale, isa::addToDouble                      \
   }
 
 SHARDC_VEC_DECLARE(base)

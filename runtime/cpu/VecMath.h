@@ -50,7 +50,8 @@ struct Path {
   void (*expArray)(const float *x, float *out, int64_t n);
   /// out[i] = erf(x[i]).
   void (*erfArray)(const float *x, float *out, int64_t n);
-  /// The largest of x[0..n), NaN when any is NaN, -inf when n = 0.
+  /// The largest of x[0..n), NaN when any is NaN, -inf when n = 0. Between
+  /// a +0 and a -0 maximum the positions decide, the same on every path.
   float (*maxOf)(const float *x, int64_t n);
   /// The sum of exp(x[i] - shift), accumulated in kLanes float lanes, then
   /// in double; the terms go to out[i] when out is not null.
@@ -85,6 +86,10 @@ struct Path {
   /// (products in float, kLanes float lanes, then double), and
   /// dx[i] = y[i] * (dy[i] - s) in float.
   void (*softmaxGradRow)(const float *dy, const float *y, float *dx, int64_t n);
+  /// x[i] *= s.
+  void (*scale)(float *x, float s, int64_t n);
+  /// acc[i] += x[i] in double (a column sum's step over one row).
+  void (*addToDouble)(double *acc, const float *x, int64_t n);
 };
 
 /// The paths this CPU can run, the best first.
@@ -145,8 +150,10 @@ inline float softmaxShift(const float *x, int64_t n) {
 
 /// x[i] *= s.
 inline void scale(float *x, float s, int64_t n) {
-  for (int64_t i = 0; i < n; ++i)
-    x[i] *= s;
+  activePath().scale(x, s, n);
+}
+inline void addToDouble(double *acc, const float *x, int64_t n) {
+  activePath().addToDouble(acc, x, n);
 }
 
 } // namespace shardc::rt::cpu::vec

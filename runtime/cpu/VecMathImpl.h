@@ -211,16 +211,30 @@ void erfArray(const float *x, float *out, int64_t n) {
 }
 
 float maxOf(const float *x, int64_t n) {
-  Floats m[kParts];
-  for (int k = 0; k < kParts; ++k)
+  // kChains independent chains of kLanes lanes, so that the loop is not
+  // bound by one chain's latency: element i goes to chain lane
+  // i % (kChains * kLanes), in order; the lanes then combine as a tree
+  // (lane j with lane j + h, h halving), which every width computes alike.
+  constexpr int kChains = 4;
+  constexpr int kRegs = kChains * kParts;
+  constexpr int kStep = kChains * kLanes;
+  Floats m[kRegs];
+  for (int k = 0; k < kRegs; ++k)
     m[k] = splat<Floats>(-__builtin_huge_valf());
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int k = 0; k < kParts; ++k)
+  for (; i + kStep <= n; i += kStep)
+    for (int k = 0; k < kRegs; ++k)
       m[k] = maxStep(m[k], load(x + i + k * kWidth));
-  float r = -__builtin_huge_valf();
-  for (int j = 0; j < kLanes; ++j)
-    r = maxStep(r, m[j / kWidth][j % kWidth]);
+  for (int h = kRegs / 2; h >= 1; h /= 2)
+    for (int k = 0; k < h; ++k)
+      m[k] = maxStep(m[k], m[k + h]);
+  float lane[kWidth];
+  for (int j = 0; j < kWidth; ++j)
+    lane[j] = m[0][j];
+  for (int h = kWidth / 2; h >= 1; h /= 2)
+    for (int j = 0; j < h; ++j)
+      lane[j] = maxStep(lane[j], lane[j + h]);
+  float r = lane[0];
   for (; i < n; ++i)
     r = maxStep(r, x[i]);
   return r;
@@ -402,6 +416,16 @@ void softmaxGradRow(const float *dy, const float *y, float *dx, int64_t n) {
       n, [&](int64_t i) { return load(dy + i) * load(y + i); },
       [&](int64_t i) { return dy[i] * y[i]; }));
   eachElement(dx, n, [&](int64_t i) { return y[i] * (dy[i] - s); });
+}
+
+void scale(float *x, float s, int64_t n) {
+  eachElement(x, n, [&](int64_t i) { return x[i] * s; });
+}
+
+void addToDouble(double *acc, const float *x, int64_t n) {
+  SHARDC_VEC_IVDEP
+  for (int64_t i = 0; i < n; ++i)
+    acc[i] += static_cast<double>(x[i]);
 }
 
 } // namespace SHARDC_VEC_ISA

@@ -133,6 +133,54 @@ TEST(VecMath, MaxOfPropagatesNaNAndHandlesEmptyAndInfinite) {
   }
 }
 
+/// maxOf's chains and lane tree: the largest value wherever it stands (each
+/// chain, each lane, the remainder), NaN from any position, and one result
+/// on every path where +0 and -0 tie.
+TEST(VecMath, MaxOfFindsTheLargestInEveryChainAndLane) {
+  llvm::ArrayRef<vec::Path> paths = vec::availablePaths();
+  for (int64_t n : {64, 130, 200}) {
+    std::vector<float> x = randomFloats(n, 21 + n, -5, -1);
+    for (int64_t at = 0; at < n; ++at) {
+      std::vector<float> y = x;
+      y[at] = 3.25f;
+      std::vector<float> z = x;
+      z[at] = kNaN;
+      for (const vec::Path &p : paths) {
+        ASSERT_EQ(p.maxOf(y.data(), n), 3.25f) << p.name << " at " << at;
+        ASSERT_TRUE(std::isnan(p.maxOf(z.data(), n)))
+            << p.name << " at " << at;
+      }
+    }
+    std::vector<float> zeros(n);
+    for (int64_t i = 0; i < n; ++i)
+      zeros[i] = (i * 7) % 3 ? 0.0f : -0.0f;
+    float ref = paths.front().maxOf(zeros.data(), n);
+    EXPECT_EQ(ref, 0.0f);
+    for (const vec::Path &p : paths.drop_front())
+      EXPECT_TRUE(sameBits(p.maxOf(zeros.data(), n), ref)) << p.name;
+  }
+}
+
+/// scale and addToDouble: x * s and acc + x, element by element, on every
+/// path (lengths with remainders; in place for scale).
+TEST(VecMath, ScaleAndAddToDoubleAreElementwiseOnEveryPath) {
+  for (int64_t n : {1, 15, 16, 17, 1000}) {
+    std::vector<float> x = randomFloats(n, 31 + n, -3, 3);
+    std::vector<float> acc0 = randomFloats(n, 37 + n, -1e6, 1e6);
+    for (const vec::Path &p : vec::availablePaths()) {
+      std::vector<float> y = x;
+      p.scale(y.data(), 0.37f, n);
+      std::vector<double> acc(acc0.begin(), acc0.end());
+      p.addToDouble(acc.data(), x.data(), n);
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_TRUE(sameBits(y[i], x[i] * 0.37f)) << p.name << " " << i;
+        ASSERT_EQ(acc[i], static_cast<double>(acc0[i]) + x[i])
+            << p.name << " " << i;
+      }
+    }
+  }
+}
+
 /// Every path's results, compared bit for bit with the first path's.
 TEST(VecMath, EveryPathComputesTheSameBits) {
   llvm::ArrayRef<vec::Path> paths = vec::availablePaths();
