@@ -12,9 +12,9 @@
 // The loops work on Floats values of SHARDC_VEC_WIDTH floats (16, 8 or 4:
 // one register of the instruction set), GCC's vector extensions, which Clang
 // has too. A reduction steps kLanes floats at a time, kParts registers, and
-// combines its kLanes partial results in lane order, so every width adds
-// in the same order. The remainder goes one float at a time through the
-// same element functions.
+// combines its kLanes partial results in one fixed order, so every width adds
+// in the same order (a tree, laneTotal). The remainder goes one float at a
+// time through the same element functions.
 //
 //===----------------------------------------------------------------------===//
 #if !defined(SHARDC_VEC_ISA) || !defined(SHARDC_VEC_WIDTH)
@@ -149,6 +149,19 @@ SHARDC_VEC_INLINE void store(float *p, Floats v) {
   __builtin_memcpy(p, &v, sizeof v);
 }
 
+/// The sum of kLanes float lanes in double, as a tree (lane j plus lane
+/// j + h, h halving from kLanes / 2): every width adds in this order, in a
+/// few dependent steps instead of kLanes.
+SHARDC_VEC_INLINE double laneTotal(const Floats (&s)[kParts]) {
+  double t[kLanes];
+  for (int j = 0; j < kLanes; ++j)
+    t[j] = s[j / kWidth][j % kWidth];
+  for (int h = kLanes / 2; h >= 1; h /= 2)
+    for (int j = 0; j < h; ++j)
+      t[j] += t[j + h];
+  return t[0];
+}
+
 /// ops::AdamStep::apply with its flags fixed, so that the loop has no
 /// branch. Each element is read before it is written and no other element
 /// is touched: `ivdep` (Clang: `assume_safety`) lets the compiler vectorize the
@@ -250,9 +263,7 @@ double expSum(const float *x, float shift, float *out, int64_t n) {
         store(out + i + k * kWidth, e);
       s[k] += e;
     }
-  double total = 0.0;
-  for (int j = 0; j < kLanes; ++j)
-    total += s[j / kWidth][j % kWidth];
+  double total = laneTotal(s);
   for (; i < n; ++i) {
     float e = expOf(x[i] - shift);
     if (out)
@@ -345,9 +356,7 @@ SHARDC_VEC_INLINE double laneSum(int64_t n, VecFn fv, ScalarFn fs) {
   for (; i + kLanes <= n; i += kLanes)
     for (int k = 0; k < kParts; ++k)
       s[k] += fv(i + k * kWidth);
-  double total = 0.0;
-  for (int j = 0; j < kLanes; ++j)
-    total += s[j / kWidth][j % kWidth];
+  double total = laneTotal(s);
   for (; i < n; ++i)
     total += fs(i);
   return total;
