@@ -94,10 +94,15 @@ Expected<cublasHandle_t> CudaStream::blas() {
     return std::move(err);
   }
   // Products in the element type's own precision (no TF32: parity with the
-  // CPU backend), and results that do not depend on the run (no atomics).
+  // CPU backend), 16-bit products summed in float32 throughout (no
+  // reduced-precision split-K reductions), and results that do not depend
+  // on the run (no atomics).
   if (Error err = checkBlas(
-          cublasSetMathMode(h, options.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
-                                            : CUBLAS_DEFAULT_MATH),
+          cublasSetMathMode(
+              h, static_cast<cublasMath_t>(
+                     (options.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                   : CUBLAS_DEFAULT_MATH) |
+                     CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)),
           "cublasSetMathMode")) {
     cublasDestroy(h);
     return std::move(err);
@@ -242,9 +247,11 @@ public:
     auto is16 = [](const TensorView &t) {
       return t.present() && (t.dtype == DType::F16 || t.dtype == DType::BF16);
     };
-    // As on the CPU (cpu::launchKernel): Cast converts 16-bit floats
-    // itself, every other kernel computes in float32 on widened copies.
-    if (ctx.opType != "Cast" &&
+    // Cast and the matrix products take 16-bit floats themselves (the
+    // products on cuBLAS's tensor cores, accumulating in float32); every
+    // other kernel computes in float32 on widened copies, as on the CPU
+    // (cpu::launchKernel).
+    if (!takes16BitFloats(kernel) &&
         (llvm::any_of(ctx.inputs, is16) || llvm::any_of(ctx.outputs, is16))) {
       if (Error err = runWidened(kernel, onStream))
         return err;
@@ -257,6 +264,11 @@ public:
 
 private:
   static constexpr size_t kStagingBytes = 8 << 20;
+
+  static bool takes16BitFloats(KernelFn kernel) {
+    return kernel == castKernel || kernel == gemmKernel ||
+           kernel == matMulKernel || kernel == permutedMatMulKernel;
+  }
 
   /// Runs `kernel` with every 16-bit float operand replaced by a float32
   /// copy in stream-ordered device memory: inputs converted by the Cast

@@ -13,6 +13,9 @@
 #include "runtime/cuda/CudaBackend.h"
 #include "runtime/kernels/HostDevice.h"
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <array>
 #include <cstdint>
 
@@ -192,15 +195,32 @@ inline llvm::Error readBadPosition(const KernelContext &ctx,
   return llvm::Error::success();
 }
 
+/// The element type a CUDA product computes on for DType D: the CPU
+/// kernels' storage type, except that 16-bit floats are CUDA's __half and
+/// __nv_bfloat16 (2 bytes, converting to and from float).
+template <DType D> struct CudaElement {
+  using type = typename cpu::DTag<D>::type;
+};
+template <> struct CudaElement<DType::F16> { using type = __half; };
+template <> struct CudaElement<DType::BF16> { using type = __nv_bfloat16; };
+
+/// The type of a product's alpha and beta: float for 16-bit floats (they
+/// accumulate in float32), the element type otherwise.
+template <typename T> struct GemmScalar { using type = T; };
+template <> struct GemmScalar<__half> { using type = float; };
+template <> struct GemmScalar<__nv_bfloat16> { using type = float; };
+
 /// Row-major C (m x n, leading dimension ldc) = alpha op(A) op(B) + beta C,
 /// `count` times with matrices `strideA`, `strideB`, `strideC` elements
-/// apart: cuBLAS for f32 and f64, a plain kernel for integers (MatMul.cu,
-/// which instantiates float and double for the other kernels).
-template <typename T>
+/// apart: cuBLAS for f32 and f64, for bfloat16 and float16 cuBLAS's tensor
+/// cores accumulating in float32 (rounded once to the element type), a plain
+/// kernel for integers (MatMul.cu, which instantiates the float types for
+/// the other kernels).
+template <typename T, typename S = typename GemmScalar<T>::type>
 llvm::Error gemm(const KernelContext &ctx, bool transA, bool transB, int64_t m,
-                 int64_t n, int64_t k, T alpha, const T *a, int64_t lda,
+                 int64_t n, int64_t k, S alpha, const T *a, int64_t lda,
                  int64_t strideA, const T *b, int64_t ldb, int64_t strideB,
-                 T beta, T *c, int64_t ldc, int64_t strideC, int64_t count);
+                 S beta, T *c, int64_t ldc, int64_t strideC, int64_t count);
 
 // Elementwise.cu
 llvm::Error copyKernel(const KernelContext &ctx);

@@ -245,7 +245,8 @@ TEST(CudaKernelsTest, MatMulMatchesCpu) {
       {{4, 0}, {0, 3}, {4, 3}},
       {{0, 8}, {8, 3}, {0, 3}},
   };
-  for (DType t : {DType::F32, DType::F64, DType::I64, DType::I32})
+  for (DType t : {DType::F32, DType::F64, DType::BF16, DType::F16, DType::I64,
+                  DType::I32})
     for (const auto &c : cases)
       expectSameAsCpu("MatMul", {{t, c[0]}, {t, c[1]}}, {{t, c[2]}},
                       productTolerance(t));
@@ -279,7 +280,7 @@ TEST(CudaKernelsTest, PermutedMatMulMatchesCpu) {
        {0, 2, 1, 3}},
       {{2, 3, 4}, {5, 3, 2}, {3, 4, 5}, {1, 2, 0}, {1, 2, 0}, {0, 1, 2}},
   };
-  for (DType t : {DType::F32, DType::F64})
+  for (DType t : {DType::F32, DType::F64, DType::BF16, DType::F16})
     for (const Case &c : cases) {
       AttrMap attrs;
       attrs.set("a_perm", AttrValue::ofInts(c.aPerm));
@@ -291,7 +292,7 @@ TEST(CudaKernelsTest, PermutedMatMulMatchesCpu) {
 }
 
 TEST(CudaKernelsTest, GemmMatchesCpu) {
-  for (DType t : {DType::F32, DType::F64, DType::I64})
+  for (DType t : {DType::F32, DType::F64, DType::BF16, DType::F16, DType::I64})
     for (int64_t transA : {0, 1})
       for (int64_t transB : {0, 1})
         for (const std::vector<int64_t> &cShape :

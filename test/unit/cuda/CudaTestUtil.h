@@ -10,6 +10,7 @@
 
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cuda/CudaBackend.h"
+#include "runtime/kernels/CastOps.h"
 
 #include "gtest/gtest.h"
 
@@ -84,6 +85,12 @@ randomBytes(DType dtype, int64_t n, std::mt19937 &rng, bool nonZero = false) {
       break;
     case DType::Bool:
       put(static_cast<uint8_t>(rng() % 2));
+      break;
+    case DType::F16:
+      put(ops::floatToHalf(static_cast<float>(v)));
+      break;
+    case DType::BF16:
+      put(ops::floatToBfloat16(static_cast<float>(v)));
       break;
     default:
       for (size_t b = 0; b < dtypeSize(dtype); ++b)
@@ -178,6 +185,37 @@ void expectClose(const std::vector<uint8_t> &gpuBytes,
   }
 }
 
+/// 16-bit floats: equal as float32 values, NaN matching any NaN, or within
+/// `tol.ulps` steps of the 16-bit format or `tol.abs`.
+inline void expectClose16(const std::vector<uint8_t> &gpuBytes,
+                          const std::vector<uint8_t> &cpuBytes, DType dtype,
+                          Tolerance tol) {
+  auto value = [&](const std::vector<uint8_t> &bytes, size_t i) {
+    uint16_t h;
+    std::memcpy(&h, &bytes[i * 2], 2);
+    return dtype == DType::F16 ? ops::halfToFloat(h) : ops::bfloat16ToFloat(h);
+  };
+  // Ordered integers of the 16-bit encodings, as ulpDistance does for float.
+  auto ordered = [&](const std::vector<uint8_t> &bytes, size_t i) {
+    int16_t h;
+    std::memcpy(&h, &bytes[i * 2], 2);
+    return h < 0 ? int32_t(std::numeric_limits<int16_t>::min()) - h
+                 : int32_t(h);
+  };
+  int failures = 0;
+  for (size_t i = 0, n = cpuBytes.size() / 2; i < n && failures < 5; ++i) {
+    float g = value(gpuBytes, i), c = value(cpuBytes, i);
+    bool ok = (std::isnan(g) && std::isnan(c)) || g == c ||
+              std::abs(ordered(gpuBytes, i) - ordered(cpuBytes, i)) <=
+                  tol.ulps ||
+              (tol.abs > 0 && std::fabs(double(g) - double(c)) <= tol.abs);
+    if (!ok) {
+      ++failures;
+      ADD_FAILURE() << "element " << i << ": cuda " << g << ", cpu " << c;
+    }
+  }
+}
+
 /// Runs `opType` with random `inputs` (the same for the same operands) on
 /// `dev`, and on the CPU when `cpuOut` is given; `gpuOut` receives the
 /// device's outputs.
@@ -235,9 +273,10 @@ inline void runOp(KernelBackend &dev, llvm::StringRef opType,
   gpuOut.assign(outputs.size(), {});
   for (size_t k = 0; k < outputs.size(); ++k) {
     gpuOut[k].resize(hostOut[k].size());
-    if (!gpuOut[k].empty())
+    if (!gpuOut[k].empty()) {
       ASSERT_FALSE(llvm::errorToBool(dev.copyToHost(
           gpuOut[k].data(), gpuOutViews[k].data, gpuOut[k].size(), *stream)));
+    }
   }
   for (void *d : deviceMemory)
     dev.deallocate(d);
@@ -259,7 +298,9 @@ inline void expectSameAsCpu(llvm::StringRef opType, std::vector<Operand> inputs,
   for (size_t k = 0; k < outputs.size(); ++k) {
     // Floats: NaN matches any NaN (the host and device libraries set
     // different payloads and signs); otherwise within `tol`.
-    if (outputs[k].dtype != DType::F32 && outputs[k].dtype != DType::F64)
+    if (outputs[k].dtype == DType::F16 || outputs[k].dtype == DType::BF16)
+      expectClose16(gpuOut[k], cpuOut[k], outputs[k].dtype, tol);
+    else if (outputs[k].dtype != DType::F32 && outputs[k].dtype != DType::F64)
       EXPECT_EQ(gpuOut[k], cpuOut[k]) << "output " << k;
     else if (outputs[k].dtype == DType::F32)
       expectClose<float>(gpuOut[k], cpuOut[k], tol);
@@ -285,7 +326,18 @@ inline void expectReproducible(KernelBackend &dev, llvm::StringRef opType,
 /// Matrix products (Gemm, MatMul, Conv): cuBLAS sums in another order than
 /// OpenBLAS.
 inline Tolerance productTolerance(DType t) {
-  return t == DType::F32 ? Tolerance{0, 1e-3} : Tolerance{0, 1e-11};
+  switch (t) {
+  case DType::F32:
+    return Tolerance{0, 1e-3};
+  case DType::F16:
+  case DType::BF16:
+    // Both sum in float32 and round once: one step of the 16-bit format
+    // where the float32 sums round to different sides of a midpoint, or the
+    // float32 tolerance where a sum cancels.
+    return Tolerance{1, 1e-3};
+  default:
+    return Tolerance{0, 1e-11};
+  }
 }
 
 inline const DType kNumeric[] = {DType::F32, DType::F64, DType::I64,
