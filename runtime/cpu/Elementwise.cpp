@@ -105,8 +105,7 @@ llvm::Error binaryKernel(const KernelContext &ctx, Op op, bool checkZero,
     forEachRow<2>(
         c.shape, strides,
         [&](int64_t o, const int64_t *in, int64_t n, const int64_t *s) {
-          binaryRow(pa + in[0], s[0], pb + in[1], s[1], pc + o, n, op,
-                    vecOp);
+          binaryRow(pa + in[0], s[0], pb + in[1], s[1], pc + o, n, op, vecOp);
         });
     return llvm::Error::success();
   });

@@ -149,9 +149,7 @@ inline float softmaxShift(const float *x, int64_t n) {
 }
 
 /// x[i] *= s.
-inline void scale(float *x, float s, int64_t n) {
-  activePath().scale(x, s, n);
-}
+inline void scale(float *x, float s, int64_t n) { activePath().scale(x, s, n); }
 inline void addToDouble(double *acc, const float *x, int64_t n) {
   activePath().addToDouble(acc, x, n);
 }

@@ -167,9 +167,9 @@ SHARDC_VEC_INLINE double laneTotal(const Floats (&s)[kParts]) {
 /// is touched: `ivdep` (Clang: `assume_safety`) lets the compiler vectorize the
 /// in-place update, and sqrt vectorizes with -fno-math-errno (CMakeLists.txt).
 template <bool Scaled, bool Decoupled, bool Wd>
-void adamLoop(const ops::AdamStep<float> &step, const float *p,
-              const float *g, const float *m, const float *v, float *outP,
-              float *outM, float *outV, int64_t n) {
+void adamLoop(const ops::AdamStep<float> &step, const float *p, const float *g,
+              const float *m, const float *v, float *outP, float *outM,
+              float *outV, int64_t n) {
   // A copy the outputs cannot alias, so that its fields stay in registers.
   const ops::AdamStep<float> s = step;
   SHARDC_VEC_IVDEP

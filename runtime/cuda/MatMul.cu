@@ -136,10 +136,11 @@ template llvm::Error gemm<__half>(const KernelContext &, bool, bool, int64_t,
                                   int64_t, int64_t, const __half *, int64_t,
                                   int64_t, float, __half *, int64_t, int64_t,
                                   int64_t);
-template llvm::Error gemm<__nv_bfloat16>(
-    const KernelContext &, bool, bool, int64_t, int64_t, int64_t, float,
-    const __nv_bfloat16 *, int64_t, int64_t, const __nv_bfloat16 *, int64_t,
-    int64_t, float, __nv_bfloat16 *, int64_t, int64_t, int64_t);
+template llvm::Error
+gemm<__nv_bfloat16>(const KernelContext &, bool, bool, int64_t, int64_t,
+                    int64_t, float, const __nv_bfloat16 *, int64_t, int64_t,
+                    const __nv_bfloat16 *, int64_t, int64_t, float,
+                    __nv_bfloat16 *, int64_t, int64_t, int64_t);
 
 namespace {
 
@@ -230,8 +231,7 @@ llvm::Error permutedMatMulKernel(const KernelContext &ctx) {
     return ctx.error("has an empty inner dimension, which the strided "
                      "result cannot take on CUDA; shardc never emits it");
   const TensorView &a = ctx.inputs[0];
-  using Types =
-      cpu::DTypeList<DType::F32, DType::F64, DType::BF16, DType::F16>;
+  using Types = cpu::DTypeList<DType::F32, DType::F64, DType::BF16, DType::F16>;
   return cpu::dispatchIn(
       Types{}, ctx, a.dtype, "A", [&](auto tag) -> llvm::Error {
         using T = ElementOf<decltype(tag)>;

@@ -205,10 +205,10 @@ inline void expectClose16(const std::vector<uint8_t> &gpuBytes,
   int failures = 0;
   for (size_t i = 0, n = cpuBytes.size() / 2; i < n && failures < 5; ++i) {
     float g = value(gpuBytes, i), c = value(cpuBytes, i);
-    bool ok = (std::isnan(g) && std::isnan(c)) || g == c ||
-              std::abs(ordered(gpuBytes, i) - ordered(cpuBytes, i)) <=
-                  tol.ulps ||
-              (tol.abs > 0 && std::fabs(double(g) - double(c)) <= tol.abs);
+    bool ok =
+        (std::isnan(g) && std::isnan(c)) || g == c ||
+        std::abs(ordered(gpuBytes, i) - ordered(cpuBytes, i)) <= tol.ulps ||
+        (tol.abs > 0 && std::fabs(double(g) - double(c)) <= tol.abs);
     if (!ok) {
       ++failures;
       ADD_FAILURE() << "element " << i << ": cuda " << g << ", cpu " << c;

@@ -147,8 +147,7 @@ TEST(VecMath, MaxOfFindsTheLargestInEveryChainAndLane) {
       z[at] = kNaN;
       for (const vec::Path &p : paths) {
         ASSERT_EQ(p.maxOf(y.data(), n), 3.25f) << p.name << " at " << at;
-        ASSERT_TRUE(std::isnan(p.maxOf(z.data(), n)))
-            << p.name << " at " << at;
+        ASSERT_TRUE(std::isnan(p.maxOf(z.data(), n))) << p.name << " at " << at;
       }
     }
     std::vector<float> zeros(n);
