@@ -184,6 +184,61 @@ void runInstr(FusedOpcode op, const float *a, const float *b, const float *c,
     o[i] = ops::fusedApply(op, a[i], b ? b[i] : 0.0f, c ? c[i] : 0.0f);
 }
 
+/// Where a program computes erf(v) and, later, exp(-(v * v)) (GELU's
+/// gradient: Erf, then Mul(v, v), Neg and Exp), the Erf instruction
+/// computes both from one exponential (vec::erfAndGaussian, the same bits).
+/// gaussianOf[j] is the Exp instruction that Erf instruction j fills; skip
+/// marks the Exp, and the Mul and Neg that nothing else reads.
+struct ErfGaussianPairs {
+  std::vector<int> gaussianOf;
+  std::vector<bool> skip;
+};
+
+ErfGaussianPairs pairErfWithGaussian(const FusedProgram &p, size_t numInputs) {
+  size_t n = p.instrs.size();
+  ErfGaussianPairs pairs{std::vector<int>(n, -1), std::vector<bool>(n, false)};
+  std::vector<int> reads(numInputs + n, 0);
+  for (const FusedProgram::Instr &in : p.instrs)
+    for (int32_t a : in.args)
+      if (a >= 0)
+        ++reads[a];
+  for (int32_t r : p.results)
+    ++reads[r];
+  // The instruction computing value v, or nullptr for an input.
+  auto producer = [&](int32_t v) -> const FusedProgram::Instr * {
+    return v >= static_cast<int32_t>(numInputs) ? &p.instrs[v - numInputs]
+                                                : nullptr;
+  };
+  for (size_t e = 0; e < n; ++e) {
+    if (p.instrs[e].op != FusedOpcode::Exp)
+      continue;
+    int32_t negValue = p.instrs[e].args[0];
+    const FusedProgram::Instr *neg = producer(negValue);
+    if (!neg || neg->op != FusedOpcode::Neg)
+      continue;
+    int32_t squareValue = neg->args[0];
+    const FusedProgram::Instr *square = producer(squareValue);
+    if (!square || square->op != FusedOpcode::Mul ||
+        square->args[0] != square->args[1])
+      continue;
+    int32_t v = square->args[0];
+    for (size_t r = 0; r < e; ++r) {
+      if (p.instrs[r].op != FusedOpcode::Erf || p.instrs[r].args[0] != v ||
+          pairs.gaussianOf[r] != -1)
+        continue;
+      pairs.gaussianOf[r] = static_cast<int>(e);
+      pairs.skip[e] = true;
+      if (reads[negValue] == 1) {
+        pairs.skip[negValue - numInputs] = true;
+        if (reads[squareValue] == 1)
+          pairs.skip[squareValue - numInputs] = true;
+      }
+      break;
+    }
+  }
+  return pairs;
+}
+
 } // namespace
 
 llvm::Error fusedElementwiseKernel(const KernelContext &ctx) {
@@ -230,6 +285,12 @@ llvm::Error fusedElementwiseKernel(const KernelContext &ctx) {
         p.results[r] >= static_cast<int32_t>(numInputs))
       outputOf[p.results[r]] = static_cast<int>(r);
   }
+  ErfGaussianPairs pairs = pairErfWithGaussian(p, numInputs);
+  auto outputFor = [&](size_t j, int64_t start) {
+    int outIndex = staged ? -1 : outputOf[numInputs + j];
+    return outIndex >= 0 ? ctx.outputs[outIndex].as<float>() + start
+                         : block(numInputs + j);
+  };
   for (int64_t start = 0; start < p.numel; start += kBlock) {
     int64_t m = std::min(kBlock, p.numel - start);
     for (size_t k = 0; k < numInputs; ++k) {
@@ -247,6 +308,8 @@ llvm::Error fusedElementwiseKernel(const KernelContext &ctx) {
       value[k] = block(k);
     }
     for (size_t j = 0; j < p.instrs.size(); ++j) {
+      if (pairs.skip[j])
+        continue;
       const FusedProgram::Instr &instr = p.instrs[j];
       auto arg = [&](int a) {
         return instr.args[a] < 0 ? nullptr : value[instr.args[a]];
@@ -257,10 +320,14 @@ llvm::Error fusedElementwiseKernel(const KernelContext &ctx) {
       };
       bool powByScalar = isInput(1) && uniform[instr.args[1]] &&
                          (!isInput(0) || fullShape[instr.args[0]]);
-      int outIndex = staged ? -1 : outputOf[numInputs + j];
-      float *out = outIndex >= 0 ? ctx.outputs[outIndex].as<float>() + start
-                                 : block(numInputs + j);
-      runInstr(instr.op, arg(0), arg(1), arg(2), powByScalar, out, m);
+      float *out = outputFor(j, start);
+      if (int e = pairs.gaussianOf[j]; e >= 0) {
+        float *gauss = outputFor(e, start);
+        vec::erfAndGaussian(arg(0), out, gauss, m);
+        value[numInputs + e] = gauss;
+      } else {
+        runInstr(instr.op, arg(0), arg(1), arg(2), powByScalar, out, m);
+      }
       value[numInputs + j] = out;
     }
     for (size_t r = 0; r < p.results.size(); ++r) {

@@ -23,6 +23,8 @@ namespace shardc::rt::cpu::vec {
   namespace isa {                                                              \
   void expArray(const float *x, float *out, int64_t n);                        \
   void erfArray(const float *x, float *out, int64_t n);                        \
+  void erfAndGaussian(const float *x, float *erfOut, float *gaussOut,          \
+                      int64_t n);                                              \
   float maxOf(const float *x, int64_t n);                                      \
   double expSum(const float *x, float shift, float *out, int64_t n);           \
   void adam(const ops::AdamStep<float> &s, const float *p, const float *g,     \
@@ -42,9 +44,10 @@ namespace shardc::rt::cpu::vec {
   }
 #define SHARDC_VEC_PATH(isa)                                                   \
   Path {                                                                       \
-#isa, isa::expArray, isa::erfArray, isa::maxOf, isa::expSum, isa::adam,    \
-        isa::fused, isa::layerNormRow, isa::layerNormGradRow,                  \
-        isa::softmaxGradRow, isa::scale, isa::addToDouble                      \
+#isa, isa::expArray, isa::erfArray, isa::erfAndGaussian, isa::maxOf,       \
+        isa::expSum, isa::adam, isa::fused, isa::layerNormRow,                 \
+        isa::layerNormGradRow, isa::softmaxGradRow, isa::scale,                \
+        isa::addToDouble                                                       \
   }
 
 SHARDC_VEC_DECLARE(base)

@@ -50,6 +50,11 @@ struct Path {
   void (*expArray)(const float *x, float *out, int64_t n);
   /// out[i] = erf(x[i]).
   void (*erfArray)(const float *x, float *out, int64_t n);
+  /// erfOut[i] = erf(x[i]) and gaussOut[i] = exp(-(x[i] * x[i])), the bits
+  /// of erfArray and of expArray over -(x * x), from one exponential (erf's
+  /// gradient reads the second).
+  void (*erfAndGaussian)(const float *x, float *erfOut, float *gaussOut,
+                         int64_t n);
   /// The largest of x[0..n), NaN when any is NaN, -inf when n = 0. Between
   /// a +0 and a -0 maximum the positions decide, the same on every path.
   float (*maxOf)(const float *x, int64_t n);
@@ -105,6 +110,10 @@ inline void expArray(const float *x, float *out, int64_t n) {
 }
 inline void erfArray(const float *x, float *out, int64_t n) {
   activePath().erfArray(x, out, n);
+}
+inline void erfAndGaussian(const float *x, float *erfOut, float *gaussOut,
+                           int64_t n) {
+  activePath().erfAndGaussian(x, erfOut, gaussOut, n);
 }
 inline float maxOf(const float *x, int64_t n) {
   return activePath().maxOf(x, n);

@@ -116,7 +116,9 @@ template <typename F> SHARDC_VEC_INLINE F expOf(F x) {
 /// erf(x): for |x| < 0.9 its Taylor series to x^17 (x P(x^2)); above,
 /// sign(x) (1 - t (a1 + t (a2 + ... t a5)) exp(-x^2)), t = 1 / (1 + p |x|)
 /// (Abramowitz and Stegun 7.1.26). Both are computed and one is selected.
-template <typename F> SHARDC_VEC_INLINE F erfOf(F x) {
+/// `gauss` is exp(-(x * x)), expOf's bits (erfAndGaussian computes it once
+/// for erf and for a gradient that reads it).
+template <typename F> SHARDC_VEC_INLINE F erfOf(F x, F gauss) {
   F z = x * x;
   F s = splat<F>(1.6462114366e-6f);
   s = s * z - 1.4925650358e-5f;
@@ -135,9 +137,12 @@ template <typename F> SHARDC_VEC_INLINE F erfOf(F x) {
   q = q * t + 1.421413741f;
   q = q * t - 0.284496736f;
   q = q * t + 0.254829592f;
-  F y = 1.0f - q * t * expOf(-z);
+  F y = 1.0f - q * t * gauss;
   y = select(x < 0.0f, -y, y);
   return select(a < 0.9f, small, y);
+}
+template <typename F> SHARDC_VEC_INLINE F erfOf(F x) {
+  return erfOf(x, expOf(-(x * x)));
 }
 
 SHARDC_VEC_INLINE Floats load(const float *p) {
@@ -223,6 +228,21 @@ void erfArray(const float *x, float *out, int64_t n) {
     store(out + i, erfOf(load(x + i)));
   for (; i < n; ++i)
     out[i] = erfOf(x[i]);
+}
+
+void erfAndGaussian(const float *x, float *erfOut, float *gaussOut, int64_t n) {
+  int64_t i = 0;
+  for (; i + kWidth <= n; i += kWidth) {
+    Floats v = load(x + i);
+    Floats g = expOf(-(v * v));
+    store(gaussOut + i, g);
+    store(erfOut + i, erfOf(v, g));
+  }
+  for (; i < n; ++i) {
+    float g = expOf(-(x[i] * x[i]));
+    gaussOut[i] = g;
+    erfOut[i] = erfOf(x[i], g);
+  }
 }
 
 float maxOf(const float *x, int64_t n) {

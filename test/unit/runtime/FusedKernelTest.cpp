@@ -68,6 +68,61 @@ TEST(FusedKernel, GeluChainEqualsItsOpsBitForBit) {
   expectSameBits(y, wy);
 }
 
+// GELU's gradient as shardc-fuse-elementwise emits it: erf(u) and, later,
+// exp(-(u * u)), which the kernel computes from one exponential. Twice:
+// with the square and its negation read by nothing else (both skipped),
+// and with the square also a result and the exponential one too.
+TEST(FusedKernel, GeluGradientSharesErfsExponentialBitForBit) {
+  std::vector<int64_t> shape = {5, 3, 211};
+  Buf dy = randomF32(shape, 11, -2.0f, 2.0f);
+  Buf x = randomF32(shape, 12, -5.0f, 5.0f);
+  Buf sqrt2 = f32({}, {1.41421354f});
+  Buf one = f32({}, {1.0f});
+  Buf half = f32({}, {0.5f});
+  Buf c = f32({}, {0.398942292f});
+  // Values: 0 dy, 1 x, 2 sqrt2, 3 one, 4 half, 5 c; then 6.. the program.
+  std::vector<std::vector<int64_t>> instrs = {
+      instr(FusedOpcode::Mul, 0, 4),   // 6: dy / 2
+      instr(FusedOpcode::Div, 1, 2),   // 7: u = x / sqrt 2
+      instr(FusedOpcode::Erf, 7),      // 8
+      instr(FusedOpcode::Add, 8, 3),   // 9: 1 + erf(u)
+      instr(FusedOpcode::Mul, 6, 9),   // 10
+      instr(FusedOpcode::Mul, 6, 1),   // 11
+      instr(FusedOpcode::Mul, 7, 7),   // 12: u * u
+      instr(FusedOpcode::Neg, 12),     // 13
+      instr(FusedOpcode::Exp, 13),     // 14: exp(-(u * u))
+      instr(FusedOpcode::Mul, 14, 5),  // 15
+      instr(FusedOpcode::Mul, 11, 15), // 16
+      instr(FusedOpcode::Div, 16, 2),  // 17
+      instr(FusedOpcode::Add, 10, 17), // 18: dx
+  };
+  std::vector<Buf *> ins = {&dy, &x, &sqrt2, &one, &half, &c};
+  // The ops one by one.
+  std::vector<Buf> w;
+  w.reserve(instrs.size());
+  auto value = [&](int64_t v) { return v < 6 ? ins[v] : &w[v - 6]; };
+  const char *types[] = {"Add", "Sub", "Mul", "Div",  "Max", "Min",
+                         "Pow", "Neg", "Abs", "Sqrt", "Exp", "Erf"};
+  for (const auto &in : instrs) {
+    w.emplace_back(DType::F32, shape);
+    std::vector<Buf *> args;
+    for (int a = 1; a < 4; ++a)
+      if (in[a] >= 0)
+        args.push_back(value(in[a]));
+    ASSERT_KERNEL_OK(run(types[in[0]], attrs(), args, {&w.back()}));
+  }
+  Buf dx(DType::F32, shape);
+  ASSERT_KERNEL_OK(run("FusedElementwise", program(instrs, {18}), ins, {&dx}));
+  expectSameBits(dx, w[12]);
+  Buf dx2(DType::F32, shape), square(DType::F32, shape),
+      gauss(DType::F32, shape);
+  ASSERT_KERNEL_OK(run("FusedElementwise", program(instrs, {18, 12, 14}), ins,
+                       {&dx2, &square, &gauss}));
+  expectSameBits(dx2, w[12]);
+  expectSameBits(square, w[6]);
+  expectSameBits(gauss, w[8]);
+}
+
 // Every opcode once, each against its single-op kernel: a per-row input
 // (4x1 against 4x300), a masked Where, Pow by a scalar exponent (products,
 // as Pow's kernel takes them for a base of the output's shape; pow for a
