@@ -1138,8 +1138,22 @@ LogicalResult ReduceScatterStartOp::verify() {
 LogicalResult ShardSliceOp::verify() {
   if (failed(verifyMeshAxes(*this, getMeshAxes())))
     return failure();
-  return verifyShardPair(*this, tensorTypeOf(getOutput()),
-                         tensorTypeOf(getInput()), getWorldSize());
+  if (getInputs().empty())
+    return emitOpError("needs at least one input");
+  // The inputs laid end to end are the full buffer.
+  RankedTensorType out = tensorTypeOf(getOutput());
+  int64_t total = 0;
+  for (Value in : getInputs()) {
+    RankedTensorType t = tensorTypeOf(in);
+    if (t.getRank() != 1)
+      return emitOpError("operates on 1-d buffers");
+    if (t.getElementType() != out.getElementType())
+      return emitOpError("element types differ");
+    total += t.getDimSize(0);
+  }
+  return verifyShardPair(*this, out,
+                         RankedTensorType::get({total}, out.getElementType()),
+                         getWorldSize());
 }
 LogicalResult AllReduceStartOp::verify() {
   if (failed(verifySummable(*this, elemOf(getInput()))) ||

@@ -2122,25 +2122,29 @@ def Shardc_CollectiveWaitOp : Shardc_Op<"CollectiveWait", [
 }
 
 def Shardc_ShardSliceOp : Shardc_Op<"ShardSlice", [Pure]> {
-  let summary = "This rank's chunk of a 1-d buffer (no communication)";
+  let summary = "This rank's chunk of 1-d buffers laid end to end (no communication)";
   let description = [{
-    This rank's chunk of a 1-d buffer, without communication: with
-    `n = size / world_size`, `output = input[rank * n, (rank + 1) * n)`, the
-    rank coming from the executor at run time (with `mesh_axes`, the rank's
-    position in its group along those axes, of `world_size` ranks). The input has `world_size` times
-    the output's elements, of the same element type (any).
-    `shardc-lower-collectives` emits it for `mesh.all_slice` (the parameter and
-    gradient shards of ZeRO).
+    This rank's chunk of its 1-d inputs laid end to end, without
+    communication: with `x` their concatenation and `n = size(x) /
+    world_size`, `output = x[rank * n, (rank + 1) * n)`, the rank coming
+    from the executor at run time (with `mesh_axes`, the rank's position in
+    its group along those axes, of `world_size` ranks). The inputs have
+    `world_size` times the output's elements together, all of the output's
+    element type (any). `shardc-lower-collectives` emits it for
+    `mesh.all_slice` (the parameter and gradient shards of ZeRO), taking the
+    parts of a 1-d `shardc.Concat` as its inputs, so that a rank copies its
+    own chunk once instead of the whole concatenation and then the chunk.
 
     ```mlir
     %mine = shardc.ShardSlice %flat {world_size = 2 : i64} : tensor<6xf32> -> tensor<3xf32>
+    %part = shardc.ShardSlice %w, %b {world_size = 2 : i64} : tensor<4xf32>, tensor<2xf32> -> tensor<3xf32>
     ```
   }];
-  let arguments = (ins StaticShapeTensorOf<[AnyType]>:$input, I64Attr:$world_size,
-                   OptionalAttr<DenseI64ArrayAttr>:$mesh_axes);
+  let arguments = (ins Variadic<StaticShapeTensorOf<[AnyType]>>:$inputs,
+                   I64Attr:$world_size, OptionalAttr<DenseI64ArrayAttr>:$mesh_axes);
   let results = (outs StaticShapeTensorOf<[AnyType]>:$output);
   let hasVerifier = 1;
-  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($output)";
+  let assemblyFormat = "$inputs attr-dict `:` type($inputs) `->` type($output)";
 }
 
 //===----------------------------------------------------------------------===//

@@ -17,7 +17,9 @@
 //
 // Then each optimizer update whose gradient is `Mul(g, s)` with s an f32
 // scalar, read by nothing else, takes s as its grad_scale instead: the
-// update multiplies the gradient by it first, in f32, as the Mul did.
+// update multiplies the gradient by it first, in f32, as the Mul did. So
+// does an update of a ZeRO gradient shard (a ShardSlice) whose every part
+// is such a product by one s, or zero padding.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -385,18 +387,69 @@ std::optional<std::pair<Value, Value>> scaledGradient(MulOp mul) {
   return std::nullopt;
 }
 
+/// Whether every element of `v` is the constant 0 (ZeRO's padding).
+bool isConstantZero(Value v) {
+  DenseElementsAttr attr;
+  if (!matchPattern(v, m_Constant(&attr)) || !attr.isSplat() ||
+      !isa<FloatType>(attr.getElementType()))
+    return false;
+  return attr.getSplatValue<APFloat>().isZero();
+}
+
+/// The scale s and the products Mul(g, s) of a gradient shard (ZeRO stages
+/// 1 and 2: each rank's chunk of the averaged gradients, each read by
+/// nothing else, flattened, and its zero padding) when one s scales them
+/// all.
+std::optional<std::pair<Value, SmallVector<MulOp>>>
+scaledShard(ShardSliceOp slice) {
+  Value scale;
+  SmallVector<MulOp> muls;
+  for (Value in : slice.getInputs()) {
+    if (isConstantZero(in))
+      continue; // 0 * s = 0 for the finite scales these are.
+    Value v = in;
+    while (v.hasOneUse() && v.getDefiningOp<ReshapeOp>())
+      v = v.getDefiningOp<ReshapeOp>().getInput();
+    auto mul = v.getDefiningOp<MulOp>();
+    if (!mul || !v.hasOneUse())
+      return std::nullopt;
+    auto parts = scaledGradient(mul);
+    if (!parts || (scale && parts->first != scale) ||
+        !cast<RankedTensorType>(mul.getType()).getElementType().isF32())
+      return std::nullopt;
+    scale = parts->first;
+    muls.push_back(mul);
+  }
+  if (!scale)
+    return std::nullopt;
+  return std::pair(scale, std::move(muls));
+}
+
 /// Folds a scaled gradient into the update that alone reads it.
 void foldGradScales(func::FuncOp func) {
   func.walk([](OptimizerUpdate update) {
     if (update.getGradScale())
       return;
     Value grad = update.getGrad();
-    auto mul = grad.getDefiningOp<MulOp>();
     Operation *op = update.getOperation();
     auto paramType = cast<RankedTensorType>(op->getOperand(0).getType());
-    if (!mul || !grad.hasOneUse() || !paramType.getElementType().isF32() ||
+    if (!grad.hasOneUse() || !paramType.getElementType().isF32() ||
         !cast<RankedTensorType>(grad.getType()).getElementType().isF32() ||
         op->getOperand(1) != grad)
+      return;
+    if (auto slice = grad.getDefiningOp<ShardSliceOp>()) {
+      auto shard = scaledShard(slice);
+      if (!shard)
+        return;
+      update.getGradScaleMutable().assign(shard->first);
+      for (MulOp mul : shard->second) {
+        mul.getResult().replaceAllUsesWith(scaledGradient(mul)->second);
+        mul->erase();
+      }
+      return;
+    }
+    auto mul = grad.getDefiningOp<MulOp>();
+    if (!mul)
       return;
     auto parts = scaledGradient(mul);
     if (!parts)

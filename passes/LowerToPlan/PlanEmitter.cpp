@@ -344,6 +344,8 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
     return func.emitError("output names do not match the results");
   DenseMap<Value, BlockArgument> inPlace;
   DenseMap<Value, Operation *> inPlaceWriter; // argument -> op updating it
+  // Reshapes between an in-place collective and the argument it writes.
+  llvm::SmallPtrSet<Operation *, 8> noOpReshapes;
   DenseMap<Value, plan::Category> stagedCategory;
   SmallVector<std::pair<Value, BlockArgument>> copyBack;
   for (unsigned i = names.size(); i < ret.getNumOperands(); ++i) {
@@ -361,9 +363,26 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
              << i << " updates argument " << arg.getArgNumber()
              << " with a value of another type";
     // A collective's wait completes its start's buffer: the start is what
-    // writes (from the moment it is issued) into the argument.
+    // writes (from the moment it is issued) into the argument. So it does
+    // through reshapes that only lead here (a ZeRO unit of one parameter,
+    // gathered flat): they are then no ops.
     Value written = v;
     Operation *producer = v.getDefiningOp();
+    SmallVector<Operation *> throughReshapes;
+    for (Value src = v; src.hasOneUse();) {
+      auto reshape = src.getDefiningOp<ReshapeOp>();
+      if (!reshape)
+        break;
+      throughReshapes.push_back(reshape);
+      src = reshape.getInput();
+      if (src.getDefiningOp<CollectiveWaitOp>() && src.hasOneUse()) {
+        written = src;
+        producer = src.getDefiningOp();
+        break;
+      }
+    }
+    if (written == v)
+      throughReshapes.clear();
     if (auto wait = dyn_cast_or_null<CollectiveWaitOp>(producer)) {
       written = wait.getPending();
       producer = written.getDefiningOp();
@@ -377,6 +396,7 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
     if (canAlias) {
       inPlace[written] = arg;
       inPlaceWriter[arg] = producer;
+      noOpReshapes.insert(throughReshapes.begin(), throughReshapes.end());
       // The new value an offloaded argument is written back from is in
       // memory until then: of the argument's category.
       if (auto write = dyn_cast_or_null<OffloadWriteStartOp>(producer))
@@ -557,6 +577,10 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
         offset += bytesOf(in);
       }
       buffers[concat.getResult()] = root;
+      continue;
+    }
+    if (noOpReshapes.contains(&op)) {
+      buffers[op.getResult(0)] = buffers.lookup(op.getOperand(0));
       continue;
     }
     // A reshape, or a contiguous slice of a 1-d buffer, of a TEMP buffer is

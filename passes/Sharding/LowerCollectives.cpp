@@ -11,7 +11,8 @@
 //   mesh.all_gather     -> shardc.AllGatherStart     + shardc.CollectiveWait
 //   mesh.reduce_scatter -> shardc.ReduceScatterStart + shardc.CollectiveWait
 //   mesh.all_reduce     -> shardc.AllReduceStart     + shardc.CollectiveWait
-//   mesh.all_slice      -> shardc.ShardSlice (local, no communication)
+//   mesh.all_slice      -> shardc.ShardSlice (local, no communication;
+//                          of a shardc.Concat's parts where it slices one)
 //
 // Only 1-d buffers with sum reductions are supported, which is what the ZeRO
 // passes produce; anything else is an error naming the op. `world_size` is
@@ -93,9 +94,18 @@ struct LowerCollectivesPass : impl::LowerCollectivesBase<LowerCollectivesPass> {
     auto category = op->getAttr(kCategoryAttrName);
     Operation *start = nullptr;
     Value result;
+    ConcatOp deadConcat;
     if (isa<mesh::AllSliceOp>(op)) {
-      start = b.create<ShardSliceOp>(loc, type, in, n, meshAxes);
+      // A slice of a concatenation read by nothing else takes its parts,
+      // so that the rank copies only its chunk of them.
+      SmallVector<Value> parts{in};
+      auto concat = in.getDefiningOp<ConcatOp>();
+      if (concat && in.hasOneUse() && concat.getAxis() == 0)
+        parts.assign(concat.getInputs().begin(), concat.getInputs().end());
+      start = b.create<ShardSliceOp>(loc, type, parts, n, meshAxes);
       result = start->getResult(0);
+      if (parts.size() > 1)
+        deadConcat = concat;
     } else {
       auto pending = PendingType::get(cast<RankedTensorType>(type));
       if (isa<mesh::AllGatherOp>(op))
@@ -117,6 +127,8 @@ struct LowerCollectivesPass : impl::LowerCollectivesBase<LowerCollectivesPass> {
         start->setAttr(a, op->getAttr(a));
     op->getResult(0).replaceAllUsesWith(result);
     op->erase();
+    if (deadConcat)
+      deadConcat->erase();
     return success();
   }
 };

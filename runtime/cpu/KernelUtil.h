@@ -15,6 +15,7 @@
 #include "runtime/kernels/OptimizerOps.h"
 
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/Error.h"
 
@@ -363,8 +364,13 @@ llvm::Error indexOutOfRange(const KernelContext &ctx, int64_t index,
 // runtime/comm/ShardSlice.cpp (the rank-local part of sharding)
 llvm::Error shardSliceKernel(const KernelContext &ctx);
 /// ShardSlice's operands: this rank's chunk of `bytes` bytes starts at
-/// rank * bytes of the input.
+/// rank * bytes of its inputs laid end to end.
 llvm::Error checkShardSlice(const KernelContext &ctx, size_t &bytes);
+/// Calls copy(offset in the output, source, bytes) for each piece of an
+/// input in this rank's chunk of `bytes` bytes (checkShardSlice's).
+void forEachShardPiece(
+    const KernelContext &ctx, size_t bytes,
+    llvm::function_ref<void(size_t outOffset, const void *src, size_t n)> copy);
 
 // MatMul.cpp
 llvm::Error gemmKernel(const KernelContext &ctx);

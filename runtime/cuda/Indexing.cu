@@ -203,14 +203,16 @@ llvm::Error rangeKernel(const KernelContext &ctx) {
 llvm::Error shardSliceKernel(const KernelContext &ctx) {
   size_t bytes = 0;
   SHARDC_CPU_TRY(cpu::checkShardSlice(ctx, bytes));
-  if (bytes == 0)
-    return llvm::Error::success();
-  return check(cudaMemcpyAsync(ctx.outputs[0].data,
-                               static_cast<const char *>(ctx.inputs[0].data) +
-                                   ctx.rank * bytes,
-                               bytes, cudaMemcpyDeviceToDevice,
-                               cudaStreamOf(ctx)),
-               "cudaMemcpyAsync (ShardSlice)");
+  char *out = static_cast<char *>(ctx.outputs[0].data);
+  llvm::Error err = llvm::Error::success();
+  cpu::forEachShardPiece(ctx, bytes, [&](size_t at, const void *src, size_t n) {
+    if (!err) // Error's operator= is [[nodiscard]].
+      static_cast<void>(err = check(cudaMemcpyAsync(out + at, src, n,
+                                                    cudaMemcpyDeviceToDevice,
+                                                    cudaStreamOf(ctx)),
+                                    "cudaMemcpyAsync (ShardSlice)"));
+  });
+  return err;
 }
 
 } // namespace shardc::rt::cuda

@@ -77,6 +77,30 @@ func.func @shard_slice_not_world_size_shards(%full: tensor<6xf32>) -> tensor<2xf
 
 // -----
 
+func.func @shard_slice_parts_not_world_size_shards(%a: tensor<4xf32>, %b: tensor<3xf32>) -> tensor<3xf32> {
+  // expected-error @+1 {{'shardc.ShardSlice' op full buffer of 7 elements is not 2 shards of 3}}
+  %0 = shardc.ShardSlice %a, %b {world_size = 2 : i64} : tensor<4xf32>, tensor<3xf32> -> tensor<3xf32>
+  return %0 : tensor<3xf32>
+}
+
+// -----
+
+func.func @shard_slice_part_not_1d(%a: tensor<2x2xf32>, %b: tensor<2xf32>) -> tensor<3xf32> {
+  // expected-error @+1 {{'shardc.ShardSlice' op operates on 1-d buffers}}
+  %0 = shardc.ShardSlice %a, %b {world_size = 2 : i64} : tensor<2x2xf32>, tensor<2xf32> -> tensor<3xf32>
+  return %0 : tensor<3xf32>
+}
+
+// -----
+
+func.func @shard_slice_no_input() -> tensor<3xf32> {
+  // expected-error @+1 {{'shardc.ShardSlice' op needs at least one input}}
+  %0 = "shardc.ShardSlice"() {world_size = 2 : i64} : () -> tensor<3xf32>
+  return %0 : tensor<3xf32>
+}
+
+// -----
+
 func.func @shard_slice_0d(%full: tensor<f32>) -> tensor<f32> {
   // expected-error @+1 {{'shardc.ShardSlice' op operates on 1-d buffers}}
   %0 = shardc.ShardSlice %full {world_size = 1 : i64} : tensor<f32> -> tensor<f32>

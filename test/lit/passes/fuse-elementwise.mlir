@@ -105,6 +105,38 @@ func.func @grad_scale(%p: tensor<4xf32>, %g: tensor<4xf32>, %m: tensor<4xf32>, %
 
 // -----
 
+// ZeRO-1's gradient shard: a ShardSlice of averaged gradients (flattened,
+// then zero padding) becomes a shard of the raw gradients and the average
+// the update's grad_scale. A part scaled by another scalar keeps every Mul.
+// CHECK-LABEL: func.func @grad_scale_shard
+// CHECK: %[[HALF:.*]] = shardc.Constant dense<5.000000e-01> : tensor<f32>
+// CHECK-NOT: shardc.Mul
+// CHECK: %[[FLAT:.*]] = shardc.Reshape %arg1
+// CHECK: %[[S:.*]] = shardc.ShardSlice %[[FLAT]], %arg2, %{{.*}} {world_size = 2 : i64} : tensor<4xf32>, tensor<2xf32>, tensor<2xf32> -> tensor<4xf32>
+// CHECK: shardc.AdamUpdate %arg0, %[[S]], %arg3, %arg4, %arg5 scaled_by %[[HALF]]
+// CHECK: shardc.Mul %arg2, %[[HALF]]
+// CHECK: shardc.Mul %arg2, %{{.*}}
+// CHECK: shardc.ShardSlice
+// CHECK-NOT: scaled_by
+// CHECK: return
+func.func @grad_scale_shard(%p: tensor<4xf32>, %w: tensor<2x2xf32>, %b: tensor<2xf32>, %m: tensor<4xf32>, %v: tensor<4xf32>, %step: tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %half = shardc.Constant dense<0.5> : tensor<f32>
+  %quarter = shardc.Constant dense<0.25> : tensor<f32>
+  %pad = shardc.Constant dense<0.0> : tensor<2xf32>
+  %wa = shardc.Mul %w, %half : (tensor<2x2xf32>, tensor<f32>) -> tensor<2x2xf32>
+  %wf = shardc.Reshape %wa : tensor<2x2xf32> -> tensor<4xf32>
+  %ba = shardc.Mul %b, %half : (tensor<2xf32>, tensor<f32>) -> tensor<2xf32>
+  %g = shardc.ShardSlice %wf, %ba, %pad {world_size = 2 : i64} : tensor<4xf32>, tensor<2xf32>, tensor<2xf32> -> tensor<4xf32>
+  %p1, %m1, %v1 = shardc.AdamUpdate %p, %g, %m, %v, %step {beta1 = 0.9 : f64, beta2 = 0.999 : f64, decoupled = false, eps = 1.0e-8 : f64, lr = 1.0e-3 : f64, weight_decay = 0.0 : f64} : tensor<4xf32>, tensor<f32>
+  %b1 = shardc.Mul %b, %half : (tensor<2xf32>, tensor<f32>) -> tensor<2xf32>
+  %b2 = shardc.Mul %b, %quarter : (tensor<2xf32>, tensor<f32>) -> tensor<2xf32>
+  %g2 = shardc.ShardSlice %b1, %b2 {world_size = 1 : i64} : tensor<2xf32>, tensor<2xf32> -> tensor<4xf32>
+  %p2, %m2, %v2 = shardc.AdamUpdate %p, %g2, %m, %v, %step {beta1 = 0.9 : f64, beta2 = 0.999 : f64, decoupled = false, eps = 1.0e-8 : f64, lr = 1.0e-3 : f64, weight_decay = 0.0 : f64} : tensor<4xf32>, tensor<f32>
+  return %p1, %p2 : tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
 // A chain nothing reads stays as it is (a fused op needs a result), and an
 // op whose operands come from two chains joins both: %c merges %a's chain
 // and %b's (whose value the return also reads) into one kernel, its body in

@@ -66,6 +66,26 @@ func.func @all_slice(%flat: tensor<16xf32>) -> tensor<4xf32> {
 
 // -----
 
+// A slice of a concatenation nothing else reads takes its parts: the rank
+// copies only its chunk of them, and the concatenation is gone. A
+// concatenation read elsewhere too stays whole.
+// CHECK-LABEL: func.func @all_slice_of_concat
+// CHECK-SAME: (%[[A:[a-z0-9]+]]: tensor<6xf32>, %[[B:[a-z0-9]+]]: tensor<2xf32>)
+// CHECK: %[[SHARD:.*]] = shardc.ShardSlice %[[A]], %[[B]] {world_size = 2 : i64} : tensor<6xf32>, tensor<2xf32> -> tensor<4xf32>
+// CHECK: %[[C:.*]] = shardc.Concat %[[B]], %[[A]]
+// CHECK: %[[WHOLE:.*]] = shardc.ShardSlice %[[C]] {world_size = 2 : i64} : tensor<8xf32> -> tensor<4xf32>
+// CHECK: return %[[SHARD]], %[[WHOLE]], %[[C]]
+mesh.mesh @world(shape = 2)
+func.func @all_slice_of_concat(%a: tensor<6xf32>, %b: tensor<2xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<8xf32>) {
+  %c = shardc.Concat %a, %b {axis = 0 : i64} : (tensor<6xf32>, tensor<2xf32>) -> tensor<8xf32>
+  %0 = mesh.all_slice %c on @world mesh_axes = [0] slice_axis = 0 : tensor<8xf32> -> tensor<4xf32>
+  %d = shardc.Concat %b, %a {axis = 0 : i64} : (tensor<2xf32>, tensor<6xf32>) -> tensor<8xf32>
+  %1 = mesh.all_slice %d on @world mesh_axes = [0] slice_axis = 0 : tensor<8xf32> -> tensor<4xf32>
+  return %0, %1, %d : tensor<4xf32>, tensor<4xf32>, tensor<8xf32>
+}
+
+// -----
+
 // The ZeRO-2 round trip of one unit as shardc-zero emits it: every collective
 // is lowered in place, in order, and uses are rewired to the waits.
 // CHECK-LABEL: func.func @main

@@ -975,4 +975,37 @@ TEST(ReduceKernel, IntegerSumAndNoOp) {
   EXPECT_EQ(same.values<int64_t>(), x.values<int64_t>());
 }
 
+/// ShardSlice of several inputs: each rank's chunk of them laid end to end,
+/// chunks that start, end and lie inside an input; the sizes must add up to
+/// world_size chunks and every input must be 1-d.
+TEST(ShardSliceKernel, TakesTheRanksChunkOfItsInputsEndToEnd) {
+  Buf a = f32({3}, {0, 1, 2}), b = f32({5}, {3, 4, 5, 6, 7}),
+      c = f32({4}, {8, 9, 10, 11});
+  AttrMap none;
+  for (int rank = 0; rank < 3; ++rank) {
+    Buf out(DType::F32, {4});
+    TensorView ins[] = {a.view(), b.view(), c.view()}, outs[] = {out.view()};
+    KernelContext ctx{"ShardSlice", "s", none, ins, outs};
+    ctx.rank = rank;
+    ctx.worldSize = 3;
+    ASSERT_FALSE(llvm::errorToBool(cpu::runKernel(ctx)));
+    std::vector<float> want;
+    for (int i = 0; i < 4; ++i)
+      want.push_back(static_cast<float>(rank * 4 + i));
+    EXPECT_EQ(out.values<float>(), want) << "rank " << rank;
+  }
+  Buf out(DType::F32, {4}), flat2d = f32({2, 2}, {0, 1, 2, 3});
+  TensorView shortIns[] = {a.view(), b.view()}, outs[] = {out.view()};
+  KernelContext shortCtx{"ShardSlice", "s", none, shortIns, outs};
+  shortCtx.worldSize = 3;
+  EXPECT_EQ(llvm::toString(cpu::runKernel(shortCtx)),
+            "ShardSlice 's': inputs of 8 elements are not 3 shards of 4");
+  TensorView twoD[] = {flat2d.view(), c.view(), c.view()};
+  KernelContext twoDCtx{"ShardSlice", "s", none, twoD, outs};
+  twoDCtx.worldSize = 3;
+  EXPECT_EQ(
+      llvm::toString(cpu::runKernel(twoDCtx)),
+      "ShardSlice 's': expects 1-d inputs and one 1-d output of one type");
+}
+
 } // namespace
