@@ -875,6 +875,18 @@ def LowerCollectives : Pass<"shardc-lower-collectives", "mlir::ModuleOp"> {
     On a mesh of several axes (hybrid sharding, `@world(shape = 2x2)`), a
     collective over some of them runs within the group of ranks along them:
     `mesh_axes = [1]` becomes `{mesh_axes = array<i64: 1>, world_size = 2 : i64}`.
+
+    A slice of a 1-d `shardc.Concat` that nothing else reads (ZeRO-1 and 2's
+    parameter and gradient shards of a unit) takes the concatenation's
+    parts, so each rank copies its own chunk once, not the whole unit and
+    then its chunk:
+
+    Before:
+    ```mlir
+    %c = shardc.Concat %w, %b {axis = 0 : i64} : (tensor<6xf32>, tensor<2xf32>) -> tensor<8xf32>
+    %s = mesh.all_slice %c on @world mesh_axes = [0] slice_axis = 0 : tensor<8xf32> -> tensor<4xf32>
+    ```
+    After: `%s = shardc.ShardSlice %w, %b {world_size = 2 : i64} : tensor<6xf32>, tensor<2xf32> -> tensor<4xf32>`
   }];
   let dependentDialects = ["::shardc::ShardcDialect", "::mlir::mesh::MeshDialect"];
 }
@@ -977,7 +989,10 @@ def FuseElementwise : Pass<"shardc-fuse-elementwise", "mlir::ModuleOp"> {
       x / sqrt(2) and 1 + erf(x / sqrt(2)) too.
     - A gradient multiplied by a scalar (ZeRO's 1 / N average) right before
       the f32 optimizer update that alone reads it becomes the update's
-      `grad_scale` (the update multiplies first, in f32, as the Mul did).
+      `grad_scale` (the update multiplies first, in f32, as the Mul did);
+      so does the scalar of a gradient shard (`shardc.ShardSlice`, ZeRO-1)
+      whose every part is the same product, read by nothing else, or zero
+      padding.
     - A softmax cross-entropy loss (sum or mean) whose scores gradient
       backward computes becomes `shardc.SoftmaxCrossEntropyLossWithGrad`:
       one pass over the scores in forward gives the loss and the gradient
