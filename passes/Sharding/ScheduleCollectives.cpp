@@ -25,6 +25,9 @@
 //    units (at most a quarter of the largest unit, together at most a
 //    quarter of it: a final norm, a positional embedding) do not count, so
 //    they do not hold back the next large gather;
+//  - at stages 1 and 2 each unit's updated shard is gathered right after its
+//    update, at most two gathers in flight: gather K is waited for, and its
+//    parameters taken out of its buffer, before gather K + 2 starts;
 //  - early-updates moves each optimizer update to where its gradient (or
 //    gradient shard) is reduced and its parameter's last reader has read it,
 //    after the reduction that starts there. The updates that would then run
@@ -342,8 +345,59 @@ struct ScheduleCollectivesPass
       }
       if (anchor->isBeforeInBlock(start))
         start->moveAfter(anchor);
+      updateGathers.push_back(start);
+    }
+    boundUpdateGathers(body);
+  }
+
+  /// Stages 1 and 2: at most two gathers of updated shards in flight. Each
+  /// holds its unit's whole flat buffer until the gathered parameters are
+  /// copied into place, so gather K is waited for before gather K + 2
+  /// starts, and the views and casts that take its parameters out of the
+  /// buffer (read by nothing else: the step's results) follow the wait, so
+  /// that the buffer dies there instead of at the end of the step.
+  void boundUpdateGathers(Block &body) {
+    llvm::sort(updateGathers, [](AllGatherStartOp a, AllGatherStartOp b) {
+      return a->isBeforeInBlock(b);
+    });
+    for (size_t k = 0; k + 2 < updateGathers.size(); ++k) {
+      AllGatherStartOp start = updateGathers[k];
+      Operation *limit = updateGathers[k + 2];
+      if (!start.getPending().hasOneUse())
+        continue;
+      auto wait =
+          dyn_cast<CollectiveWaitOp>(*start.getPending().getUsers().begin());
+      if (!wait || wait->getBlock() != &body || wait->isBeforeInBlock(limit))
+        continue;
+      wait->moveBefore(limit);
+      // The parameters' chain: pure ops that read only the wait's result
+      // and each other, in block order.
+      SmallVector<Operation *> chain;
+      SmallVector<Value> work{wait.getResult()};
+      while (!work.empty()) {
+        for (Operation *user : work.pop_back_val().getUsers()) {
+          if (user->getBlock() != &body || !isPure(user) ||
+              user->getNumRegions() || user->getNumOperands() != 1 ||
+              llvm::is_contained(chain, user) || !limit->isBeforeInBlock(user))
+            continue;
+          chain.push_back(user);
+          for (Value r : user->getResults())
+            work.push_back(r);
+        }
+      }
+      llvm::sort(chain, [](Operation *a, Operation *b) {
+        return a->isBeforeInBlock(b);
+      });
+      Operation *point = wait;
+      for (Operation *op : chain) {
+        op->moveAfter(point);
+        point = op;
+      }
     }
   }
+
+  /// The gathers of updated shards (stages 1 and 2), in block order.
+  SmallVector<AllGatherStartOp> updateGathers;
 
   /// The update `update` and the producers that move with it, in block
   /// order.

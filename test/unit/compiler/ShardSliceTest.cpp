@@ -7,11 +7,13 @@
 // buffer first), ZeRO's 1/N gradient average is the updates' grad_scale
 // (no Mul), and the lone weight's all-gather writes straight into it (no op
 // copies the gathered buffer into the parameter). At stage 2 a Concat may
-// only build a reduce-scatter's input.
+// only build a reduce-scatter's input. With four units, at most two
+// parameter gathers are in flight.
 //
 //===----------------------------------------------------------------------===//
 #include "test/unit/compiler/CompileToPlan.h"
 
+#include <map>
 #include <set>
 
 using namespace shardc;
@@ -91,5 +93,65 @@ TEST_P(ShardSlices, ShardTheUnitsPartsAndGatherInPlace) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stages, ShardSlices, ::testing::Values(1, 2));
+
+const char *kDeepModel = R"(<
+  ir_version: 8,
+  opset_import: ["" : 15]
+>
+g (float[4, 4] x, int64[4] y,
+   float[4, 4] w0 = {1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16}, float[4] b0 = {1,2,3,4},
+   float[4, 4] w1 = {1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16}, float[4] b1 = {1,2,3,4},
+   float[4, 4] w2 = {1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16}, float[4] b2 = {1,2,3,4},
+   float[4, 4] w3 = {1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16}, float[4] b3 = {1,2,3,4}) => (float loss)
+{
+  h0 = Gemm<transB=1>(x, w0, b0)
+  r0 = Relu(h0)
+  h1 = Gemm<transB=1>(r0, w1, b1)
+  r1 = Relu(h1)
+  h2 = Gemm<transB=1>(r1, w2, b2)
+  r2 = Relu(h2)
+  logits = Gemm<transB=1>(r2, w3, b3)
+  loss = SoftmaxCrossEntropyLoss(logits, y)
+}
+)";
+
+// Four wrap units: at most two gathers of updated shards are in flight at
+// any point of the step, and each gathered buffer is read for the last
+// time (its parameters taken out) before the gather two later starts.
+TEST_P(ShardSlices, AtMostTwoParameterGathersInFlight) {
+  TrainPipelineOptions opts;
+  opts.optimizer = OptimizerKind::Adam;
+  opts.worldSize = 2;
+  opts.stage = GetParam();
+  opts.minNumParams = 20; // one layer a unit
+  test::CompiledPlan compiled;
+  ASSERT_NO_FATAL_FAILURE(test::compileToPlan(kDeepModel, opts, compiled));
+  const plan::Plan &p = compiled.plan();
+  ASSERT_EQ(p.units_size(), 4);
+  // The root buffer of each gather's result, and where each root is read.
+  auto rootOf = [&](int32_t b) {
+    return p.buffers(b).is_alias() ? p.buffers(b).alias_of() : b;
+  };
+  std::vector<int32_t> gathered;
+  std::vector<size_t> startAt;
+  std::map<int32_t, size_t> lastRead;
+  for (size_t i = 0; i < static_cast<size_t>(p.ops_size()); ++i) {
+    const plan::Op &op = p.ops(i);
+    if (op.type() == "AllGatherStart") {
+      gathered.push_back(op.outputs(0));
+      startAt.push_back(i);
+    }
+    if (op.type() != "AllGatherStart")
+      for (int32_t in : op.inputs())
+        if (in >= 0)
+          lastRead[rootOf(in)] = i;
+  }
+  ASSERT_EQ(gathered.size(), 4u);
+  for (size_t k = 0; k + 2 < gathered.size(); ++k)
+    EXPECT_LT(lastRead[gathered[k]], startAt[k + 2])
+        << "gather " << k << " is still read when gather " << k + 2
+        << " starts";
+  llvm::sys::fs::remove_directories(compiled.dir);
+}
 
 } // namespace
