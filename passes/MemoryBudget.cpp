@@ -333,8 +333,10 @@ llvm::Expected<BudgetChoice> chooseForBudget(uint64_t budget,
     cur = *best;
     *now = bestEst;
   }
-  // Undo what is no longer needed: of the moves back that fit and are
-  // faster, the fastest, until none is left.
+  // Undo what is no longer needed: of the moves back that fit and are no
+  // slower by the model, the fastest, until none is left. (A move the model
+  // finds free, an offload whose transfers it expects to hide, still costs
+  // a run bandwidth: without it the plan is simpler and no slower.)
   auto relax = [&](BudgetChoice &c, BudgetEstimate &est,
                    llvm::StringRef from) -> llvm::Error {
     while (true) {
@@ -349,7 +351,7 @@ llvm::Expected<BudgetChoice> chooseForBudget(uint64_t budget,
         if (!e)
           return e.takeError();
         if (e->peakBytes <= budget &&
-            e->seconds < (best ? bestEst.seconds : est.seconds)) {
+            (best ? e->seconds < bestEst.seconds : e->seconds <= est.seconds)) {
           best = n;
           bestEst = *e;
           bestKnob = knob;

@@ -21,7 +21,8 @@
 // budget, take the fitting move with the least time, or else the move that
 // saves the most bytes per second it adds, or else (no move saves any) the
 // fastest move that keeps the peak, which may open moves that save. Once the
-// plan fits, moves back that still fit and cost less are taken; the same is
+// plan fits, moves back that still fit and cost no more are taken (a move
+// the model finds free, such as a hidden offload, is undone); the same is
 // done from the setting of the smallest peak, and the faster end wins. Every
 // decision is one line of the log. When the fastest setting does not fit, the
 // one with every knob at its last notch is compiled next: when even it does not

@@ -68,6 +68,22 @@ TEST(MemoryBudgetTest, TheFastestSettingWhenItFits) {
       << log;
 }
 
+// A move the model finds free (an offload whose transfers it expects to
+// hide) is taken first on the way down, and undone once the stage alone
+// fits: no slower by the model, and a run does not pay its transfers.
+TEST(MemoryBudgetTest, UndoesAFreeMoveThatIsNoLongerNeeded) {
+  BudgetSpace s = fullSpace();
+  Additive m = example();
+  m.saved[4] = {0, 50};
+  m.added[4] = {0, 0};
+  std::string log;
+  llvm::raw_string_ostream os(log);
+  auto c = chooseForBudget(820, s, std::ref(m), os);
+  ASSERT_TRUE(bool(c)) << llvm::toString(c.takeError());
+  EXPECT_EQ(c->flags(s), "--zero-stage 2") << log;
+  EXPECT_NE(log.find("back to"), std::string::npos) << log;
+}
+
 TEST(MemoryBudgetTest, MovesByBytesSavedPerSecondThenTheFastestFit) {
   BudgetSpace s = fullSpace();
   Additive m = example();
