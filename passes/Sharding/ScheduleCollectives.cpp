@@ -327,6 +327,7 @@ struct ScheduleCollectivesPass
     // Stages 1 and 2 gather each unit's updated parameters: the gather
     // starts as soon as its update (and the cast to the gathered dtype) is
     // done, overlapping the updates after it; its wait stays at first use.
+    updateGathers.clear();
     for (Operation &op : llvm::make_early_inc_range(body)) {
       auto start = dyn_cast<AllGatherStartOp>(&op);
       if (!start)
