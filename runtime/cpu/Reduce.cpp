@@ -100,14 +100,12 @@ llvm::Error reduceImpl(const KernelContext &ctx, Reduction kind) {
                 for (int64_t i = 0; i < n; ++i)
                   s += static_cast<Acc>(row[i]);
                 *a += s;
-              } else if constexpr (std::is_same_v<T, float>) {
-                if (rs[0] == 1) {
-                  vec::addToDouble(a, row, n);
-                  return;
-                }
-                for (int64_t i = 0; i < n; ++i)
-                  a[i * rs[0]] += static_cast<Acc>(row[i]);
               } else {
+                if constexpr (std::is_same_v<T, float>)
+                  if (rs[0] == 1) {
+                    vec::addToDouble(a, row, n);
+                    return;
+                  }
                 for (int64_t i = 0; i < n; ++i)
                   a[i * rs[0]] += static_cast<Acc>(row[i]);
               }

@@ -46,9 +46,12 @@ inline KernelBackend &gpu(bool cudnn = true) {
 
 /// Host bytes of `n` random elements of `dtype`, special values first
 /// (zeros of both signs, NaN, infinities, a subnormal, integer minimums).
-/// `nonZero` keeps integers away from 0 (divisors).
-inline std::vector<uint8_t>
-randomBytes(DType dtype, int64_t n, std::mt19937 &rng, bool nonZero = false) {
+/// `nonZero` keeps integers away from 0 (divisors). 16-bit floats are
+/// values in [-4, 4] after the specials, or with `anyBits` random bit
+/// patterns (every NaN payload and subnormal by chance: Cast's inputs).
+inline std::vector<uint8_t> randomBytes(DType dtype, int64_t n,
+                                        std::mt19937 &rng, bool nonZero = false,
+                                        bool anyBits = false) {
   std::vector<uint8_t> bytes(n * dtypeSize(dtype));
   std::uniform_real_distribution<double> real(-4, 4);
   const double specials[] = {0.0,
@@ -87,10 +90,12 @@ randomBytes(DType dtype, int64_t n, std::mt19937 &rng, bool nonZero = false) {
       put(static_cast<uint8_t>(rng() % 2));
       break;
     case DType::F16:
-      put(ops::floatToHalf(static_cast<float>(v)));
+      put(anyBits ? static_cast<uint16_t>(rng())
+                  : ops::floatToHalf(static_cast<float>(v)));
       break;
     case DType::BF16:
-      put(ops::floatToBfloat16(static_cast<float>(v)));
+      put(anyBits ? static_cast<uint16_t>(rng())
+                  : ops::floatToBfloat16(static_cast<float>(v)));
       break;
     default:
       for (size_t b = 0; b < dtypeSize(dtype); ++b)
@@ -110,6 +115,8 @@ struct Operand {
   std::optional<double> fill;
   /// When positive, integers drawn from [0, below) (class targets, indices).
   int64_t below = 0;
+  /// 16-bit floats of random bit patterns instead of values (randomBytes).
+  bool anyBits = false;
 };
 
 inline std::vector<uint8_t> inputBytes(const Operand &op, std::mt19937 &rng) {
@@ -128,7 +135,7 @@ inline std::vector<uint8_t> inputBytes(const Operand &op, std::mt19937 &rng) {
     return bytes;
   }
   if (!op.fill)
-    return randomBytes(op.dtype, n, rng, op.nonZero);
+    return randomBytes(op.dtype, n, rng, op.nonZero, op.anyBits);
   std::vector<uint8_t> bytes(n * dtypeSize(op.dtype));
   for (int64_t i = 0; i < n; ++i) {
     if (op.dtype == DType::F32) {
