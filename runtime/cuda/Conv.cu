@@ -19,7 +19,9 @@
 //    in image order, as the CPU does.
 //
 // cuDNN runs the three instead where it takes the operands (Cudnn.h); the
-// kernels here are for the rest, and for shardrun --cudnn=false.
+// kernels here are for the rest, and for shardrun --cudnn=false. Float16
+// and bfloat16 operands go to cuDNN in their own type; what it does not
+// take runs here in float32 on widened copies (runWidened).
 //
 // A 1x1 kernel with unit strides and no padding skips im2col/col2im (the
 // input is its own column matrix). Column scratch is requested once per
@@ -183,6 +185,22 @@ llvm::Error zeroFill(const KernelContext &ctx, const TensorView &t) {
                "cudaMemsetAsync (convolution output)");
 }
 
+bool is16Bit(DType t) { return t == DType::F16 || t == DType::BF16; }
+
+/// A convolution of 16-bit operands: through cuDNN in their own type
+/// (`viaCudnn`, products summed in float32), or, where cuDNN does not take
+/// it (off, or a geometry it declines: empty tensors, asymmetric pads),
+/// `self` on float32 copies, which is how every other kernel computes
+/// 16-bit floats.
+template <typename ViaCudnn>
+llvm::Error sixteenBit(const KernelContext &ctx, KernelFn self,
+                       ViaCudnn viaCudnn) {
+  llvm::Expected<bool> done = viaCudnn();
+  if (!done)
+    return done.takeError();
+  return *done ? llvm::Error::success() : runWidened(self, ctx);
+}
+
 } // namespace
 
 llvm::Error convKernel(const KernelContext &ctx) {
@@ -191,6 +209,14 @@ llvm::Error convKernel(const KernelContext &ctx) {
   const TensorView &x = ctx.inputs[0];
   const TensorView &wt = ctx.inputs[1];
   const TensorView &y = ctx.outputs[0];
+  if (is16Bit(x.dtype))
+    return sixteenBit(ctx, convKernel, [&]() -> llvm::Expected<bool> {
+      llvm::Expected<bool> done = cudnnConv(ctx, g, x, wt, y);
+      if (!done || !*done || !g.hasBias)
+        return done;
+      // Declined here, the widened kernel rewrites Y, bias included.
+      return cudnnAddBias(ctx, ctx.inputs[2], y);
+    });
   return cpu::dispatchIn(
       cpu::FloatTypes{}, ctx, x.dtype, "X", [&](auto tag) -> llvm::Error {
         using T = typename decltype(tag)::type;
@@ -263,6 +289,9 @@ llvm::Error convGradInputKernel(const KernelContext &ctx) {
   const TensorView &dy = ctx.inputs[0];
   const TensorView &wt = ctx.inputs[1];
   const TensorView &dx = ctx.outputs[0];
+  if (is16Bit(dy.dtype))
+    return sixteenBit(ctx, convGradInputKernel,
+                      [&] { return cudnnConvGradInput(ctx, g, dy, wt, dx); });
   return cpu::dispatchIn(
       cpu::FloatTypes{}, ctx, dy.dtype, "dY", [&](auto tag) -> llvm::Error {
         using T = typename decltype(tag)::type;
@@ -323,6 +352,9 @@ llvm::Error convGradWeightKernel(const KernelContext &ctx) {
   const TensorView &dy = ctx.inputs[0];
   const TensorView &x = ctx.inputs[1];
   const TensorView &dw = ctx.outputs[0];
+  if (is16Bit(dy.dtype))
+    return sixteenBit(ctx, convGradWeightKernel,
+                      [&] { return cudnnConvGradWeight(ctx, g, dy, x, dw); });
   return cpu::dispatchIn(
       cpu::FloatTypes{}, ctx, dy.dtype, "dY", [&](auto tag) -> llvm::Error {
         using T = typename decltype(tag)::type;

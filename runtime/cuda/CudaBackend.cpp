@@ -167,6 +167,70 @@ Expected<double> CudaEvent::microsSince(const Event &earlier) const {
   return 1000.0 * ms;
 }
 
+/// The float32 copies live in stream-ordered device memory, converted by
+/// the Cast kernel, and are freed in stream order.
+Error runWidened(KernelFn kernel, const KernelContext &ctx) {
+  cudaStream_t s = static_cast<CudaStream &>(*ctx.stream).handle();
+  llvm::SmallVector<void *, 8> temps;
+  auto release = [&]() -> Error {
+    Error all = Error::success();
+    for (void *p : temps)
+      if (Error err = check(cudaFreeAsync(p, s), "cudaFreeAsync (widened)"))
+        all = joinErrors(std::move(all), std::move(err));
+    return all;
+  };
+  auto convert = [&](const TensorView &from, const TensorView &to) {
+    KernelContext c = ctx;
+    const TensorView in[] = {from}, out[] = {to};
+    c.opType = "Cast";
+    c.inputs = in;
+    c.outputs = out;
+    return castKernel(c);
+  };
+  auto widen = [&](const TensorView &t, bool load) -> Expected<TensorView> {
+    if (!t.present() || (t.dtype != DType::F16 && t.dtype != DType::BF16))
+      return t;
+    size_t bytes = std::max<int64_t>(t.numel(), 1) * sizeof(float);
+    void *p = nullptr;
+    if (Error err = check(cudaMallocAsync(&p, bytes, s),
+                          "cudaMallocAsync (a 16-bit operand in float32)"))
+      return std::move(err);
+    temps.push_back(p);
+    TensorView wide(DType::F32, t.shape, p);
+    if (load)
+      if (Error err = convert(t, wide))
+        return std::move(err);
+    return wide;
+  };
+  auto run = [&]() -> Error {
+    llvm::SmallVector<TensorView, 8> ins, outs;
+    for (const TensorView &t : ctx.inputs) {
+      Expected<TensorView> w = widen(t, /*load=*/true);
+      if (!w)
+        return w.takeError();
+      ins.push_back(*w);
+    }
+    for (const TensorView &t : ctx.outputs) {
+      Expected<TensorView> w = widen(t, /*load=*/false);
+      if (!w)
+        return w.takeError();
+      outs.push_back(*w);
+    }
+    KernelContext wide = ctx;
+    wide.inputs = ins;
+    wide.outputs = outs;
+    if (Error err = kernel(wide))
+      return err;
+    for (size_t k = 0; k < outs.size(); ++k)
+      if (outs[k].data != ctx.outputs[k].data)
+        if (Error err = convert(outs[k], ctx.outputs[k]))
+          return err;
+    return Error::success();
+  };
+  Error err = run();
+  return joinErrors(std::move(err), release());
+}
+
 namespace {
 
 /// The CUDA backend of one device. Copies go through a pinned staging
@@ -247,9 +311,10 @@ public:
     auto is16 = [](const TensorView &t) {
       return t.present() && (t.dtype == DType::F16 || t.dtype == DType::BF16);
     };
-    // Cast and the matrix products take 16-bit floats themselves (the
-    // products on cuBLAS's tensor cores, accumulating in float32); every
-    // other kernel computes in float32 on widened copies, as on the CPU
+    // Cast, the matrix products and the convolutions take 16-bit floats
+    // themselves (on cuBLAS's and cuDNN's tensor cores, accumulating in
+    // float32; a convolution cuDNN declines widens itself); every other
+    // kernel computes in float32 on widened copies, as on the CPU
     // (cpu::launchKernel).
     if (!takes16BitFloats(kernel) &&
         (llvm::any_of(ctx.inputs, is16) || llvm::any_of(ctx.outputs, is16))) {
@@ -267,74 +332,9 @@ private:
 
   static bool takes16BitFloats(KernelFn kernel) {
     return kernel == castKernel || kernel == gemmKernel ||
-           kernel == matMulKernel || kernel == permutedMatMulKernel;
-  }
-
-  /// Runs `kernel` with every 16-bit float operand replaced by a float32
-  /// copy in stream-ordered device memory: inputs converted by the Cast
-  /// kernel before (exact), outputs rounded to nearest even after (the
-  /// CPU's runWidened, element for element). The copies are freed in
-  /// stream order.
-  Error runWidened(KernelFn kernel, const KernelContext &ctx) {
-    cudaStream_t s = static_cast<CudaStream &>(*ctx.stream).handle();
-    llvm::SmallVector<void *, 8> temps;
-    auto release = [&]() -> Error {
-      Error all = Error::success();
-      for (void *p : temps)
-        if (Error err = check(cudaFreeAsync(p, s), "cudaFreeAsync (widened)"))
-          all = joinErrors(std::move(all), std::move(err));
-      return all;
-    };
-    auto convert = [&](const TensorView &from, const TensorView &to) {
-      KernelContext c = ctx;
-      const TensorView in[] = {from}, out[] = {to};
-      c.opType = "Cast";
-      c.inputs = in;
-      c.outputs = out;
-      return castKernel(c);
-    };
-    auto widen = [&](const TensorView &t, bool load) -> Expected<TensorView> {
-      if (!t.present() || (t.dtype != DType::F16 && t.dtype != DType::BF16))
-        return t;
-      size_t bytes = std::max<int64_t>(t.numel(), 1) * sizeof(float);
-      void *p = nullptr;
-      if (Error err = check(cudaMallocAsync(&p, bytes, s),
-                            "cudaMallocAsync (a 16-bit operand in float32)"))
-        return std::move(err);
-      temps.push_back(p);
-      TensorView wide(DType::F32, t.shape, p);
-      if (load)
-        if (Error err = convert(t, wide))
-          return std::move(err);
-      return wide;
-    };
-    auto run = [&]() -> Error {
-      llvm::SmallVector<TensorView, 8> ins, outs;
-      for (const TensorView &t : ctx.inputs) {
-        Expected<TensorView> w = widen(t, /*load=*/true);
-        if (!w)
-          return w.takeError();
-        ins.push_back(*w);
-      }
-      for (const TensorView &t : ctx.outputs) {
-        Expected<TensorView> w = widen(t, /*load=*/false);
-        if (!w)
-          return w.takeError();
-        outs.push_back(*w);
-      }
-      KernelContext wide = ctx;
-      wide.inputs = ins;
-      wide.outputs = outs;
-      if (Error err = kernel(wide))
-        return err;
-      for (size_t k = 0; k < outs.size(); ++k)
-        if (outs[k].data != ctx.outputs[k].data)
-          if (Error err = convert(outs[k], ctx.outputs[k]))
-            return err;
-      return Error::success();
-    };
-    Error err = run();
-    return joinErrors(std::move(err), release());
+           kernel == matMulKernel || kernel == permutedMatMulKernel ||
+           kernel == convKernel || kernel == convGradInputKernel ||
+           kernel == convGradWeightKernel;
   }
 
   /// Copies in chunks through the pinned staging buffer.

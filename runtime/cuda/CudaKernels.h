@@ -262,6 +262,13 @@ llvm::Error reluGradKernel(const KernelContext &ctx);
 llvm::Error sigmoidGradKernel(const KernelContext &ctx);
 llvm::Error tanhGradKernel(const KernelContext &ctx);
 
+/// Runs `kernel` with every 16-bit float operand replaced by a float32 copy
+/// (inputs widened exactly before, outputs rounded to nearest even after,
+/// as the CPU's cpu::runWidened): how the backend runs a kernel that does
+/// not take 16-bit floats itself, and how a convolution cuDNN declines in
+/// 16 bits runs. `ctx.stream` is the CudaStream the kernel runs on.
+llvm::Error runWidened(KernelFn kernel, const KernelContext &ctx);
+
 // Conv.cu
 llvm::Error convKernel(const KernelContext &ctx);
 llvm::Error convGradInputKernel(const KernelContext &ctx);

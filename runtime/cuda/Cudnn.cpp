@@ -6,11 +6,17 @@
 // what runs with cuDNN off (shardrun --cudnn=false).
 //
 // What cuDNN takes here:
-//  * Conv, ConvGradInput, ConvGradWeight in float32 or float64 with 1 to 3
-//    spatial dimensions (a 1-D convolution is a 2-D one with a unit
-//    dimension), symmetric padding (an asymmetric `pads` or auto_pad
-//    SAME_* with an odd total pad runs the own kernels), no empty dimension,
-//    every tensor under 2^31 elements.
+//  * Conv, ConvGradInput, ConvGradWeight in float32, float64, float16 or
+//    bfloat16 with 1 to 3 spatial dimensions (a 1-D convolution is a 2-D one
+//    with a unit dimension), symmetric padding (an asymmetric `pads` or
+//    auto_pad SAME_* with an odd total pad runs the own kernels), no empty
+//    dimension, every tensor under 2^31 elements. 16-bit operands are convolved
+//    in their own type with products summed in float32 (compute type
+//    CUDNN_DATA_FLOAT) on tensor cores, as the 16-bit cuBLAS products; a
+//    16-bit convolution cuDNN declines runs the own kernels in float32 on
+//    widened copies (Conv.cu). Conv's bias is added by cudnnAddTensor, in
+//    float32 and rounded once more, as PyTorch adds it after cuDNN's
+//    convolution.
 //  * BatchNormalization and BatchNormGrad in training mode, float32 (as
 //    PyTorch, float64 stays with the own kernels), with (BatchNormalization)
 //    both running statistics or neither, updated with the unbiased batch
@@ -98,13 +104,24 @@ bool dataTypeOf(DType t, cudnnDataType_t &type) {
   case DType::F64:
     type = CUDNN_DATA_DOUBLE;
     return true;
+  case DType::F16:
+    type = CUDNN_DATA_HALF;
+    return true;
+  case DType::BF16:
+    type = CUDNN_DATA_BFLOAT16;
+    return true;
   default:
     return false;
   }
 }
 
+/// Whether cuDNN data of `type` is summed in float32 (16-bit floats).
+bool is16Bit(cudnnDataType_t type) {
+  return type == CUDNN_DATA_HALF || type == CUDNN_DATA_BFLOAT16;
+}
+
 /// The scaling factors 1 and 0 in the type cuDNN reads them as: double for
-/// double data, else float.
+/// double data, else float (16-bit data included).
 struct Scalars {
   float f1 = 1.0f, f0 = 0.0f;
   double d1 = 1.0, d0 = 0.0;
@@ -178,8 +195,14 @@ Expected<bool> describeConv(const KernelContext &ctx,
       !fitsInt(g.group))
     return false;
   bool tf32 = streamOf(ctx).backendOptions().tf32;
-  d.math =
-      d.type == CUDNN_DATA_FLOAT && !tf32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH;
+  // Float32 without --tf32: no tensor cores. 16-bit data: tensor cores,
+  // summing in float32.
+  if (is16Bit(d.type))
+    d.math = CUDNN_TENSOR_OP_MATH;
+  else
+    d.math = d.type == CUDNN_DATA_FLOAT && !tf32 ? CUDNN_FMA_MATH
+                                                 : CUDNN_DEFAULT_MATH;
+  cudnnDataType_t computeType = is16Bit(d.type) ? CUDNN_DATA_FLOAT : d.type;
   auto packed = [](llvm::ArrayRef<int> shape) {
     llvm::SmallVector<int, 5> strides(shape.size(), 1);
     for (size_t i = shape.size() - 1; i > 0; --i)
@@ -199,7 +222,7 @@ Expected<bool> describeConv(const KernelContext &ctx,
   SHARDC_DNN_OR_DECLINE(cudnnCreateConvolutionDescriptor(&d.conv.handle));
   SHARDC_DNN_OR_DECLINE(cudnnSetConvolutionNdDescriptor(
       d.conv.handle, static_cast<int>(dims), pads.data(), strides.data(),
-      dilations.data(), CUDNN_CROSS_CORRELATION, d.type));
+      dilations.data(), CUDNN_CROSS_CORRELATION, computeType));
   SHARDC_DNN_OR_DECLINE(
       cudnnSetConvolutionGroupCount(d.conv.handle, static_cast<int>(g.group)));
   SHARDC_DNN_OR_DECLINE(cudnnSetConvolutionMathType(d.conv.handle, d.math));
@@ -426,6 +449,40 @@ Expected<bool> cudnnConvGradWeight(const KernelContext &ctx,
             d.w.handle, dw.data);
       },
       "cudnnConvolutionBackwardFilter");
+}
+
+Expected<bool> cudnnAddBias(const KernelContext &ctx, const TensorView &b,
+                            const TensorView &y) {
+  cudnnDataType_t type = CUDNN_DATA_FLOAT;
+  if (!streamOf(ctx).backendOptions().cudnn || !dataTypeOf(y.dtype, type) ||
+      y.rank() < 2)
+    return false;
+  int64_t spatial = 1;
+  for (int64_t d : llvm::ArrayRef<int64_t>(y.shape).drop_front(2))
+    spatial *= d;
+  int64_t batch = y.shape[0], channels = y.shape[1];
+  if (batch == 0 || channels == 0 || spatial == 0 || !fitsInt(batch) ||
+      !fitsInt(channels) || !fitsInt(spatial) ||
+      !fitsInt(batch * channels * spatial))
+    return false;
+  // Y viewed as (N, M, spatial, 1), the bias as (1, M, 1, 1).
+  TensorDesc yDesc, bDesc;
+  SHARDC_DNN_OR_DECLINE(cudnnCreateTensorDescriptor(&yDesc.handle));
+  SHARDC_DNN_OR_DECLINE(cudnnSetTensor4dDescriptor(
+      yDesc.handle, CUDNN_TENSOR_NCHW, type, static_cast<int>(batch),
+      static_cast<int>(channels), static_cast<int>(spatial), 1));
+  SHARDC_DNN_OR_DECLINE(cudnnCreateTensorDescriptor(&bDesc.handle));
+  SHARDC_DNN_OR_DECLINE(
+      cudnnSetTensor4dDescriptor(bDesc.handle, CUDNN_TENSOR_NCHW, type, 1,
+                                 static_cast<int>(channels), 1, 1));
+  Expected<cudnnHandle_t> h = streamOf(ctx).dnn();
+  if (!h)
+    return h.takeError();
+  Scalars s(y.dtype);
+  // Y = 1 * B + 1 * Y.
+  SHARDC_DNN_OR_DECLINE(cudnnAddTensor(*h, s.one(), bDesc.handle, b.data,
+                                       s.one(), yDesc.handle, y.data));
+  return true;
 }
 
 namespace {

@@ -35,6 +35,11 @@ llvm::Expected<bool> cudnnConvGradWeight(const KernelContext &ctx,
                                          const TensorView &dy,
                                          const TensorView &x,
                                          const TensorView &dw);
+/// Y += B broadcast over Y's channels (axis 1): Conv's bias after a
+/// cuDNN convolution in Y's type (any cuDNN takes: 16-bit floats
+/// included).
+llvm::Expected<bool> cudnnAddBias(const KernelContext &ctx, const TensorView &b,
+                                  const TensorView &y);
 
 /// BatchNormalization in training mode (the kernel's operands, ctx.inputs
 /// and ctx.outputs).

@@ -129,25 +129,51 @@ TEST(CudaConvTest, ConvGradWeightMatchesCpu) {
       }
 }
 
-/// The same operands give the same bytes on every run, on both paths (the
-/// gradients are where nondeterministic algorithms would sum with atomics).
+/// Float16 and bfloat16 convolutions: through cuDNN in 16 bits (summing in
+/// float32, Conv's bias added after rounding) where it takes the case, on
+/// widened copies otherwise (asymmetric pads; cuDNN off). The CPU widens
+/// every case and rounds once; the two differ by the products' summation
+/// order and, with a bias, the second rounding.
+TEST(CudaConvTest, SixteenBitConvolutionsMatchCpu) {
+  for (bool cudnn : {true, false})
+    for (const ConvCase &c : convCases())
+      for (DType t : {DType::BF16, DType::F16}) {
+        SCOPED_TRACE(std::string(c.what) + (cudnn ? ", cuDNN" : ", own"));
+        Tolerance tol = productTolerance(t);
+        if (c.bias)
+          tol.ulps += 1;
+        Operand bias = c.bias ? Operand{t, {c.w[0]}} : Operand{};
+        expectSameAsCpu("Conv", {{t, c.x}, {t, c.w}, bias}, {{t, c.y}}, tol,
+                        c.attrs, &gpu(cudnn));
+        expectSameAsCpu("ConvGradInput", {{t, c.y}, {t, c.w}}, {{t, c.x}},
+                        productTolerance(t), c.attrs, &gpu(cudnn));
+        expectSameAsCpu("ConvGradWeight", {{t, c.y}, {t, c.x}}, {{t, c.w}},
+                        productTolerance(t), c.attrs, &gpu(cudnn));
+        if (testing::Test::HasFailure())
+          return;
+      }
+}
+
+/// The same operands give the same bytes on every run, on both paths and in
+/// 16 bits (the gradients are where nondeterministic algorithms would sum
+/// with atomics).
 TEST(CudaConvTest, Reproducible) {
   for (bool cudnn : {true, false})
-    for (const ConvCase &c : convCases()) {
-      SCOPED_TRACE(std::string(c.what) + (cudnn ? ", cuDNN" : ", own"));
-      DType t = DType::F32;
-      expectReproducible(gpu(cudnn), "Conv", {{t, c.x}, {t, c.w}}, {{t, c.y}},
-                         c.attrs);
-      expectReproducible(gpu(cudnn), "ConvGradInput", {{t, c.y}, {t, c.w}},
-                         {{t, c.x}}, c.attrs);
-      expectReproducible(gpu(cudnn), "ConvGradWeight", {{t, c.y}, {t, c.x}},
-                         {{t, c.w}}, c.attrs);
-    }
+    for (const ConvCase &c : convCases())
+      for (DType t : {DType::F32, DType::BF16}) {
+        SCOPED_TRACE(std::string(c.what) + (cudnn ? ", cuDNN" : ", own"));
+        expectReproducible(gpu(cudnn), "Conv", {{t, c.x}, {t, c.w}}, {{t, c.y}},
+                           c.attrs);
+        expectReproducible(gpu(cudnn), "ConvGradInput", {{t, c.y}, {t, c.w}},
+                           {{t, c.x}}, c.attrs);
+        expectReproducible(gpu(cudnn), "ConvGradWeight", {{t, c.y}, {t, c.x}},
+                           {{t, c.w}}, c.attrs);
+      }
 }
 
 TEST(CudaConvTest, EmptyBatches) {
   AttrMap attrs = windowAttrs({}, {}, {1, 1, 1, 1});
-  for (DType t : kFloat) {
+  for (DType t : {DType::F32, DType::F64, DType::BF16}) {
     // No images: dW is zero, Y and dX are empty.
     expectSameAsCpu("ConvGradWeight", {{t, {0, 4, 5, 5}}, {t, {0, 3, 5, 5}}},
                     {{t, {4, 3, 3, 3}}}, Tolerance{}, attrs);
