@@ -48,6 +48,19 @@ llvm::Error KernelBackend::fillZero(void *dst, size_t bytes, Stream &) {
   return llvm::Error::success();
 }
 
+llvm::Expected<void *> KernelBackend::allocatePinned(size_t) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "the " + name() +
+                                     " backend has no pinned host memory");
+}
+
+llvm::Error KernelBackend::copyPinnedAsync(void *, const void *, size_t, bool,
+                                           Stream &) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "the " + name() +
+                                     " backend has no pinned host memory");
+}
+
 namespace {
 
 /// Work on a CPU stream runs when it is launched; synchronize has nothing

@@ -89,6 +89,20 @@ public:
   /// directly (true on the CPU backend); otherwise only through the copies.
   virtual bool hostAccessible() const { return true; }
 
+  /// Page-locked host memory that copies to and from this backend's memory
+  /// run asynchronously on a stream (cudaHostAlloc): where a device backend
+  /// keeps the offload tier (FSDP's CPUOffload). A backend whose memory is
+  /// host memory has none (the CPU backend: its tier is a file), and says
+  /// so with hasPinnedMemory() false.
+  virtual bool hasPinnedMemory() const { return false; }
+  virtual llvm::Expected<void *> allocatePinned(size_t bytes);
+  virtual void deallocatePinned(void *ptr) {}
+  /// Queues a copy of `bytes` from pinned host memory into memory from
+  /// allocate() (toDevice) or back on `stream` and returns at once; the
+  /// copy is done when the work queued on `stream` before it and it are.
+  virtual llvm::Error copyPinnedAsync(void *dst, const void *src, size_t bytes,
+                                      bool toDevice, Stream &stream);
+
   /// The kernel for an op type, or nullptr if this backend has none. The
   /// executor looks every op up once, when it loads a plan.
   KernelFn lookup(llvm::StringRef opType) const;

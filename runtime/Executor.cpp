@@ -88,20 +88,28 @@ Executor::create(const plan::LoadedPlan &loaded, KernelBackend &backend,
         b.category() >= 0 && b.category() < plan::kNumCategories ? b.category()
                                                                  : 0);
   if (uint64_t tierBytes = exec->memoryPlan.offloadBytes) {
-    if (options.offloadDir.empty())
+    // A device backend keeps the tier in pinned host memory; the CPU
+    // backend, whose memory is host memory, in a file.
+    Expected<std::unique_ptr<OffloadTier>> tier =
+        std::unique_ptr<OffloadTier>();
+    if (backend.hasPinnedMemory()) {
+      tier = createPinnedTier(backend, tierBytes);
+    } else if (!backend.hostAccessible()) {
+      return makeError("the plan in " + Twine(loaded.dir) +
+                       " offloads buffers (shardc --offload), which the " +
+                       backend.name() +
+                       " backend cannot run: it has no pinned host memory; "
+                       "run it on the cpu backend, or compile it without "
+                       "--offload");
+    } else if (options.offloadDir.empty()) {
       return makeError("the plan in " + Twine(loaded.dir) + " keeps " +
                        Twine(tierBytes) +
                        " bytes per rank in the offload tier (shardc "
                        "--offload): give shardrun --offload-dir DIR, a "
                        "directory on a disk with room for them");
-    if (!backend.hostAccessible())
-      return makeError("the plan in " + Twine(loaded.dir) +
-                       " offloads buffers (shardc --offload), which the " +
-                       backend.name() +
-                       " backend cannot run yet: run it on the cpu "
-                       "backend, or compile it without --offload");
-    Expected<std::unique_ptr<OffloadTier>> tier =
-        OffloadTier::create(options.offloadDir, comm->rank(), tierBytes);
+    } else {
+      tier = createFileTier(options.offloadDir, comm->rank(), tierBytes);
+    }
     if (!tier)
       return tier.takeError();
     exec->tier = std::move(*tier);
@@ -299,7 +307,7 @@ void Executor::drainInFlight() {
       llvm::consumeError(inFlightComm[slot]->wait(
           *std::exchange(inFlight[slot], std::nullopt)));
     if (uint64_t ticket = std::exchange(inFlightTransfer[slot], 0))
-      llvm::consumeError(tier->wait(ticket).takeError());
+      llvm::consumeError(tier->wait(ticket, *computeStream).takeError());
   }
 }
 
@@ -307,29 +315,33 @@ Error Executor::startTransfer(Step &step) {
   bool read = step.collective == CollectiveOpKind::OffloadRead;
   int32_t tierBuffer = read ? step.inputBuffers[0] : step.outputBuffers[0];
   TensorView memory = read ? step.outputViews[0] : step.inputViews[0];
-  // The compute stream has written what a write reads (the CPU backend runs
-  // kernels as they launch; this keeps the order on any other).
-  if (!read)
-    if (Error err = computeStream->synchronize())
-      return err;
-  inFlightTransfer[step.slot] = tier->start(
+  Expected<uint64_t> ticket = tier->start(
       read ? OffloadTier::Direction::Read : OffloadTier::Direction::Write,
-      memoryPlan.buffers[tierBuffer].offset, memory.data, memory.bytes());
+      memoryPlan.buffers[tierBuffer].offset, memory.data, memory.bytes(),
+      *computeStream, tracing);
+  if (!ticket)
+    return ticket.takeError();
+  inFlightTransfer[step.slot] = *ticket;
   return Error::success();
+}
+
+void Executor::traceTransfer(const OffloadTier::Done &done) {
+  bool write = done.direction == OffloadTier::Direction::Write;
+  events.push_back({std::string(write ? "offload write " : "offload read ") +
+                        std::to_string(done.bytes) + " B",
+                    "offload", done.startUs, done.endUs - done.startUs});
 }
 
 Error Executor::waitTransfer(Step &step) {
   uint64_t ticket = std::exchange(inFlightTransfer[step.slot], 0);
-  Expected<OffloadTier::Done> done = tier->wait(ticket);
+  Expected<std::optional<OffloadTier::Done>> done =
+      tier->wait(ticket, *computeStream);
   if (!done)
     return done.takeError();
-  if (tracing) {
-    // A write's wait finishes the tier buffer; a read's, the copy.
-    bool write = memoryPlan.buffers[step.inputBuffers[0]].offloaded;
-    events.push_back({std::string(write ? "offload write " : "offload read ") +
-                          std::to_string(step.inputViews[0].bytes()) + " B",
-                      "offload", done->startUs, done->endUs - done->startUs});
-  }
+  // A tier on a device knows the times once the step is done
+  // (finishDeviceTrace).
+  if (tracing && *done)
+    traceTransfer(**done);
   return Error::success();
 }
 
@@ -749,6 +761,14 @@ Error Executor::finishDeviceTrace() {
       return length.takeError();
     events.push_back(
         {steps[j].label, steps[j].category, traceAnchorUs + *start, *length});
+  }
+  if (tier) {
+    Expected<std::vector<OffloadTier::Done>> transfers =
+        tier->timesSince(*traceAnchor, traceAnchorUs);
+    if (!transfers)
+      return transfers.takeError();
+    for (const OffloadTier::Done &done : *transfers)
+      traceTransfer(done);
   }
   return Error::success();
 }

@@ -288,6 +288,7 @@ private:
   std::vector<uint64_t> inFlightTransfer;
   llvm::Error startTransfer(Step &step);
   llvm::Error waitTransfer(Step &step);
+  void traceTransfer(const OffloadTier::Done &done);
   bool tracing = false;
   std::vector<TraceEvent> events;
   /// On a backend whose kernels run after their launch, the trace's times

@@ -48,10 +48,12 @@ done | sort -u | while read -r lib; do
   esac
 done
 
-while read -r ex opt; do
+while read -r ex opt extra; do
+  flags=()
+  for f in $extra; do flags+=("--shardc-stage-arg=$f"); done
   "$python" test/parity/check_parity.py --shardc build/bin/shardc \
     --example "examples/$ex" --optimizer "$opt" --compile-to "$stage/plans" \
-    >/dev/null
+    "${flags[@]}" >/dev/null
 done < <(grep -v '^#' scripts/gpu_parity_cases.txt)
 
 mkdir -p "$out"

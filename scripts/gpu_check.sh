@@ -7,7 +7,8 @@
 #      communicator at one rank), then again under compute-sanitizer memcheck;
 #   2. the parity matrix at world size 1 with --device cuda: every example
 #      and optimizer, and the training-loop configs, of
-#      scripts/gpu_parity_cases.txt against the committed PyTorch references,
+#      scripts/gpu_parity_cases.txt (offload to pinned host memory among
+#      them) against the committed PyTorch references,
 #      at the fp32 tolerances of the CPU runs (test/parity/check_parity.py); the CNN
 #      once more with --cudnn=false (its Conv and BatchNorm on Shard's own
 #      kernels instead of cuDNN's);
@@ -69,15 +70,18 @@ fi
 
 # 2. Parity at world size 1 on the GPU.
 parity_failed=0
-while read -r ex opt; do
-  log="$out/parity-$ex-$opt.txt"
+while read -r ex opt extra; do
+  flags=()
+  for f in $extra; do flags+=("--shardc-stage-arg=$f"); done
+  what="$ex $opt${extra:+ $extra}"
+  log="$out/parity-$(echo "$what" | tr -c 'A-Za-z0-9_\n' '-').txt"
   if $python test/parity/check_parity.py --compiled "$root/plans" \
       --shardrun "$root/bin/shardrun" --shardrun-arg=--device=cuda \
-      --example "examples/$ex" --optimizer "$opt" >"$log" 2>&1; then
-    say "parity $ex $opt: ok ($(grep -o 'loss-rel-err=[^ ]*' "$log"))"
+      --example "examples/$ex" --optimizer "$opt" "${flags[@]}" >"$log" 2>&1; then
+    say "parity $what: ok ($(grep -o 'loss-rel-err=[^ ]*' "$log"))"
   else
     parity_failed=$((parity_failed + 1))
-    say "parity $ex $opt: FAILED"; tail -15 "$log" | tee -a "$summary"
+    say "parity $what: FAILED"; tail -15 "$log" | tee -a "$summary"
   fi
 done < <(grep -v '^#' scripts/gpu_parity_cases.txt)
 for opt in sgd adam adamw; do

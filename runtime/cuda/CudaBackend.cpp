@@ -269,6 +269,35 @@ public:
   }
   void deallocate(void *ptr) override { cudaFree(ptr); }
 
+  // The offload tier (OffloadTier.h): page-locked, so that its copies run
+  // on the DMA engines while kernels run.
+  bool hasPinnedMemory() const override { return true; }
+  Expected<void *> allocatePinned(size_t bytes) override {
+    void *p = nullptr;
+    cudaError_t status =
+        cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable);
+    if (status != cudaSuccess) {
+      cudaGetLastError();
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "cudaHostAlloc of " + Twine(bytes) +
+                                         " bytes failed (" +
+                                         cudaGetErrorString(status) + ")");
+    }
+    return p;
+  }
+  void deallocatePinned(void *ptr) override { cudaFreeHost(ptr); }
+  Error copyPinnedAsync(void *dst, const void *src, size_t bytes, bool toDevice,
+                        Stream &stream) override {
+    if (!bytes)
+      return Error::success();
+    return check(cudaMemcpyAsync(dst, src, bytes,
+                                 toDevice ? cudaMemcpyHostToDevice
+                                          : cudaMemcpyDeviceToHost,
+                                 static_cast<CudaStream &>(stream).handle()),
+                 toDevice ? "cudaMemcpyAsync (offload tier to device)"
+                          : "cudaMemcpyAsync (device to offload tier)");
+  }
+
   std::unique_ptr<Stream> createStream() override {
     cudaStream_t s = nullptr;
     if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)

@@ -114,9 +114,10 @@ static cl::opt<int64_t>
 static cl::opt<std::string> offloadDir(
     "offload-dir",
     cl::desc("Where each rank keeps the buffers the plan offloads (shardc "
-             "--offload): one file per rank, DIR/rank-R.offload, given its "
-             "space before the first step and unlinked once open (it goes "
-             "with the process); a directory on a fast local disk"),
+             "--offload) on the CPU: one file per rank, DIR/rank-R.offload, "
+             "given its space before the first step and unlinked once open "
+             "(it goes with the process); a directory on a fast local disk. "
+             "On a GPU the tier is pinned host memory and DIR is not used"),
     cl::value_desc("DIR"), cl::cat(trainCategory));
 
 static cl::OptionCategory
@@ -909,6 +910,10 @@ static Error runMain(rt::Communicator &hostComm) {
     return loaded.takeError();
   if (Error err = checkMemoryAvailable(comm, (*loaded)->plan))
     return err;
+  if (!offloadDir.empty() && backend->hasPinnedMemory() && hostComm.rank() == 0)
+    llvm::errs() << "shardrun: --offload-dir is not used on the "
+                 << backend->name()
+                 << " backend: its offload tier is pinned host memory\n";
   Expected<std::unique_ptr<rt::Executor>> execOr = rt::Executor::create(
       **loaded, *backend, &comm, rt::ExecutorOptions{offloadDir.getValue()});
   // Setting up can fail on one rank alone (its offload disk is full): the

@@ -374,3 +374,195 @@ TEST(ExecutorTest, PublishesItsPosition) {
   EXPECT_EQ(progress::record().step.load(), 3);
   EXPECT_EQ(progress::record().op.load(), -1);
 }
+
+//===----------------------------------------------------------------------===//
+// The offload tier in pinned host memory (a device backend's), on a backend
+// whose "device" is host memory and whose copies are memcpy: the executor's
+// side of the GPU tier (tickets, waits, trace times, checkpoint reads),
+// against the same plan on the file tier.
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The CPU's kernels and memory, with pinned host memory as a device
+/// backend has it; counts what the tier asks of it. `pinned` false and
+/// `hostMemory` false: a device backend without pinned memory.
+class PinnedHostBackend : public KernelBackend {
+public:
+  explicit PinnedHostBackend(bool pinned = true, bool hostMemory = true)
+      : cpuBackend(createCpuBackend()), pinned(pinned), hostMemory(hostMemory) {
+    for (const auto &[type, fn] : cpu::kernelTable())
+      registerKernel(type, fn);
+  }
+  llvm::StringRef name() const override { return "pinned-test"; }
+  llvm::Expected<void *> allocate(size_t bytes) override {
+    return cpuBackend->allocate(bytes);
+  }
+  void deallocate(void *ptr) override { cpuBackend->deallocate(ptr); }
+  std::unique_ptr<Stream> createStream() override {
+    return cpuBackend->createStream();
+  }
+  std::unique_ptr<Event> createEvent() override {
+    return cpuBackend->createEvent();
+  }
+  llvm::Error launch(KernelFn kernel, const KernelContext &ctx,
+                     Stream &stream) override {
+    return cpuBackend->launch(kernel, ctx, stream);
+  }
+  bool hostAccessible() const override { return hostMemory; }
+  bool hasPinnedMemory() const override { return pinned; }
+  llvm::Expected<void *> allocatePinned(size_t bytes) override {
+    pinnedBytes += bytes;
+    return cpuBackend->allocate(bytes);
+  }
+  void deallocatePinned(void *ptr) override {
+    ++pinnedFrees;
+    cpuBackend->deallocate(ptr);
+  }
+  llvm::Error copyPinnedAsync(void *dst, const void *src, size_t bytes,
+                              bool toDevice, Stream &) override {
+    std::memcpy(dst, src, bytes);
+    ++(toDevice ? reads : writes);
+    return llvm::Error::success();
+  }
+
+  std::unique_ptr<KernelBackend> cpuBackend;
+  bool pinned, hostMemory;
+  size_t pinnedBytes = 0;
+  int pinnedFrees = 0, reads = 0, writes = 0;
+};
+
+const std::vector<float> kTierW = {1, -2, 0.5f, 4};
+
+/// x (INPUT [4]); w (PARAMETER [4]) and s (STATE [4], starting at 3) live
+/// in the tier. Each step: read both; y = x + w; n = s + w; write y back
+/// into w and n into s. Output: y.
+plan::LoadedPlan offloadPlan() {
+  plan::PlanWriter w;
+  int32_t x = w.addBuffer("x", DType::F32, {4}, plan::INPUT);
+  int32_t wt = cantFail(
+      w.addDataBuffer("w", DType::F32, {4}, plan::PARAMETER, bytesOf(kTierW)));
+  int32_t s = w.addBuffer("s", DType::F32, {4}, plan::STATE);
+  int32_t wm = w.addBuffer("w.read", DType::F32, {4}, plan::TEMP);
+  int32_t sm = w.addBuffer("s.read", DType::F32, {4}, plan::TEMP);
+  int32_t y = w.addBuffer("y", DType::F32, {4}, plan::TEMP);
+  int32_t n = w.addBuffer("n", DType::F32, {4}, plan::TEMP);
+  plan::Plan &p = w.plan();
+  p.mutable_buffers(wt)->set_offloaded(true);
+  p.mutable_buffers(s)->set_offloaded(true);
+  p.mutable_buffers(s)->set_initial_value(3);
+  auto add = [&](const char *type, std::vector<int32_t> ins,
+                 std::vector<int32_t> outs) {
+    Op *op = p.add_ops();
+    op->set_type(type);
+    op->set_name(std::string(type) + "#" + std::to_string(p.ops_size()));
+    for (int32_t i : ins)
+      op->add_inputs(i);
+    for (int32_t o : outs)
+      op->add_outputs(o);
+  };
+  add("OffloadReadStart", {wt}, {wm});
+  add("OffloadReadStart", {s}, {sm});
+  add("CollectiveWait", {wm}, {wm});
+  add("CollectiveWait", {sm}, {sm});
+  add("Add", {x, wm}, {y});
+  add("Add", {sm, wm}, {n});
+  add("OffloadWriteStart", {y}, {wt});
+  add("OffloadWriteStart", {n}, {s});
+  add("CollectiveWait", {wt}, {wt});
+  add("CollectiveWait", {s}, {s});
+  p.add_inputs(x);
+  p.add_outputs(y);
+  return inMemory(w, {bytesOf(kTierW)});
+}
+
+/// Runs offloadPlan() for three steps on `backend` (offload directory
+/// `dir`, empty for none) with tracing on; returns y of each step and s
+/// after the last, read through the executor (from the tier).
+std::vector<float> runOffloadPlan(KernelBackend &backend,
+                                  const std::string &dir,
+                                  std::vector<TraceEvent> *trace = nullptr) {
+  plan::LoadedPlan lp = offloadPlan();
+  auto exec = Executor::create(lp, backend, nullptr, ExecutorOptions{dir});
+  EXPECT_EQ(errorText(exec), "");
+  if (!exec)
+    return {};
+  Executor &e = **exec;
+  e.setTracing(true);
+  std::vector<float> seen, x = {10, 20, 30, 40};
+  for (int step = 0; step < 3; ++step) {
+    EXPECT_EQ(errorText(e.setInput("x", TensorView(DType::F32, {4}, x.data()))),
+              "");
+    EXPECT_EQ(errorText(e.run()), "");
+    std::vector<float> y = toVector(e.output(0));
+    seen.insert(seen.end(), y.begin(), y.end());
+  }
+  auto state = e.readBuffer(2);
+  EXPECT_EQ(errorText(state), "");
+  if (state) {
+    const float *f = reinterpret_cast<const float *>(state->data());
+    seen.insert(seen.end(), f, f + 4);
+  }
+  if (trace)
+    trace->assign(e.traceEvents().begin(), e.traceEvents().end());
+  return seen;
+}
+
+TEST(ExecutorTest, RunsTheOffloadTierInPinnedHostMemory) {
+  // y_k = (k+1) x + w, and s gathers w_0 + w_1 + w_2 on top of 3.
+  std::vector<float> expected;
+  for (int k = 1; k <= 3; ++k)
+    for (int i = 0; i < 4; ++i)
+      expected.push_back(k * 10.0f * (i + 1) + kTierW[i]);
+  for (int i = 0; i < 4; ++i)
+    expected.push_back(3 + 3 * kTierW[i] + 30.0f * (i + 1));
+
+  PinnedHostBackend pinned;
+  std::vector<TraceEvent> trace;
+  // No offload directory is needed: the tier is the backend's memory.
+  EXPECT_EQ(runOffloadPlan(pinned, "", &trace), expected);
+  // One allocation: the memory plan's tier (two aligned buffers).
+  EXPECT_EQ(pinned.pinnedBytes,
+            plan::planMemory(offloadPlan().plan).offloadBytes);
+  EXPECT_EQ(pinned.pinnedFrees, 1);
+  EXPECT_EQ(pinned.reads, 6);
+  EXPECT_EQ(pinned.writes, 6);
+  int reads = 0, writes = 0;
+  for (const TraceEvent &ev : trace)
+    if (ev.category == "offload") {
+      EXPECT_GE(ev.durationUs, 0);
+      reads += ev.name == "offload read 16 B";
+      writes += ev.name == "offload write 16 B";
+    }
+  EXPECT_EQ(reads, 6);
+  EXPECT_EQ(writes, 6);
+
+  // The file tier gives the same values.
+  llvm::SmallString<128> dir;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("shard-tier-test", dir));
+  auto cpuBackend = createCpuBackend();
+  EXPECT_EQ(runOffloadPlan(*cpuBackend, std::string(dir)), expected);
+  llvm::sys::fs::remove_directories(dir);
+}
+
+TEST(ExecutorTest, RefusesOffloadOnADeviceWithoutPinnedMemory) {
+  PinnedHostBackend device(/*pinned=*/false, /*hostMemory=*/false);
+  plan::LoadedPlan lp = offloadPlan();
+  auto exec = Executor::create(lp, device, nullptr, ExecutorOptions{"/tmp"});
+  std::string err = errorText(exec);
+  EXPECT_NE(err.find("offloads buffers (shardc --offload)"), std::string::npos)
+      << err;
+  EXPECT_NE(err.find("pinned-test backend cannot run"), std::string::npos)
+      << err;
+}
+
+TEST(ExecutorTest, OffloadOnTheCpuNeedsADirectory) {
+  auto cpuBackend = createCpuBackend();
+  plan::LoadedPlan lp = offloadPlan();
+  auto exec = Executor::create(lp, *cpuBackend);
+  std::string err = errorText(exec);
+  EXPECT_NE(err.find("give shardrun --offload-dir DIR"), std::string::npos)
+      << err;
+}
+
+} // namespace
