@@ -527,6 +527,79 @@ void MatMulOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
   patterns.add<MatMulOfTransposedWeight>(context);
 }
 
+namespace {
+/// Add(Gemm(a, b), bias), the Gemm seen through a Reshape, where the Gemm
+/// has no C and is used only there and the bias is a row of the Gemm's
+/// columns (shape [N], or [1, ..., 1, N]) -> Gemm(a, b, C = bias) (through
+/// the Reshape): a linear layer's bias added as the product is written
+/// (BLAS's beta = 1 on the bias rows, which costs what its zero fill did)
+/// instead of in another pass over the result. Both ops must carry the same
+/// discardable attributes (one side of the step, one micro-batch).
+struct BiasIntoGemm : OpRewritePattern<AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(AddOp add,
+                                PatternRewriter &rewriter) const override {
+    for (int side = 0; side < 2; ++side) {
+      Value product = side ? add.getRhs() : add.getLhs();
+      Value bias = side ? add.getLhs() : add.getRhs();
+      auto reshape = product.getDefiningOp<ReshapeOp>();
+      auto gemm =
+          (reshape ? reshape.getInput() : product).getDefiningOp<GemmOp>();
+      if (!gemm || gemm.getC() || !gemm->hasOneUse() ||
+          (reshape && !reshape->hasOneUse()) || !product.hasOneUse())
+        continue;
+      if (gemm->getDiscardableAttrDictionary() !=
+              add->getDiscardableAttrDictionary() ||
+          (reshape && reshape->getDiscardableAttrDictionary() !=
+                          add->getDiscardableAttrDictionary()))
+        continue;
+      auto out = cast<RankedTensorType>(gemm.getType());
+      auto biasType = dyn_cast<RankedTensorType>(bias.getType());
+      int64_t n = out.getDimSize(1);
+      if (!biasType || biasType.getElementType() != out.getElementType() ||
+          biasType.getRank() == 0 || biasType.getShape().back() != n ||
+          biasType.getNumElements() != n ||
+          shapeOf(add.getOutput()) != shapeOf(product))
+        continue;
+      // The bias must exist before the product does.
+      if (Operation *def = bias.getDefiningOp())
+        if (def->getBlock() != gemm->getBlock() || !def->isBeforeInBlock(gemm))
+          continue;
+      DictionaryAttr attrs = add->getDiscardableAttrDictionary();
+      rewriter.setInsertionPoint(gemm);
+      Value c = bias;
+      if (biasType.getRank() != 1) {
+        c = rewriter.create<ReshapeOp>(
+            add.getLoc(), RankedTensorType::get({n}, out.getElementType()),
+            bias);
+        c.getDefiningOp()->setDiscardableAttrs(attrs);
+      }
+      auto withBias = rewriter.create<GemmOp>(
+          gemm.getLoc(), out, gemm.getA(), gemm.getB(), c, gemm.getAlphaAttr(),
+          rewriter.getF32FloatAttr(1.0f), gemm.getTransAAttr(),
+          gemm.getTransBAttr());
+      withBias->setDiscardableAttrs(attrs);
+      Value result = withBias;
+      if (reshape) {
+        rewriter.setInsertionPoint(reshape);
+        result = rewriter.create<ReshapeOp>(reshape.getLoc(), reshape.getType(),
+                                            withBias);
+        result.getDefiningOp()->setDiscardableAttrs(attrs);
+      }
+      rewriter.replaceOp(add, result);
+      return success();
+    }
+    return failure();
+  }
+};
+} // namespace
+
+void GemmOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
+                                         MLIRContext *context) {
+  // Rooted at the Add that consumes the product.
+  patterns.add<BiasIntoGemm>(context);
+}
+
 static LogicalResult verifySoftmaxLike(Operation *op, int64_t axis) {
   return verifyAxis(op, axis, shapeOf(op->getOperand(0)).size());
 }

@@ -642,6 +642,10 @@ def Shardc_GemmOp : Shardc_Op<"Gemm", [Pure,
     them share one float element type. `alpha` and `beta` default to 1.0 and
     `transA`/`transB` to false. Imports ONNX Gemm; MatMul's canonicalization
     also creates it for a product with a transposed 2-d weight.
+    Canonicalization folds an `Add` of a bias row to a Gemm without `c` (seen
+    through a Reshape, as MatMul's canonicalization leaves a linear layer over
+    3-d activations) into its `c`: the bias is added as the product is written,
+    not in another pass over it.
 
     ```mlir
     %y = shardc.Gemm %x, %w, %b {transB = true}
@@ -656,6 +660,7 @@ def Shardc_GemmOp : Shardc_Op<"Gemm", [Pure,
                    DefaultValuedAttr<BoolAttr, "false">:$transB);
   let results = (outs Shardc_FloatTensor:$output);
   let hasVerifier = 1;
+  let hasCanonicalizer = 1;
   let assemblyFormat = [{
     $a `,` $b (`,` $c^)? attr-dict `:` functional-type(operands, results)
   }];

@@ -682,6 +682,87 @@ void foldTransposesIntoMatMuls(func::FuncOp func) {
   }
 }
 
+/// Split(Gemm(a, w, c; transB)) along the product's columns, the Gemm seen
+/// through a Reshape that keeps its last dimension (attention's q, k, v out
+/// of one projection) -> one Gemm per piece, over the rows of w and the
+/// elements of c that piece takes: contiguous slices, which the plan makes
+/// views, so each piece is written where it is read instead of copied out
+/// of the whole product.
+void splitProductsAtTheirSplit(func::FuncOp func) {
+  SmallVector<SplitOp> splits;
+  func.walk([&](SplitOp s) { splits.push_back(s); });
+  for (SplitOp split : splits) {
+    auto inType = cast<RankedTensorType>(split.getInput().getType());
+    int64_t rank = inType.getRank();
+    if (static_cast<int64_t>(split.getAxis()) != rank - 1 ||
+        !split.getInput().hasOneUse())
+      continue;
+    auto reshape = split.getInput().getDefiningOp<ReshapeOp>();
+    Value product = reshape ? reshape.getInput() : split.getInput();
+    auto gemm = product.getDefiningOp<GemmOp>();
+    if (!gemm || !gemm.getTransB() || !product.hasOneUse())
+      continue;
+    auto outType = cast<RankedTensorType>(gemm.getType());
+    int64_t n = outType.getDimSize(1);
+    if (inType.getShape().back() != n)
+      continue;
+    Value c = gemm.getC();
+    auto cType = c ? cast<RankedTensorType>(c.getType()) : RankedTensorType();
+    // A bias row: [N] (a C of any other shape is left alone).
+    if (c && (cType.getRank() != 1 || cType.getDimSize(0) != n))
+      continue;
+    OpBuilder builder(split);
+    auto attrs = gemm->getDiscardableAttrs();
+    auto keep = [&](Operation *op) {
+      for (NamedAttribute attr : attrs)
+        op->setAttr(attr.getName(), attr.getValue());
+      return op;
+    };
+    Value w = gemm.getB();
+    auto wType = cast<RankedTensorType>(w.getType());
+    int64_t offset = 0;
+    SmallVector<Value> pieces;
+    for (Value piece : split.getOutputs()) {
+      auto pieceType = cast<RankedTensorType>(piece.getType());
+      int64_t size = pieceType.getShape().back();
+      Location loc = split.getLoc();
+      Value wi = keep(builder.create<SliceOp>(
+                          loc,
+                          RankedTensorType::get({size, wType.getDimSize(1)},
+                                                wType.getElementType()),
+                          w, builder.getDenseI64ArrayAttr({offset, 0}),
+                          builder.getDenseI64ArrayAttr({1, 1})))
+                     ->getResult(0);
+      Value ci;
+      if (c)
+        ci =
+            keep(builder.create<SliceOp>(
+                     loc, RankedTensorType::get({size}, cType.getElementType()),
+                     c, builder.getDenseI64ArrayAttr({offset}),
+                     builder.getDenseI64ArrayAttr({1})))
+                ->getResult(0);
+      Value gi =
+          keep(builder.create<GemmOp>(
+                   gemm.getLoc(),
+                   RankedTensorType::get({outType.getDimSize(0), size},
+                                         outType.getElementType()),
+                   gemm.getA(), wi, ci, gemm.getAlphaAttr(), gemm.getBetaAttr(),
+                   gemm.getTransAAttr(), gemm.getTransBAttr()))
+              ->getResult(0);
+      if (gi.getType() != pieceType)
+        gi = keep(builder.create<ReshapeOp>(loc, pieceType, gi))->getResult(0);
+      pieces.push_back(gi);
+      offset += size;
+    }
+    for (auto [old, now] : llvm::zip(split.getOutputs(), pieces))
+      old.replaceAllUsesWith(now);
+    split->erase();
+    if (reshape)
+      reshape->erase();
+    gemm->erase();
+  }
+}
+
 struct FuseElementwisePass : impl::FuseElementwiseBase<FuseElementwisePass> {
   using FuseElementwiseBase::FuseElementwiseBase;
 
@@ -694,6 +775,7 @@ struct FuseElementwisePass : impl::FuseElementwiseBase<FuseElementwisePass> {
       foldGradScales(func);
       fuseLossGradients(func);
       foldTransposesIntoMatMuls(func);
+      splitProductsAtTheirSplit(func);
       Rematerializer(func.getBody().front()).run();
       Fuser(func.getBody().front()).run();
     }

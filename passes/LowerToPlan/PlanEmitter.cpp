@@ -583,8 +583,9 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
       buffers[op.getResult(0)] = buffers.lookup(op.getOperand(0));
       continue;
     }
-    // A reshape, or a contiguous slice of a 1-d buffer, of a TEMP buffer is
-    // a view: no op, no copy, no memory of its own.
+    // A reshape, or a contiguous slice (of the leading dimension, every
+    // other one whole, step 1), of a TEMP buffer is a view: no op, no copy,
+    // no memory of its own.
     if (isa<ReshapeOp, SliceOp>(op) && !inPlace.count(op.getResult(0))) {
       int32_t src = buffers.lookup(op.getOperand(0));
       const plan::Buffer &sb = p.buffers(src);
@@ -592,9 +593,16 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
       uint64_t offset = 0;
       bool contiguous = isa<ReshapeOp>(op);
       if (auto slice = dyn_cast<SliceOp>(op)) {
-        contiguous = inType.getRank() == 1 && slice.getSteps()[0] == 1;
+        auto outType = cast<RankedTensorType>(slice.getType());
+        contiguous = inType.getRank() >= 1 && slice.getSteps()[0] == 1;
+        int64_t rowElements = 1;
+        for (int64_t d = 1; d < inType.getRank(); ++d) {
+          contiguous &= slice.getStarts()[d] == 0 &&
+                        outType.getDimSize(d) == inType.getDimSize(d);
+          rowElements *= inType.getDimSize(d);
+        }
         if (contiguous)
-          offset = slice.getStarts()[0] *
+          offset = slice.getStarts()[0] * rowElements *
                    rt::dtypeSize(toRuntimeType(inType.getElementType()));
       }
       // A view of a parameter or state buffer is safe while nothing writes

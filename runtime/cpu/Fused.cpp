@@ -14,8 +14,10 @@
 // vectors (AVX-512 where it has them, while the single-op kernels are
 // built for any x86-64), with the single ops' arithmetic: Exp and Erf the
 // same vectorized functions, Pow's small exponents the same products,
-// Tanh, Sigmoid and Log the same functors. So the fused chain computes the
-// same bits as the ops one by one, only faster.
+// Tanh, Sigmoid and Log the same functors; a division by a scalar input
+// multiplies by its reciprocal with a correction where that is proven to
+// give the quotient's bits (vec::divisorReciprocal). So the fused chain
+// computes the same bits as the ops one by one, only faster.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/KernelUtil.h"
@@ -286,6 +288,18 @@ llvm::Error fusedElementwiseKernel(const KernelContext &ctx) {
       outputOf[p.results[r]] = static_cast<int>(r);
   }
   ErfGaussianPairs pairs = pairErfWithGaussian(p, numInputs);
+  // Divisions by one scalar input (GELU's x / sqrt(2)) multiply by its
+  // reciprocal where that gives the quotient's bits (vec::divisorReciprocal).
+  std::vector<float> reciprocal(p.instrs.size(), 0.0f);
+  for (size_t j = 0; j < p.instrs.size(); ++j) {
+    const FusedProgram::Instr &instr = p.instrs[j];
+    int32_t b = instr.args[1];
+    if (instr.op != FusedOpcode::Div || b < 0 ||
+        static_cast<size_t>(b) >= numInputs || !uniform[b])
+      continue;
+    if (std::optional<float> r = vec::divisorReciprocal(block(b)[0]))
+      reciprocal[j] = *r;
+  }
   auto outputFor = [&](size_t j, int64_t start) {
     int outIndex = staged ? -1 : outputOf[numInputs + j];
     return outIndex >= 0 ? ctx.outputs[outIndex].as<float>() + start
@@ -325,6 +339,8 @@ llvm::Error fusedElementwiseKernel(const KernelContext &ctx) {
         float *gauss = outputFor(e, start);
         vec::erfAndGaussian(arg(0), out, gauss, m);
         value[numInputs + e] = gauss;
+      } else if (reciprocal[j] != 0.0f) {
+        vec::divideByReciprocal(arg(0), arg(1)[0], reciprocal[j], out, m);
       } else {
         runInstr(instr.op, arg(0), arg(1), arg(2), powByScalar, out, m);
       }

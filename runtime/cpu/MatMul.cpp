@@ -149,8 +149,15 @@ llvm::Error gemmKernel(const KernelContext &ctx) {
       forEachRow<1>(
           y.shape, strides,
           [&](int64_t o, const int64_t *in, int64_t len, const int64_t *s) {
-            for (int64_t i = 0; i < len; ++i)
-              out[o + i] = c[in[0] + i * s[0]];
+            // A bias row (stride 1) or a broadcast value (stride 0) are
+            // what a linear layer's C is.
+            if (s[0] == 1)
+              std::copy(c + in[0], c + in[0] + len, out + o);
+            else if (s[0] == 0)
+              std::fill(out + o, out + o + len, c[in[0]]);
+            else
+              for (int64_t i = 0; i < len; ++i)
+                out[o + i] = c[in[0] + i * s[0]];
           });
     } else {
       betaT = T(0);
@@ -283,7 +290,7 @@ llvm::Error checkPermutedMatMul(const KernelContext &ctx,
   const TensorView &b = ctx.inputs[1];
   const TensorView &y = ctx.outputs[0];
   size_t rank = a.rank();
-  if (rank < 3 || b.rank() != rank || y.rank() != rank)
+  if (rank < 3 || size_t(b.rank()) != rank || size_t(y.rank()) != rank)
     return ctx.error("operands and result must have one rank, at least 3; "
                      "got A " +
                      shapeToString(a.shape) + ", B " + shapeToString(b.shape) +

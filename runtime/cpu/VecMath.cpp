@@ -15,7 +15,10 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 
 namespace shardc::rt::cpu::vec {
 
@@ -41,13 +44,16 @@ namespace shardc::rt::cpu::vec {
   void softmaxGradRow(const float *dy, const float *y, float *dx, int64_t n);  \
   void scale(float *x, float s, int64_t n);                                    \
   void addToDouble(double *acc, const float *x, int64_t n);                    \
+  bool reciprocalDivides(float c);                                             \
+  void divideByReciprocal(const float *a, float c, float r, float *out,        \
+                          int64_t n);                                          \
   }
 #define SHARDC_VEC_PATH(isa)                                                   \
   Path {                                                                       \
 #isa, isa::expArray, isa::erfArray, isa::erfAndGaussian, isa::maxOf,       \
         isa::expSum, isa::adam, isa::fused, isa::layerNormRow,                 \
         isa::layerNormGradRow, isa::softmaxGradRow, isa::scale,                \
-        isa::addToDouble                                                       \
+        isa::addToDouble, isa::reciprocalDivides, isa::divideByReciprocal      \
   }
 
 SHARDC_VEC_DECLARE(base)
@@ -112,6 +118,24 @@ static const Path &choosePath() {
 const Path &activePath() {
   static const Path &path = choosePath();
   return path;
+}
+
+std::optional<float> divisorReciprocal(float c) {
+  static std::mutex mu;
+  static std::unordered_map<uint32_t, bool> checked;
+  uint32_t bits;
+  std::memcpy(&bits, &c, sizeof bits);
+  bool divides;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = checked.find(bits);
+    if (it == checked.end())
+      it = checked.emplace(bits, activePath().reciprocalDivides(c)).first;
+    divides = it->second;
+  }
+  if (!divides)
+    return std::nullopt;
+  return 1.0f / c;
 }
 
 } // namespace shardc::rt::cpu::vec

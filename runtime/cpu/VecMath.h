@@ -95,6 +95,16 @@ struct Path {
   void (*scale)(float *x, float s, int64_t n);
   /// acc[i] += x[i] in double (a column sum's step over one row).
   void (*addToDouble)(double *acc, const float *x, int64_t n);
+  /// Whether divideByReciprocal divides by c with the bits of a / c for
+  /// every float a: checked on every significand (2^23 quotients, about 2
+  /// ms), false on a path without fused multiply-add. Use
+  /// divisorReciprocal(), which remembers the answer.
+  bool (*reciprocalDivides)(float c);
+  /// out[i] = a[i] / c, bit for bit, where reciprocalDivides(c) and r is
+  /// 1.0f / c: a product with r corrected by two fused multiply-adds, which
+  /// costs less than a division (GELU's x / sqrt(2)).
+  void (*divideByReciprocal)(const float *a, float c, float r, float *out,
+                             int64_t n);
 };
 
 /// The paths this CPU can run, the best first.
@@ -159,6 +169,14 @@ inline float softmaxShift(const float *x, int64_t n) {
 
 /// x[i] *= s.
 inline void scale(float *x, float s, int64_t n) { activePath().scale(x, s, n); }
+
+/// 1.0f / c where the active path's divideByReciprocal divides by c bit for
+/// bit, or nothing (each divisor is checked once per process).
+std::optional<float> divisorReciprocal(float c);
+inline void divideByReciprocal(const float *a, float c, float r, float *out,
+                               int64_t n) {
+  activePath().divideByReciprocal(a, c, r, out, n);
+}
 inline void addToDouble(double *acc, const float *x, int64_t n) {
   activePath().addToDouble(acc, x, n);
 }

@@ -195,6 +195,60 @@ void adamLoop(const ops::AdamStep<float> &step, const float *p, const float *g,
   }
 }
 
+/// a * b + c rounded once, on the paths whose instruction set has a fused
+/// multiply-add (AVX2 and AVX-512; -ffp-contract=off never makes one).
+#if SHARDC_VEC_WIDTH == 16 || SHARDC_VEC_WIDTH == 8
+constexpr bool kHasFma = true;
+SHARDC_VEC_INLINE Floats fmaOf(Floats a, Floats b, Floats c) {
+#if SHARDC_VEC_WIDTH == 16
+  return __builtin_ia32_vfmaddps512_mask(a, b, c, -1, 4);
+#else
+  return __builtin_ia32_vfmaddps256(a, b, c);
+#endif
+}
+#else
+constexpr bool kHasFma = false;
+SHARDC_VEC_INLINE Floats fmaOf(Floats a, Floats b, Floats c) {
+  return a * b + c; // never called: kHasFma is false
+}
+#endif
+
+/// Whether every lane of a comparison's result (-1 or 0) is true: the
+/// lanes' sign bits as one mask.
+SHARDC_VEC_INLINE bool allOf(Ints m) {
+#if SHARDC_VEC_WIDTH == 16
+  return __builtin_ia32_cvtd2mask512(m) == 0xffff;
+#elif SHARDC_VEC_WIDTH == 8
+  Floats f;
+  __builtin_memcpy(&f, &m, sizeof f);
+  return __builtin_ia32_movmskps256(f) == 0xff;
+#else
+  int32_t all = -1;
+  for (int k = 0; k < kWidth; ++k)
+    all &= m[k];
+  return all != 0;
+#endif
+}
+
+/// a / c where a reciprocalDivides(c): q = a r, its remainder a - q c
+/// (exact, one fused multiply-add), and q + e r rounded once. Outside
+/// [2^-60, 2^60] (zeros, infinities, NaN, the tiny and the huge) a lane takes
+/// the division itself.
+SHARDC_VEC_INLINE Floats divideByReciprocalOf(Floats a, Floats c, Floats r) {
+  Floats q = a * r;
+  Floats e = fmaOf(-q, c, a);
+  Floats o = fmaOf(e, r, q);
+  Ints bits;
+  __builtin_memcpy(&bits, &a, sizeof bits);
+  Floats mag;
+  Ints absBits = bits & 0x7fffffff;
+  __builtin_memcpy(&mag, &absBits, sizeof mag);
+  Ints safe = (mag >= 0x1p-60f) & (mag <= 0x1p60f);
+  if (__builtin_expect(allOf(safe), 1))
+    return o;
+  return safe ? o : a / c;
+}
+
 /// out[i] = f(i) for i < n; the compiler vectorizes it at this file's width.
 /// The operands are the fused kernel's distinct blocks, or one array read
 /// and written element by element in place: `ivdep` is safe.
@@ -293,6 +347,40 @@ double expSum(const float *x, float shift, float *out, int64_t n) {
     total += e;
   }
   return total;
+}
+
+bool reciprocalDivides(float c) {
+  float mag = c < 0 ? -c : c;
+  if (!kHasFma || !(mag >= 0x1p-30f && mag <= 0x1p30f))
+    return false;
+  float r = 1.0f / c;
+  const Floats vc = splat<Floats>(c), vr = splat<Floats>(r);
+  // Every significand: a in [1, 2). Scaling a by a power of two scales
+  // every step exactly within the range divideByReciprocalOf takes.
+  Ints step;
+  for (int k = 0; k < kWidth; ++k)
+    step[k] = k;
+  for (int32_t s = 0; s < (1 << 23); s += kWidth) {
+    Ints bits = (0x3f800000 + s) + step;
+    Floats a;
+    __builtin_memcpy(&a, &bits, sizeof a);
+    Floats q = a * vr;
+    Floats o = fmaOf(fmaOf(-q, vc, a), vr, q);
+    if (!allOf(o == a / vc))
+      return false;
+  }
+  return true;
+}
+
+void divideByReciprocal(const float *a, float c, float r, float *out,
+                        int64_t n) {
+  const Floats vc = splat<Floats>(c), vr = splat<Floats>(r);
+  int64_t i = 0;
+  if constexpr (kHasFma)
+    for (; i + kWidth <= n; i += kWidth)
+      store(out + i, divideByReciprocalOf(load(a + i), vc, vr));
+  for (; i < n; ++i)
+    out[i] = a[i] / c; // the same bits: reciprocalDivides(c)
 }
 
 void adam(const ops::AdamStep<float> &s, const float *p, const float *g,

@@ -390,3 +390,46 @@ func.func @mask_where(%m: tensor<5x6x4xi1>, %k: tensor<6x4x5xf32>) -> tensor<6x5
   %y = shardc.MatMul %w, %k : (tensor<6x5x4xf32>, tensor<6x4x5xf32>) -> tensor<6x5x5xf32>
   return %y : tensor<6x5x5xf32>
 }
+
+// -----
+
+// Attention's q, k, v out of one projection: the Split of the product's
+// columns becomes one Gemm per piece over contiguous rows of the weight and
+// elements of the bias (slices the plan makes views), each reshaped as the
+// piece was; the attributes stay.
+// CHECK-LABEL: func.func @split_projection
+// CHECK-NOT: shardc.Split
+// CHECK: %[[W0:.*]] = shardc.Slice %arg1 {shardc.micro_batch = 1 : i64, starts = array<i64: 0, 0>, steps = array<i64: 1, 1>} : tensor<12x8xf32> -> tensor<4x8xf32>
+// CHECK: %[[B0:.*]] = shardc.Slice %arg2 {shardc.micro_batch = 1 : i64, starts = array<i64: 0>, steps = array<i64: 1>} : tensor<12xf32> -> tensor<4xf32>
+// CHECK: %[[G0:.*]] = shardc.Gemm %arg0, %[[W0]], %[[B0]] {shardc.micro_batch = 1 : i64, transB = true} : (tensor<6x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<6x4xf32>
+// CHECK: shardc.Reshape %[[G0]] {shardc.micro_batch = 1 : i64} : tensor<6x4xf32> -> tensor<2x3x4xf32>
+// CHECK: shardc.Slice %arg1 {{.*}}starts = array<i64: 4, 0>{{.*}} -> tensor<6x8xf32>
+// CHECK: shardc.Slice %arg2 {{.*}}starts = array<i64: 4>{{.*}} -> tensor<6xf32>
+// CHECK: shardc.Gemm {{.*}} -> tensor<6x6xf32>
+// CHECK: shardc.Slice %arg1 {{.*}}starts = array<i64: 10, 0>{{.*}} -> tensor<2x8xf32>
+// CHECK: shardc.Gemm {{.*}} -> tensor<6x2xf32>
+// CHECK-NOT: shardc.Split
+// OFF-LABEL: func.func @split_projection
+// OFF: shardc.Split
+func.func @split_projection(%x: tensor<6x8xf32>, %w: tensor<12x8xf32>, %b: tensor<12xf32>) -> (tensor<2x3x4xf32>, tensor<2x3x6xf32>, tensor<2x3x2xf32>) {
+  %p = shardc.Gemm %x, %w, %b {shardc.micro_batch = 1 : i64, transB = true} : (tensor<6x8xf32>, tensor<12x8xf32>, tensor<12xf32>) -> tensor<6x12xf32>
+  %r = shardc.Reshape %p {shardc.micro_batch = 1 : i64} : tensor<6x12xf32> -> tensor<2x3x12xf32>
+  %q, %k, %v = shardc.Split %r {axis = 2 : i64, shardc.micro_batch = 1 : i64} : tensor<2x3x12xf32> -> tensor<2x3x4xf32>, tensor<2x3x6xf32>, tensor<2x3x2xf32>
+  return %q, %k, %v : tensor<2x3x4xf32>, tensor<2x3x6xf32>, tensor<2x3x2xf32>
+}
+
+// -----
+
+// Left alone: a weight read without transB (its columns are no contiguous
+// slice), a split along another axis, a product read elsewhere too.
+// CHECK-LABEL: func.func @split_kept
+// CHECK-COUNT-3: shardc.Split
+func.func @split_kept(%x: tensor<6x8xf32>, %w: tensor<8x12xf32>, %wt: tensor<12x8xf32>) -> (tensor<6x4xf32>, tensor<6x8xf32>, tensor<3x12xf32>, tensor<3x12xf32>, tensor<6x6xf32>, tensor<6x6xf32>, tensor<6x12xf32>) {
+  %p = shardc.Gemm %x, %w : (tensor<6x8xf32>, tensor<8x12xf32>) -> tensor<6x12xf32>
+  %a, %b = shardc.Split %p {axis = 1 : i64} : tensor<6x12xf32> -> tensor<6x4xf32>, tensor<6x8xf32>
+  %p2 = shardc.Gemm %x, %wt {transB = true} : (tensor<6x8xf32>, tensor<12x8xf32>) -> tensor<6x12xf32>
+  %c, %d = shardc.Split %p2 {axis = 0 : i64} : tensor<6x12xf32> -> tensor<3x12xf32>, tensor<3x12xf32>
+  %p3 = shardc.Gemm %x, %wt {transB = true} : (tensor<6x8xf32>, tensor<12x8xf32>) -> tensor<6x12xf32>
+  %e, %f = shardc.Split %p3 {axis = 1 : i64} : tensor<6x12xf32> -> tensor<6x6xf32>, tensor<6x6xf32>
+  return %a, %b, %c, %d, %e, %f, %p3 : tensor<6x4xf32>, tensor<6x8xf32>, tensor<3x12xf32>, tensor<3x12xf32>, tensor<6x6xf32>, tensor<6x6xf32>, tensor<6x12xf32>
+}

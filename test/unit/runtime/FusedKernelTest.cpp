@@ -9,6 +9,11 @@
 
 #include "runtime/kernels/FusedOps.h"
 
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+
 namespace shardc::rt::test {
 namespace {
 
@@ -66,6 +71,37 @@ TEST(FusedKernel, GeluChainEqualsItsOpsBitForBit) {
   expectSameBits(h, wh);
   expectSameBits(e1, we1);
   expectSameBits(y, wy);
+}
+
+// A division by a scalar input, which the kernel may do by the divisor's
+// reciprocal, is the Div kernel's to the bit over every kind of float:
+// zeros, infinities, NaN, subnormals, the extremes, random magnitudes.
+TEST(FusedKernel, DivisionByAScalarIsTheDivisionKernels) {
+  std::vector<float> values = {0.0f,    -0.0f,    1e-45f,  -1e-40f,
+                               3.4e38f, -3.4e38f, 0x1p60f, 0x1p-61f,
+                               1.0f,    -2.5f,    1e30f,   -7e-30f};
+  values.push_back(std::numeric_limits<float>::infinity());
+  values.push_back(std::numeric_limits<float>::quiet_NaN());
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<uint32_t> anyBits;
+  while (values.size() < 3000) {
+    uint32_t b = anyBits(rng);
+    float f;
+    std::memcpy(&f, &b, sizeof f);
+    if (!std::isnan(f))
+      values.push_back(f);
+  }
+  int64_t n = static_cast<int64_t>(values.size());
+  Buf x = f32({n}, values);
+  for (float c : {1.41421354f, -3.0f, 0.7f, 0x1p40f}) {
+    Buf divisor = f32({}, {c});
+    Buf y(DType::F32, {n}), want(DType::F32, {n});
+    ASSERT_KERNEL_OK(run("FusedElementwise",
+                         program({instr(FusedOpcode::Div, 0, 1)}, {2}),
+                         {&x, &divisor}, {&y}));
+    ASSERT_KERNEL_OK(run("Div", attrs(), {&x, &divisor}, {&want}));
+    expectSameBits(y, want);
+  }
 }
 
 // GELU's gradient as shardc-fuse-elementwise emits it: erf(u) and, later,

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <vector>
 
 using namespace shardc::rt;
@@ -177,6 +178,55 @@ TEST(VecMath, ScaleAndAddToDoubleAreElementwiseOnEveryPath) {
             << p.name << " " << i;
       }
     }
+  }
+}
+
+/// Division by a scalar through its reciprocal: where a path says it
+/// divides by c, every float's quotient is the division's, bit for bit:
+/// random values over the whole exponent range, zeros, infinities, NaN,
+/// subnormals, the extremes; paths without fused multiply-add say no.
+TEST(VecMath, ReciprocalDivisionIsTheDivisionWhereAPathTakesIt) {
+  std::vector<float> x = randomFloats(4000, 41, -2, 2);
+  std::mt19937 rng(43);
+  std::uniform_int_distribution<uint32_t> anyBits;
+  for (int i = 0; i < 20000; ++i) {
+    uint32_t b = anyBits(rng);
+    float f;
+    std::memcpy(&f, &b, sizeof f);
+    x.push_back(f);
+  }
+  for (float f : {0.0f, -0.0f, kInf, -kInf, kNaN, 1e-45f, -1e-40f, 1.17e-38f,
+                  3.4e38f, -3.4e38f, 0x1p-60f, 0x1p60f, 0x1.fffffep59f})
+    x.push_back(f);
+  int takes = 0;
+  for (float c : {1.41421354f, -3.0f, 7.0f, 0.7f, 5.65685415f, 1e-9f}) {
+    for (const vec::Path &p : vec::availablePaths()) {
+      if (!p.reciprocalDivides(c))
+        continue;
+      ++takes;
+      std::vector<float> out(x.size());
+      p.divideByReciprocal(x.data(), c, 1.0f / c, out.data(), x.size());
+      for (size_t i = 0; i < x.size(); ++i)
+        ASSERT_TRUE(sameBits(out[i], x[i] / c) ||
+                    (std::isnan(out[i]) && std::isnan(x[i] / c)))
+            << p.name << ": " << x[i] << " / " << c << " gave " << out[i];
+    }
+  }
+  // Where a path has fused multiply-add, sqrt(2) (GELU's divisor) qualifies.
+  for (const vec::Path &p : vec::availablePaths()) {
+    bool fma = llvm::StringRef(p.name) != "base";
+    EXPECT_EQ(p.reciprocalDivides(1.41421354f), fma) << p.name;
+    for (float c : {0.0f, kInf, kNaN, 0x1p40f, 1e-12f})
+      EXPECT_FALSE(p.reciprocalDivides(c)) << p.name << " " << c;
+  }
+  if (vec::availablePaths().size() > 1) {
+    EXPECT_GT(takes, 0);
+  }
+  // The remembered answer is the active path's.
+  std::optional<float> r = vec::divisorReciprocal(1.41421354f);
+  EXPECT_EQ(r.has_value(), vec::activePath().reciprocalDivides(1.41421354f));
+  if (r) {
+    EXPECT_EQ(*r, 1.0f / 1.41421354f);
   }
 }
 
