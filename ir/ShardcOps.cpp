@@ -1020,7 +1020,7 @@ LogicalResult ConvGradInputOp::verify() {
   if (x.size() < 3 || x.size() != w.size() || y.size() != x.size())
     return emitOpError("gradient, weight and input gradient must share a "
                        "rank >= 3");
-  if (y[1] != w[0] || x[1] != w[1] * getGroup())
+  if (y[1] != w[0] || x[1] != w[1] * static_cast<int64_t>(getGroup()))
     return emitOpError("channels do not match the weight");
   return verifyWindow(*this, x, y, getKernelShape(), getStrides(),
                       getDilations(), getPads(), false);
@@ -1032,7 +1032,7 @@ LogicalResult ConvGradWeightOp::verify() {
   if (x.size() < 3 || x.size() != w.size() || y.size() != x.size())
     return emitOpError("gradient, input and weight gradient must share a "
                        "rank >= 3");
-  if (y[1] != w[0] || x[1] != w[1] * getGroup() ||
+  if (y[1] != w[0] || x[1] != w[1] * static_cast<int64_t>(getGroup()) ||
       getKernelShape() != w.drop_front(2))
     return emitOpError("weight gradient shape does not match the convolution");
   return verifyWindow(*this, x, y, getKernelShape(), getStrides(),
