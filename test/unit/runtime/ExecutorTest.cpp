@@ -412,6 +412,11 @@ public:
   bool hostAccessible() const override { return hostMemory; }
   bool hasPinnedMemory() const override { return pinned; }
   llvm::Expected<void *> allocatePinned(size_t bytes) override {
+    if (pinnedFails)
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "cudaHostAlloc of " +
+                                         std::to_string(bytes) +
+                                         " bytes failed (out of memory)");
     pinnedBytes += bytes;
     return cpuBackend->allocate(bytes);
   }
@@ -428,6 +433,7 @@ public:
 
   std::unique_ptr<KernelBackend> cpuBackend;
   bool pinned, hostMemory;
+  bool pinnedFails = false;
   size_t pinnedBytes = 0;
   int pinnedFrees = 0, reads = 0, writes = 0;
 };
@@ -554,6 +560,19 @@ TEST(ExecutorTest, RefusesOffloadOnADeviceWithoutPinnedMemory) {
       << err;
   EXPECT_NE(err.find("pinned-test backend cannot run"), std::string::npos)
       << err;
+}
+
+TEST(ExecutorTest, PinnedMemoryThatCannotBeHadIsAnErrorBeforeStepOne) {
+  PinnedHostBackend device;
+  device.pinnedFails = true;
+  plan::LoadedPlan lp = offloadPlan();
+  auto exec = Executor::create(lp, device);
+  std::string err = errorText(exec);
+  EXPECT_NE(err.find("cannot lock "), std::string::npos) << err;
+  EXPECT_NE(err.find("bytes of host memory for the offload tier"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("out of memory"), std::string::npos) << err;
 }
 
 TEST(ExecutorTest, OffloadOnTheCpuNeedsADirectory) {
