@@ -32,3 +32,21 @@ if shutil.which("nvidia-smi"):
             config.available_features.add("gpu")
     except (OSError, subprocess.SubprocessError):
         pass
+
+# Open MPI makes its session directory, BASE/ompi.HOST.UID, when an mpirun
+# starts, with BASE the temporary directory; two mpiruns starting at once
+# where it does not exist yet race on that mkdir, and one fails ("A call to
+# mkdir was unable to create the desired directory ... File exists"). lit
+# gives each run a fresh temporary directory and runs tests in parallel, so
+# the tests' mpiruns get a base of their own whose session directories
+# always exist: each holds a directory of its own, so that an mpirun leaving
+# (which removes its job's directory, the files beside it, and the shared
+# one when that is empty) never removes the shared one.
+import socket
+import tempfile
+ompi_base = os.path.join(tempfile.gettempdir(), "shard-lit-ompi-%d" % os.getuid())
+host = socket.gethostname()
+for name in {host, host.split(".")[0]}:
+    session = os.path.join(ompi_base, "ompi.%s.%d" % (name, os.getuid()))
+    os.makedirs(os.path.join(session, "kept-by-shard-lit"), exist_ok=True)
+config.environment["OMPI_MCA_orte_tmpdir_base"] = ompi_base
