@@ -182,7 +182,10 @@ guardInference(const std::string &name,
 ///    and write past the end of their per-axis vectors;
 ///  - maxUnpoolShapeInference takes the output's channels from dim 1 of the
 ///    indices (input 1) without looking at their shape: indices without a
-///    shape, or of rank < 2, make it copy from past the end of the dims.
+///    shape, or of rank < 2, make it copy from past the end of the dims;
+///  - Einsum's inference of an implicit output (no "->") crashes when a
+///    label is an upper-case letter (equation "i,G"): there only the element
+///    type is inferred.
 static void guardIndexingInference() {
   static const bool done = [] {
     for (auto [op, weight] : {std::pair<const char *, int>{"Conv", 1},
@@ -205,6 +208,15 @@ static void guardIndexingInference() {
         }
         return true;
       });
+    guardInference("Einsum", [](onnx::InferenceContext &ctx) {
+      const onnx::AttributeProto *eq = ctx.getAttribute("equation");
+      if (!eq || eq->s().find("->") != std::string::npos ||
+          llvm::none_of(eq->s(), [](char c) { return c >= 'A' && c <= 'Z'; }))
+        return true;
+      if (ctx.getNumInputs() > 0 && ctx.getNumOutputs() > 0)
+        onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+      return false;
+    });
     guardInference("MaxUnpool", [](onnx::InferenceContext &ctx) {
       // With output_shape (input 2) the indices' shape is not used.
       if (ctx.getNumInputs() != 2 || !onnx::hasInputShape(ctx, 0))
