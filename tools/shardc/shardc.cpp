@@ -755,6 +755,13 @@ int main(int argc, char **argv) {
     return fail("--reshard-after-forward G keeps each unit sharded over G of "
                 "the job's ranks between forward and backward: give "
                 "--world-size N and --zero-stage 3");
+  if (pipeline.reshardAfterForward.hasValue() && pipeline.stage.hasValue() &&
+      pipeline.stage < 3)
+    return fail("--reshard-after-forward decides what a --zero-stage 3 unit "
+                "keeps between forward and backward; at stage " +
+                llvm::Twine(pipeline.stage.getValue()) +
+                " every rank keeps the whole parameters: drop it, or use "
+                "--zero-stage 3");
   if (pipeline.syncBatchnorm && !pipeline.shards())
     llvm::errs() << "shardc: warning: --sync-batchnorm synchronizes BatchNorm "
                     "statistics across ranks; without --world-size the step "
