@@ -477,12 +477,9 @@ def ZeroConfig : Pass<"shardc-zero-config", "mlir::ModuleOp"> {
     gradients for memory planning (`shardc.category`; an op that also yields
     activation gradients, like BatchNormGrad, lists its parameter-gradient
     results in `shardc.grad_results`). The `shardc-zero` pipeline runs it, then
-    per stage: 0: bucket-gradients; 1: bucket-gradients, partition-optimizer,
-    shard-parameters; 2 and 3: partition-optimizer, reduce-scatter-gradients,
-    shard-parameters. Between steps the parameters are shards at stages 1-3;
-    stages 1 and 2 record `shardc.reshard_after_forward = 1`, so that each
-    unit, gathered in forward, stays whole through its last use in backward
-    (FSDP's SHARD_GRAD_OP).
+    per stage: 0: bucket-gradients; 1: bucket-gradients, partition-optimizer;
+    2: partition-optimizer, reduce-scatter-gradients; 3: those and
+    shard-parameters.
 
     With `hybrid-shard=G` (FSDP's HYBRID_SHARD and _HYBRID_SHARD_ZERO2,
     DeepSpeed's hpZ), G < N dividing N: the mesh is 2-d, N/G groups x G
@@ -497,8 +494,7 @@ def ZeroConfig : Pass<"shardc-zero-config", "mlir::ModuleOp"> {
     shard-parameters to keep each unit's gathered parameters, after forward,
     as a slice along the last axis (G consecutive ranks), which backward
     gathers along it. `false` records 1 (keep everything); `true`, the
-    default, records nothing (backward gathers from the shards). The option
-    is for stage 3 only: stages 1 and 2 always record 1.
+    default, records nothing (backward gathers from the shards).
 
     After: `mesh.mesh @world(shape = 4)` and
     `func.func @main(...) attributes {shardc.world_size = 4 : i64, shardc.zero_stage = 3 : i64}`;
@@ -512,10 +508,8 @@ def ZeroConfig : Pass<"shardc-zero-config", "mlir::ModuleOp"> {
            "Number of ranks the step runs on (default 1, at most 2^20)",
            "[1, 1048576]">,
     BoundedOption<"stage", "zero-stage", "int64_t", /*default=*/"3",
-           "0: DDP (all-reduce), 1: shard optimizer state and, between "
-           "steps, parameters; all-reduce gradients (OSS), 2: reduce-scatter "
-           "gradients (SHARD_GRAD_OP), 3: also free the parameters after "
-           "forward (FULL_SHARD); default 3",
+           "0: DDP (all-reduce), 1: shard optimizer state (OSS), 2: also "
+           "gradients (SHARD_GRAD_OP), 3: also parameters (FULL_SHARD); default 3",
            "[0, 3]">,
     BoundedOption<"hybridShard", "hybrid-shard", "int64_t", /*default=*/"0",
            "Hybrid sharding (HYBRID_SHARD, hpZ): shard within groups of this "
@@ -580,13 +574,11 @@ def BucketGradients : Pass<"shardc-bucket-gradients", "mlir::ModuleOp"> {
 def PartitionOptimizer : Pass<"shardc-partition-optimizer", "mlir::ModuleOp"> {
   let summary = "Shard optimizer state: each rank updates its shard of each unit";
   let description = [{
-    The base of stages 1-3 (FairScale OSS's sharded optimizer): each wrap
-    unit's parameters, gradients and optimizer state are flattened and padded
-    to a multiple of the world size; a rank updates only its shard
+    ZeRO-1 (FairScale OSS), and the base of stages 2 and 3: each wrap unit's
+    parameters, gradients and optimizer state are flattened and padded to a
+    multiple of the world size; a rank updates only its shard
     (`mesh.all_slice`) with shard-sized optimizer state, and `mesh.all_gather`
-    rebuilds the full parameters from the updated shards. The shardc-zero
-    pipeline then runs shard-parameters, which keeps the parameters as shards
-    between steps and gathers them where the next step uses them.
+    rebuilds the full parameters from the updated shards.
 
     Before (a 5-element parameter, world size 2, Adam):
     `%p2, %m2, %v2 = shardc.AdamUpdate %p, %g, %m, %v, %step`
@@ -639,7 +631,7 @@ def ReduceScatterGradients
 }
 
 def ShardParameters : Pass<"shardc-shard-parameters", "mlir::ModuleOp"> {
-  let summary = "Parameters as flat shards, all-gathered per use window";
+  let summary = "ZeRO-3: parameters as flat shards, all-gathered per use window";
   let description = [{
     Each wrap unit becomes one `shardc.param_shard` argument (this rank's
     shard, with the layout in `shardc.flat_params` / `shardc.flat_types`)
@@ -906,13 +898,11 @@ def ScheduleCollectives : Pass<"shardc-schedule-collectives", "mlir::ModuleOp"> 
     gradient reduction's wait at the latest before the next reduction's
     start but one: two in flight, holding at most twice the largest
     reduction's bytes) and
-    prefetches parameter all-gathers (forward prefetch, backward
+    prefetches ZeRO-3 parameter all-gathers (forward prefetch, backward
     prefetch pre/post/none; one unit ahead with limit-all-gathers, two
     without, not counting small units between: at most a quarter of the
     largest unit, together at most a quarter of it, so a final norm does
-    not hold back the next large gather). A gather belongs to the phase of
-    its first use: a unit kept whole from forward through backward (stages
-    1 and 2) is prefetched in forward.
+    not hold back the next large gather).
 
     Optimizer updates (early-updates) move to where their gradient has been
     reduced and their parameter last read, after the collective start that

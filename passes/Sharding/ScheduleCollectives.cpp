@@ -12,8 +12,7 @@
 //    is waited for where the update needs it. Waits of reductions keep the
 //    order of their starts, the order in which the communication thread
 //    completes them;
-//  - parameter all-gathers (stages 1-3) are prefetched: with forward-prefetch
-//  the
+//  - parameter all-gathers (ZeRO-3) are prefetched: with forward-prefetch the
 //    gather of the next unit starts as soon as the current unit's gather has
 //    completed, overlapping the current unit's forward computation; in
 //    backward, `pre` starts the next unit's gather before the current unit's
@@ -26,11 +25,9 @@
 //    units (at most a quarter of the largest unit, together at most a
 //    quarter of it: a final norm, a positional embedding) do not count, so
 //    they do not hold back the next large gather;
-//  - where a unit's updated shard is gathered in the same step (a pipeline
-//    of partition-optimizer without shard-parameters), the gather starts
-//    right after its update, at most two gathers in flight: gather K is
-//    waited for, and its parameters taken out of its buffer, before gather
-//    K + 2 starts;
+//  - at stages 1 and 2 each unit's updated shard is gathered right after its
+//    update, at most two gathers in flight: gather K is waited for, and its
+//    parameters taken out of its buffer, before gather K + 2 starts;
 //  - early-updates moves each optimizer update to where its gradient (or
 //    gradient shard) is reduced and its parameter's last reader has read it,
 //    after the reduction that starts there. The updates that would then run
@@ -228,9 +225,7 @@ struct ScheduleCollectivesPass
           dyn_cast<CollectiveWaitOp>(*start.getPending().getUsers().begin());
       if (!wait)
         continue;
-      // By its first use: a unit kept whole from forward through backward
-      // (stages 1 and 2, --reshard-after-forward=false) is a forward gather.
-      Operation *first = nullptr;
+      bool isBackward = false, used = false;
       SmallVector<Value> work{wait.getResult()};
       while (!work.empty()) {
         for (Operation *user : work.pop_back_val().getUsers()) {
@@ -238,13 +233,12 @@ struct ScheduleCollectivesPass
             work.push_back(user->getResult(0));
             continue;
           }
-          if (!first || user->isBeforeInBlock(first))
-            first = user;
+          used = true;
+          isBackward |= user->hasAttr(kBackwardAttrName);
         }
       }
-      if (first)
-        (first->hasAttr(kBackwardAttrName) ? backward : forward)
-            .push_back({start, wait});
+      if (used)
+        (isBackward ? backward : forward).push_back({start, wait});
     }
     // Gather k starts at unit i's point (i < k): `depth` units ahead, not
     // counting small units between (each at most a quarter of the largest
