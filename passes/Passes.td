@@ -477,9 +477,12 @@ def ZeroConfig : Pass<"shardc-zero-config", "mlir::ModuleOp"> {
     gradients for memory planning (`shardc.category`; an op that also yields
     activation gradients, like BatchNormGrad, lists its parameter-gradient
     results in `shardc.grad_results`). The `shardc-zero` pipeline runs it, then
-    per stage: 0: bucket-gradients; 1: bucket-gradients, partition-optimizer;
-    2: partition-optimizer, reduce-scatter-gradients; 3: those and
-    shard-parameters.
+    per stage: 0: bucket-gradients; 1: bucket-gradients, partition-optimizer,
+    shard-parameters; 2 and 3: partition-optimizer, reduce-scatter-gradients,
+    shard-parameters. Between steps the parameters are shards at stages 1-3;
+    stages 1 and 2 record `shardc.reshard_after_forward = 1`, so that each
+    unit, gathered in forward, stays whole through its last use in backward
+    (FSDP's SHARD_GRAD_OP).
 
     With `hybrid-shard=G` (FSDP's HYBRID_SHARD and _HYBRID_SHARD_ZERO2,
     DeepSpeed's hpZ), G < N dividing N: the mesh is 2-d, N/G groups x G
@@ -494,7 +497,8 @@ def ZeroConfig : Pass<"shardc-zero-config", "mlir::ModuleOp"> {
     shard-parameters to keep each unit's gathered parameters, after forward,
     as a slice along the last axis (G consecutive ranks), which backward
     gathers along it. `false` records 1 (keep everything); `true`, the
-    default, records nothing (backward gathers from the shards).
+    default, records nothing (backward gathers from the shards). The option
+    is for stage 3 only: stages 1 and 2 always record 1.
 
     After: `mesh.mesh @world(shape = 4)` and
     `func.func @main(...) attributes {shardc.world_size = 4 : i64, shardc.zero_stage = 3 : i64}`;
@@ -508,8 +512,10 @@ def ZeroConfig : Pass<"shardc-zero-config", "mlir::ModuleOp"> {
            "Number of ranks the step runs on (default 1, at most 2^20)",
            "[1, 1048576]">,
     BoundedOption<"stage", "zero-stage", "int64_t", /*default=*/"3",
-           "0: DDP (all-reduce), 1: shard optimizer state (OSS), 2: also "
-           "gradients (SHARD_GRAD_OP), 3: also parameters (FULL_SHARD); default 3",
+           "0: DDP (all-reduce), 1: shard optimizer state and, between "
+           "steps, parameters; all-reduce gradients (OSS), 2: reduce-scatter "
+           "gradients (SHARD_GRAD_OP), 3: also free the parameters after "
+           "forward (FULL_SHARD); default 3",
            "[0, 3]">,
     BoundedOption<"hybridShard", "hybrid-shard", "int64_t", /*default=*/"0",
            "Hybrid sharding (HYBRID_SHARD, hpZ): shard within groups of this "
@@ -574,11 +580,13 @@ def BucketGradients : Pass<"shardc-bucket-gradients", "mlir::ModuleOp"> {
 def PartitionOptimizer : Pass<"shardc-partition-optimizer", "mlir::ModuleOp"> {
   let summary = "Shard optimizer state: each rank updates its shard of each unit";
   let description = [{
-    ZeRO-1 (FairScale OSS), and the base of stages 2 and 3: each wrap unit's
-    parameters, gradients and optimizer state are flattened and padded to a
-    multiple of the world size; a rank updates only its shard
+    The base of stages 1-3 (FairScale OSS's sharded optimizer): each wrap
+    unit's parameters, gradients and optimizer state are flattened and padded
+    to a multiple of the world size; a rank updates only its shard
     (`mesh.all_slice`) with shard-sized optimizer state, and `mesh.all_gather`
-    rebuilds the full parameters from the updated shards.
+    rebuilds the full parameters from the updated shards. The shardc-zero
+    pipeline then runs shard-parameters, which keeps the parameters as shards
+    between steps and gathers them where the next step uses them.
 
     Before (a 5-element parameter, world size 2, Adam):
     `%p2, %m2, %v2 = shardc.AdamUpdate %p, %g, %m, %v, %step`
@@ -631,7 +639,7 @@ def ReduceScatterGradients
 }
 
 def ShardParameters : Pass<"shardc-shard-parameters", "mlir::ModuleOp"> {
-  let summary = "ZeRO-3: parameters as flat shards, all-gathered per use window";
+  let summary = "Parameters as flat shards, all-gathered per use window";
   let description = [{
     Each wrap unit becomes one `shardc.param_shard` argument (this rank's
     shard, with the layout in `shardc.flat_params` / `shardc.flat_types`)
@@ -646,6 +654,14 @@ def ShardParameters : Pass<"shardc-shard-parameters", "mlir::ModuleOp"> {
     gathered once per window. A unit of frozen parameters becomes a
     `shardc.param_shard = "frozenK"` argument with the frozen role, gathered
     the same way and never updated.
+
+    At stages 1 and 2 the plan keeps such a unit whole (plan.proto's
+    FlatUnit.whole): every rank holds the unit's whole flat buffer, the
+    shard argument is this rank's block of it, and the one gather of the
+    step fills the buffer around the block in place. The update writes the
+    block in place after the last read of the gathered parameters (see
+    schedule-collectives), so the shard costs no memory of its own: the
+    parameters take the unit's bytes once, as at stage 0.
 
     Before: `%ps = mesh.all_slice %p_flat_padded` feeding the update, and the
     parameters `%w`, `%b` used by forward and backward ops.
@@ -898,15 +914,19 @@ def ScheduleCollectives : Pass<"shardc-schedule-collectives", "mlir::ModuleOp"> 
     gradient reduction's wait at the latest before the next reduction's
     start but one: two in flight, holding at most twice the largest
     reduction's bytes) and
-    prefetches ZeRO-3 parameter all-gathers (forward prefetch, backward
+    prefetches parameter all-gathers (forward prefetch, backward
     prefetch pre/post/none; one unit ahead with limit-all-gathers, two
     without, not counting small units between: at most a quarter of the
     largest unit, together at most a quarter of it, so a final norm does
-    not hold back the next large gather).
+    not hold back the next large gather). A gather belongs to the phase of
+    its first use: a unit kept whole from forward through backward (stages
+    1 and 2) is prefetched in forward.
 
     Optimizer updates (early-updates) move to where their gradient has been
     reduced and their parameter last read, after the collective start that
     follows: the update of unit K runs while unit K+1's gradient is reduced.
+    At stages 1 and 2 an update also follows every read of its unit's
+    gathered parameters, since it writes its shard inside them.
     Updates that would run before the step's last gradient reduction starts
     move after it, to overlap it.
 

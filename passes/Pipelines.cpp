@@ -27,7 +27,7 @@ static void addZeroPasses(OpPassManager &pm, const OptionsT &options) {
   if (stage >= 2)
     pm.addPass(createReduceScatterGradients(
         getReduceScatterGradientsOptions(options)));
-  if (stage >= 3)
+  if (stage >= 1)
     pm.addPass(createShardParameters());
 }
 

@@ -828,6 +828,8 @@ Error validateUnits(const Plan &plan) {
     std::string what = "unit " + std::to_string(u) + " '" + unit.name() + "'";
     // Shards of the flat layout: the parameter buffer's, else the mesh's.
     int64_t shards = world;
+    if (unit.buffer() == -1 && unit.whole())
+      return makeError(what + ": a whole unit needs its parameter buffer");
     if (unit.buffer() != -1) {
       if (unit.buffer() < 0 || unit.buffer() >= plan.buffers_size())
         return makeError(what + ": buffer index " + Twine(unit.buffer()) +
@@ -843,12 +845,25 @@ Error validateUnits(const Plan &plan) {
       usedBuffer[unit.buffer()] = true;
       shards = std::max<int64_t>(b.shard_count(), 1);
       int64_t padded;
-      if (llvm::MulOverflow(elementsOf(b), shards, padded) ||
-          padded != unit.padded_elements())
+      if (unit.whole()) {
+        // Every rank holds the whole unit, its shard a view of it.
+        if (shards != 1 || elementsOf(b) != unit.padded_elements() ||
+            unit.padded_elements() <= 0 || unit.padded_elements() % world != 0)
+          return makeError(what + ": a whole unit of padded_elements " +
+                           Twine(unit.padded_elements()) + " needs " + buf +
+                           " to hold them all, unsharded, a multiple of the "
+                           "shard count " +
+                           Twine(world) + " (it holds " + Twine(shards) +
+                           " shard(s) of " + Twine(elementsOf(b)) +
+                           " elements)");
+        shards = world;
+      } else if (llvm::MulOverflow(elementsOf(b), shards, padded) ||
+                 padded != unit.padded_elements()) {
         return makeError(what + ": padded_elements is " +
                          Twine(unit.padded_elements()) + ", but " + buf +
                          " holds " + Twine(shards) + " shard(s) of " +
                          Twine(elementsOf(b)) + " elements");
+      }
     } else if (unit.states_size() == 0) {
       return makeError(what + ": it has neither a parameter buffer nor "
                               "optimizer state");
@@ -1103,9 +1118,20 @@ Error validatePlan(const Plan &plan, llvm::ArrayRef<StringRef> knownOpTypes) {
       return makeError(what + ": a view into " +
                        describeBuffer(plan, b.alias_of()) +
                        ", which lives in the offload tier");
-    if (b.alias_offset() > size(root) ||
-        size(b) > size(root) - b.alias_offset())
-      return makeError(what + ": view [" + Twine(b.alias_offset()) + ", +" +
+    // Each shard's block: the last one lies furthest in.
+    uint64_t last = b.alias_offset();
+    if (b.alias_shard_stride() != 0) {
+      uint64_t shards = static_cast<uint64_t>(RankMesh::of(plan).shardCount());
+      if (b.alias_shard_stride() < size(b) ||
+          __builtin_mul_overflow(b.alias_shard_stride(), shards - 1, &last) ||
+          __builtin_add_overflow(last, b.alias_offset(), &last))
+        return makeError(what + ": shard stride " +
+                         Twine(b.alias_shard_stride()) + " of a view of " +
+                         Twine(size(b)) + " bytes on " + Twine(shards) +
+                         " shards overlaps or overflows");
+    }
+    if (last > size(root) || size(b) > size(root) - last)
+      return makeError(what + ": view [" + Twine(last) + ", +" +
                        Twine(size(b)) + ") leaves " +
                        describeBuffer(plan, b.alias_of()));
   }

@@ -92,7 +92,12 @@ Expected<StateLayout> stateLayout(const plan::Plan &plan, int rank) {
     // This rank's elements [lo, hi) of the unit's flat layout.
     int64_t shard = unit.padded_elements() / shards;
     int64_t lo = shard * shardIndex, hi = lo + shard;
-    auto addShard = [&](int32_t buffer, const std::string &suffix) -> Error {
+    // Where they lie in `buffer`: from 0 in a shard's buffer; at lo in a
+    // whole unit's parameter buffer (its other elements, gathered by the
+    // step, are the other ranks' to save).
+    auto addShard = [&](int32_t buffer, const std::string &suffix,
+                        bool whole) -> Error {
+      int64_t base = whole ? 0 : lo;
       inUnit[buffer] = true;
       DType dtype = plan::toRuntime(plan.buffers(buffer).dtype());
       for (const plan::FlatParam &p : unit.params()) {
@@ -103,16 +108,16 @@ Expected<StateLayout> stateLayout(const plan::Plan &plan, int rank) {
         int64_t begin = std::max(p.offset(), lo);
         int64_t end = std::min(p.offset() + numElements(shape), hi);
         if (begin < end)
-          layout.slices.push_back({*t, buffer, begin - lo, begin - p.offset(),
+          layout.slices.push_back({*t, buffer, begin - base, begin - p.offset(),
                                    end - begin, savesShard});
       }
       return Error::success();
     };
     if (unit.buffer() >= 0)
-      if (Error err = addShard(unit.buffer(), ""))
+      if (Error err = addShard(unit.buffer(), "", unit.whole()))
         return std::move(err);
     for (const plan::FlatState &s : unit.states())
-      if (Error err = addShard(s.buffer(), s.suffix()))
+      if (Error err = addShard(s.buffer(), s.suffix(), false))
         return std::move(err);
   }
   for (int i = 0; i < plan.buffers_size(); ++i) {

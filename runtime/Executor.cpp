@@ -78,10 +78,15 @@ Executor::create(const plan::LoadedPlan &loaded, KernelBackend &backend,
         return group.takeError();
   exec->memoryPlan = plan::planMemory(plan);
   exec->aliases.resize(plan.buffers_size());
+  // A view with a shard stride is this rank's shard's block: its rank in
+  // the shard group, where the group's all-gathers put its block.
+  const uint64_t shardIndex = static_cast<uint64_t>(exec->shardComm->rank());
   for (int i = 0; i < plan.buffers_size(); ++i)
-    if (plan.buffers(i).is_alias())
-      exec->aliases[i] = {plan.buffers(i).alias_of(),
-                          static_cast<size_t>(plan.buffers(i).alias_offset())};
+    if (const plan::Buffer &b = plan.buffers(i); b.is_alias())
+      exec->aliases[i] = {
+          b.alias_of(),
+          static_cast<size_t>(b.alias_offset() +
+                              shardIndex * b.alias_shard_stride())};
   exec->tempAllocated.assign(plan.buffers_size(), false);
   for (const plan::Buffer &b : plan.buffers())
     exec->categories.push_back(

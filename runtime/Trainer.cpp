@@ -852,7 +852,9 @@ Error exportModel(const Executor &exec, const plan::Plan &plan,
                        " is out of range");
     // (An offloaded shard has no data in memory: readBuffer reads it.)
     TensorView shard = exec.buffer(unit.buffer());
-    if (shard.numel() * static_cast<int64_t>(world) != unit.padded_elements())
+    int64_t held = shard.numel() * (unit.whole() ? 1 : world);
+    if (held != unit.padded_elements() ||
+        unit.padded_elements() % std::max(world, 1) != 0)
       return makeError(what + ": " + Twine(world) + " shards of " +
                        Twine(shard.numel()) + " elements are not its " +
                        Twine(unit.padded_elements()) + " padded elements");
@@ -926,18 +928,24 @@ Error exportModel(const Executor &exec, const plan::Plan &plan,
   for (const plan::FlatUnit &unit : plan.units()) {
     if (unit.buffer() == -1) // stages 1-2: whole parameter buffers
       continue;
-    TensorView shard = exec.buffer(unit.buffer());
-    size_t elem = dtypeSize(shard.dtype);
-    Expected<std::vector<uint8_t>> mine = exec.readBuffer(unit.buffer());
-    if (!mine)
-      return mine.takeError();
-    std::vector<uint8_t> full(shard.bytes() * world);
+    TensorView buffer = exec.buffer(unit.buffer());
+    size_t elem = dtypeSize(buffer.dtype);
+    Expected<std::vector<uint8_t>> held = exec.readBuffer(unit.buffer());
+    if (!held)
+      return held.takeError();
+    // A whole unit's buffer is current in this rank's shard only (the
+    // step gathers the rest before it reads it).
+    size_t shardBytes = unit.padded_elements() / world * elem;
+    const uint8_t *mine = held->data();
+    if (unit.whole())
+      mine += shardBytes * static_cast<size_t>(shards ? shards->rank() : 0);
+    std::vector<uint8_t> full(shardBytes * world);
     if (shards) {
-      if (Error err = shards->allGather(mine->data(), full.data(),
-                                        shard.numel(), shard.dtype))
+      if (Error err = shards->allGather(
+              mine, full.data(), unit.padded_elements() / world, buffer.dtype))
         return err;
     } else {
-      std::memcpy(full.data(), mine->data(), shard.bytes());
+      std::memcpy(full.data(), mine, shardBytes);
     }
     if (rank != 0)
       continue;
@@ -945,7 +953,7 @@ Error exportModel(const Executor &exec, const plan::Plan &plan,
       std::vector<int64_t> shape(p.shape().begin(), p.shape().end());
       onnx::TensorProto *init = inits.lookup(p.name());
       if (!init || !sameShape(*init, shape) ||
-          init->data_type() != static_cast<int32_t>(shard.dtype))
+          init->data_type() != static_cast<int32_t>(buffer.dtype))
         return makeError("--export: initializer '" + p.name() +
                          "' of the source model does not match the plan's "
                          "sharded parameter of shape " +

@@ -150,6 +150,27 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
   DenseMap<Value, int32_t> buffers;
   // Optimizer-state shards of wrap units, with their unit's name.
   SmallVector<std::pair<BlockArgument, StringAttr>> stateShards;
+  // Whole units (FlatUnit.whole): a shard view's buffer -> the unit's
+  // buffer, which the shard's one all-gather fills in place.
+  DenseMap<int32_t, int32_t> wholeUnitOf;
+  // A ZeRO stage 1-2 unit's shard, gathered once per step straight from the
+  // argument in its own element type (no cast, not offloaded), lies inside
+  // the unit's whole buffer: the gather fills the buffer around it in place.
+  auto gathersWhole = [&](BlockArgument arg) {
+    auto stage = func->getAttrOfType<IntegerAttr>(kZeroStageAttrName);
+    if (!stage || stage.getInt() < 1 || stage.getInt() > 2 ||
+        func.getArgAttr(arg.getArgNumber(), kOffloadAttrName))
+      return false;
+    auto type = cast<RankedTensorType>(arg.getType());
+    unsigned gathers = 0;
+    for (Operation *user : arg.getUsers())
+      if (auto g = dyn_cast<AllGatherStartOp>(user))
+        gathers += g.getInput() == arg &&
+                   cast<PendingType>(g.getPending().getType())
+                           .getTensorType()
+                           .getElementType() == type.getElementType();
+    return type.getRank() == 1 && gathers == 1;
+  };
   // A pending collective's buffer is the tensor it will hold.
   auto bufferType = [](Value v) {
     auto t = isa<PendingType>(v.getType())
@@ -231,13 +252,29 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
       if (params)
         data.resize(padded * rt::dtypeSize(dtype), 0);
       fu->set_padded_elements(padded);
-      auto id = writer.addDataBuffer(unit.getValue(), dtype, shape,
-                                     plan::PARAMETER, data, worldSize);
+      bool whole = gathersWhole(arg);
+      auto id = whole ? writer.addDataBuffer(unit.getValue(), dtype, {padded},
+                                             plan::PARAMETER, data)
+                      : writer.addDataBuffer(unit.getValue(), dtype, shape,
+                                             plan::PARAMETER, data, worldSize);
       if (!id)
         return func.emitError("flat parameter ")
                << unit << ": " << llvm::toString(id.takeError());
       buffers[arg] = *id;
       fu->set_buffer(*id);
+      if (whole) {
+        // The argument is this rank's shard: a view of the whole buffer.
+        int32_t shard = writer.addBuffer((unit.getValue() + ":shard").str(),
+                                         dtype, shape, plan::TEMP);
+        plan::Buffer *vb = p.mutable_buffers(shard);
+        vb->set_is_alias(true);
+        vb->set_alias_of(*id);
+        vb->set_alias_shard_stride(shape[0] * rt::dtypeSize(dtype));
+        vb->set_category(plan::PARAMS);
+        buffers[arg] = shard;
+        wholeUnitOf[shard] = *id;
+        fu->set_whole(true);
+      }
       p.mutable_buffers(*id)->set_category(plan::PARAMS);
       auto role = func.getArgAttrOfType<ParamRoleAttr>(arg.getArgNumber(),
                                                        kRoleAttrName);
@@ -387,12 +424,25 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
       written = wait.getPending();
       producer = written.getDefiningOp();
     }
+    auto before = [&](Operation *user) {
+      return user == producer || user == ret || user->isBeforeInBlock(producer);
+    };
     bool canAlias = producer && !isa<ConstantOp>(producer) &&
                     !inPlace.count(written) &&
-                    llvm::all_of(arg.getUsers(), [&](Operation *user) {
-                      return user == producer || user == ret ||
-                             user->isBeforeInBlock(producer);
-                    });
+                    llvm::all_of(arg.getUsers(), before);
+    // A whole unit's shard lies inside the gathered unit: every read of the
+    // gathered parameters (through views) must come before the update.
+    if (canAlias && wholeUnitOf.count(buffers.lookup(arg)))
+      for (Operation *user : arg.getUsers())
+        if (auto gather = dyn_cast<AllGatherStartOp>(user)) {
+          SmallVector<Value> work(gather->getResults());
+          while (canAlias && !work.empty())
+            for (Operation *reader : work.pop_back_val().getUsers()) {
+              canAlias &= before(reader);
+              if (isa<CollectiveWaitOp, ReshapeOp, SliceOp>(reader))
+                work.append(reader->result_begin(), reader->result_end());
+            }
+        }
     if (canAlias) {
       inPlace[written] = arg;
       inPlaceWriter[arg] = producer;
@@ -608,7 +658,11 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
       // A view of a parameter or state buffer is safe while nothing writes
       // that buffer: every use of the view must come before its in-place
       // update.
-      bool safeRoot = sb.kind() == plan::TEMP;
+      // (A whole unit's buffer is written by its in-place update only,
+      // after every read of the gathered unit: see the in-place updates.)
+      bool safeRoot =
+          sb.kind() == plan::TEMP ||
+          llvm::is_contained(llvm::make_second_range(wholeUnitOf), src);
       if (!safeRoot && contiguous && !sb.is_alias()) {
         Value root = op.getOperand(0);
         Operation *writer = inPlaceWriter.lookup(root);
@@ -660,6 +714,17 @@ LogicalResult emitPlan(ModuleOp module, const ParamReader &params,
     } else {
       for (Value v : op.getOperands())
         pop->add_inputs(buffers.lookup(v));
+    }
+    // A whole unit's shard is gathered into the unit's buffer, around it.
+    if (auto ag = dyn_cast<AllGatherStartOp>(op)) {
+      auto unit = wholeUnitOf.find(buffers.lookup(ag.getInput()));
+      if (unit != wholeUnitOf.end()) {
+        pop->add_outputs(unit->second);
+        buffers[ag.getPending()] = unit->second;
+        for (const auto &[name, value] : desc->attrs.all())
+          *pop->add_attributes() = toPlanAttr(name, value);
+        continue;
+      }
     }
     // An all-reduce whose input has no other use reduces in place.
     if (auto ar = dyn_cast<AllReduceStartOp>(op)) {

@@ -1,18 +1,19 @@
 //===- PartitionOptimizer.cpp - Shard optimizer state by wrap unit --------===//
 //
-// ZeRO-1 (FairScale OSS) for every stage >= 1: each wrap unit's parameters,
-// gradients and optimizer state are flattened and padded to a multiple of
-// the world size, and a rank updates only its shard (mesh.all_slice), with
-// shard-sized optimizer state (`shardc.state = "unitK.exp_avg"`, ..., with
-// the unit's layout: `shardc.state_shard_of`, `shardc.state_suffix`,
-// `shardc.flat_params`, `shardc.flat_types`). One
+// The sharded optimizer (FairScale OSS) of every stage >= 1: each wrap
+// unit's parameters, gradients and optimizer state are flattened and padded
+// to a multiple of the world size, and a rank updates only its shard
+// (mesh.all_slice), with shard-sized optimizer state (`shardc.state =
+// "unitK.exp_avg"`, ..., with the unit's layout: `shardc.state_shard_of`,
+// `shardc.state_suffix`, `shardc.flat_params`, `shardc.flat_types`). One
 // update per unit replaces the per-parameter ones, and mesh.all_gather
 // rebuilds the full parameters from the updated shards.
 //
 // The gradient shard is sliced from the full gradients (already averaged at
 // stage 1 by bucket-gradients); shardc-reduce-scatter-gradients turns that
 // slice into a reduce-scatter at stages 2 and 3, and shardc-shard-parameters
-// replaces the parameter slice and rebuild by a sharded parameter at stage 3.
+// replaces the parameter slice and rebuild by a sharded parameter (at every
+// stage >= 1 in the shardc-zero pipeline).
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"

@@ -12,7 +12,8 @@
 //    is waited for where the update needs it. Waits of reductions keep the
 //    order of their starts, the order in which the communication thread
 //    completes them;
-//  - parameter all-gathers (ZeRO-3) are prefetched: with forward-prefetch the
+//  - parameter all-gathers (stages 1-3) are prefetched: with forward-prefetch
+//  the
 //    gather of the next unit starts as soon as the current unit's gather has
 //    completed, overlapping the current unit's forward computation; in
 //    backward, `pre` starts the next unit's gather before the current unit's
@@ -25,9 +26,11 @@
 //    units (at most a quarter of the largest unit, together at most a
 //    quarter of it: a final norm, a positional embedding) do not count, so
 //    they do not hold back the next large gather;
-//  - at stages 1 and 2 each unit's updated shard is gathered right after its
-//    update, at most two gathers in flight: gather K is waited for, and its
-//    parameters taken out of its buffer, before gather K + 2 starts;
+//  - where a unit's updated shard is gathered in the same step (a pipeline
+//    of partition-optimizer without shard-parameters), the gather starts
+//    right after its update, at most two gathers in flight: gather K is
+//    waited for, and its parameters taken out of its buffer, before gather
+//    K + 2 starts;
 //  - early-updates moves each optimizer update to where its gradient (or
 //    gradient shard) is reduced and its parameter's last reader has read it,
 //    after the reduction that starts there. The updates that would then run
@@ -41,6 +44,8 @@
 #include "passes/Sharding/Sharding.h"
 
 #include "passes/FoldConstants.h"
+
+#include <limits>
 
 using namespace mlir;
 
@@ -83,6 +88,8 @@ struct ScheduleCollectivesPass
       return signalPassFailure();
     func::FuncOp func = *step;
     Block &body = func.getBody().front();
+    auto stage = func->getAttrOfType<IntegerAttr>(kZeroStageAttrName);
+    gathersAroundShard = stage && (stage.getInt() == 1 || stage.getInt() == 2);
 
     // Sink gradient and bucket bookkeeping (averaging, slicing a reduced
     // bucket back into gradients) to its first use, so that the waits it
@@ -225,7 +232,9 @@ struct ScheduleCollectivesPass
           dyn_cast<CollectiveWaitOp>(*start.getPending().getUsers().begin());
       if (!wait)
         continue;
-      bool isBackward = false, used = false;
+      // By its first use: a unit kept whole from forward through backward
+      // (stages 1 and 2, --reshard-after-forward=false) is a forward gather.
+      Operation *first = nullptr;
       SmallVector<Value> work{wait.getResult()};
       while (!work.empty()) {
         for (Operation *user : work.pop_back_val().getUsers()) {
@@ -233,12 +242,13 @@ struct ScheduleCollectivesPass
             work.push_back(user->getResult(0));
             continue;
           }
-          used = true;
-          isBackward |= user->hasAttr(kBackwardAttrName);
+          if (!first || user->isBeforeInBlock(first))
+            first = user;
         }
       }
-      if (used)
-        (isBackward ? backward : forward).push_back({start, wait});
+      if (first)
+        (first->hasAttr(kBackwardAttrName) ? backward : forward)
+            .push_back({start, wait});
     }
     // Gather k starts at unit i's point (i < k): `depth` units ahead, not
     // counting small units between (each at most a quarter of the largest
@@ -444,7 +454,15 @@ struct ScheduleCollectivesPass
   /// keeping their order: at the end of backward they are the only
   /// computation left that can overlap the last reduction. An update whose
   /// results are read before that point stays, and so does one whose shard
-  /// is then gathered (stages 1 and 2): its gather overlaps backward.
+  /// is then gathered in the same step: its gather overlaps backward.
+  ///
+  /// A deferred update keeps its reduced gradient alive until it runs. At
+  /// stages 1 and 2 (where every unit is gathered by the next step, so no
+  /// update feeds a gather) only the latest updates move, as many as update
+  /// together as many elements as the last reduction sends: an update
+  /// reads and writes about 28 bytes an element (Adam), the reduction sends
+  /// 4 to 8, over a link no faster than memory, so they still cover it,
+  /// and stage 1 does not keep a whole step's all-reduced buckets.
   void deferPastLastReduction(Operation *last, Block &body) {
     Operation *point = last;
     while (point->getNextNode() && startsComm(point->getNextNode()))
@@ -454,7 +472,14 @@ struct ScheduleCollectivesPass
       if (isa<OptimizerUpdate>(op) && op.isBeforeInBlock(last) &&
           !feedsGather(&op))
         updates.push_back(&op);
-    for (Operation *update : updates) {
+    int64_t budget = gathersAroundShard
+                         ? cast<RankedTensorType>(last->getOperand(0).getType())
+                               .getNumElements()
+                         : std::numeric_limits<int64_t>::max();
+    SmallVector<Operation *> deferred; // latest first
+    for (Operation *update : llvm::reverse(updates)) {
+      if (budget <= 0)
+        break;
       SmallVector<Operation *> chain = updateChain(update, body);
       bool readEarly = llvm::any_of(chain, [&](Operation *op) {
         return llvm::any_of(op->getUsers(), [&](Operation *user) {
@@ -464,11 +489,18 @@ struct ScheduleCollectivesPass
       });
       if (readEarly)
         continue;
-      for (Operation *op : chain) {
+      if (auto t = dyn_cast<RankedTensorType>(cast<OptimizerUpdate>(update)
+                                                  .getUpdatedOperand(0)
+                                                  .get()
+                                                  .getType()))
+        budget -= t.getNumElements();
+      deferred.push_back(update);
+    }
+    for (Operation *update : llvm::reverse(deferred))
+      for (Operation *op : updateChain(update, body)) {
         op->moveAfter(point);
         point = op;
       }
-    }
   }
 
   /// Whether `op`, an operand's producer, moves along with `reader`: a pure
@@ -481,6 +513,9 @@ struct ScheduleCollectivesPass
            llvm::all_of(op->getUsers(),
                         [&](Operation *user) { return user == reader; });
   }
+
+  /// Stages 1 and 2: a unit's shard lies inside its gathered buffer.
+  bool gathersAroundShard = false;
 
   /// Moves optimizer update `update` (with the chain of producers that move
   /// with it) to the earliest point where its operands exist and every other
@@ -503,8 +538,17 @@ struct ScheduleCollectivesPass
     // The values it writes over: their other readers read them first.
     auto updateOp = cast<OptimizerUpdate>(update);
     for (unsigned r = 0; r < update->getNumResults(); ++r)
-      for (Operation *user : updateOp.getUpdatedOperand(r).get().getUsers())
+      for (Operation *user : updateOp.getUpdatedOperand(r).get().getUsers()) {
         after(user);
+        // At stages 1 and 2 a unit's gather fills the unit's buffer in place
+        // around the shard it reads (the plan's whole unit): the update of
+        // the shard also follows every read of the gathered parameters.
+        if (auto gather = dyn_cast<AllGatherStartOp>(user);
+            gather && gathersAroundShard)
+          for (Operation *wait : gather.getPending().getUsers())
+            for (Value v : wait->getResults())
+              after(lastUseThroughViews(v));
+      }
     // Past the collective starts (and the bucket or cast they send) that
     // follow: they do not wait for the update.
     Operation *next = bound ? bound->getNextNode() : &body.front();

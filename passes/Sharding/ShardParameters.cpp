@@ -1,20 +1,23 @@
-//===- ShardParameters.cpp - ZeRO-3 parameters: shards and all-gathers ----===//
+//===- ShardParameters.cpp - Parameters as shards, gathered per use -------===//
 //
-// ZeRO stage 3 (FSDP FULL_SHARD): a wrap unit's parameters live only as this
-// rank's shard of their flat, padded buffer, a `shardc.param_shard` argument
-// carrying the layout (`shardc.flat_params`, `shardc.flat_types`). The update
-// of partition-optimizer applies to the shard in place; the full parameters
+// ZeRO stages 1-3 (FSDP's FULL_SHARD and SHARD_GRAD_OP): between steps a
+// wrap unit's parameters live only as this rank's shard of their flat,
+// padded buffer, a `shardc.param_shard` argument carrying the layout
+// (`shardc.flat_params`, `shardc.flat_types`). The update of
+// partition-optimizer applies to the shard in place; the full parameters
 // are no longer rebuilt after the step. Instead the unit is all-gathered
 // before each use window, and its parameters are views of the gathered
 // buffer, dead after the window's last use: one window for forward and one
-// for backward with reshard-after-forward (the default), one window for the
-// whole step without it. With a reshard group of R ranks (FSDP2's integer
-// reshard_after_forward), the forward window ends by slicing the gathered
-// unit along the mesh's last axis: that slice, 1/R of the unit, is kept,
-// and backward gathers it along that axis, within R ranks. A parameter used
-// several times (tied weights) is gathered once per window. Frozen parameters
-// (wrap-units gives them units of their own) are sharded and gathered the same
-// way; nothing updates them.
+// for backward with reshard-after-forward (stage 3's default), one window
+// for the whole step without it (stages 1 and 2: the gather that rebuilt
+// the updated parameters at the end of a step moves to where the next
+// step's forward first reads them, so it overlaps that forward). With a reshard
+// group of R ranks (FSDP2's integer reshard_after_forward), the forward window
+// ends by slicing the gathered unit along the mesh's last axis: that slice, 1/R
+// of the unit, is kept, and backward gathers it along that axis, within R
+// ranks. A parameter used several times (tied weights) is gathered once per
+// window. Frozen parameters (wrap-units gives them units of their own) are
+// sharded and gathered the same way; nothing updates them.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -51,6 +54,9 @@ struct ShardParametersPass : impl::ShardParametersBase<ShardParametersPass> {
     axes = ranks->shardAxes();
     auto reshard = func->getAttrOfType<IntegerAttr>(kReshardAttrName);
     keepWhole = reshard && reshard.getInt() == 1;
+    // Stages 1 and 2 gather a unit once per step, whatever the micro-batches.
+    auto stage = func->getAttrOfType<IntegerAttr>(kZeroStageAttrName);
+    oneWindow = keepWhole && stage && stage.getInt() < 3;
     if (ranks->splitsShards()) {
       reshardAxes = ranks->reshardAxes();
       reshardGroup = ranks->reshard;
@@ -218,7 +224,8 @@ struct ShardParametersPass : impl::ShardParametersBase<ShardParametersPass> {
         RankedTensorType::get({shardType.getNumElements() * n}, elem);
     FlatBuilder flat(b, n);
     // Use windows by (micro-batch, backward): with gradient accumulation
-    // every micro-batch's forward and backward gather again, as FSDP does.
+    // every micro-batch's forward and backward gather again at stage 3, as
+    // FSDP does; at stages 1 and 2 one window spans the step.
     // Each use is kept with the parameter it takes a view of.
     llvm::MapVector<std::pair<int64_t, int64_t>,
                     SmallVector<std::pair<OpOperand *, BlockArgument>>>
@@ -230,7 +237,8 @@ struct ShardParametersPass : impl::ShardParametersBase<ShardParametersPass> {
           continue;
         auto micro = user->getAttrOfType<IntegerAttr>(kMicroBatchAttrName);
         bool backward = user->hasAttr(kBackwardAttrName);
-        windows[{micro ? micro.getInt() : 0, !keepWhole && backward ? 1 : 0}]
+        windows[{micro && !oneWindow ? micro.getInt() : 0,
+                 !keepWhole && backward ? 1 : 0}]
             .push_back({&use, p});
       }
     };
@@ -331,6 +339,8 @@ struct ShardParametersPass : impl::ShardParametersBase<ShardParametersPass> {
   int64_t reshardGroup = 0;
   /// reshard-after-forward=false: one use window per micro-batch.
   bool keepWhole = false;
+  /// Stages 1 and 2: one use window for the whole step.
+  bool oneWindow = false;
 };
 
 } // namespace

@@ -89,10 +89,15 @@ struct ZeroConfigPass : impl::ZeroConfigBase<ZeroConfigPass> {
     func->setAttr(kZeroStageAttrName, b.getI64IntegerAttr(stage));
     if (hybrid)
       func->setAttr(kShardGroupAttrName, b.getI64IntegerAttr(group));
-    if (stage == 3 &&
-        (reshard.kind == ReshardSpec::Keep || ranks.reshard != ranks.shards))
+    // Stages 1 and 2 keep a unit whole from its gather in forward through
+    // its last use in backward (FSDP's SHARD_GRAD_OP): shard-parameters
+    // reads this as reshard-after-forward false.
+    if (stage == 1 || stage == 2)
+      func->setAttr(kReshardAttrName, b.getI64IntegerAttr(1));
+    else if (stage == 3 && (reshard.kind == ReshardSpec::Keep ||
+                            ranks.reshard != ranks.shards))
       func->setAttr(kReshardAttrName, b.getI64IntegerAttr(ranks.reshard));
-    else
+    if (stage != 3)
       ranks.reshard = ranks.shards;
     if (auto mesh = module.lookupSymbol<mesh::MeshOp>(kMeshName)) {
       // Configured before (or written by hand): it must be this mesh.

@@ -758,10 +758,13 @@ int main(int argc, char **argv) {
   if (pipeline.reshardAfterForward.hasValue() && pipeline.stage.hasValue() &&
       pipeline.stage < 3)
     return fail("--reshard-after-forward decides what a --zero-stage 3 unit "
-                "keeps between forward and backward; at stage " +
+                "keeps between forward and backward; stage " +
                 llvm::Twine(pipeline.stage.getValue()) +
-                " every rank keeps the whole parameters: drop it, or use "
-                "--zero-stage 3");
+                (pipeline.stage == 0
+                     ? " keeps whole parameters on every rank"
+                     : " keeps each unit gathered from forward through "
+                       "backward (SHARD_GRAD_OP)") +
+                ": drop it, or use --zero-stage 3");
   if (pipeline.syncBatchnorm && !pipeline.shards())
     llvm::errs() << "shardc: warning: --sync-batchnorm synchronizes BatchNorm "
                     "statistics across ranks; without --world-size the step "

@@ -28,10 +28,15 @@
 // STAGE3: shardc.SGDUpdate %[[H]]
 // STAGE3-NOT: SGDUpdate
 
-// Below stage 3 frozen parameters stay whole and are never communicated.
+// At stage 2 (and 1) frozen units are shards between steps too, like the
+// trained ones: each unit is gathered once per step and kept through
+// backward.
 // STAGE2-LABEL: func.func @main
-// STAGE2-SAME: {shardc.param = "emb.weight", shardc.role = #shardc.param_role<frozen>, shardc.unit = 2 : i64}
-// STAGE2-NOT: frozen0
+// STAGE2-SAME: %[[E:[a-z0-9]+]]: tensor<3xf32> {shardc.flat_params = ["emb.weight"], shardc.flat_types = [tensor<2x3xf32>], shardc.param_shard = "frozen1", shardc.role = #shardc.param_role<frozen>}
+// STAGE2-COUNT-3: mesh.all_gather
+// STAGE2-NOT: mesh.all_gather
+// STAGE2: shardc.SGDUpdate
+// STAGE2-NOT: SGDUpdate
 func.func @main(%x: tensor<2x3xf32> {shardc.input = "x"},
                 %e: tensor<2x3xf32> {shardc.param = "emb.weight"},
                 %h: tensor<2x3xf32> {shardc.param = "head.weight"},

@@ -1,7 +1,11 @@
 // RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=4 zero-stage=0' | FileCheck %s --check-prefix=STAGE0
 // RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=4 zero-stage=0 bucket-cap-mb=0.00006 cost-model=kernel=1' | FileCheck %s --check-prefix=BUCKET
-// RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=4 zero-stage=1' | FileCheck %s --check-prefix=STAGE1
-// RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=4 zero-stage=2' | FileCheck %s --check-prefix=STAGE2
+// Stages 1 and 2 before shard-parameters (the sharded optimizer and the
+// gradient reductions), then the whole pipeline (SHARDED1, SHARDED2).
+// RUN: shardc-opt %s -split-input-file -shardc-zero-config='world-size=4 zero-stage=1' -shardc-bucket-gradients -shardc-partition-optimizer | FileCheck %s --check-prefix=STAGE1
+// RUN: shardc-opt %s -split-input-file -shardc-zero-config='world-size=4 zero-stage=2' -shardc-partition-optimizer -shardc-reduce-scatter-gradients | FileCheck %s --check-prefix=STAGE2
+// RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=4 zero-stage=1' | FileCheck %s --check-prefix=SHARDED1
+// RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=4 zero-stage=2' | FileCheck %s --check-prefix=SHARDED2
 // RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=4 zero-stage=3' | FileCheck %s --check-prefix=STAGE3
 // RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=4 zero-stage=3 reshard-after-forward=false' | FileCheck %s --check-prefix=KEEP
 // RUN: shardc-opt %s -split-input-file -shardc-zero='world-size=4 zero-stage=3 reshard-after-forward=2' | FileCheck %s --check-prefix=RESHARD
@@ -106,6 +110,26 @@
 // STAGE1-NOT: shardc.SGDUpdate
 // STAGE1: return %{{.*}}, %[[NSTEP]], %[[NM0]], %[[NW]], %[[NB]], %[[NM1]], %[[NS]] :
 
+// The whole stage-1 pipeline keeps the parameters as shards between steps:
+// each unit is gathered where forward first reads it and kept through
+// backward (one gather per unit and step, as at stage 3 with
+// reshard-after-forward=false); the updates write the shards in place.
+// SHARDED1-LABEL: func.func @main
+// SHARDED1-SAME: %[[P0:[a-z0-9]+]]: tensor<4xf32> {shardc.flat_params = ["fc.weight", "fc.bias"], shardc.flat_types = [tensor<5x2xf32>, tensor<5xf32>], shardc.param_shard = "unit0"}
+// SHARDED1-SAME: %[[P1:[a-z0-9]+]]: tensor<2xf32> {shardc.flat_params = ["head.scale"], shardc.flat_types = [tensor<5xf32>], shardc.param_shard = "unit1"}
+// SHARDED1-SAME: shardc.reshard_after_forward = 1 : i64
+// SHARDED1-SAME: shardc.zero_stage = 1 : i64
+// SHARDED1: mesh.all_gather %[[P0]] {{.*}} : tensor<4xf32> -> tensor<16xf32>
+// SHARDED1: %[[FULL1:.*]] = mesh.all_gather %[[P1]] {{.*}} : tensor<2xf32> -> tensor<8xf32>
+// SHARDED1: %[[S:.*]] = shardc.Slice %[[FULL1]]
+// SHARDED1: shardc.Mul %{{.*}}, %[[S]] :
+// SHARDED1: shardc.Mul %[[S]], %{{.*}} {shardc.backward}
+// SHARDED1: mesh.all_reduce %{{.*}} : tensor<20xf32> -> tensor<20xf32>
+// SHARDED1: shardc.SGDUpdate %[[P0]],
+// SHARDED1: shardc.SGDUpdate %[[P1]],
+// SHARDED1-NOT: mesh.all_gather
+// SHARDED1: return
+
 // Stage 2: no all-reduce; each unit's flattened, padded gradient is
 // reduce-scattered (and averaged) as soon as its last gradient exists:
 // head.scale's before fc.weight's gradient is even computed.
@@ -132,6 +156,20 @@
 // STAGE2: %[[NP1:.*]], %[[NM1:.*]] = shardc.SGDUpdate %[[PS1]], %[[GS1]], %[[M1]], %{{.*}} : tensor<2xf32>, tensor<f32>
 // STAGE2: mesh.all_gather %[[NP1]] {{.*}} : tensor<2xf32> -> tensor<8xf32>
 // STAGE2-NOT: mesh.all_reduce
+
+// SHARDED2-LABEL: func.func @main
+// SHARDED2-SAME: %[[P0:[a-z0-9]+]]: tensor<4xf32> {shardc.flat_params = ["fc.weight", "fc.bias"], shardc.flat_types = [tensor<5x2xf32>, tensor<5xf32>], shardc.param_shard = "unit0"}
+// SHARDED2-SAME: %[[P1:[a-z0-9]+]]: tensor<2xf32> {shardc.flat_params = ["head.scale"], shardc.flat_types = [tensor<5xf32>], shardc.param_shard = "unit1"}
+// SHARDED2-SAME: shardc.reshard_after_forward = 1 : i64
+// SHARDED2: mesh.all_gather %[[P0]] {{.*}} : tensor<4xf32> -> tensor<16xf32>
+// SHARDED2: mesh.all_gather %[[P1]] {{.*}} : tensor<2xf32> -> tensor<8xf32>
+// SHARDED2: mesh.reduce_scatter %{{.*}} : tensor<8xf32> -> tensor<2xf32>
+// SHARDED2: mesh.reduce_scatter %{{.*}} : tensor<16xf32> -> tensor<4xf32>
+// SHARDED2: shardc.SGDUpdate %[[P0]],
+// SHARDED2: shardc.SGDUpdate %[[P1]],
+// SHARDED2-NOT: mesh.all_gather
+// SHARDED2-NOT: mesh.all_reduce
+// SHARDED2: return
 
 // Stage 3: each unit is one shardc.param_shard argument recording its
 // layout; the parameter arguments are gone. A unit is gathered before each

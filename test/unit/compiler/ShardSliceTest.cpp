@@ -2,19 +2,24 @@
 //
 // A small model compiled for 2 ranks at stages 1 and 2, in two wrap units:
 // the first of a weight and its bias, the second of one 2-d weight alone.
-// Each rank's parameter and gradient shards are ShardSlices of the
-// parameters and gradients themselves (no Concat builds the unit's flat
-// buffer first), ZeRO's 1/N gradient average is the updates' grad_scale
-// (no Mul), and the lone weight's all-gather writes straight into it (no op
-// copies the gathered buffer into the parameter). At stage 2 a Concat may
-// only build a reduce-scatter's input. With four units, at most two
-// parameter gathers are in flight.
+// Each unit is one whole buffer on every rank, of which only the rank's
+// shard (a view) is current between steps: the step gathers the unit around
+// it in place, once, in forward, keeps it through backward and updates the
+// shard in place. At stage 1 each rank's
+// gradient shards are ShardSlices of the all-reduced gradients themselves
+// (no Concat builds the unit's flat buffer first), ZeRO's 1/N gradient
+// average is the updates' grad_scale (no Mul), and a Concat may only build a
+// reduce-scatter's input (stage 2). With four units, every gather starts
+// before the first gradient reduction: the gathers overlap forward, not the
+// reductions of backward. Computing in bfloat16, a unit is gathered from
+// a cast of its shard: then the shard is a buffer of its own.
 //
 //===----------------------------------------------------------------------===//
 #include "test/unit/compiler/CompileToPlan.h"
 
 #include <map>
 #include <set>
+#include <vector>
 
 using namespace shardc;
 
@@ -51,44 +56,82 @@ TEST_P(ShardSlices, ShardTheUnitsPartsAndGatherInPlace) {
   const plan::Plan &p = compiled.plan();
   ASSERT_EQ(p.units_size(), 2);
 
-  int32_t head = -1;
-  for (int32_t i = 0; i < p.buffers_size(); ++i)
-    if (p.buffers(i).kind() == plan::PARAMETER &&
-        p.buffers(i).name() == "head_weight")
-      head = i;
-  ASSERT_GE(head, 0);
+  // No parameter is a buffer of its own: each unit is one shard buffer.
+  for (const plan::Buffer &b : p.buffers()) {
+    if (b.kind() == plan::PARAMETER) {
+      EXPECT_TRUE(b.name() != "fc1_weight" && b.name() != "fc1_bias" &&
+                  b.name() != "head_weight")
+          << b.name();
+    }
+  }
+  // Each unit is whole: every rank holds all of it, its shard is a view of
+  // its block, the unit's one gather fills the buffer around the view in
+  // place, and the update writes the view in place (no copy).
+  std::map<int32_t, int32_t> unitOfView; // shard view -> unit buffer
+  for (const plan::FlatUnit &u : p.units()) {
+    ASSERT_GE(u.buffer(), 0) << u.name();
+    EXPECT_TRUE(u.whole()) << u.name();
+    const plan::Buffer &b = p.buffers(u.buffer());
+    EXPECT_EQ(b.kind(), plan::PARAMETER) << u.name();
+    EXPECT_LE(b.shard_count(), 1) << u.name();
+    ASSERT_EQ(b.shape_size(), 1) << u.name();
+    EXPECT_EQ(b.shape(0), u.padded_elements()) << u.name();
+    for (int32_t i = 0; i < p.buffers_size(); ++i) {
+      const plan::Buffer &v = p.buffers(i);
+      if (!v.is_alias() || v.alias_of() != u.buffer() ||
+          v.alias_shard_stride() == 0)
+        continue;
+      EXPECT_EQ(v.alias_offset(), 0u) << v.name();
+      EXPECT_EQ(v.alias_shard_stride(), u.padded_elements() / 2 * 4)
+          << v.name();
+      EXPECT_EQ(unitOfView.count(i), 0u);
+      unitOfView[i] = u.buffer();
+    }
+  }
+  EXPECT_EQ(unitOfView.size(), 2u);
+  std::map<int32_t, int> gathersInto, updatesOf;
   // Stage 2's reduce-scatters still read the unit's gradients concatenated.
   std::set<int32_t> reduced;
   for (const plan::Op &op : p.ops())
     if (op.type() == "ReduceScatterStart")
       reduced.insert(op.inputs(0));
-  int slices = 0, gathersIntoHead = 0, updates = 0;
+  int slices = 0, gathers = 0, updates = 0;
   for (const plan::Op &op : p.ops()) {
     if (op.type() == "Concat")
       EXPECT_TRUE(reduced.count(op.outputs(0))) << op.name();
     EXPECT_NE(op.type(), "Mul") << op.name();
     if (op.type() == "ShardSlice") {
       ++slices;
-      // The first unit's shards read its two parameters (or gradients).
+      // The first unit's shard reads its two gradients.
       EXPECT_TRUE(op.inputs_size() == 1 || op.inputs_size() == 2) << op.name();
     }
     if (op.type() == "AdamUpdate") {
       ++updates;
       EXPECT_GE(op.inputs(5), 0) << op.name() << " has no grad_scale";
+      EXPECT_EQ(op.outputs(0), op.inputs(0)) << op.name() << " copies";
+      ++updatesOf[op.outputs(0)];
     }
-    for (int32_t out : op.outputs())
-      if (out == head) {
-        EXPECT_TRUE(op.type() == "AllGatherStart" ||
-                    op.type() == "CollectiveWait")
-            << op.type() << " '" << op.name() << "' writes head_weight";
-        gathersIntoHead += op.type() == "AllGatherStart";
-      }
+    if (op.type() == "AllGatherStart") {
+      ++gathers;
+      auto unit = unitOfView.find(op.inputs(0));
+      ASSERT_NE(unit, unitOfView.end()) << op.name();
+      EXPECT_EQ(op.outputs(0), unit->second) << op.name();
+      ++gathersInto[unit->second];
+    } else if (op.type() != "CollectiveWait") {
+      for (int32_t out : op.outputs())
+        if (unitOfView.count(out))
+          EXPECT_EQ(op.type(), "AdamUpdate") << op.name() << " writes a shard";
+    }
   }
-  // Stage 1 slices the parameters and the gradients of both units; stage 2
-  // reduce-scatters the gradients.
-  EXPECT_EQ(slices, GetParam() == 1 ? 4 : 2);
+  for (auto [view, unit] : unitOfView) {
+    EXPECT_EQ(gathersInto[unit], 1) << p.buffers(unit).name();
+    EXPECT_EQ(updatesOf[view], 1) << p.buffers(view).name();
+  }
+  // Stage 1 slices the gradients of both units; stage 2 reduce-scatters
+  // them. Each unit is gathered once.
+  EXPECT_EQ(slices, GetParam() == 1 ? 2 : 0);
   EXPECT_EQ(updates, 2);
-  EXPECT_EQ(gathersIntoHead, 1);
+  EXPECT_EQ(gathers, 2);
   llvm::sys::fs::remove_directories(compiled.dir);
 }
 
@@ -115,10 +158,10 @@ g (float[4, 4] x, int64[4] y,
 }
 )";
 
-// Four wrap units: at most two gathers of updated shards are in flight at
-// any point of the step, and each gathered buffer is read for the last
-// time (its parameters taken out) before the gather two later starts.
-TEST_P(ShardSlices, AtMostTwoParameterGathersInFlight) {
+// Four wrap units: each is gathered once, in forward, before the first
+// gradient reduction starts, and no gather follows an update (the updated
+// shards are gathered by the next step's forward).
+TEST_P(ShardSlices, GathersRunInForward) {
   TrainPipelineOptions opts;
   opts.optimizer = OptimizerKind::Adam;
   opts.worldSize = 2;
@@ -128,29 +171,79 @@ TEST_P(ShardSlices, AtMostTwoParameterGathersInFlight) {
   ASSERT_NO_FATAL_FAILURE(test::compileToPlan(kDeepModel, opts, compiled));
   const plan::Plan &p = compiled.plan();
   ASSERT_EQ(p.units_size(), 4);
-  // The root buffer of each gather's result, and where each root is read.
-  auto rootOf = [&](int32_t b) {
-    return p.buffers(b).is_alias() ? p.buffers(b).alias_of() : b;
-  };
-  std::vector<int32_t> gathered;
-  std::vector<size_t> startAt;
-  std::map<int32_t, size_t> lastRead;
+  std::vector<size_t> gathers;
+  size_t firstReduction = p.ops_size(), firstUpdate = p.ops_size();
   for (size_t i = 0; i < static_cast<size_t>(p.ops_size()); ++i) {
-    const plan::Op &op = p.ops(i);
-    if (op.type() == "AllGatherStart") {
-      gathered.push_back(op.outputs(0));
-      startAt.push_back(i);
-    }
-    if (op.type() != "AllGatherStart")
-      for (int32_t in : op.inputs())
-        if (in >= 0)
-          lastRead[rootOf(in)] = i;
+    const std::string &type = p.ops(i).type();
+    if (type == "AllGatherStart")
+      gathers.push_back(i);
+    if ((type == "AllReduceStart" || type == "ReduceScatterStart") &&
+        firstReduction == static_cast<size_t>(p.ops_size()))
+      firstReduction = i;
+    if (type == "AdamUpdate" &&
+        firstUpdate == static_cast<size_t>(p.ops_size()))
+      firstUpdate = i;
   }
-  ASSERT_EQ(gathered.size(), 4u);
-  for (size_t k = 0; k + 2 < gathered.size(); ++k)
-    EXPECT_LT(lastRead[gathered[k]], startAt[k + 2])
-        << "gather " << k << " is still read when gather " << k + 2
-        << " starts";
+  ASSERT_EQ(gathers.size(), 4u);
+  ASSERT_LT(firstReduction, static_cast<size_t>(p.ops_size()));
+  for (size_t k = 0; k < gathers.size(); ++k) {
+    EXPECT_LT(gathers[k], firstReduction) << "gather " << k;
+    EXPECT_LT(gathers[k], firstUpdate) << "gather " << k;
+  }
+  llvm::sys::fs::remove_directories(compiled.dir);
+}
+
+// The updates that move past the last gradient reduction to overlap it are
+// the latest ones only, about as many elements as it sends (here one of
+// the first unit's gradients, with a bucket per gradient at stage 1): the
+// others keep their places, freeing their reduced gradients early.
+TEST(ShardSlicesStage1, OnlyTheLatestUpdatesWaitForTheLastReduction) {
+  TrainPipelineOptions opts;
+  opts.optimizer = OptimizerKind::Adam;
+  opts.worldSize = 2;
+  opts.stage = 1;
+  opts.minNumParams = 20;   // one layer a unit
+  opts.bucketCapMb = 1e-06; // a bucket per gradient
+  test::CompiledPlan compiled;
+  ASSERT_NO_FATAL_FAILURE(test::compileToPlan(kDeepModel, opts, compiled));
+  const plan::Plan &p = compiled.plan();
+  ASSERT_EQ(p.units_size(), 4);
+  int lastReduction = -1;
+  for (int i = 0; i < p.ops_size(); ++i)
+    if (p.ops(i).type() == "AllReduceStart" ||
+        p.ops(i).type() == "ReduceScatterStart")
+      lastReduction = i;
+  ASSERT_GE(lastReduction, 0);
+  int before = 0, after = 0;
+  for (int i = 0; i < p.ops_size(); ++i)
+    if (p.ops(i).type() == "AdamUpdate")
+      ++(i < lastReduction ? before : after);
+  EXPECT_GE(before, 1) << "every update waits for the last reduction";
+  // The first unit's own update, and at least one more to overlap.
+  EXPECT_GE(after, 2);
+  llvm::sys::fs::remove_directories(compiled.dir);
+}
+
+// With bfloat16 compute the gathered unit is a cast of the shard, not the
+// shard's own buffer: the unit's parameter buffer holds the shards.
+TEST(ShardSlicesMixedPrecision, CastGathersKeepShardBuffers) {
+  TrainPipelineOptions opts;
+  opts.optimizer = OptimizerKind::Adam;
+  opts.worldSize = 2;
+  opts.stage = 1;
+  opts.paramDtype = Precision::Bf16;
+  opts.minNumParams = 24;
+  test::CompiledPlan compiled;
+  ASSERT_NO_FATAL_FAILURE(test::compileToPlan(kModel, opts, compiled));
+  const plan::Plan &p = compiled.plan();
+  ASSERT_EQ(p.units_size(), 2);
+  for (const plan::FlatUnit &u : p.units()) {
+    ASSERT_GE(u.buffer(), 0) << u.name();
+    EXPECT_FALSE(u.whole()) << u.name();
+    EXPECT_EQ(p.buffers(u.buffer()).shard_count(), 2) << u.name();
+  }
+  for (const plan::Buffer &b : p.buffers())
+    EXPECT_EQ(b.alias_shard_stride(), 0u) << b.name();
   llvm::sys::fs::remove_directories(compiled.dir);
 }
 

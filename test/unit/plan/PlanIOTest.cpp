@@ -15,6 +15,7 @@
 #include <functional>
 #include <limits>
 #include <sys/stat.h>
+#include <tuple>
 #include <unistd.h>
 
 using namespace shardc;
@@ -1066,13 +1067,52 @@ void buildShardedPlan(PlanWriter &w) {
   b->add_shape(5);
 }
 
-/// Loads the sharded plan, edited by `mutate`, as rank 1: the loader's
-/// error ("" when it is accepted) and the plan directory it named.
+/// The same unit at ZeRO stage 1, whole: unit0 (PARAMETER f32 [8], every
+/// rank all of it) and the rank's shard of it, a view of 4 elements with a
+/// shard stride of 16 bytes; out = Relu(shard).
+void buildWholeUnitPlan(PlanWriter &w) {
+  std::vector<float> data = {1, 2, 3, 4, 5, 6, 7, 8};
+  int32_t u = cantFail(
+      w.addDataBuffer("unit0", rt::DType::F32, {8}, PARAMETER,
+                      bytesOf(data.data(), data.size() * sizeof(float))));
+  int32_t shard = w.addBuffer("unit0:shard", rt::DType::F32, {4}, TEMP);
+  int32_t out = w.addBuffer("out", rt::DType::F32, {4}, TEMP);
+  Plan &p = w.plan();
+  Buffer *view = p.mutable_buffers(shard);
+  view->set_is_alias(true);
+  view->set_alias_of(u);
+  view->set_alias_shard_stride(16);
+  p.set_world_size(2);
+  p.set_zero_stage(1);
+  Op *relu = p.add_ops();
+  relu->set_type("Relu");
+  relu->set_name("act");
+  relu->add_inputs(shard);
+  relu->add_outputs(out);
+  p.add_outputs(out);
+  FlatUnit *unit = p.add_units();
+  unit->set_name("unit0");
+  unit->set_buffer(u);
+  unit->set_whole(true);
+  unit->set_padded_elements(8);
+  for (auto [name, offset, size] :
+       {std::tuple{"a", 0, 3}, std::tuple{"b", 3, 5}}) {
+    FlatParam *fp = unit->add_params();
+    fp->set_name(name);
+    fp->set_offset(offset);
+    fp->add_shape(size);
+  }
+}
+
+/// Loads the sharded plan (or the one `build` makes), edited by `mutate`,
+/// as rank 1: the loader's error ("" when it is accepted) and the plan
+/// directory it named.
 std::pair<std::string, std::string>
-loadMutatedShardedPlan(const std::function<void(Plan &)> &mutate) {
+loadMutatedShardedPlan(const std::function<void(Plan &)> &mutate,
+                       void (*build)(PlanWriter &) = buildShardedPlan) {
   TempDir dir;
   PlanWriter w;
-  buildShardedPlan(w);
+  build(w);
   EXPECT_EQ(errorText(w.write(dir.str())), "");
   Plan p;
   EXPECT_TRUE(p.ParseFromString(readFile(dir.file(kPlanFile))));
@@ -1084,8 +1124,9 @@ loadMutatedShardedPlan(const std::function<void(Plan &)> &mutate) {
 }
 
 void expectShardedRejected(const std::function<void(Plan &)> &mutate,
-                           std::initializer_list<llvm::StringRef> parts) {
-  auto [msg, dir] = loadMutatedShardedPlan(mutate);
+                           std::initializer_list<llvm::StringRef> parts,
+                           void (*build)(PlanWriter &) = buildShardedPlan) {
+  auto [msg, dir] = loadMutatedShardedPlan(mutate, build);
   ASSERT_NE(msg, "") << "the plan was accepted";
   EXPECT_NE(msg.find(dir), std::string::npos) << msg;
   for (llvm::StringRef part : parts)
@@ -1409,6 +1450,42 @@ TEST(PlanIOTest, RejectsUnitBufferMismatch) {
       {"unit 0 'unit0'", "buffer 1 'out'", "a TEMP buffer, not a PARAMETER"});
   expectShardedRejected([](Plan &p) { *p.add_units() = p.units(0); },
                         {"unit 1 'unit0'", "belongs to another unit too"});
+}
+
+TEST(PlanIOTest, LoadsWholeUnitWithShardViews) {
+  EXPECT_EQ(loadMutatedShardedPlan([](Plan &) {}, buildWholeUnitPlan).first,
+            "");
+  // Every shard's block of the view stays inside the unit, apart.
+  expectShardedRejected(
+      [](Plan &p) { p.mutable_buffers(1)->set_alias_shard_stride(20); },
+      {"buffer 1 'unit0:shard'", "view [20, +16) leaves buffer 0 'unit0'"},
+      buildWholeUnitPlan);
+  expectShardedRejected(
+      [](Plan &p) { p.mutable_buffers(1)->set_alias_shard_stride(8); },
+      {"buffer 1 'unit0:shard'", "shard stride 8 of a view of 16 bytes",
+       "overlaps"},
+      buildWholeUnitPlan);
+  expectShardedRejected(
+      [](Plan &p) {
+        p.mutable_buffers(1)->set_alias_offset(16);
+        p.mutable_buffers(1)->set_alias_shard_stride(~0ull - 7);
+      },
+      {"buffer 1 'unit0:shard'", "overflows"}, buildWholeUnitPlan);
+  // A whole unit holds all its elements, in a multiple of the shards.
+  expectShardedRejected(
+      [](Plan &p) { p.mutable_units(0)->set_padded_elements(16); },
+      {"unit 0 'unit0'", "a whole unit of padded_elements 16",
+       "1 shard(s) of 8 elements"},
+      buildWholeUnitPlan);
+  expectShardedRejected([](Plan &p) { p.mutable_units(0)->set_whole(true); },
+                        {"unit 0 'unit0'", "a whole unit of padded_elements 8",
+                         "2 shard(s) of 4 elements"});
+  expectShardedRejected(
+      [](Plan &p) {
+        p.mutable_units(0)->set_buffer(-1);
+        p.mutable_units(0)->set_whole(true);
+      },
+      {"unit 0 'unit0'", "a whole unit needs its parameter buffer"});
 }
 
 TEST(PlanIOTest, RejectsShardCountOtherThanWorldSize) {
