@@ -477,9 +477,10 @@ def ZeroConfig : Pass<"shardc-zero-config", "mlir::ModuleOp"> {
     gradients for memory planning (`shardc.category`; an op that also yields
     activation gradients, like BatchNormGrad, lists its parameter-gradient
     results in `shardc.grad_results`). The `shardc-zero` pipeline runs it, then
-    per stage: 0: bucket-gradients; 1: bucket-gradients, partition-optimizer,
-    shard-parameters; 2 and 3: partition-optimizer, reduce-scatter-gradients,
-    shard-parameters. Between steps the parameters are shards at stages 1-3;
+    per stage: 0: bucket-gradients; 1-3: partition-optimizer,
+    reduce-scatter-gradients (at stage 1 with accumulate-unsharded: whole
+    gradients over micro-batches, DeepSpeed's ZeRO-1), shard-parameters.
+    Between steps the parameters are shards at stages 1-3;
     stages 1 and 2 record `shardc.reshard_after_forward = 1`, so that each
     unit, gathered in forward, stays whole through its last use in backward
     (FSDP's SHARD_GRAD_OP).
@@ -512,10 +513,10 @@ def ZeroConfig : Pass<"shardc-zero-config", "mlir::ModuleOp"> {
            "Number of ranks the step runs on (default 1, at most 2^20)",
            "[1, 1048576]">,
     BoundedOption<"stage", "zero-stage", "int64_t", /*default=*/"3",
-           "0: DDP (all-reduce), 1: shard optimizer state and, between "
-           "steps, parameters; all-reduce gradients (OSS), 2: reduce-scatter "
-           "gradients (SHARD_GRAD_OP), 3: also free the parameters after "
-           "forward (FULL_SHARD); default 3",
+           "0: DDP (all-reduce), 1: shard optimizer state (OSS, ZeRO-1; "
+           "gradients reduce-scattered once per step), 2: also gradients "
+           "every micro-batch (SHARD_GRAD_OP), 3: also free the parameters "
+           "after forward (FULL_SHARD); default 3",
            "[0, 3]">,
     BoundedOption<"hybridShard", "hybrid-shard", "int64_t", /*default=*/"0",
            "Hybrid sharding (HYBRID_SHARD, hpZ): shard within groups of this "
@@ -537,7 +538,7 @@ def ZeroConfig : Pass<"shardc-zero-config", "mlir::ModuleOp"> {
 def BucketGradients : Pass<"shardc-bucket-gradients", "mlir::ModuleOp"> {
   let summary = "Average gradients over ranks with bucketed all-reduces (DDP)";
   let description = [{
-    Stages 0 and 1: gradients, in the order backward produces them, are
+    Stage 0 (DDP): gradients, in the order backward produces them, are
     packed into flat buckets of at most bucket-cap-mb; each bucket is summed
     with `mesh.all_reduce` as soon as its last gradient exists; every
     gradient is sliced back out and averaged (times 1/N) where its update
@@ -557,7 +558,7 @@ def BucketGradients : Pass<"shardc-bucket-gradients", "mlir::ModuleOp"> {
   }];
   let options = [
     BoundedOption<"bucketCapMb", "bucket-cap-mb", "double", /*default=*/"25",
-           "Largest gradient all-reduce bucket in MiB (stages 0, 1; default "
+           "Largest gradient all-reduce bucket in MiB (stage 0; default "
            "25, at most 2^20); within it the cost model sizes the buckets",
            "(0, 1048576]">,
     Option<"costModel", "cost-model", "std::string", /*default=*/"\"\"",
@@ -606,7 +607,7 @@ def ReduceScatterGradients
     : Pass<"shardc-reduce-scatter-gradients", "mlir::ModuleOp"> {
   let summary = "Gradient shards by reduce-scatter as soon as a unit is complete";
   let description = [{
-    Stages 2 and 3: the gradient shard partition-optimizer sliced from a
+    Stages 1-3: the gradient shard partition-optimizer sliced from a
     unit's full gradient becomes a `mesh.reduce_scatter` of the unit's
     flattened, padded local gradient, issued right after the unit's last
     gradient is produced, and averaged over ranks. A rank keeps only its
@@ -619,7 +620,10 @@ def ReduceScatterGradients
     sum and at most two shards), at K reduce-scatters per unit and step.
     With `accumulate-unsharded` the gradients' running sums are kept whole
     and reduce-scattered once per step instead (1/K of the bytes, one
-    unsharded gradient per rank).
+    unsharded gradient per rank): what the shardc-zero pipeline does at
+    stage 1 (a rank reads only its shard of the summed gradients, so it
+    receives only that shard: ZeRO's communication volume, as DP's, not an
+    all-reduce).
 
     Before: `%gs = mesh.all_slice %g_flat ... {shardc.grad_shard_of = "unit0"}` (before the update)
     After (right after the unit's last gradient):
@@ -633,7 +637,7 @@ def ReduceScatterGradients
            /*default=*/"false",
            "Stages 2, 3 with grad-accum: accumulate whole local gradients and "
            "reduce-scatter them once per step (fewer bytes, more memory) instead "
-           "of reduce-scattering every micro-batch">,
+           "of reduce-scattering every micro-batch (stage 1 always does)">,
   ];
   let dependentDialects = ["::shardc::ShardcDialect", "::mlir::mesh::MeshDialect"];
 }

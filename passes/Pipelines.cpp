@@ -20,15 +20,21 @@ template <typename OptionsT>
 static void addZeroPasses(OpPassManager &pm, const OptionsT &options) {
   pm.addPass(createZeroConfig(getZeroConfigOptions(options)));
   int64_t stage = options.stage;
-  if (stage <= 1)
+  if (stage == 0) {
     pm.addPass(createBucketGradients(getBucketGradientsOptions(options)));
-  if (stage >= 1)
-    pm.addPass(createPartitionOptimizer());
-  if (stage >= 2)
-    pm.addPass(createReduceScatterGradients(
-        getReduceScatterGradientsOptions(options)));
-  if (stage >= 1)
-    pm.addPass(createShardParameters());
+    return;
+  }
+  pm.addPass(createPartitionOptimizer());
+  // A rank updates only its shard, so it needs only its shard of the summed
+  // gradients: a reduce-scatter (ZeRO's communication volume, as DP's),
+  // not an all-reduce. Stage 1 keeps whole gradients over micro-batches
+  // (DeepSpeed's ZeRO-1) and reduce-scatters them once per step; stage 2
+  // shards them every micro-batch, unless accumulate-unsharded.
+  ReduceScatterGradientsOptions reduce =
+      getReduceScatterGradientsOptions(options);
+  reduce.accumulateUnsharded |= stage == 1;
+  pm.addPass(createReduceScatterGradients(reduce));
+  pm.addPass(createShardParameters());
 }
 
 void buildZeroPipeline(OpPassManager &pm, const ZeroPipelineOptions &options) {

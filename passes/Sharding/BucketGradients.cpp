@@ -1,6 +1,6 @@
 //===- BucketGradients.cpp - Bucketed all-reduce of gradients -------------===//
 //
-// ZeRO stages 0 and 1 (DDP): gradients are packed, in the order backward
+// ZeRO stage 0 (DDP): gradients are packed, in the order backward
 // produces them, into flat buckets of at most bucket-cap-mb; each bucket is
 // summed over ranks with mesh.all_reduce as soon as its last gradient
 // exists, and every gradient is sliced back out and averaged where its

@@ -9,11 +9,11 @@
 // update per unit replaces the per-parameter ones, and mesh.all_gather
 // rebuilds the full parameters from the updated shards.
 //
-// The gradient shard is sliced from the full gradients (already averaged at
-// stage 1 by bucket-gradients); shardc-reduce-scatter-gradients turns that
-// slice into a reduce-scatter at stages 2 and 3, and shardc-shard-parameters
-// replaces the parameter slice and rebuild by a sharded parameter (at every
-// stage >= 1 in the shardc-zero pipeline).
+// The gradient shard is sliced from the full gradients (averaged first by
+// bucket-gradients where a pipeline runs it before this pass);
+// shardc-reduce-scatter-gradients turns that slice into a reduce-scatter, and
+// shardc-shard-parameters replaces the parameter slice and rebuild by a
+// sharded parameter (both at every stage >= 1 in the shardc-zero pipeline).
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"

@@ -1,6 +1,6 @@
 //===- ReduceScatterGradients.cpp - Gradient shards by reduce-scatter -----===//
 //
-// ZeRO stages 2 and 3: the slice of a wrap unit's full gradient that
+// ZeRO stages 1-3: the slice of a wrap unit's full gradient that
 // shardc-partition-optimizer took for this rank becomes a mesh.reduce_scatter
 // of the unit's flattened, padded local gradient, issued as soon as the
 // unit's last gradient is produced and averaged over ranks; a rank never
@@ -14,8 +14,8 @@
 // micro-batch's backward has produced them, and the shards are summed: a
 // rank holds one micro-batch's local gradients at a time, the sum and at
 // most two shards (K times the bytes of one reduce-scatter). With
-// accumulate-unsharded the running sums stay whole and are reduce-scattered
-// once per step.
+// accumulate-unsharded (always at stage 1, DeepSpeed's ZeRO-1) the running
+// sums stay whole and are reduce-scattered once per step.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"

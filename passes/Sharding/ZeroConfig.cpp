@@ -9,11 +9,9 @@
 // inserted between the two) and marks the parameter gradients as gradients
 // for memory planning. The `shardc-zero` pipeline runs it, then per stage:
 //
-//   stage 0  shardc-bucket-gradients
-//   stage 1  shardc-bucket-gradients, shardc-partition-optimizer
-//   stage 2  shardc-partition-optimizer, shardc-reduce-scatter-gradients
-//   stage 3  shardc-partition-optimizer, shardc-reduce-scatter-gradients,
-//            shardc-shard-parameters
+//   stage 0    shardc-bucket-gradients
+//   stage 1-3  shardc-partition-optimizer, shardc-reduce-scatter-gradients
+//              (stage 1: accumulate-unsharded), shardc-shard-parameters
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"

@@ -5,8 +5,7 @@ N = 4 ranks in groups of G = 2, at ZeRO stages 1, 2 and 3. For each stage:
 
   - memory: the predicted parameter, gradient and optimizer-state bytes per
     rank are those of the same stage on G ranks (the ZeRO formula with N
-    replaced by G; at stage 1 both plans get a cost model whose link latency
-    makes their gradient buckets alike); the communication buffers may
+    replaced by G); the communication buffers may
     differ by the cross-group all-reduce; the executor measures exactly the
     predicted peaks (--report-memory);
   - the trace: every all-gather and reduce-scatter runs within a group
@@ -57,31 +56,25 @@ def check_trace(name, path, steps, stage):
         if not gathers or len(gathers) % steps:
             fail("%s: rank %d: %d all-gathers within the group in %d steps" %
                  (name, rank, len(gathers), steps))
-        if stage == 1:
-            # Gradient buckets are all-reduced over every rank (besides the
-            # loss average), and the optimizer shards live in the group.
-            if scatters or across or len(world) <= steps:
-                fail("%s: rank %d: %d reduce-scatters, %d all-reduces across "
-                     "groups and %d over every rank (the buckets and the loss "
-                     "expected)" % (name, rank, len(scatters), len(across),
-                                    len(world)))
-        else:
-            if not scatters or len(across) != len(scatters):
-                fail("%s: rank %d: %d reduce-scatters within the group, %d "
-                     "all-reduces across groups (one per shard)" %
-                     (name, rank, len(scatters), len(across)))
-            # A unit's reduce-scatter moves G shards of it; its all-reduce
-            # across groups one shard.
-            if sorted(b // G for b in scatters) != sorted(across):
-                fail("%s: rank %d: reduce-scatter bytes %s do not match the "
-                     "cross-group all-reduce bytes %s (G = %d)" %
-                     (name, rank, scatters, across, G))
-            # The loss average of each step, and before step 1 the ranks'
-            # agreement that every one set the plan up.
-            if len(world) != steps + 1 or any(b != 4 for b in world):
-                fail("%s: rank %d: all-reduces over every rank: %s (the "
-                     "setup agreement and the loss average, 4 bytes each, "
-                     "once and once per step, expected)" % (name, rank, world))
+        # Every stage reduce-scatters the gradients within the group (stage
+        # 1 too: a rank updates only its shard) and all-reduces each shard
+        # across the groups.
+        if not scatters or len(across) != len(scatters):
+            fail("%s: rank %d: %d reduce-scatters within the group, %d "
+                 "all-reduces across groups (one per shard)" %
+                 (name, rank, len(scatters), len(across)))
+        # A unit's reduce-scatter moves G shards of it; its all-reduce
+        # across groups one shard.
+        if sorted(b // G for b in scatters) != sorted(across):
+            fail("%s: rank %d: reduce-scatter bytes %s do not match the "
+                 "cross-group all-reduce bytes %s (G = %d)" %
+                 (name, rank, scatters, across, G))
+        # The loss average of each step, and before step 1 the ranks'
+        # agreement that every one set the plan up.
+        if len(world) != steps + 1 or any(b != 4 for b in world):
+            fail("%s: rank %d: all-reduces over every rank: %s (the "
+                 "setup agreement and the loss average, 4 bytes each, "
+                 "once and once per step, expected)" % (name, rank, world))
         # Over every rank besides: the plan digest's exchange before the
         # first step (all-gathers) and barriers.
         unexpected = set(kinds) - {("allgather", "axis 1", G),
@@ -128,15 +121,11 @@ def main():
         ddp_log, _ = train(ddp, "ddp")
         for stage in (1, 2, 3):
             name = "stage %d, %d ranks in groups of %d" % (stage, N, G)
-            # Stage 1 all-reduces gradient buckets over all N ranks, and the
-            # cost model sizes buckets by the ranks they span: a link latency
-            # that dwarfs everything else makes it split N and G ranks alike.
-            same = ["--cost-model", "link-latency=1"] if stage == 1 else []
             # A hybrid step's updates wait for the all-reduce across the
             # groups, which runs to the end of backward: --early-updates
             # moves no update there, but does in the plain step, which then
             # holds fewer gradient shards at once. Compare like with like.
-            same += ["--early-updates=false"]
+            same = ["--early-updates=false"]
             hybrid, mem = compile_plan(
                 "hybrid%d" % stage, ["--world-size", str(N), "--zero-stage",
                                      str(stage), "--hybrid-shard", str(G)] + same)
@@ -161,9 +150,9 @@ def main():
                 fail("%s: %d steps logged" % (name, len(log)))
             print("ok: %s: params/grads/opt_state %d/%d/%d bytes = stage %d on "
                   "%d ranks; comm %d bytes (%+d); per step %d all-gathers and "
-                  "%d gradient reductions (stage 1: all-reduces over every "
-                  "rank; else reduce-scatters within the group, each followed "
-                  "by an all-reduce across); losses = DDP's to 1e-5" %
+                  "%d gradient reductions (reduce-scatters within the group, "
+                  "each followed by an all-reduce across); losses = DDP's to "
+                  "1e-5" %
                   (name, mem["params"], mem["grads"], mem["opt_state"], stage,
                    G, mem["comm"], mem["comm"] - small["comm"], gathers,
                    scatters))

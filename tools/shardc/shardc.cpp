@@ -743,8 +743,9 @@ int main(int argc, char **argv) {
   if (pipeline.accumulateUnsharded &&
       (pipeline.gradAccum <= 1 || pipeline.stage < 2 || !pipeline.shards()))
     return fail("--accumulate-unsharded chooses how --zero-stage 2 or 3 "
-                "accumulates gradients: give --grad-accum K (K > 1) and a "
-                "sharded step at stage 2 or 3");
+                "accumulates gradients (stage 1 always accumulates them "
+                "whole): give --grad-accum K (K > 1) and a sharded step at "
+                "stage 2 or 3");
   if (pipeline.hybridShard > 0 && !pipeline.shards())
     return fail("--hybrid-shard G shards within groups of G of the job's "
                 "ranks: give --world-size N (a multiple of G) and "

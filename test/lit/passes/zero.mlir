@@ -114,6 +114,8 @@
 // each unit is gathered where forward first reads it and kept through
 // backward (one gather per unit and step, as at stage 3 with
 // reshard-after-forward=false); the updates write the shards in place.
+// Each unit's gradients are reduce-scattered (a rank reads only its shard
+// of their sum), once per step: no all-reduce.
 // SHARDED1-LABEL: func.func @main
 // SHARDED1-SAME: %[[P0:[a-z0-9]+]]: tensor<4xf32> {shardc.flat_params = ["fc.weight", "fc.bias"], shardc.flat_types = [tensor<5x2xf32>, tensor<5xf32>], shardc.param_shard = "unit0"}
 // SHARDED1-SAME: %[[P1:[a-z0-9]+]]: tensor<2xf32> {shardc.flat_params = ["head.scale"], shardc.flat_types = [tensor<5xf32>], shardc.param_shard = "unit1"}
@@ -124,7 +126,9 @@
 // SHARDED1: %[[S:.*]] = shardc.Slice %[[FULL1]]
 // SHARDED1: shardc.Mul %{{.*}}, %[[S]] :
 // SHARDED1: shardc.Mul %[[S]], %{{.*}} {shardc.backward}
-// SHARDED1: mesh.all_reduce %{{.*}} : tensor<20xf32> -> tensor<20xf32>
+// SHARDED1: mesh.reduce_scatter %{{.*}} : tensor<8xf32> -> tensor<2xf32>
+// SHARDED1: mesh.reduce_scatter %{{.*}} : tensor<16xf32> -> tensor<4xf32>
+// SHARDED1-NOT: mesh.all_reduce
 // SHARDED1: shardc.SGDUpdate %[[P0]],
 // SHARDED1: shardc.SGDUpdate %[[P1]],
 // SHARDED1-NOT: mesh.all_gather
@@ -271,12 +275,16 @@
 // HYBRID2: mesh.reduce_scatter %{{.*}} mesh_axes = [1] {{.*}} : tensor<16xf32> -> tensor<8xf32>
 // HYBRID2: mesh.all_reduce %{{.*}} mesh_axes = [0] {{.*}} : tensor<8xf32> -> tensor<8xf32>
 // HYBRID2: mesh.all_gather %{{.*}} mesh_axes = [1] gather_axis = 0 {{.*}} : tensor<8xf32> -> tensor<16xf32>
-// Stage 1: gradients are all-reduced over every rank (both axes), the
-// optimizer state is sharded within the group.
+// Stage 1: the gradient path of stage 2 (reduce-scattered within the
+// group, the shard all-reduced across the groups); the optimizer state is
+// sharded and the units gathered within the group.
 // HYBRID1: mesh.mesh @world(shape = 2x2)
-// HYBRID1: mesh.all_reduce %{{.*}} on @world mesh_axes = [0, 1] {{.*}} : tensor<20xf32> -> tensor<20xf32>
-// HYBRID1: mesh.all_slice %{{.*}} on @world mesh_axes = [1] slice_axis = 0 {{.*}} : tensor<16xf32> -> tensor<8xf32>
 // HYBRID1: mesh.all_gather %{{.*}} on @world mesh_axes = [1] gather_axis = 0 {{.*}} : tensor<8xf32> -> tensor<16xf32>
+// HYBRID1: mesh.reduce_scatter %{{.*}} mesh_axes = [1] {{.*}} : tensor<6xf32> -> tensor<3xf32>
+// HYBRID1: mesh.all_reduce %{{.*}} mesh_axes = [0] {{.*}} : tensor<3xf32> -> tensor<3xf32>
+// HYBRID1: mesh.reduce_scatter %{{.*}} mesh_axes = [1] {{.*}} : tensor<16xf32> -> tensor<8xf32>
+// HYBRID1: mesh.all_reduce %{{.*}} mesh_axes = [0] {{.*}} : tensor<8xf32> -> tensor<8xf32>
+// HYBRID1-NOT: mesh.all_slice
 func.func @main(%arg0: tensor<2x2xf32> {shardc.input = "x"}, %arg1: tensor<5x2xf32> {shardc.param = "fc.weight", shardc.unit = 0 : i64}, %arg2: tensor<5xf32> {shardc.param = "fc.bias", shardc.unit = 0 : i64}, %arg3: tensor<5xf32> {shardc.param = "head.scale", shardc.unit = 1 : i64}, %arg4: tensor<f32> {shardc.state = "optimizer.step"}, %arg5: tensor<5x2xf32> {shardc.state = "fc.weight.momentum_buffer"}, %arg6: tensor<5xf32> {shardc.state = "fc.bias.momentum_buffer"}, %arg7: tensor<5xf32> {shardc.state = "head.scale.momentum_buffer"}) -> (tensor<f32>, tensor<f32> {shardc.updates = 4 : i64}, tensor<5x2xf32> {shardc.updates = 1 : i64}, tensor<5x2xf32> {shardc.updates = 5 : i64}, tensor<5xf32> {shardc.updates = 2 : i64}, tensor<5xf32> {shardc.updates = 6 : i64}, tensor<5xf32> {shardc.updates = 3 : i64}, tensor<5xf32> {shardc.updates = 7 : i64}) attributes {shardc.loss = "loss", shardc.optimizer = "sgd", shardc.output_names = ["loss"]} {
   %0 = shardc.Constant dense<1.000000e+00> : tensor<2x5xf32>
   %1 = shardc.Gemm %arg0, %arg1, %arg2 {transB = true} : (tensor<2x2xf32>, tensor<5x2xf32>, tensor<5xf32>) -> tensor<2x5xf32>

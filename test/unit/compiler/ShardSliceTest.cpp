@@ -5,11 +5,10 @@
 // Each unit is one whole buffer on every rank, of which only the rank's
 // shard (a view) is current between steps: the step gathers the unit around
 // it in place, once, in forward, keeps it through backward and updates the
-// shard in place. At stage 1 each rank's
-// gradient shards are ShardSlices of the all-reduced gradients themselves
-// (no Concat builds the unit's flat buffer first), ZeRO's 1/N gradient
-// average is the updates' grad_scale (no Mul), and a Concat may only build a
-// reduce-scatter's input (stage 2). With four units, every gather starts
+// shard in place. Each unit's gradients are reduce-scattered (no ShardSlice
+// of summed gradients: a rank reads only its shard of the sum), ZeRO's 1/N
+// gradient average is the updates' grad_scale (no Mul), and a Concat may
+// only build a reduce-scatter's input. With four units, every gather starts
 // before the first gradient reduction: the gathers overlap forward, not the
 // reductions of backward. Computing in bfloat16, a unit is gathered from
 // a cast of its shard: then the shard is a buffer of its own.
@@ -90,7 +89,7 @@ TEST_P(ShardSlices, ShardTheUnitsPartsAndGatherInPlace) {
   }
   EXPECT_EQ(unitOfView.size(), 2u);
   std::map<int32_t, int> gathersInto, updatesOf;
-  // Stage 2's reduce-scatters still read the unit's gradients concatenated.
+  // The reduce-scatters read the unit's gradients concatenated.
   std::set<int32_t> reduced;
   for (const plan::Op &op : p.ops())
     if (op.type() == "ReduceScatterStart")
@@ -127,9 +126,9 @@ TEST_P(ShardSlices, ShardTheUnitsPartsAndGatherInPlace) {
     EXPECT_EQ(gathersInto[unit], 1) << p.buffers(unit).name();
     EXPECT_EQ(updatesOf[view], 1) << p.buffers(view).name();
   }
-  // Stage 1 slices the gradients of both units; stage 2 reduce-scatters
-  // them. Each unit is gathered once.
-  EXPECT_EQ(slices, GetParam() == 1 ? 2 : 0);
+  // Both stages reduce-scatter the units' gradients. Each unit is gathered
+  // once.
+  EXPECT_EQ(slices, 0);
   EXPECT_EQ(updates, 2);
   EXPECT_EQ(gathers, 2);
   llvm::sys::fs::remove_directories(compiled.dir);
@@ -193,21 +192,47 @@ TEST_P(ShardSlices, GathersRunInForward) {
   llvm::sys::fs::remove_directories(compiled.dir);
 }
 
+const char *kDeeperModel = R"(<
+  ir_version: 8,
+  opset_import: ["" : 15]
+>
+g (float[4, 4] x, int64[4] y,
+   float[4, 4] w0 = {1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16}, float[4] b0 = {1,2,3,4},
+   float[4, 4] w1 = {1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16}, float[4] b1 = {1,2,3,4},
+   float[4, 4] w2 = {1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16}, float[4] b2 = {1,2,3,4},
+   float[4, 4] w3 = {1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16}, float[4] b3 = {1,2,3,4},
+   float[4, 4] w4 = {1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16}, float[4] b4 = {1,2,3,4},
+   float[4, 4] w5 = {1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16}, float[4] b5 = {1,2,3,4}) => (float loss)
+{
+  h0 = Gemm<transB=1>(x, w0, b0)
+  r0 = Relu(h0)
+  h1 = Gemm<transB=1>(r0, w1, b1)
+  r1 = Relu(h1)
+  h2 = Gemm<transB=1>(r1, w2, b2)
+  r2 = Relu(h2)
+  h3 = Gemm<transB=1>(r2, w3, b3)
+  r3 = Relu(h3)
+  h4 = Gemm<transB=1>(r3, w4, b4)
+  r4 = Relu(h4)
+  logits = Gemm<transB=1>(r4, w5, b5)
+  loss = SoftmaxCrossEntropyLoss(logits, y)
+}
+)";
+
 // The updates that move past the last gradient reduction to overlap it are
-// the latest ones only, about as many elements as it sends (here one of
-// the first unit's gradients, with a bucket per gradient at stage 1): the
-// others keep their places, freeing their reduced gradients early.
-TEST(ShardSlicesStage1, OnlyTheLatestUpdatesWaitForTheLastReduction) {
+// the latest ones only, about as many elements as it sends (the first
+// unit's 20): the others keep their places, freeing their reduced gradients
+// early.
+TEST_P(ShardSlices, OnlyTheLatestUpdatesWaitForTheLastReduction) {
   TrainPipelineOptions opts;
   opts.optimizer = OptimizerKind::Adam;
   opts.worldSize = 2;
-  opts.stage = 1;
-  opts.minNumParams = 20;   // one layer a unit
-  opts.bucketCapMb = 1e-06; // a bucket per gradient
+  opts.stage = GetParam();
+  opts.minNumParams = 20; // one layer a unit
   test::CompiledPlan compiled;
-  ASSERT_NO_FATAL_FAILURE(test::compileToPlan(kDeepModel, opts, compiled));
+  ASSERT_NO_FATAL_FAILURE(test::compileToPlan(kDeeperModel, opts, compiled));
   const plan::Plan &p = compiled.plan();
-  ASSERT_EQ(p.units_size(), 4);
+  ASSERT_EQ(p.units_size(), 6);
   int lastReduction = -1;
   for (int i = 0; i < p.ops_size(); ++i)
     if (p.ops(i).type() == "AllReduceStart" ||
