@@ -932,7 +932,9 @@ def ScheduleCollectives : Pass<"shardc-schedule-collectives", "mlir::ModuleOp"> 
     At stages 1 and 2 an update also follows every read of its unit's
     gathered parameters, since it writes its shard inside them.
     Updates that would run before the step's last gradient reduction starts
-    move after it, to overlap it.
+    move after it, to overlap it; at stages 1 and 2 only the latest of them,
+    together as many elements as that reduction sends (each keeps its
+    reduced gradient alive until it runs).
 
     Before: `%p = shardc.AllGatherStart %u ...` right before its wait and use.
     After (forward-prefetch): the start of unit K+1 sits right after the wait
