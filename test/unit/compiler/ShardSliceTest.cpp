@@ -18,6 +18,7 @@
 
 #include <map>
 #include <set>
+#include <string>
 #include <vector>
 
 using namespace shardc;
@@ -136,38 +137,48 @@ TEST_P(ShardSlices, ShardTheUnitsPartsAndGatherInPlace) {
 
 INSTANTIATE_TEST_SUITE_P(Stages, ShardSlices, ::testing::Values(1, 2));
 
-const char *kDeepModel = R"(<
-  ir_version: 8,
-  opset_import: ["" : 15]
->
-g (float[4, 4] x, int64[4] y,
-   float[4, 4] w0 = {1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16}, float[4] b0 = {1,2,3,4},
-   float[4, 4] w1 = {1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16}, float[4] b1 = {1,2,3,4},
-   float[4, 4] w2 = {1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16}, float[4] b2 = {1,2,3,4},
-   float[4, 4] w3 = {1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16}, float[4] b3 = {1,2,3,4}) => (float loss)
-{
-  h0 = Gemm<transB=1>(x, w0, b0)
-  r0 = Relu(h0)
-  h1 = Gemm<transB=1>(r0, w1, b1)
-  r1 = Relu(h1)
-  h2 = Gemm<transB=1>(r1, w2, b2)
-  r2 = Relu(h2)
-  logits = Gemm<transB=1>(r2, w3, b3)
-  loss = SoftmaxCrossEntropyLoss(logits, y)
+/// An MLP of `layers` Gemm layers of 4 x 4 weights and 4 biases (w0, b0,
+/// ...) with ReLUs between them and a softmax cross-entropy loss, as ONNX
+/// text.
+std::string layeredModel(int layers) {
+  std::string params, body, input = "x";
+  for (int k = 0; k < layers; ++k) {
+    std::string n = std::to_string(k);
+    params += ",\n   float[4, 4] w" + n +
+              " = {1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16}, float[4] b" + n +
+              " = {1,2,3,4}";
+    bool last = k + 1 == layers;
+    std::string out = last ? "logits" : "h" + n;
+    body += "  " + out + " = Gemm<transB=1>(" + input + ", w" + n + ", b" + n +
+            ")\n";
+    if (!last) {
+      body += "  r" + n + " = Relu(h" + n + ")\n";
+      input = "r" + n;
+    }
+  }
+  return "<\n  ir_version: 8,\n  opset_import: [\"\" : 15]\n>\n"
+         "g (float[4, 4] x, int64[4] y" +
+         params + ") => (float loss)\n{\n" + body +
+         "  loss = SoftmaxCrossEntropyLoss(logits, y)\n}\n";
 }
-)";
+
+/// layeredModel(layers) with Adam for 2 ranks at `stage`, a unit a layer.
+void compileLayers(int layers, int stage, test::CompiledPlan &out) {
+  TrainPipelineOptions opts;
+  opts.optimizer = OptimizerKind::Adam;
+  opts.worldSize = 2;
+  opts.stage = stage;
+  opts.minNumParams = 20; // one layer a unit
+  ASSERT_NO_FATAL_FAILURE(
+      test::compileToPlan(layeredModel(layers).c_str(), opts, out));
+}
 
 // Four wrap units: each is gathered once, in forward, before the first
 // gradient reduction starts, and no gather follows an update (the updated
 // shards are gathered by the next step's forward).
 TEST_P(ShardSlices, GathersRunInForward) {
-  TrainPipelineOptions opts;
-  opts.optimizer = OptimizerKind::Adam;
-  opts.worldSize = 2;
-  opts.stage = GetParam();
-  opts.minNumParams = 20; // one layer a unit
   test::CompiledPlan compiled;
-  ASSERT_NO_FATAL_FAILURE(test::compileToPlan(kDeepModel, opts, compiled));
+  ASSERT_NO_FATAL_FAILURE(compileLayers(4, GetParam(), compiled));
   const plan::Plan &p = compiled.plan();
   ASSERT_EQ(p.units_size(), 4);
   std::vector<size_t> gathers;
@@ -192,45 +203,13 @@ TEST_P(ShardSlices, GathersRunInForward) {
   llvm::sys::fs::remove_directories(compiled.dir);
 }
 
-const char *kDeeperModel = R"(<
-  ir_version: 8,
-  opset_import: ["" : 15]
->
-g (float[4, 4] x, int64[4] y,
-   float[4, 4] w0 = {1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16}, float[4] b0 = {1,2,3,4},
-   float[4, 4] w1 = {1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16}, float[4] b1 = {1,2,3,4},
-   float[4, 4] w2 = {1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16}, float[4] b2 = {1,2,3,4},
-   float[4, 4] w3 = {1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16}, float[4] b3 = {1,2,3,4},
-   float[4, 4] w4 = {1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16}, float[4] b4 = {1,2,3,4},
-   float[4, 4] w5 = {1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16}, float[4] b5 = {1,2,3,4}) => (float loss)
-{
-  h0 = Gemm<transB=1>(x, w0, b0)
-  r0 = Relu(h0)
-  h1 = Gemm<transB=1>(r0, w1, b1)
-  r1 = Relu(h1)
-  h2 = Gemm<transB=1>(r1, w2, b2)
-  r2 = Relu(h2)
-  h3 = Gemm<transB=1>(r2, w3, b3)
-  r3 = Relu(h3)
-  h4 = Gemm<transB=1>(r3, w4, b4)
-  r4 = Relu(h4)
-  logits = Gemm<transB=1>(r4, w5, b5)
-  loss = SoftmaxCrossEntropyLoss(logits, y)
-}
-)";
-
 // The updates that move past the last gradient reduction to overlap it are
 // the latest ones only, about as many elements as it sends (the first
 // unit's 20): the others keep their places, freeing their reduced gradients
 // early.
 TEST_P(ShardSlices, OnlyTheLatestUpdatesWaitForTheLastReduction) {
-  TrainPipelineOptions opts;
-  opts.optimizer = OptimizerKind::Adam;
-  opts.worldSize = 2;
-  opts.stage = GetParam();
-  opts.minNumParams = 20; // one layer a unit
   test::CompiledPlan compiled;
-  ASSERT_NO_FATAL_FAILURE(test::compileToPlan(kDeeperModel, opts, compiled));
+  ASSERT_NO_FATAL_FAILURE(compileLayers(6, GetParam(), compiled));
   const plan::Plan &p = compiled.plan();
   ASSERT_EQ(p.units_size(), 6);
   int lastReduction = -1;
