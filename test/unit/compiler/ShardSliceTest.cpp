@@ -118,9 +118,11 @@ TEST_P(ShardSlices, ShardTheUnitsPartsAndGatherInPlace) {
       EXPECT_EQ(op.outputs(0), unit->second) << op.name();
       ++gathersInto[unit->second];
     } else if (op.type() != "CollectiveWait") {
-      for (int32_t out : op.outputs())
-        if (unitOfView.count(out))
+      for (int32_t out : op.outputs()) {
+        if (unitOfView.count(out)) {
           EXPECT_EQ(op.type(), "AdamUpdate") << op.name() << " writes a shard";
+        }
+      }
     }
   }
   for (auto [view, unit] : unitOfView) {
