@@ -12,12 +12,11 @@
 //    is waited for where the update needs it. Waits of reductions keep the
 //    order of their starts, the order in which the communication thread
 //    completes them;
-//  - parameter all-gathers (stages 1-3) are prefetched: with forward-prefetch
-//  the
-//    gather of the next unit starts as soon as the current unit's gather has
-//    completed, overlapping the current unit's forward computation; in
-//    backward, `pre` starts the next unit's gather before the current unit's
-//    gradient computation and `post` right after it (FSDP's
+//  - parameter all-gathers (stages 1-3) are prefetched: with
+//    forward-prefetch the gather of the next unit starts as soon as the current
+//    unit's gather has completed, overlapping the current unit's forward
+//    computation; in backward, `pre` starts the next unit's gather before the
+//    current unit's gradient computation and `post` right after it (FSDP's
 //    BackwardPrefetch.BACKWARD_PRE / BACKWARD_POST); `none` gathers on use.
 //    A unit gathered in the compute dtype (mixed precision) moves its
 //    shard's cast along with the gather's start; a backward gather of the
@@ -462,7 +461,8 @@ struct ScheduleCollectivesPass
   /// together as many elements as the last reduction sends: an update
   /// reads and writes about 28 bytes an element (Adam), the reduction sends
   /// 4 to 8, over a link no faster than memory, so they still cover it,
-  /// and stage 1 does not keep a whole step's all-reduced buckets.
+  /// and the step does not keep all its reduced gradient shards until the
+  /// end.
   void deferPastLastReduction(Operation *last, Block &body) {
     Operation *point = last;
     while (point->getNextNode() && startsComm(point->getNextNode()))

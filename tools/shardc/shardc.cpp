@@ -766,6 +766,13 @@ int main(int argc, char **argv) {
                      : " keeps each unit gathered from forward through "
                        "backward (SHARD_GRAD_OP)") +
                 ": drop it, or use --zero-stage 3");
+  if (pipeline.bucketCapMb.hasValue() && pipeline.stage.hasValue() &&
+      pipeline.stage > 0 && pipeline.shards())
+    return fail("--bucket-cap-mb sizes the gradient all-reduce buckets of "
+                "--zero-stage 0 (DDP); stage " +
+                llvm::Twine(pipeline.stage.getValue()) +
+                " reduce-scatters each wrap unit's gradients instead: drop "
+                "it, or use --zero-stage 0");
   if (pipeline.syncBatchnorm && !pipeline.shards())
     llvm::errs() << "shardc: warning: --sync-batchnorm synchronizes BatchNorm "
                     "statistics across ranks; without --world-size the step "
