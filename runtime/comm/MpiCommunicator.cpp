@@ -10,17 +10,41 @@
 // Every rank posts the same collectives in the same order, so the FIFO keeps
 // them matched, and the n-th collective is "collective #n" on every rank.
 //
+// Algorithms. A group of a power-of-two number of ranks (2, 4, 8, ...: the
+// usual data parallel sizes) runs its collectives over point-to-point
+// messages, as NCCL does on its own transports: all-gather by recursive
+// doubling; reduce-scatter by recursive halving, each step handing the
+// partner (rank ^ m, for m = 1, 2, 4, ...) the blocks it keeps and adding
+// the partner's part of this rank's; all-reduce by the same halving over
+// contiguous halves, then doubling back. Two things follow. Speed: Open MPI
+// 4.1's nonblocking reduce-scatter (libnbc) reduces the whole buffer to rank
+// 0 along a binomial tree and scatters it, measured about 3x slower per byte
+// than its all-reduce on shared memory, where halving moves each byte once.
+// Order: every element's sum is added along one tree, pairs of neighbouring
+// ranks first
+// ((g0 + g1) + (g2 + g3) on 4 ranks; a + b == b + a in floating point),
+// whatever the collective and the element's place in its buffer. So the
+// all-reduce of stage 0, the reduce-scatter of stages 1-3 and hybrid
+// sharding's reduce-scatter within groups of consecutive ranks followed by
+// an all-reduce across them give the same bits, and so do the stages' runs.
+// Messages are cut into segments of at most kSegmentBytes; a step whose sums
+// land in place receives all its segments at once, one that must land
+// elsewhere first (the middle steps of a reduce-scatter from 8 ranks on, an
+// in-place all-reduce) cycles through a bounce buffer of kBounceSegments.
+// Other group sizes (3, 6, ...) run MPI's nonblocking collectives, whose
+// orders may differ between all-reduce and reduce-scatter.
+//
 // Waiting. Each MPI call is a nonblocking collective (MPI_Iallreduce, ...)
-// that the thread completes by polling MPI_Test. Blocking collectives spin in
-// Open MPI (mpi_yield_when_idle only adds sched_yield), so a rank whose peer
-// is late burned a core for as long as it waited, and a rank whose peer never
-// came burned it forever. The poll loop spins while MPI does work and for
-// 2 ms after, then sleeps between tests, idle time / 32 up to 1 ms: a
-// collective is late by at most 3 % of its wait, and by 1 ms at most. A test
-// did work (a copy, a reduction) when it cost this thread more than 50 us of
-// CPU; an idle test costs 1-2 us, up to about 20 us with cold caches right
-// after a sleep (measured with Open MPI 4.1 on shared memory). docs/faults.md
-// has the CPU use of a rank waiting on a stopped peer.
+// or point-to-point message that the thread completes by polling MPI_Test.
+// Blocking collectives spin in Open MPI (mpi_yield_when_idle only adds
+// sched_yield), so a rank whose peer is late burned a core for as long as it
+// waited, and a rank whose peer never came burned it forever. The poll loop
+// spins while MPI does work and for 2 ms after, then sleeps between tests, idle
+// time / 32 up to 1 ms: a collective is late by at most 3 % of its wait, and by
+// 1 ms at most. A test did work (a copy, a reduction) when it cost this thread
+// more than 50 us of CPU; an idle test costs 1-2 us, up to about 20 us with
+// cold caches right after a sleep (measured with Open MPI 4.1 on shared
+// memory). docs/faults.md has the CPU use of a rank waiting on a stopped peer.
 //
 // Collective watchdog (MpiCommunicatorOptions::collectiveTimeoutSeconds,
 // shardrun --collective-timeout). When one MPI call of a collective has not
@@ -221,6 +245,11 @@ static void printLine(const std::string &line) {
   }
 }
 
+/// The largest message of the pairwise collectives, and how many of them
+/// may land in the bounce buffer at once (see the file comment).
+constexpr int64_t kSegmentBytes = int64_t(1) << 20;
+constexpr int64_t kBounceSegments = 4;
+
 /// The poll loop's pacing (see the file comment).
 constexpr double kSpinSeconds = 2e-3;
 constexpr double kMaxSleepSeconds = 1e-3;
@@ -364,15 +393,46 @@ private:
   llvm::Error splitComm(const Op &op);
   /// Elements per MPI call when each call moves `blocks` blocks per rank.
   int64_t chunkElements(DType dtype, int64_t blocks) const;
+
+  // Collectives of power-of-two groups over point-to-point messages
+  // (recursive halving and doubling; the file comment has why).
+  static bool pairwise(const Group &group) {
+    return group.size > 1 && (group.size & (group.size - 1)) == 0;
+  }
+  llvm::Error pairAllGather(const Op &op);
+  llvm::Error pairReduceScatter(const Op &op);
+  llvm::Error pairAllReduce(const Op &op);
+  /// A run of elements that one step sends or receives.
+  struct Piece {
+    const char *data;
+    int64_t count;
+  };
+  /// One step with `peer`: sends the `sends` pieces and receives `recvs`,
+  /// in messages of at most segmentElements(); the peer runs the step with
+  /// the lists swapped (its sends the same sizes as these receives). Each
+  /// received segment lands in its piece (`data` is the destination) or,
+  /// with `bounced`, in the bounce buffer; then `received(piece, offset, n,
+  /// data)` runs on it.
+  llvm::Error exchange(
+      const Op &op, int peer, llvm::ArrayRef<Piece> sends,
+      llvm::ArrayRef<Piece> recvs, bool bounced,
+      llvm::function_ref<llvm::Error(size_t, int64_t, int64_t, const char *)>
+          received);
+  /// b = a (op) b over `n` elements (MPI_Reduce_local: MPI's own reduction).
+  llvm::Error reduceLocal(const Op &op, const char *a, char *b, int64_t n);
+  int64_t segmentElements(DType dtype) const;
   [[noreturn]] void abortNow(int code);
 
-  /// Completes `request`, one MPI call of `op`: polls, sleeps when nothing
-  /// moves, answers the watchdog, and runs it when the call stalls.
-  llvm::Error complete(MPI_Request &request, const Op &op);
+  /// Completes `requests`, the MPI calls of one part of `op`: polls, sleeps
+  /// when nothing moves, answers the watchdog, and runs it when the calls
+  /// stall.
+  llvm::Error complete(llvm::MutableArrayRef<MPI_Request> requests,
+                       const Op &op);
   /// The watchdog, after `waited` seconds without completion: ends the job,
   /// or returns to wait again (every rank is inside the collective, or it
   /// completed meanwhile). `stalls` counts earlier returns for this call.
-  void onStall(MPI_Request &request, const Op &op, double waited, int &stalls);
+  void onStall(llvm::MutableArrayRef<MPI_Request> requests, const Op &op,
+               double waited, int &stalls);
   /// Answers the other ranks' watchdog queries; reaps finished sends.
   void serveQueries();
   WatchStatus statusNow() const;
@@ -398,6 +458,10 @@ private:
   std::deque<std::pair<MPI_Request, WatchStatus>> sends;
   /// The operation inside MPI now, and since when.
   const Op *running = nullptr;
+  /// Where exchange() receives segments that are reduced into place; kept
+  /// between collectives (one segment, at most kSegmentBytes).
+  std::unique_ptr<char[]> bounce;
+  int64_t bounceBytes = 0;
   Clock::time_point runningSince;
   CollectiveHandle lastSeq = 0;
   Clock::time_point lastEnd = Clock::now();
@@ -811,7 +875,9 @@ void MpiCommunicator::threadMain() {
 // Waiting and the collective watchdog (communication thread)
 //===----------------------------------------------------------------------===//
 
-llvm::Error MpiCommunicator::complete(MPI_Request &request, const Op &op) {
+llvm::Error
+MpiCommunicator::complete(llvm::MutableArrayRef<MPI_Request> requests,
+                          const Op &op) {
   Clock::time_point start = Clock::now();
   Clock::time_point lastWork = start, lastPoll = start;
   int stalls = 0;
@@ -819,7 +885,8 @@ llvm::Error MpiCommunicator::complete(MPI_Request &request, const Op &op) {
   for (;;) {
     int done = 0;
     double cpu = threadCpuSeconds();
-    SHARD_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+    SHARD_MPI_CHECK(MPI_Testall(static_cast<int>(requests.size()),
+                                requests.data(), &done, MPI_STATUSES_IGNORE));
     if (done)
       return llvm::Error::success();
     Clock::time_point now = Clock::now();
@@ -834,7 +901,7 @@ llvm::Error MpiCommunicator::complete(MPI_Request &request, const Op &op) {
         serveQueries();
       double waited = secondsBetween(start, now);
       if (waited > timeoutSeconds) {
-        onStall(request, op, waited, stalls);
+        onStall(requests, op, waited, stalls);
         start = lastWork = lastPoll = Clock::now();
         continue;
       }
@@ -922,8 +989,14 @@ static std::string rankList(const std::vector<int> &ranks) {
   return text;
 }
 
-void MpiCommunicator::onStall(MPI_Request &request, const Op &op, double waited,
-                              int &stalls) {
+void MpiCommunicator::onStall(llvm::MutableArrayRef<MPI_Request> requests,
+                              const Op &op, double waited, int &stalls) {
+  auto completed = [&] {
+    int flag = 0;
+    return MPI_Testall(static_cast<int>(requests.size()), requests.data(),
+                       &flag, MPI_STATUSES_IGNORE) == MPI_SUCCESS &&
+           flag;
+  };
   // Ask every other rank where it is.
   WatchStatus mine = statusNow();
   std::vector<WatchStatus> answers(mySize);
@@ -941,7 +1014,7 @@ void MpiCommunicator::onStall(MPI_Request &request, const Op &op, double waited,
                   watchComm, &receives[r]) == MPI_SUCCESS)
       ++missing;
   }
-  bool completed = false;
+  bool arrived = false;
   Clock::time_point asked = Clock::now();
   while (missing > 0 && secondsBetween(asked, Clock::now()) < kAnswerSeconds) {
     for (int r = 0; r < mySize; ++r) {
@@ -953,10 +1026,8 @@ void MpiCommunicator::onStall(MPI_Request &request, const Op &op, double waited,
         --missing;
       }
     }
-    int flag = 0;
-    if (!completed &&
-        MPI_Test(&request, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && flag)
-      completed = true;
+    if (!arrived && completed())
+      arrived = true;
     serveQueries();
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
@@ -972,7 +1043,7 @@ void MpiCommunicator::onStall(MPI_Request &request, const Op &op, double waited,
       answered[r] = 1;
   }
   // The missing rank arrived while we asked: carry on.
-  if (completed)
+  if (arrived)
     return;
 
   // Only the collective's group has to arrive.
@@ -1049,8 +1120,7 @@ void MpiCommunicator::onStall(MPI_Request &request, const Op &op, double waited,
     Clock::time_point since = Clock::now();
     while (secondsBetween(since, Clock::now()) < kReporterGraceSeconds) {
       serveQueries();
-      int flag = 0;
-      if (MPI_Test(&request, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && flag)
+      if (completed())
         return;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
@@ -1105,6 +1175,8 @@ static llvm::Expected<std::unique_ptr<char[]>> allocScratch(int64_t bytes) {
 llvm::Error MpiCommunicator::allGather(const Op &op) {
   if (op.count == 0)
     return llvm::Error::success();
+  if (pairwise(*op.group))
+    return pairAllGather(op);
   MPI_Datatype type = mpiType(op.dtype);
   int64_t elem = static_cast<int64_t>(dtypeSize(op.dtype));
   const char *in = static_cast<const char *>(op.in);
@@ -1151,6 +1223,8 @@ llvm::Error MpiCommunicator::allGather(const Op &op) {
 llvm::Error MpiCommunicator::reduceScatter(const Op &op) {
   if (op.count == 0)
     return llvm::Error::success();
+  if (pairwise(*op.group))
+    return pairReduceScatter(op);
   MPI_Datatype type = mpiType(op.dtype);
   MPI_Op reduce = mpiOp(op.reduce, op.dtype);
   int64_t elem = static_cast<int64_t>(dtypeSize(op.dtype));
@@ -1191,6 +1265,10 @@ llvm::Error MpiCommunicator::reduceScatter(const Op &op) {
 }
 
 llvm::Error MpiCommunicator::allReduce(const Op &op) {
+  if (op.count == 0)
+    return llvm::Error::success();
+  if (pairwise(*op.group))
+    return pairAllReduce(op);
   MPI_Datatype type = mpiType(op.dtype);
   MPI_Op reduce = mpiOp(op.reduce, op.dtype);
   int64_t elem = static_cast<int64_t>(dtypeSize(op.dtype));
@@ -1207,6 +1285,232 @@ llvm::Error MpiCommunicator::allReduce(const Op &op) {
                                    out + off * elem, static_cast<int>(n), type,
                                    reduce, comm, &request));
     if (llvm::Error err = complete(request, op))
+      return err;
+  }
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Pairwise collectives of power-of-two groups (communication thread)
+//===----------------------------------------------------------------------===//
+
+int64_t MpiCommunicator::segmentElements(DType dtype) const {
+  int64_t bytes = std::min(maxChunkBytes, kSegmentBytes);
+  return std::clamp<int64_t>(bytes / static_cast<int64_t>(dtypeSize(dtype)), 1,
+                             INT_MAX);
+}
+
+llvm::Error MpiCommunicator::reduceLocal(const Op &op, const char *a, char *b,
+                                         int64_t n) {
+  SHARD_MPI_CHECK(MPI_Reduce_local(a, b, static_cast<int>(n), mpiType(op.dtype),
+                                   mpiOp(op.reduce, op.dtype)));
+  return llvm::Error::success();
+}
+
+llvm::Error MpiCommunicator::exchange(
+    const Op &op, int peer, llvm::ArrayRef<Piece> sends,
+    llvm::ArrayRef<Piece> recvs, bool bounced,
+    llvm::function_ref<llvm::Error(size_t, int64_t, int64_t, const char *)>
+        received) {
+  const MPI_Datatype type = mpiType(op.dtype);
+  const MPI_Comm comm = op.group->comm;
+  const int64_t elem = static_cast<int64_t>(dtypeSize(op.dtype));
+  const int64_t segment = segmentElements(op.dtype);
+  // The messages: each piece cut into segments, in order.
+  struct Segment {
+    size_t piece;
+    int64_t offset, count;
+  };
+  auto cut = [&](llvm::ArrayRef<Piece> pieces) {
+    std::vector<Segment> segments;
+    for (size_t i = 0; i < pieces.size(); ++i)
+      for (int64_t off = 0; off < pieces[i].count; off += segment)
+        segments.push_back({i, off, std::min(segment, pieces[i].count - off)});
+    return segments;
+  };
+  const std::vector<Segment> out = cut(sends), in = cut(recvs);
+  // Receives into place are all posted at once; into the bounce buffer, at
+  // most kBounceSegments at a time, each slot reused once reduced.
+  const size_t window =
+      bounced ? std::min<size_t>(in.size(), kBounceSegments) : in.size();
+  if (bounced && window > 0 && bounceBytes < kBounceSegments * segment * elem) {
+    int64_t bytes = kBounceSegments * segment * elem;
+    bounce.reset(new (std::nothrow) char[static_cast<size_t>(bytes)]);
+    bounceBytes = bounce ? bytes : 0;
+    if (!bounce)
+      return commError(llvm::formatv("cannot allocate {0} bytes of scratch "
+                                     "for a collective",
+                                     bytes)
+                           .str());
+  }
+  auto landing = [&](size_t j) {
+    const Segment &g = in[j];
+    return bounced ? bounce.get() + (j % window) * segment * elem
+                   : const_cast<char *>(recvs[g.piece].data) + g.offset * elem;
+  };
+  // Both ranks send and receive their segments in order, and MPI keeps the
+  // order of messages between two ranks: the peer's j-th send meets this
+  // rank's j-th receive.
+  std::vector<MPI_Request> requests(window + out.size(), MPI_REQUEST_NULL);
+  MPI_Request *recvRequests = requests.data();
+  MPI_Request *sendRequests = recvRequests + window;
+  auto post = [&](size_t j) -> llvm::Error {
+    SHARD_MPI_CHECK(MPI_Irecv(landing(j), static_cast<int>(in[j].count), type,
+                              peer, 0, comm, &recvRequests[j % window]));
+    return llvm::Error::success();
+  };
+  for (size_t j = 0; j < window; ++j)
+    if (llvm::Error err = post(j))
+      return err;
+  for (size_t j = 0; j < out.size(); ++j)
+    SHARD_MPI_CHECK(MPI_Isend(sends[out[j].piece].data + out[j].offset * elem,
+                              static_cast<int>(out[j].count), type, peer, 0,
+                              comm, &sendRequests[j]));
+  for (size_t j = 0; j < in.size(); ++j) {
+    if (llvm::Error err = complete(recvRequests[j % window], op))
+      return err;
+    if (llvm::Error err =
+            received(in[j].piece, in[j].offset, in[j].count, landing(j)))
+      return err;
+    if (bounced && j + window < in.size())
+      if (llvm::Error err = post(j + window))
+        return err;
+  }
+  return complete(llvm::MutableArrayRef<MPI_Request>(sendRequests, out.size()),
+                  op);
+}
+
+llvm::Error MpiCommunicator::pairAllGather(const Op &op) {
+  const int size = op.group->size, rank = op.group->rank;
+  const int64_t count = op.count;
+  const int64_t elem = static_cast<int64_t>(dtypeSize(op.dtype));
+  char *out = static_cast<char *>(op.out);
+  if (op.in != out + rank * count * elem)
+    std::memcpy(out + rank * count * elem, op.in,
+                static_cast<size_t>(count * elem));
+  // Recursive doubling: after the step with mask m this rank holds the 2m
+  // blocks from (rank & ~(2m - 1)), which its partner helped fill.
+  auto none = [](size_t, int64_t, int64_t, const char *) {
+    return llvm::Error::success();
+  };
+  for (int m = 1; m < size; m *= 2) {
+    int64_t mine = rank & ~(m - 1), theirs = mine ^ m;
+    Piece send{out + mine * count * elem, m * count};
+    Piece recv{out + theirs * count * elem, m * count};
+    if (llvm::Error err = exchange(op, rank ^ m, send, recv, false, none))
+      return err;
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error MpiCommunicator::pairReduceScatter(const Op &op) {
+  const int size = op.group->size, rank = op.group->rank;
+  const int64_t count = op.count;
+  const int64_t elem = static_cast<int64_t>(dtypeSize(op.dtype));
+  const char *in = static_cast<const char *>(op.in);
+  char *out = static_cast<char *>(op.out);
+  // Recursive halving along the tree (file comment): before the step with
+  // mask m this rank holds sums for the blocks b whose bits below m are its
+  // own; it hands the partner (rank ^ m) those whose bit m differs, and adds
+  // the partner's part of the rest. After the first step block b's sum is at
+  // work + (b >> 1) * count; the last step leaves block `rank` in `out`.
+  std::unique_ptr<char[]> work;
+  if (size > 2) {
+    llvm::Expected<std::unique_ptr<char[]>> scratch =
+        allocScratch(size / 2 * count * elem);
+    if (!scratch)
+      return scratch.takeError();
+    work = std::move(*scratch);
+  }
+  auto block = [&](bool first, int64_t b) -> char * {
+    return first ? const_cast<char *>(in) + b * count * elem
+                 : work.get() + (b >> 1) * count * elem;
+  };
+  std::vector<Piece> sends, recvs;
+  for (int m = 1; m < size; m *= 2) {
+    bool first = m == 1, last = 2 * m == size;
+    sends.clear();
+    recvs.clear();
+    for (int64_t b = rank & (m - 1); b < size; b += m) {
+      if ((b & m) != (rank & m))
+        sends.push_back({block(first, b), count});
+      else
+        recvs.push_back({last    ? out
+                         : first ? block(false, b)
+                                 : nullptr,
+                         count});
+    }
+    // The block that piece i of `recvs` sums.
+    auto kept = [&](size_t i) {
+      return (rank & (2 * m - 1)) + static_cast<int64_t>(i) * 2 * m;
+    };
+    llvm::Error err =
+        exchange(op, rank ^ m, sends, recvs, !first && !last,
+                 [&](size_t i, int64_t off, int64_t n, const char *data) {
+                   char *mine = block(first, kept(i)) + off * elem;
+                   // Into place (work or out): add this rank's part to it.
+                   if (first || last)
+                     return reduceLocal(op, mine, const_cast<char *>(data), n);
+                   return reduceLocal(op, data, mine, n);
+                 });
+    if (err) {
+      // Receives may still be posted into `work`: leave it to them.
+      (void)work.release();
+      return err;
+    }
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error MpiCommunicator::pairAllReduce(const Op &op) {
+  const int size = op.group->size, rank = op.group->rank;
+  const int64_t count = op.count;
+  const int64_t elem = static_cast<int64_t>(dtypeSize(op.dtype));
+  const char *in = static_cast<const char *>(op.in);
+  char *out = static_cast<char *>(op.out);
+  // Block b of the buffer starts at element b * count / size.
+  auto at = [&](int64_t b) { return b * count / size; };
+  auto piece = [&](const char *base, int64_t b, int64_t blocks) {
+    return Piece{base + at(b) * elem, at(b + blocks) - at(b)};
+  };
+  // Recursive halving along the tree of pairReduceScatter, over contiguous
+  // halves: the step with mask m keeps the lower or upper half of this
+  // rank's blocks by bit m of its rank and adds the partner's part of it.
+  // The first step reads `in` and writes its half of `out`.
+  struct Halves {
+    int64_t mine, theirs, blocks;
+  };
+  std::vector<Halves> steps;
+  int64_t lo = 0;
+  for (int m = 1; m < size; m *= 2) {
+    int64_t half = size / (2 * m);
+    Halves h{rank & m ? lo + half : lo, rank & m ? lo : lo + half, half};
+    steps.push_back(h);
+    bool fromIn = m == 1 && in != out;
+    char *dst = out + at(h.mine) * elem;
+    const char *mineIn = in + at(h.mine) * elem;
+    if (llvm::Error err =
+            exchange(op, rank ^ m, piece(fromIn ? in : out, h.theirs, half),
+                     piece(out, h.mine, half), !fromIn,
+                     [&](size_t, int64_t off, int64_t n, const char *data) {
+                       if (fromIn)
+                         return reduceLocal(op, mineIn + off * elem,
+                                            dst + off * elem, n);
+                       return reduceLocal(op, data, dst + off * elem, n);
+                     }))
+      return err;
+    lo = h.mine;
+  }
+  // Recursive doubling, the same steps backwards, hands every rank the
+  // other blocks.
+  auto none = [](size_t, int64_t, int64_t, const char *) {
+    return llvm::Error::success();
+  };
+  for (size_t k = steps.size(); k-- > 0;) {
+    const Halves &h = steps[k];
+    if (llvm::Error err =
+            exchange(op, rank ^ (1 << k), piece(out, h.mine, h.blocks),
+                     piece(out, h.theirs, h.blocks), false, none))
       return err;
   }
   return llvm::Error::success();

@@ -14,7 +14,11 @@ numpy and onnx only.
 
 With --world-size N > 1 there is no PyTorch reference (BatchNorm normalizes
 each rank's micro-batch); the run at stage K is compared with the run at
-stage 0 on N ranks instead (losses to rtol 1e-5), and the loss must halve."""
+stage 0 on N ranks instead (losses to rtol 1e-5), and the loss must halve.
+On 4 ranks that holds only because the all-reduce of stage 0 and the
+reduce-scatter of stage K add the ranks' gradients in one order
+(runtime/comm/MpiCommunicator.cpp); an ulp apart, the network's 20 steps
+amplify the difference to about 5e-2."""
 import argparse
 import json
 import os
@@ -43,18 +47,6 @@ def full_model(path):
     onnx.save(m, path)
 
 
-# Open MPI settings under which all-reduce (stages 0, 1) and reduce-scatter
-# (stages 2, 3) add the ranks' gradients in one order; see check_parity.py,
-# whose FIXED_ORDER_ENV this is. On more than 2 ranks the orders otherwise
-# differ by an ulp, which this network's 20 steps amplify to ~5e-2.
-FIXED_ORDER_ENV = {
-    "OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
-    "OMPI_MCA_coll_tuned_allreduce_algorithm": "1",
-    "OMPI_MCA_coll_tuned_reduce_scatter_block_algorithm": "1",
-    "OMPI_MCA_coll_tuned_reduce_algorithm": "1",
-}
-
-
 def train(args, work, cfg, sharding):
     os.makedirs(work, exist_ok=True)
     plan, log, out = (os.path.join(work, f) for f in ("plan", "run.jsonl", "trained.onnx"))
@@ -63,7 +55,7 @@ def train(args, work, cfg, sharding):
                 [args.shardrun, plan, "--data", os.path.join(args.tmp, "data"), "--steps",
                  str(STEPS), "--log", log, "--export", out, "--progress", "off"]):
         print("$", " ".join(cmd), flush=True)
-        subprocess.run(cmd, check=True, timeout=600, env=dict(os.environ, **FIXED_ORDER_ENV))
+        subprocess.run(cmd, check=True, timeout=600)
     losses = [json.loads(line)["loss"] for line in open(log)]
     norms = {i.name: float(np.linalg.norm(numpy_helper.to_array(i).astype(np.float64)))
              for i in onnx.load(out).graph.initializer if i.data_type == onnx.TensorProto.FLOAT}

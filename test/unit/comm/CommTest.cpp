@@ -327,6 +327,120 @@ TYPED_TEST(MpiReduceTest, AllReduceInPlace) {
   }
 }
 
+/// Float32 values whose sum over ranks depends on the order of the
+/// additions: magnitudes from 2^-20 to 2^20, either sign.
+std::vector<float> orderSensitive(int rank, int64_t count) {
+  std::vector<float> values(count);
+  uint64_t state = 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(rank + 1);
+  for (float &v : values) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    uint32_t bits = static_cast<uint32_t>(state >> 32);
+    float mantissa = 1.0f + static_cast<float>(bits & 0xffff) / 65536.0f;
+    v = std::ldexp(bits >> 31 ? -mantissa : mantissa,
+                   static_cast<int>((bits >> 16) % 41) - 20);
+  }
+  return values;
+}
+
+// ZeRO stages 1-3 reduce-scatter the gradients that stage 0 all-reduces,
+// split differently, and hybrid sharding reduce-scatters within groups of
+// consecutive ranks, then all-reduces across them. They train alike bit for
+// bit only if all of these add the ranks' values in one order, whatever an
+// element's place in its buffer. Power-of-two groups promise it
+// (MpiCommunicator.cpp: one tree, pairs of neighbours first); with two
+// ranks any order agrees.
+TEST(MpiCommunicatorTest, ReduceScatterAndAllReduceAddInOneOrder) {
+  REQUIRE_MPI();
+  int size = mpi->worldSize(), rank = mpi->rank();
+  if (size & (size - 1))
+    GTEST_SKIP() << "one order is promised to power-of-two groups";
+  // Hybrid sharding's groups on a size / 2 x 2 mesh (as in
+  // SplitGroupsRunTheirOwnCollectives).
+  std::unique_ptr<Communicator> inside, across;
+  if (size >= 4) {
+    llvm::Expected<std::unique_ptr<Communicator>> made =
+        mpi->split(rank / 2, rank % 2, "axis 1");
+    ASSERT_TRUE(bool(made)) << errorText(made);
+    inside = std::move(*made);
+    made = mpi->split(rank % 2, rank / 2, "axis 0");
+    ASSERT_TRUE(bool(made)) << errorText(made);
+    across = std::move(*made);
+  }
+  for (int64_t count :
+       {int64_t(1), int64_t(3), int64_t(1000), int64_t(300007)}) {
+    std::vector<float> in = orderSensitive(rank, count * size);
+    std::vector<float> scattered(count);
+    CollectiveHandle handle = handleOrFail(mpi->reduceScatterStart(
+        in.data(), scattered.data(), count, DType::F32, ReduceOp::Sum));
+    if (handle) {
+      EXPECT_EQ(errorText(mpi->wait(handle)), "");
+    }
+    // All-reduce the buffer less its first element (every element in
+    // another place than in the reduce-scatter's blocks) and in place.
+    std::vector<float> shifted(count * size);
+    EXPECT_EQ(
+        errorText(mpi->allReduce(in.data() + 1, shifted.data() + 1,
+                                 count * size - 1, DType::F32, ReduceOp::Sum)),
+        "");
+    std::vector<float> inPlace = in;
+    EXPECT_EQ(
+        errorText(mpi->allReduce(inPlace.data(), inPlace.data(), count * size,
+                                 DType::F32, ReduceOp::Sum)),
+        "");
+    int64_t first = rank * count;
+    EXPECT_EQ(0, std::memcmp(scattered.data(), inPlace.data() + first,
+                             count * sizeof(float)))
+        << "reduce-scatter and in-place all-reduce of " << count
+        << " x float32 per rank";
+    int64_t from = std::max<int64_t>(first, 1);
+    EXPECT_EQ(0, std::memcmp(scattered.data() + (from - first),
+                             shifted.data() + from,
+                             (first + count - from) * sizeof(float)))
+        << "reduce-scatter and shifted all-reduce of " << count
+        << " x float32 per rank";
+    if (inside) {
+      // Each pair reduce-scatters the buffer into halves, which the pairs'
+      // ranks in the same place all-reduce across: this rank's half of the
+      // sum, which the in-place all-reduce above holds too.
+      int64_t half = count * size / 2;
+      std::vector<float> hybrid(half);
+      CollectiveHandle rs = handleOrFail(inside->reduceScatterStart(
+          in.data(), hybrid.data(), half, DType::F32, ReduceOp::Sum));
+      if (rs) {
+        EXPECT_EQ(errorText(inside->wait(rs)), "");
+      }
+      EXPECT_EQ(errorText(across->allReduce(hybrid.data(), hybrid.data(), half,
+                                            DType::F32, ReduceOp::Sum)),
+                "");
+      EXPECT_EQ(0,
+                std::memcmp(hybrid.data(), inPlace.data() + (rank % 2) * half,
+                            half * sizeof(float)))
+          << "reduce-scatter within pairs and all-reduce across, against "
+             "the all-reduce of "
+          << count << " x float32 per rank";
+    }
+
+    // The values do tell orders apart: summing the ranks' values in
+    // another order changes some of the sums (from 3 ranks on).
+    if (size > 2 && count > 100) {
+      std::vector<float> all(count * size * size);
+      EXPECT_EQ(errorText(mpi->allGather(in.data(), all.data(), count * size,
+                                         DType::F32)),
+                "");
+      int64_t differ = 0;
+      for (int64_t i = 0; i < count * size; ++i) {
+        float forward = 0, backward = 0;
+        for (int r = 0; r < size; ++r) {
+          forward += all[r * count * size + i];
+          backward += all[(size - 1 - r) * count * size + i];
+        }
+        differ += forward != backward;
+      }
+      EXPECT_GT(differ, 0);
+    }
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Handles, ordering, overlap, records
 //===----------------------------------------------------------------------===//
