@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <sys/mman.h>
 
 namespace shardc::rt {
 
@@ -78,6 +79,8 @@ public:
 };
 
 class CpuBackend : public KernelBackend {
+  static constexpr size_t kHugePage = size_t(2) << 20;
+
 public:
   CpuBackend() {
     for (const auto &[type, fn] : cpu::kernelTable())
@@ -91,10 +94,27 @@ public:
 
   llvm::Expected<void *> allocate(size_t bytes) override {
     // 64-byte alignment for vector loads; aligned_alloc needs a multiple.
+    size_t align = 64;
     size_t rounded = (bytes + 63) / 64 * 64;
     if (rounded == 0)
       rounded = 64;
-    void *p = std::aligned_alloc(64, rounded);
+    // A large allocation (the executor's arena: every buffer of the step)
+    // asks for transparent huge pages, which Linux gives by default only to
+    // memory that asks (enabled = madvise). Streaming kernels touch a new
+    // 4 KiB page every 64 cache lines, and in a virtual machine each TLB miss
+    // walks two page tables: on the step-time GPT (world size 1, a 2-core
+    // VM) 2 MiB pages took the step's matrix products from 138 to 123 ms and
+    // AdamUpdate from 12-13 to 8.5 ms.
+    if (rounded >= 2 * kHugePage) {
+      align = kHugePage;
+      rounded = (rounded + kHugePage - 1) / kHugePage * kHugePage;
+    }
+    void *p = std::aligned_alloc(align, rounded);
+#ifdef MADV_HUGEPAGE
+    // Advice only: without huge pages the memory works as before.
+    if (p && align == kHugePage)
+      (void)::madvise(p, rounded, MADV_HUGEPAGE);
+#endif
     if (!p)
       return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                      "out of host memory allocating " +
