@@ -99,12 +99,13 @@ public:
     if (rounded == 0)
       rounded = 64;
     // A large allocation (the executor's arena: every buffer of the step)
-    // asks for transparent huge pages, which Linux gives by default only to
-    // memory that asks (enabled = madvise). Streaming kernels touch a new
-    // 4 KiB page every 64 cache lines, and in a virtual machine each TLB miss
-    // walks two page tables: on the step-time GPT (world size 1, a 2-core
-    // VM) 2 MiB pages took the step's matrix products from 138 to 123 ms and
-    // AdamUpdate from 12-13 to 8.5 ms.
+    // asks for transparent huge pages, which Linux gives only to memory that
+    // asks where transparent_hugepage/enabled is madvise (a common setting).
+    // Streaming kernels touch a new 4 KiB page every 64 cache lines, and in a
+    // virtual machine each TLB miss walks two page tables: on the step-time GPT
+    // (world size 1, a 2-core VM) 2 MiB pages took the step's matrix products
+    // from about 140 to 128 ms and the rest of its kernels from 36 to 28 ms
+    // (README, "Own collectives and huge pages").
     if (rounded >= 2 * kHugePage) {
       align = kHugePage;
       rounded = (rounded + kHugePage - 1) / kHugePage * kHugePage;

@@ -135,6 +135,26 @@ TEST(ExecutorTest, CpuKernelTableHasTheOpsUsedHere) {
     })) << type.str();
 }
 
+// The CPU backend aligns small allocations for vector loads and large ones
+// (the arena) to 2 MiB, so that the huge pages it asks for cover them from
+// their first byte (runtime/Backend.cpp); every byte asked for is usable.
+TEST(ExecutorTest, CpuAllocationsAreAlignedForVectorsAndHugePages) {
+  auto backend = createCpuBackend();
+  for (size_t bytes :
+       {size_t(1), size_t(100), size_t(4) << 20, (size_t(9) << 20) + 3}) {
+    llvm::Expected<void *> p = backend->allocate(bytes);
+    ASSERT_TRUE(bool(p)) << llvm::toString(p.takeError());
+    auto address = reinterpret_cast<uintptr_t>(*p);
+    EXPECT_EQ(address % 64, 0u) << bytes;
+    if (bytes >= (size_t(4) << 20)) {
+      EXPECT_EQ(address % (size_t(2) << 20), 0u) << bytes;
+    }
+    std::memset(*p, 0x5a, bytes);
+    EXPECT_EQ(static_cast<unsigned char *>(*p)[bytes - 1], 0x5a);
+    backend->deallocate(*p);
+  }
+}
+
 TEST(ExecutorTest, RunsGemmReluAdd) {
   auto backend = createCpuBackend();
   plan::LoadedPlan lp = mlpPlan();
