@@ -459,7 +459,7 @@ private:
   /// The operation inside MPI now, and since when.
   const Op *running = nullptr;
   /// Where exchange() receives segments that are reduced into place; kept
-  /// between collectives (one segment, at most kSegmentBytes).
+  /// between collectives (kBounceSegments segments of kSegmentBytes).
   std::unique_ptr<char[]> bounce;
   int64_t bounceBytes = 0;
   Clock::time_point runningSince;
@@ -1380,6 +1380,11 @@ llvm::Error MpiCommunicator::exchange(
                   op);
 }
 
+/// exchange()'s `received` for segments that need nothing more once landed.
+static llvm::Error landed(size_t, int64_t, int64_t, const char *) {
+  return llvm::Error::success();
+}
+
 llvm::Error MpiCommunicator::pairAllGather(const Op &op) {
   const int size = op.group->size, rank = op.group->rank;
   const int64_t count = op.count;
@@ -1390,14 +1395,11 @@ llvm::Error MpiCommunicator::pairAllGather(const Op &op) {
                 static_cast<size_t>(count * elem));
   // Recursive doubling: after the step with mask m this rank holds the 2m
   // blocks from (rank & ~(2m - 1)), which its partner helped fill.
-  auto none = [](size_t, int64_t, int64_t, const char *) {
-    return llvm::Error::success();
-  };
   for (int m = 1; m < size; m *= 2) {
     int64_t mine = rank & ~(m - 1), theirs = mine ^ m;
     Piece send{out + mine * count * elem, m * count};
     Piece recv{out + theirs * count * elem, m * count};
-    if (llvm::Error err = exchange(op, rank ^ m, send, recv, false, none))
+    if (llvm::Error err = exchange(op, rank ^ m, send, recv, false, landed))
       return err;
   }
   return llvm::Error::success();
@@ -1503,14 +1505,11 @@ llvm::Error MpiCommunicator::pairAllReduce(const Op &op) {
   }
   // Recursive doubling, the same steps backwards, hands every rank the
   // other blocks.
-  auto none = [](size_t, int64_t, int64_t, const char *) {
-    return llvm::Error::success();
-  };
   for (size_t k = steps.size(); k-- > 0;) {
     const Halves &h = steps[k];
     if (llvm::Error err =
             exchange(op, rank ^ (1 << k), piece(out, h.mine, h.blocks),
-                     piece(out, h.theirs, h.blocks), false, none))
+                     piece(out, h.theirs, h.blocks), false, landed))
       return err;
   }
   return llvm::Error::success();
