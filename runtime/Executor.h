@@ -70,7 +70,10 @@ struct ValueInfo {
 /// nowMicros() axis).
 struct TraceEvent {
   std::string name;
-  std::string category; // "kernel", "collective-start", "collective-wait"
+  /// "kernel", "recompute" (a kernel that recomputes an activation),
+  /// "collective-start", "collective-wait", "offload-start", "offload-wait",
+  /// "offload" (a transfer), "step" (the trainer's).
+  std::string category;
   double startUs = 0, durationUs = 0;
 };
 
@@ -171,6 +174,12 @@ public:
 
   /// Records a trace event per op from now on.
   void setTracing(bool enabled) { tracing = enabled; }
+  /// Adds the caller's event to the trace (the trainer's steps, category
+  /// "step"), when tracing.
+  void addTraceEvent(TraceEvent event) {
+    if (tracing)
+      events.push_back(std::move(event));
+  }
   llvm::ArrayRef<TraceEvent> traceEvents() const { return events; }
 
   /// The ranks that hold the shards of one copy of the sharded state (the

@@ -414,6 +414,7 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
   struct Metric {
     size_t output;
     std::string name;
+    bool isFloat;
   };
   std::vector<Metric> metrics;
   // With gradient clipping the step's total gradient norm is an output of
@@ -436,7 +437,8 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
       continue;
     if (v.dtype == DType::F32 || v.dtype == DType::F64 ||
         v.dtype == DType::I64 || v.dtype == DType::I32)
-      metrics.push_back({i, plan.buffers(plan.outputs(i)).name()});
+      metrics.push_back({i, plan.buffers(plan.outputs(i)).name(),
+                         v.dtype == DType::F32 || v.dtype == DType::F64});
   }
 
   std::unique_ptr<llvm::raw_fd_ostream> log;
@@ -481,98 +483,66 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
     return pos;
   };
   uint64_t lastStep = options.firstStep + static_cast<uint64_t>(options.steps);
-  for (int64_t step = 0; step < options.steps; ++step) {
-    auto t0 = Clock::now();
-    // The global step: data and dropout masks continue where a resumed
-    // run's checkpoint left them.
-    uint64_t global = options.firstStep + static_cast<uint64_t>(step);
-    llvm::SmallVector<int64_t, 4> firsts;
-    for (int64_t m = 0; m < accum; ++m)
-      firsts.push_back(static_cast<int64_t>(options.firstSample) +
-                       ((step * accum + m) * options.worldSize + options.rank) *
-                           batch);
-    if (Error err = data->bind(exec, firsts))
-      return err;
-    exec.setStep(global);
-    if (Error err = exec.run())
-      return makeError("step " + Twine(global + 1) + ": " +
-                       toString(std::move(err)));
-    float loss = 0;
-    if (Error err = exec.readOutput(lossOutput, &loss))
-      return err;
-    if (options.comm && options.worldSize > 1) {
-      // The logged loss is the mean of the ranks' losses.
-      float sum = 0;
-      if (Error err = options.comm->allReduce(&loss, &sum, 1, DType::F32,
-                                              ReduceOp::Sum))
-        return err;
-      loss = sum / options.worldSize;
-    }
-    float gradNorm = 0;
-    if (gradNormOutput)
-      if (Error err = exec.readOutput(*gradNormOutput, &gradNorm))
-        return err;
-    float lossScale = 0;
+  // What a step logs: its loss and metrics (means over ranks; integer
+  // metrics are sums), its time and rates. The ranks' all-reduce of the loss
+  // and metrics starts when the step ends and completes after the next step
+  // has run, and the step's line is logged then: the ranks do not meet
+  // between steps (a blocking reduction there made the faster rank wait for
+  // the slower one every step, before it could start the next). A step that
+  // saves a checkpoint, and the last step, complete theirs at once, so that
+  // a diverged step is never saved and the log ends with the last step.
+  struct StepReport {
+    uint64_t global = 0;
+    int64_t step = 0;
+    float loss = 0, lossSum = 0;
+    std::vector<double> metricValues, metricSums;
+    std::optional<CollectiveHandle> lossHandle, metricHandle;
+    float gradNorm = 0, lossScale = 0;
     uint8_t skipped = 0;
-    if (lossScaleOutput) {
-      if (Error err = exec.readOutput(*lossScaleOutput, &lossScale))
-        return err;
-      if (Error err = exec.readOutput(*skippedOutput, &skipped))
-        return err;
-      skippedSteps += skipped ? 1 : 0;
-    }
-    std::vector<double> metricValues;
-    for (const Metric &m : metrics) {
-      TensorView v = exec.output(m.output);
-      bool isFloat = v.dtype == DType::F32 || v.dtype == DType::F64;
-      // The metric's first element, read from wherever the backend keeps it.
-      union {
-        float f32;
-        double f64;
-        int64_t i64;
-        int32_t i32;
-      } first{};
-      if (Error err = exec.readOutput(m.output, &first))
-        return err;
-      double value = v.dtype == DType::F32   ? first.f32
-                     : v.dtype == DType::F64 ? first.f64
-                     : v.dtype == DType::I64 ? double(first.i64)
-                                             : double(first.i32);
-      if (options.comm && options.worldSize > 1) {
-        double sum = 0;
-        if (Error err = options.comm->allReduce(&value, &sum, 1, DType::F64,
-                                                ReduceOp::Sum))
-          return err;
-        value = isFloat ? sum / options.worldSize : sum;
-      }
-      metricValues.push_back(value);
-    }
-    // Checkpoints: a save every K steps (the copy out of the executor holds
-    // this step up; the writing overlaps the next steps), else a check
-    // whether the pending one can be published. A diverged step is never
-    // saved (the run stops below).
-    bool diverged = !std::isfinite(loss) && !skipped;
     std::optional<double> checkpointMs;
-    if (options.checkpoints && !diverged) {
-      uint64_t done = global + 1;
-      if (options.checkpointEvery > 0 &&
-          done % static_cast<uint64_t>(options.checkpointEvery) == 0) {
-        if (Error err =
-                options.checkpoints->save(exec, positionAfter(step + 1)))
-          return err;
-        checkpointMs = options.checkpoints->lastHoldMs();
-      } else if (Error err = options.checkpoints->poll()) {
+    double ms = 0, samplesPerSec = 0, meanSamplesPerSec = 0;
+  };
+  bool reduces = options.comm && options.worldSize > 1;
+  auto startReport = [&](StepReport &r) -> Error {
+    if (!reduces)
+      return Error::success();
+    Expected<CollectiveHandle> h = options.comm->allReduceStart(
+        &r.loss, &r.lossSum, 1, DType::F32, ReduceOp::Sum);
+    if (!h)
+      return h.takeError();
+    r.lossHandle = *h;
+    if (r.metricValues.empty())
+      return Error::success();
+    h = options.comm->allReduceStart(
+        r.metricValues.data(), r.metricSums.data(),
+        static_cast<int64_t>(r.metricValues.size()), DType::F64, ReduceOp::Sum);
+    if (!h)
+      return h.takeError();
+    r.metricHandle = *h;
+    return Error::success();
+  };
+  auto completeReport = [&](StepReport &r) -> Error {
+    if (r.lossHandle) {
+      if (Error err = options.comm->wait(*std::exchange(r.lossHandle, {})))
         return err;
-      }
+      r.loss = r.lossSum / options.worldSize;
     }
-    double ms =
-        std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    double elapsed =
-        std::chrono::duration<double>(Clock::now() - start).count();
-    // This step's rate, and the mean rate since the first step.
-    double samplesPerSec = ms > 0 ? globalBatch * 1000.0 / ms : 0;
-    double meanSamplesPerSec =
-        elapsed > 0 ? (step + 1) * globalBatch / elapsed : 0;
+    if (r.metricHandle) {
+      if (Error err = options.comm->wait(*std::exchange(r.metricHandle, {})))
+        return err;
+      for (size_t i = 0; i < metrics.size(); ++i)
+        r.metricValues[i] = metrics[i].isFloat
+                                ? r.metricSums[i] / options.worldSize
+                                : r.metricSums[i];
+    }
+    return Error::success();
+  };
+  auto diverged = [](const StepReport &r) {
+    return !std::isfinite(r.loss) && !r.skipped;
+  };
+  // Writes a completed report's log line and progress; a diverged step ends
+  // the run.
+  auto logReport = [&](const StepReport &r) -> Error {
     if (log && options.rank == 0) {
       // JSON has no NaN or infinity: such a value is written as null and
       // named under "nonfinite".
@@ -587,29 +557,30 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
                             "\"");
         return "null";
       };
-      *log << "{\"step\": " << global + 1
-           << ", \"loss\": " << number("loss", loss);
+      *log << "{\"step\": " << r.global + 1
+           << ", \"loss\": " << number("loss", r.loss);
       if (rate->present)
-        *log << ", \"lr\": " << number("lr", rate->at(global));
+        *log << ", \"lr\": " << number("lr", rate->at(r.global));
       if (gradNormOutput)
-        *log << ", \"grad_norm\": " << number("grad_norm", gradNorm);
+        *log << ", \"grad_norm\": " << number("grad_norm", r.gradNorm);
       if (lossScaleOutput) {
-        *log << ", \"loss_scale\": " << number("loss_scale", lossScale);
-        if (skipped)
+        *log << ", \"loss_scale\": " << number("loss_scale", r.lossScale);
+        if (r.skipped)
           *log << ", \"skipped\": true";
       }
-      if (checkpointMs)
-        *log << ", \"checkpoint_ms\": " << llvm::format("%.3f", *checkpointMs);
-      *log << ", \"step_ms\": " << llvm::format("%.3f", ms)
-           << ", \"samples_per_s\": " << llvm::format("%.1f", samplesPerSec)
+      if (r.checkpointMs)
+        *log << ", \"checkpoint_ms\": "
+             << llvm::format("%.3f", *r.checkpointMs);
+      *log << ", \"step_ms\": " << llvm::format("%.3f", r.ms)
+           << ", \"samples_per_s\": " << llvm::format("%.1f", r.samplesPerSec)
            << ", \"samples_per_s_mean\": "
-           << llvm::format("%.1f", meanSamplesPerSec)
+           << llvm::format("%.1f", r.meanSamplesPerSec)
            << ", \"peak_rss_bytes\": " << peakRssBytes();
       if (!metrics.empty()) {
         *log << ", \"metrics\": {";
         for (size_t i = 0; i < metrics.size(); ++i)
           *log << (i ? ", " : "") << "\"" << jsonEscape(metrics[i].name)
-               << "\": " << number(metrics[i].name, metricValues[i]);
+               << "\": " << number(metrics[i].name, r.metricValues[i]);
         *log << "}";
       }
       if (!nonFinite.empty()) {
@@ -624,24 +595,137 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
     if (options.progress && options.rank == 0) {
       int width = 24;
       int filled =
-          options.steps ? int(width * (step + 1) / options.steps) : width;
+          options.steps ? int(width * (r.step + 1) / options.steps) : width;
       llvm::errs() << "\r[" << std::string(filled, '#')
                    << std::string(width - filled, ' ') << "] step "
-                   << global + 1 << "/" << lastStep << "  loss "
-                   << llvm::format("%.5f", loss) << "  "
-                   << llvm::format("%.0f", meanSamplesPerSec)
+                   << r.global + 1 << "/" << lastStep << "  loss "
+                   << llvm::format("%.5f", r.loss) << "  "
+                   << llvm::format("%.0f", r.meanSamplesPerSec)
                    << " samples/s (mean) ";
     }
     // A step that loss scaling skipped changed nothing: float16's forward
     // overflowed, and the next step tries again with a smaller scale.
-    if (diverged) {
+    if (diverged(r)) {
       if (options.progress)
         llvm::errs() << "\n";
-      return makeError("step " + Twine(global + 1) + ": the loss is " +
-                       (std::isnan(loss) ? "nan" : "inf") +
+      return makeError("step " + Twine(r.global + 1) + ": the loss is " +
+                       (std::isnan(r.loss) ? "nan" : "inf") +
                        " although every input of the data set is finite: "
                        "training diverged; lower the learning rate");
     }
+    return Error::success();
+  };
+  // The previous step's report, its reduction in flight. On every return its
+  // buffers outlive the collective, as the executor's do (drainInFlight).
+  std::unique_ptr<StepReport> pending;
+  auto finishPending = [&]() -> Error {
+    if (!pending)
+      return Error::success();
+    std::unique_ptr<StepReport> r = std::move(pending);
+    if (Error err = completeReport(*r))
+      return err;
+    return logReport(*r);
+  };
+  struct DrainPending {
+    std::unique_ptr<StepReport> &pending;
+    Communicator *comm;
+    ~DrainPending() {
+      if (!pending)
+        return;
+      for (std::optional<CollectiveHandle> h :
+           {pending->lossHandle, pending->metricHandle})
+        if (h)
+          llvm::consumeError(comm->wait(*h));
+    }
+  } drainPending{pending, options.comm};
+
+  for (int64_t step = 0; step < options.steps; ++step) {
+    auto t0 = Clock::now();
+    double t0Us = nowMicros();
+    // The global step: data and dropout masks continue where a resumed
+    // run's checkpoint left them.
+    uint64_t global = options.firstStep + static_cast<uint64_t>(step);
+    llvm::SmallVector<int64_t, 4> firsts;
+    for (int64_t m = 0; m < accum; ++m)
+      firsts.push_back(static_cast<int64_t>(options.firstSample) +
+                       ((step * accum + m) * options.worldSize + options.rank) *
+                           batch);
+    if (Error err = data->bind(exec, firsts))
+      return err;
+    exec.setStep(global);
+    if (Error err = exec.run())
+      return makeError("step " + Twine(global + 1) + ": " +
+                       toString(std::move(err)));
+    if (Error err = finishPending())
+      return err;
+    auto report = std::make_unique<StepReport>();
+    report->global = global;
+    report->step = step;
+    if (Error err = exec.readOutput(lossOutput, &report->loss))
+      return err;
+    if (gradNormOutput)
+      if (Error err = exec.readOutput(*gradNormOutput, &report->gradNorm))
+        return err;
+    if (lossScaleOutput) {
+      if (Error err = exec.readOutput(*lossScaleOutput, &report->lossScale))
+        return err;
+      if (Error err = exec.readOutput(*skippedOutput, &report->skipped))
+        return err;
+      skippedSteps += report->skipped ? 1 : 0;
+    }
+    for (const Metric &m : metrics) {
+      TensorView v = exec.output(m.output);
+      // The metric's first element, read from wherever the backend keeps it.
+      union {
+        float f32;
+        double f64;
+        int64_t i64;
+        int32_t i32;
+      } first{};
+      if (Error err = exec.readOutput(m.output, &first))
+        return err;
+      report->metricValues.push_back(v.dtype == DType::F32   ? first.f32
+                                     : v.dtype == DType::F64 ? first.f64
+                                     : v.dtype == DType::I64
+                                         ? double(first.i64)
+                                         : double(first.i32));
+    }
+    report->metricSums.resize(report->metricValues.size());
+    pending = std::move(report);
+    if (Error err = startReport(*pending))
+      return err;
+    // Checkpoints: a save every K steps (the copy out of the executor holds
+    // this step up; the writing overlaps the next steps), else a check
+    // whether the pending one can be published.
+    uint64_t done = global + 1;
+    bool saves = options.checkpoints && options.checkpointEvery > 0 &&
+                 done % static_cast<uint64_t>(options.checkpointEvery) == 0;
+    std::unique_ptr<StepReport> now;
+    if (saves || step + 1 == options.steps) {
+      now = std::move(pending);
+      if (Error err = completeReport(*now))
+        return err;
+    }
+    if (saves && !diverged(*now)) {
+      if (Error err = options.checkpoints->save(exec, positionAfter(step + 1)))
+        return err;
+      now->checkpointMs = options.checkpoints->lastHoldMs();
+    } else if (options.checkpoints && !saves) {
+      if (Error err = options.checkpoints->poll())
+        return err;
+    }
+    StepReport &r = now ? *now : *pending;
+    r.ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    double elapsed =
+        std::chrono::duration<double>(Clock::now() - start).count();
+    // This step's rate, and the mean rate since the first step.
+    r.samplesPerSec = r.ms > 0 ? globalBatch * 1000.0 / r.ms : 0;
+    r.meanSamplesPerSec = elapsed > 0 ? (step + 1) * globalBatch / elapsed : 0;
+    exec.addTraceEvent({"step " + std::to_string(global + 1), "step", t0Us,
+                        nowMicros() - t0Us});
+    if (now)
+      if (Error err = logReport(*now))
+        return err;
   }
   if (options.progress && options.rank == 0)
     llvm::errs() << "\n";

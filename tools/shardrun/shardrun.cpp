@@ -250,8 +250,9 @@ static cl::opt<bool> noMemoryCheck(
     cl::cat(distCategory));
 static cl::opt<std::string> tracePath(
     "trace",
-    cl::desc("Write a Chrome/Perfetto trace of every kernel and collective "
-             "on every rank"),
+    cl::desc("Write a Chrome/Perfetto trace of every step, kernel and "
+             "collective on every rank, and print the share of the steps' "
+             "collective time that kernels hid"),
     cl::value_desc("trace.json"), cl::cat(distCategory));
 
 /// Set once training steps begin (errors after it may be one rank's alone).
@@ -549,9 +550,9 @@ static Error reportMemory(rt::Communicator &comm, const rt::Executor &exec,
 
 /// Writes a Chrome/Perfetto trace of every rank's kernels (tid 0) and
 /// collectives (tid 1: the communication thread), gathered on rank 0.
-/// The trace's overlap line: the ranks' collective time, the share that
-/// kernels hid, and the rank that hid the least. `stats` holds each rank's
-/// collective and exposed microseconds (rt::OverlapStats).
+/// The trace's overlap line: the ranks' collective time in the training
+/// steps, the share that kernels hid, and the rank that hid the least. `stats`
+/// holds each rank's collective and exposed microseconds (rt::OverlapStats).
 static void printOverlap(llvm::ArrayRef<double> stats) {
   int ranks = static_cast<int>(stats.size() / 2);
   rt::OverlapStats all;
@@ -567,7 +568,7 @@ static void printOverlap(llvm::ArrayRef<double> stats) {
     }
   }
   llvm::outs() << llvm::format(
-      "trace: collectives in flight %.1f ms per rank over the run, %.1f %% of "
+      "trace: the steps' collectives in flight %.1f ms per rank, %.1f %% of "
       "it hidden behind kernels (%.1f ms exposed per rank)",
       all.collectiveUs / ranks / 1e3, 100 * all.hiddenFraction(),
       all.exposedUs / ranks / 1e3);
@@ -600,15 +601,27 @@ static Error writeTrace(rt::Communicator &comm, const rt::Executor &exec,
     os << "}";
   };
   std::vector<rt::Interval> kernels, collectives;
+  // The overlap counts the collectives that the training steps started:
+  // not the start-up checks before the first step, in which a rank waits
+  // for the others to load the plan.
+  double stepsFrom = -HUGE_VAL, stepsTo = HUGE_VAL;
+  bool anyStep = false;
   for (const rt::TraceEvent &e : exec.traceEvents()) {
     event(e.name, e.category, 0, e.startUs, e.durationUs);
-    if (e.category == "kernel")
+    if (e.category == "kernel" || e.category == "recompute")
       kernels.push_back({e.startUs, e.startUs + e.durationUs});
+    if (e.category == "step") {
+      stepsFrom = anyStep ? std::min(stepsFrom, e.startUs) : e.startUs;
+      stepsTo = anyStep ? std::max(stepsTo, e.startUs + e.durationUs)
+                        : e.startUs + e.durationUs;
+      anyStep = true;
+    }
   }
   // A collective of a rank group (hybrid sharding) names its group; args
   // carry the bytes (nccl-tests' convention) and the ranks it spanned.
   for (const rt::CollectiveRecord &c : comm.takeRecords()) {
-    collectives.push_back({c.startUs, c.endUs});
+    if (c.startUs >= stepsFrom && c.startUs < stepsTo)
+      collectives.push_back({c.startUs, c.endUs});
     std::string name = c.kind + " " + std::to_string(c.bytes) + " B";
     if (!c.group.empty())
       name += " (" + c.group + ")";

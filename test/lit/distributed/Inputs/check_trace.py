@@ -5,8 +5,10 @@ the same rank.
     check_trace.py TRACE RANKS [SHARDRUN_STDOUT]
 
 With shardrun's output, also checks its "trace:" line against the trace:
-per rank, the time some collective was in flight and the part of it no
-kernel covered, found here by sweeping the events' start and end points."""
+per rank, the time some collective that a training step started (from the
+first "step" event's start to the last one's end) was in flight and the part
+of it no kernel covered, found here by sweeping the events' start and end
+points."""
 import json
 import re
 import sys
@@ -31,7 +33,8 @@ overlap = 0.0
 for r in range(ranks):
     mine = [e for e in events if e["pid"] == r]
     count = {c: sum(1 for e in mine if e["cat"] == c)
-             for c in ("kernel", "collective-start", "collective-wait", "communication")}
+             for c in ("step", "kernel", "collective-start", "collective-wait",
+                       "communication")}
     print(f"rank {r}: " + ", ".join(f"{c} {n}" for c, n in count.items()))
     comm = [e for e in mine if e["tid"] == 1]
     kern = [e for e in mine if e["cat"] == "kernel"]
@@ -44,14 +47,16 @@ print("overlap:", "yes" if overlap > 0 else "no", f"({overlap:.1f} us)")
 
 if len(sys.argv) > 3:
     line = next(l for l in open(sys.argv[3]) if l.startswith("trace:"))
-    m = re.search(r"in flight ([0-9.]+) ms per rank over the run, ([0-9.]+) % of "
+    m = re.search(r"in flight ([0-9.]+) ms per rank, ([0-9.]+) % of "
                   r"it hidden behind kernels \(([0-9.]+) ms exposed", line)
     total = exposed = 0.0
     for r in range(ranks):
         mine = [e for e in events if e["pid"] == r]
         span = lambda e: (e["ts"], e["ts"] + e["dur"])
-        t, x = swept([span(e) for e in mine if e["cat"] == "kernel"],
-                     [span(e) for e in mine if e["tid"] == 1])
+        steps = [span(e) for e in mine if e["cat"] == "step"]
+        lo, hi = min(a for a, _ in steps), max(b for _, b in steps)
+        t, x = swept([span(e) for e in mine if e["cat"] in ("kernel", "recompute")],
+                     [span(e) for e in mine if e["tid"] == 1 and lo <= e["ts"] < hi])
         total += t
         exposed += x
     want = (total / ranks / 1e3, 100 * (1 - exposed / total), exposed / ranks / 1e3)
