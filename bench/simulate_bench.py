@@ -7,7 +7,8 @@
 On bench/step_time.py's GPT (d 256, 4 layers, T 64, vocab 8192, 7.37 M
 parameters, micro-batch 8 per rank), Adam, one thread per rank:
 
- 1. Fit. One rank, traced: the matrix products' time over the plan's flops
+ 1. Fit, from the traced steps after the warm-up. One rank: the matrix
+    products' time over the plan's flops
     gives `flops`; the median of the shortest tenth of the other kernels
     gives `kernel`, and their remaining time over the bytes they read and
     write gives `memory`. Two ranks at ZeRO stage 3, traced: rank 0's
@@ -87,10 +88,13 @@ def run(args, plan, data, trace=None):
     return statistics.median(v for _, v in sorted(step.items())[args.warmup:]) / 1000
 
 
-def events(trace, cat):
+def events(args, trace, cat):
+    """Rank 0's events of category `cat` that start in the steps after the
+    warm-up (the first steps fault in memory and warm caches)."""
     with open(trace) as f:
-        return [e for e in json.load(f)["traceEvents"]
-                if e["pid"] == 0 and e.get("cat") == cat]
+        mine = [e for e in json.load(f)["traceEvents"] if e["pid"] == 0]
+    steps = sorted(e["ts"] for e in mine if e.get("cat") == "step")
+    return [e for e in mine if e.get("cat") == cat and e["ts"] >= steps[args.warmup]]
 
 
 def ring(name, nbytes, n):
@@ -102,12 +106,12 @@ def ring(name, nbytes, n):
 
 
 def fit(args, model, data, tmp):
-    steps = args.warmup + args.steps
+    steps = args.steps
     plan = os.path.join(tmp, "fit1")
     pred = compile_plan(args, model, plan, 1, 0)
     trace = plan + ".json"
     run(args, plan, data, trace)
-    kernels = events(trace, "kernel") + events(trace, "recompute")
+    kernels = events(args, trace, "kernel") + events(args, trace, "recompute")
     flop_us = sum(e["dur"] for e in kernels if e["name"].split(" ")[0] in FLOP_OPS)
     other = [e["dur"] for e in kernels if e["name"].split(" ")[0] not in FLOP_OPS]
     kernel_s = statistics.median(sorted(other)[:max(len(other) // 10, 1)]) / 1e6
@@ -118,7 +122,8 @@ def fit(args, model, data, tmp):
     compile_plan(args, model, plan, 2, 3)
     trace = plan + ".json"
     run(args, plan, data, trace)
-    comm = [e for e in events(trace, "communication") if not e["name"].startswith("barrier")]
+    comm = [e for e in events(args, trace, "communication")
+            if not e["name"].startswith("barrier")]
     small = [e["dur"] / 1e6 / ring(e["name"], e["args"]["bytes"], e["args"]["ranks"])[0]
              for e in comm if e["args"]["bytes"] < 64 << 10 and e["args"]["ranks"] > 1]
     # The lower quartile: a collective's time also holds the wait for the
