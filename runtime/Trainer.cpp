@@ -490,7 +490,8 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
   // between steps (a blocking reduction there made the faster rank wait for
   // the slower one every step, before it could start the next). A step that
   // saves a checkpoint, and the last step, complete theirs at once, so that
-  // a diverged step is never saved and the log ends with the last step.
+  // a diverged step is never saved and the log ends with the last step; so
+  // does every step of a single rank, which has nothing to reduce.
   struct StepReport {
     uint64_t global = 0;
     int64_t step = 0;
@@ -701,7 +702,7 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
     bool saves = options.checkpoints && options.checkpointEvery > 0 &&
                  done % static_cast<uint64_t>(options.checkpointEvery) == 0;
     std::unique_ptr<StepReport> now;
-    if (saves || step + 1 == options.steps) {
+    if (saves || step + 1 == options.steps || !reduces) {
       now = std::move(pending);
       if (Error err = completeReport(*now))
         return err;
