@@ -2,12 +2,14 @@
 """Calibrates `shardc --simulate` on this machine and checks its predictions.
 
     bench/simulate_bench.py [--ranks 1 2 4] [--stages 0 3] [--steps 10]
-                            [--warmup 3] [--hardware-out FILE | --hardware FILE]
+                            [--warmup 3] [--fit-rounds 3]
+                            [--hardware-out FILE | --hardware FILE]
 
 On bench/step_time.py's GPT (d 256, 4 layers, T 64, vocab 8192, 7.37 M
 parameters, micro-batch 8 per rank), Adam, one thread per rank:
 
- 1. Fit, from the traced steps after the warm-up. One rank: the matrix
+ 1. Fit, from the traced steps after the warm-up of --fit-rounds runs of
+    one rank and of two ranks, in turn. One rank: the matrix
     products' time over the plan's flops
     gives `flops`; the median of the shortest tenth of the other kernels
     gives `kernel`, and their remaining time over the bytes they read and
@@ -15,8 +17,11 @@ parameters, micro-batch 8 per rank), Adam, one thread per rank:
     collectives give `link-latency` (the lower quartile of the time per
     algorithm step of those under 64 KiB) and `link` (the bytes a ring sends
     over the time left of those over 1 MiB). `host-slots` is this machine's core count:
-    more ranks than cores share them. The fitted numbers are written as a
-    hardware file (--hardware-out).
+    more ranks than cores share them. `link-cpu`: the matrix products' time
+    per step at two ranks over one rank's, as a share of all kernel time, is
+    the time the collectives' copies took from the kernels; the bytes a rank
+    sends per step over it. The fitted numbers are written as a hardware
+    file (--hardware-out).
  2. Check. For each rank count and stage: `shardc --simulate --hardware
     FILE` against the measured step (the slowest rank's step_ms from
     shardrun's log, the median after the warm-up). With --hardware FILE,
@@ -106,24 +111,33 @@ def ring(name, nbytes, n):
 
 
 def fit(args, model, data, tmp):
-    steps = args.steps
-    plan = os.path.join(tmp, "fit1")
-    pred = compile_plan(args, model, plan, 1, 0)
-    trace = plan + ".json"
-    run(args, plan, data, trace)
-    kernels = events(args, trace, "kernel") + events(args, trace, "recompute")
+    # One rank and two ranks in turn, --fit-rounds times: this machine's
+    # speed drifts by several percent within minutes, and link-cpu is the
+    # difference of the two.
+    plan1, plan2 = os.path.join(tmp, "fit1"), os.path.join(tmp, "fit2")
+    pred = compile_plan(args, model, plan1, 1, 0)
+    pred2 = compile_plan(args, model, plan2, 2, 3)
+    kernels, kernels2, comm = [], [], []
+    for r in range(args.fit_rounds):
+        for plan, into in ((plan1, kernels), (plan2, kernels2)):
+            trace = f"{plan}.{r}.json"
+            run(args, plan, data, trace)
+            into += events(args, trace, "kernel") + events(args, trace, "recompute")
+            if plan == plan2:
+                comm += [e for e in events(args, trace, "communication")
+                         if not e["name"].startswith("barrier")]
+    steps = args.steps * args.fit_rounds
     flop_us = sum(e["dur"] for e in kernels if e["name"].split(" ")[0] in FLOP_OPS)
     other = [e["dur"] for e in kernels if e["name"].split(" ")[0] not in FLOP_OPS]
     kernel_s = statistics.median(sorted(other)[:max(len(other) // 10, 1)]) / 1e6
     flops = pred["flops"] * steps / (flop_us / 1e6)
     memory = pred["kernel_bytes"] * steps / max(sum(other) / 1e6 - kernel_s * len(other), 1e-9)
 
-    plan = os.path.join(tmp, "fit2")
-    compile_plan(args, model, plan, 2, 3)
-    trace = plan + ".json"
-    run(args, plan, data, trace)
-    comm = [e for e in events(args, trace, "communication")
-            if not e["name"].startswith("barrier")]
+    # Two ranks fill the cores: what the matrix products lost per step, over
+    # all kernels, is what the collectives' copies took, per byte sent.
+    flop2_us = sum(e["dur"] for e in kernels2 if e["name"].split(" ")[0] in FLOP_OPS)
+    lost = (flop2_us / flop_us - 1) * (flop_us + sum(other)) / 1e6 / steps
+    link_cpu = pred2["sent_bytes"] / lost if lost > 0 else 0
     small = [e["dur"] / 1e6 / ring(e["name"], e["args"]["bytes"], e["args"]["ranks"])[0]
              for e in comm if e["args"]["bytes"] < 64 << 10 and e["args"]["ranks"] > 1]
     # The lower quartile: a collective's time also holds the wait for the
@@ -135,7 +149,7 @@ def fit(args, model, data, tmp):
                                                 e["args"]["ranks"])[0] for e in big)
     link = sent / max(busy, 1e-9)
     return {"flops": flops, "memory": memory, "kernel": kernel_s, "link": link,
-            "link-latency": latency, "host-slots": os.cpu_count()}
+            "link-latency": latency, "host-slots": os.cpu_count(), "link-cpu": link_cpu}
 
 
 def main():
@@ -144,6 +158,8 @@ def main():
     ap.add_argument("--stages", type=int, nargs="+", default=[0, 3])
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--fit-rounds", type=int, default=3,
+                    help="rounds of the one-rank and two-rank fit runs, in turn")
     ap.add_argument("--hardware-out", help="write the fitted hardware file here")
     ap.add_argument("--hardware", help="check this hardware file instead of fitting one")
     ap.add_argument("--shardc", default=os.path.join(ROOT, "build/bin/shardc"))

@@ -571,7 +571,9 @@ def BucketGradients : Pass<"shardc-bucket-gradients", "mlir::ModuleOp"> {
            "tree), host-link and host-link-latency (a host's network bandwidth, all "
            "its interfaces, and latency), "
            "host-ranks (ranks per host), host-slots (ranks a host runs at "
-           "full speed), tier (bytes per second to and from the offload "
+           "full speed), link-cpu (bytes per second of collective sends "
+           "that take the ranks' kernel time on a full host; 0: none), "
+           "tier (bytes per second to and from the offload "
            "tier), tier-latency. shardc's --hardware FILE sets them from a "
            "file">,
   ];

@@ -39,6 +39,7 @@ constexpr Field kFields[] = {
     {"host-link-latency", &MachineModel::hostLinkSeconds, "1e-5", true},
     {"host-ranks", &MachineModel::hostRanks, "8", true, true},
     {"host-slots", &MachineModel::hostSlots, "8", true, true},
+    {"link-cpu", &MachineModel::linkCpuBytesPerSecond, "3e9", true},
     {"tier", &MachineModel::tierBytesPerSecond, "2e10"},
     {"tier-latency", &MachineModel::tierSeconds, "1e-5"},
 };
@@ -140,13 +141,26 @@ std::string MachineModel::describe() const {
   return text;
 }
 
-double MachineModel::computeSlowdown(uint64_t ranks) const {
+double MachineModel::ranksOnHost(uint64_t ranks) const {
   double onHost = static_cast<double>(std::max<uint64_t>(ranks, 1));
   if (hostRanks > 0)
     onHost = std::min(onHost, std::max(std::floor(hostRanks), 1.0));
+  return onHost;
+}
+
+double MachineModel::computeSlowdown(uint64_t ranks) const {
   if (hostSlots <= 0)
     return 1;
-  return std::max(1.0, onHost / hostSlots);
+  return std::max(1.0, ranksOnHost(ranks) / hostSlots);
+}
+
+double MachineModel::collectiveCpuSeconds(uint64_t sentBytes,
+                                          uint64_t ranks) const {
+  if (linkCpuBytesPerSecond <= 0 || hostSlots <= 0 ||
+      ranksOnHost(ranks) < hostSlots)
+    return 0;
+  return static_cast<double>(sentBytes) / linkCpuBytesPerSecond *
+         computeSlowdown(ranks);
 }
 
 double MachineModel::collectiveTime(CollectiveOpKind kind, uint64_t bytes,
@@ -286,7 +300,13 @@ StepCost estimateStep(const Plan &plan, const MachineModel &machine) {
           static_cast<double>(bytes) / machine.tierBytesPerSecond;
       cost.tierSeconds += t;
     } else {
-      cost.sentBytes += sentBytes(plan, op);
+      uint64_t sent = sentBytes(plan, op);
+      cost.sentBytes += sent;
+      // The copies run on this rank's cores while its kernels do.
+      double cpu = machine.collectiveCpuSeconds(sent, worldSize);
+      now += cpu;
+      cost.computeSeconds += cpu;
+      cost.commCpuSeconds += cpu;
       t = machine.collectiveTime(
           *kind, bufferBytes(plan, op.inputs_size() ? op.inputs(0) : -1),
           collectiveRanks(plan, op), collectiveSpan(mesh, op));

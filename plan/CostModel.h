@@ -30,7 +30,10 @@
 // hold is the exposed communication or transfer time. The step ends when all
 // three timelines are done. Kernels slow down when a host runs more ranks
 // than it has slots for (oversubscribed CPU cores): each takes
-// ranks-on-host / slots times longer.
+// ranks-on-host / slots times longer. Where collectives copy with the
+// ranks' own cores (MPI over shared memory, `link-cpu`) and the host has no
+// core to spare, each collective also adds its copying time to its rank's
+// compute timeline.
 //
 // Everything the model knows of the machine is in MachineModel: its
 // defaults are measured on the CPU backend; a hardware file (`shardc
@@ -82,6 +85,11 @@ struct MachineModel {
   /// GPUs; 0: all).
   double hostRanks = 0;
   double hostSlots = 0;
+  /// Bytes per second of a rank's collective sends that its host's cores
+  /// spend copying and summing (MPI over shared memory), cycles the ranks'
+  /// kernels lose while the host runs as many ranks as it has slots; 0:
+  /// collectives take no kernel time (NCCL, RDMA, or cores to spare).
+  double linkCpuBytesPerSecond = 0;
   /// Bytes per second between memory and the offload tier (reads and
   /// writes share it), and a transfer's fixed time.
   double tierBytesPerSecond = 2.0e9;
@@ -92,8 +100,9 @@ struct MachineModel {
 
   /// Overrides fields from "key=value,key=value" (keys: flops, memory,
   /// kernel, link, link-latency, host-link, host-link-latency, host-ranks,
-  /// host-slots, tier, tier-latency; rates in per second, times in seconds,
-  /// each positive; the host keys may be 0, their default).
+  /// host-slots, link-cpu, tier, tier-latency; rates in per second, times in
+  /// seconds, each positive; the host keys and link-cpu may be 0, their
+  /// default).
   llvm::Error parseOverrides(llvm::StringRef text);
   /// Overrides fields from a hardware file: one "key = value" per line, the
   /// keys of parseOverrides, '#' starting a comment. Errors name the file
@@ -107,9 +116,15 @@ struct MachineModel {
   /// where set).
   std::string describe() const;
 
+  /// The ranks one host runs at `ranks` ranks: all of them, or host-ranks.
+  double ranksOnHost(uint64_t ranks) const;
   /// How many times longer a kernel takes at `ranks` ranks: the ranks on a
   /// host over its slots, at least 1.
   double computeSlowdown(uint64_t ranks) const;
+  /// The kernel time a rank loses to a collective that sends `sentBytes`,
+  /// at `ranks` ranks: sentBytes / link-cpu, times computeSlowdown, where
+  /// the host runs at least as many ranks as it has slots; else 0.
+  double collectiveCpuSeconds(uint64_t sentBytes, uint64_t ranks) const;
   /// A kernel's time: the fixed overhead plus max(flops / F, bytes / B),
   /// `bytes` being what it reads and writes, on a host running no more
   /// ranks than it has slots.
@@ -137,6 +152,9 @@ struct StepCost {
   /// (MachineModel::computeSlowdown).
   double computeSlowdown = 1;
   double recomputeSeconds = 0;
+  /// The part of computeSeconds that collectives' copies took from the
+  /// kernels (MachineModel::collectiveCpuSeconds).
+  double commCpuSeconds = 0;
   /// Time the links and the tier are busy.
   double commSeconds = 0;
   double tierSeconds = 0;

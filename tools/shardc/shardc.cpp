@@ -615,9 +615,13 @@ static void printSimulation(const shardc::plan::Plan &plan,
                       : 100.0;
   os << llvm::formatv("  step:          {0:e3} s per rank\n", cost.seconds);
   os << llvm::formatv("  compute:       {0:e3} s in {1} kernels (recompute "
-                      "{2:e3} s; {3:f2}x for sharing a host)\n",
+                      "{2:e3} s; {3:f2}x for sharing a host",
                       cost.computeSeconds, cost.kernels, cost.recomputeSeconds,
                       cost.computeSlowdown);
+  if (cost.commCpuSeconds > 0)
+    os << llvm::formatv("; {0:e3} s of collectives' copies",
+                        cost.commCpuSeconds);
+  os << ")\n";
   os << llvm::formatv("  collectives:   {0:e3} s on the links, {1:e3} s "
                       "exposed ({2:f1}% hidden), {3} sent per rank\n",
                       cost.commSeconds, cost.commWaitSeconds, hidden,

@@ -230,6 +230,50 @@ TEST(CostModelTest, RanksBeyondAHostsSlotsSlowItsKernels) {
   EXPECT_DOUBLE_EQ(c.seconds, 64);
 }
 
+TEST(CostModelTest, CollectivesCopyWithTheKernelsCoresOnAFullHost) {
+  // The first test's collective: a reduce-scatter sending 24 bytes over 4
+  // ranks, hidden behind an 800 s Relu.
+  PlanWriter w;
+  int32_t g = w.addBuffer("g", rt::DType::F32, {8}, INPUT);
+  int32_t s = w.addBuffer("s", rt::DType::F32, {2}, TEMP);
+  int32_t x = w.addBuffer("x", rt::DType::F32, {100}, INPUT);
+  int32_t y = w.addBuffer("y", rt::DType::F32, {100}, TEMP);
+  Plan &p = w.plan();
+  p.set_world_size(4);
+  addOp(p, "ReduceScatterStart", {g}, {s});
+  addOp(p, "Relu", {x}, {y});
+  addOp(p, "CollectiveWait", {s}, {});
+  MachineModel m = unitMachine();
+  m.linkCpuBytesPerSecond = 0.5; // 24 bytes: 48 s of a core
+  // No slots given (a core to spare for every rank): the copies cost the
+  // kernels nothing.
+  EXPECT_DOUBLE_EQ(estimateStep(p, m).seconds, 800);
+  m.hostSlots = 8;
+  EXPECT_DOUBLE_EQ(estimateStep(p, m).seconds, 800);
+  // 4 ranks on 4 slots: the copies' 48 s join the compute timeline.
+  m.hostSlots = 4;
+  StepCost c = estimateStep(p, m);
+  EXPECT_DOUBLE_EQ(c.commCpuSeconds, 48);
+  EXPECT_DOUBLE_EQ(c.computeSeconds, 848);
+  EXPECT_DOUBLE_EQ(c.seconds, 848);
+  EXPECT_DOUBLE_EQ(c.commSeconds, 24); // the link is as fast as before
+  // On 2 slots everything a rank runs takes twice as long.
+  m.hostSlots = 2;
+  c = estimateStep(p, m);
+  EXPECT_DOUBLE_EQ(c.commCpuSeconds, 96);
+  EXPECT_DOUBLE_EQ(c.seconds, 1600 + 96);
+  // Without link-cpu (the default, and NCCL's case) nothing changes.
+  m.linkCpuBytesPerSecond = 0;
+  EXPECT_DOUBLE_EQ(estimateStep(p, m).seconds, 1600);
+  ASSERT_FALSE(bool(m.parseOverrides("link-cpu=3e9")));
+  EXPECT_DOUBLE_EQ(m.linkCpuBytesPerSecond, 3e9);
+  ASSERT_FALSE(bool(m.parseOverrides("link-cpu=0")));
+  std::string bad = llvm::toString(m.parseOverrides("link-cpu=-1"));
+  EXPECT_NE(bad.find("cost model key 'link-cpu' takes a number >= 0"),
+            std::string::npos)
+      << bad;
+}
+
 TEST(CostModelTest, HardwareFilesNameTheirLine) {
   llvm::SmallString<128> path;
   ASSERT_FALSE(llvm::sys::fs::createTemporaryFile("machine", "hw", path));
