@@ -56,8 +56,8 @@ TEST(CostModelTest, KernelsTakeTheirFlopsOrTheirBytes) {
   EXPECT_DOUBLE_EQ(estimateStep(p, m).seconds, 1042);
 }
 
-TEST(CostModelTest, CollectivesOverlapComputeUntilTheirWait) {
-  PlanWriter w;
+/// A reduce-scatter over 4 ranks, an 800 s Relu, then its wait.
+void addHiddenReduceScatter(PlanWriter &w) {
   int32_t g = w.addBuffer("g", rt::DType::F32, {8}, INPUT);   // 32 bytes
   int32_t s = w.addBuffer("s", rt::DType::F32, {2}, TEMP);    // shard
   int32_t x = w.addBuffer("x", rt::DType::F32, {100}, INPUT); // 400 bytes
@@ -67,7 +67,12 @@ TEST(CostModelTest, CollectivesOverlapComputeUntilTheirWait) {
   addOp(p, "ReduceScatterStart", {g}, {s}); // sends 32 * 3/4 = 24 bytes
   addOp(p, "Relu", {x}, {y});               // 800 s of compute
   addOp(p, "CollectiveWait", {s}, {});
-  StepCost c = estimateStep(p, unitMachine());
+}
+
+TEST(CostModelTest, CollectivesOverlapComputeUntilTheirWait) {
+  PlanWriter w;
+  addHiddenReduceScatter(w);
+  StepCost c = estimateStep(w.plan(), unitMachine());
   EXPECT_EQ(c.sentBytes, 24u);
   EXPECT_DOUBLE_EQ(c.commSeconds, 24);
   EXPECT_DOUBLE_EQ(c.commWaitSeconds, 0); // hidden behind the Relu
@@ -231,18 +236,10 @@ TEST(CostModelTest, RanksBeyondAHostsSlotsSlowItsKernels) {
 }
 
 TEST(CostModelTest, CollectivesCopyWithTheKernelsCoresOnAFullHost) {
-  // The first test's collective: a reduce-scatter sending 24 bytes over 4
-  // ranks, hidden behind an 800 s Relu.
+  // A reduce-scatter sending 24 bytes, hidden behind an 800 s Relu.
   PlanWriter w;
-  int32_t g = w.addBuffer("g", rt::DType::F32, {8}, INPUT);
-  int32_t s = w.addBuffer("s", rt::DType::F32, {2}, TEMP);
-  int32_t x = w.addBuffer("x", rt::DType::F32, {100}, INPUT);
-  int32_t y = w.addBuffer("y", rt::DType::F32, {100}, TEMP);
-  Plan &p = w.plan();
-  p.set_world_size(4);
-  addOp(p, "ReduceScatterStart", {g}, {s});
-  addOp(p, "Relu", {x}, {y});
-  addOp(p, "CollectiveWait", {s}, {});
+  addHiddenReduceScatter(w);
+  const Plan &p = w.plan();
   MachineModel m = unitMachine();
   m.linkCpuBytesPerSecond = 0.5; // 24 bytes: 48 s of a core
   // No slots given (a core to spare for every rank): the copies cost the
