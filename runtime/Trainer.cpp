@@ -522,21 +522,22 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
     r.metricHandle = *h;
     return Error::success();
   };
+  // Waits for both reductions, also when the first fails: the report's
+  // buffers must outlive its collectives.
   auto completeReport = [&](StepReport &r) -> Error {
+    Error lossErr = Error::success(), metricErr = Error::success();
     if (r.lossHandle) {
-      if (Error err = options.comm->wait(*std::exchange(r.lossHandle, {})))
-        return err;
+      lossErr = options.comm->wait(*std::exchange(r.lossHandle, {}));
       r.loss = r.lossSum / options.worldSize;
     }
     if (r.metricHandle) {
-      if (Error err = options.comm->wait(*std::exchange(r.metricHandle, {})))
-        return err;
+      metricErr = options.comm->wait(*std::exchange(r.metricHandle, {}));
       for (size_t i = 0; i < metrics.size(); ++i)
         r.metricValues[i] = metrics[i].isFloat
                                 ? r.metricSums[i] / options.worldSize
                                 : r.metricSums[i];
     }
-    return Error::success();
+    return llvm::joinErrors(std::move(lossErr), std::move(metricErr));
   };
   auto diverged = [](const StepReport &r) {
     return !std::isfinite(r.loss) && !r.skipped;
