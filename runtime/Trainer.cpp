@@ -8,6 +8,7 @@
 
 #include "onnx/onnx_pb.h"
 
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
@@ -628,18 +629,10 @@ Error train(Executor &exec, const plan::Plan &plan, StringRef planDir,
       return err;
     return logReport(*r);
   };
-  struct DrainPending {
-    std::unique_ptr<StepReport> &pending;
-    Communicator *comm;
-    ~DrainPending() {
-      if (!pending)
-        return;
-      for (std::optional<CollectiveHandle> h :
-           {pending->lossHandle, pending->metricHandle})
-        if (h)
-          llvm::consumeError(comm->wait(*h));
-    }
-  } drainPending{pending, options.comm};
+  auto drainPending = llvm::make_scope_exit([&] {
+    if (pending)
+      llvm::consumeError(completeReport(*pending));
+  });
 
   for (int64_t step = 0; step < options.steps; ++step) {
     auto t0 = Clock::now();

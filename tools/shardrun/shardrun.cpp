@@ -604,18 +604,19 @@ static Error writeTrace(rt::Communicator &comm, const rt::Executor &exec,
   // The overlap counts the collectives that the training steps started:
   // not the start-up checks before the first step, in which a rank waits
   // for the others to load the plan.
-  double stepsFrom = -HUGE_VAL, stepsTo = HUGE_VAL;
-  bool anyStep = false;
+  double stepsFrom = HUGE_VAL, stepsTo = -HUGE_VAL;
   for (const rt::TraceEvent &e : exec.traceEvents()) {
     event(e.name, e.category, 0, e.startUs, e.durationUs);
     if (e.category == "kernel" || e.category == "recompute")
       kernels.push_back({e.startUs, e.startUs + e.durationUs});
     if (e.category == "step") {
-      stepsFrom = anyStep ? std::min(stepsFrom, e.startUs) : e.startUs;
-      stepsTo = anyStep ? std::max(stepsTo, e.startUs + e.durationUs)
-                        : e.startUs + e.durationUs;
-      anyStep = true;
+      stepsFrom = std::min(stepsFrom, e.startUs);
+      stepsTo = std::max(stepsTo, e.startUs + e.durationUs);
     }
+  }
+  if (stepsFrom > stepsTo) { // no steps (one forward): count them all
+    stepsFrom = -HUGE_VAL;
+    stepsTo = HUGE_VAL;
   }
   // A collective of a rank group (hybrid sharding) names its group; args
   // carry the bytes (nccl-tests' convention) and the ranks it spanned.
