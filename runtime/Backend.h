@@ -124,6 +124,12 @@ private:
 /// kernels of runtime/cpu.
 std::unique_ptr<KernelBackend> createCpuBackend();
 
+/// The threads of the CPU kernels' matrix products in this process (OpenBLAS
+/// and oneDNN), from now on and on every thread; at least 1. Until it is
+/// called the libraries take their own defaults (every CPU, or
+/// OPENBLAS_NUM_THREADS and OMP_NUM_THREADS). shardrun --cpu-threads sets it.
+void setCpuKernelThreads(int threads);
+
 } // namespace shardc::rt
 
 #endif // SHARDC_RUNTIME_BACKEND_H

@@ -4,11 +4,17 @@
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/xxhash.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <dlfcn.h>
 #include <mutex>
+#include <sched.h>
+#include <unistd.h>
 
 namespace shardc::rt {
 
@@ -125,6 +131,54 @@ const CudaPlugin &loadCudaPlugin() {
 /// The GPU of the rank with index `localRank` on its host, among `count`.
 static int deviceOfLocalRank(int localRank, int count) {
   return localRank >= 0 ? localRank % count : 0;
+}
+
+uint64_t hostKey() {
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  return llvm::xxh3_64bits(llvm::StringRef(host));
+}
+
+/// The CPUs the cgroup v2 quota of this process allows (cpu.max: "QUOTA
+/// PERIOD", or "max" for none), rounded up; 0 when there is none or it
+/// cannot be read.
+static int cgroupCpuLimit() {
+  auto file = llvm::MemoryBuffer::getFile("/sys/fs/cgroup/cpu.max",
+                                          /*IsText=*/true);
+  if (!file)
+    return 0;
+  llvm::SmallVector<llvm::StringRef, 2> fields;
+  (*file)->getBuffer().trim().split(fields, ' ');
+  double quota = 0, period = 0;
+  if (fields.size() != 2 || fields[0].getAsDouble(quota) ||
+      fields[1].getAsDouble(period) || quota <= 0 || period <= 0)
+    return 0;
+  return std::max(1, static_cast<int>(std::ceil(quota / period)));
+}
+
+ProcessCpus processCpus() {
+  ProcessCpus cpus;
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  uint64_t maskKey = 0;
+  if (sched_getaffinity(0, sizeof mask, &mask) == 0) {
+    cpus.count = CPU_COUNT(&mask);
+    maskKey = llvm::xxh3_64bits(llvm::ArrayRef<uint8_t>(
+        reinterpret_cast<const uint8_t *>(&mask), sizeof mask));
+  } else {
+    cpus.count = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  }
+  if (int limit = cgroupCpuLimit())
+    cpus.count = std::min(cpus.count, limit);
+  cpus.count = std::max(cpus.count, 1);
+  cpus.key = hostKey() ^ (maskKey * 0x9e3779b97f4a7c15ull);
+  return cpus;
+}
+
+int defaultCpuThreads(const ProcessCpus &mine,
+                      llvm::ArrayRef<uint64_t> everyRank) {
+  int sharing = static_cast<int>(llvm::count(everyRank, mine.key));
+  return std::max(1, mine.count / std::max(sharing, 1));
 }
 
 int localRankFromEnvironment(int rank) {

@@ -16,9 +16,11 @@
 #include "runtime/Backend.h"
 #include "runtime/comm/Communicator.h"
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -34,6 +36,28 @@ llvm::StringRef deviceKindName(DeviceKind kind);
 /// launcher set (Open MPI's OMPI_COMM_WORLD_LOCAL_RANK, MPICH's
 /// MPI_LOCALRANKID, Slurm's SLURM_LOCALID), else `rank`.
 int localRankFromEnvironment(int rank);
+
+/// A key naming this process's host (a hash of its host name): equal on
+/// two ranks exactly when they run on the same machine.
+uint64_t hostKey();
+
+/// The CPUs this process may run on, for sharing them among the ranks of a
+/// host: how many (its affinity mask's, capped by the CPU quota of its
+/// cgroup, cgroup v2's cpu.max, and at least 1), and a key naming the host
+/// and the mask, equal on two ranks exactly when they may run on the same
+/// CPUs of the same machine (an unbound launch: every rank of the host;
+/// mpirun --bind-to core: none).
+struct ProcessCpus {
+  int count = 1;
+  uint64_t key = 0;
+};
+ProcessCpus processCpus();
+
+/// The threads of a rank's CPU kernels when none are asked for: the CPUs it
+/// may run on (`mine`), divided among the ranks whose keys (`everyRank`,
+/// one per rank, `mine`'s among them) equal its own, at least 1.
+int defaultCpuThreads(const ProcessCpus &mine,
+                      llvm::ArrayRef<uint64_t> everyRank);
 
 /// The backend for `kind` on this rank. `localRank` is the rank's index
 /// among the ranks of its host (what picks its GPU). `why` receives, for

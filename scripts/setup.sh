@@ -17,8 +17,8 @@ PKGS=(
   clang-19 libclang-rt-19-dev
   # distributed runtime
   libopenmpi-dev openmpi-bin
-  # CPU kernels
-  libopenblas-dev
+  # CPU kernels: OpenBLAS, and oneDNN for large float32 products
+  libopenblas-dev libdnnl-dev
   # scripts that export examples / make reference curves (not needed by the tests)
   python3-numpy python3-onnx python3-torch python3-torchvision
   zlib1g-dev libzstd-dev libedit-dev libxml2-dev libcurl4-openssl-dev

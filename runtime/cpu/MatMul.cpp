@@ -1,14 +1,40 @@
 //===- MatMul.cpp - Gemm and MatMul kernels -------------------------------===//
 //
-// f32 and f64 products go to OpenBLAS (cblas_sgemm / cblas_dgemm); integer
-// products use a plain i-k-j loop.
+// f32 products whose three sizes are all at least kOneDnnMinSize go to
+// oneDNN (dnnl_sgemm), smaller ones and f64 to OpenBLAS (cblas_sgemm /
+// cblas_dgemm); integer products use a plain i-k-j loop.
+//
+// Why two libraries. On the step-time GPT's products (bench/step_time.py;
+// 512 x 256 x 1024 to 512 x 256 x 8192, single thread, AMD EPYC with
+// AVX-512) oneDNN's kernels ran 93-111 GFLOP/s where OpenBLAS's ran 86-102,
+// 4-13 % faster on most shapes and within 8 % slower on a few; a training
+// step of that GPT on 2 ranks took 196-214 ms with every product on oneDNN
+// against 211-224 ms on OpenBLAS (five runs each, alternating). Below 128
+// in any size oneDNN's fixed cost per call shows: 64 x 64 x 64 ran 97
+// GFLOP/s against OpenBLAS's 112, 16 x 16 x 16 three times slower, a
+// 64 x 10 x 384 classifier head 2.4 times slower. Both pick their kernels
+// for the CPU at run time, and one shape always goes to one library, so a
+// product's bits depend on its shape and the CPU, never on the rank or the
+// ZeRO stage.
+//
+// Threads: setCpuKernelThreads sets OpenBLAS's (process-wide) and oneDNN's,
+// which are GNU OpenMP's and belong to the calling thread: each thread that
+// multiplies applies the setting before its first oneDNN product.
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/Backend.h"
 #include "runtime/cpu/KernelUtil.h"
 
 #include <cblas.h>
+#include <dnnl.h>
 
 #include <algorithm>
+#include <atomic>
+
+// GNU OpenMP's (libgomp's) C API, which Debian's oneDNN runs on: declared
+// here so that compiling this file needs no OpenMP flags (the fuzz
+// sub-build's clang has no omp.h of libgomp's).
+extern "C" void omp_set_num_threads(int threads);
 
 namespace shardc::rt::cpu {
 
@@ -29,6 +55,24 @@ bool gemmDegenerate(int64_t m, int64_t n, int64_t k, T beta, T *c,
   return true;
 }
 
+/// The smallest m, n and k of a product that goes to oneDNN (see the top
+/// of the file).
+constexpr int64_t kOneDnnMinSize = 128;
+
+/// setCpuKernelThreads's value; 0 until it is called.
+std::atomic<int> kernelThreads{0};
+
+/// Applies kernelThreads to this thread's OpenMP setting, which oneDNN reads
+/// (once per thread and setting).
+void applyOneDnnThreads() {
+  static thread_local int applied = 0;
+  int want = kernelThreads.load(std::memory_order_relaxed);
+  if (want > 0 && want != applied) {
+    omp_set_num_threads(want);
+    applied = want;
+  }
+}
+
 } // namespace
 
 void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
@@ -36,6 +80,15 @@ void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
           float beta, float *c, int64_t ldc) {
   if (gemmDegenerate(m, n, k, beta, c, ldc))
     return;
+  if (std::min({m, n, k}) >= kOneDnnMinSize) {
+    applyOneDnnThreads();
+    // oneDNN checks only its arguments, which are valid here; if it refused
+    // anyway, OpenBLAS computes the product.
+    if (dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', m, n, k, alpha, a,
+                   std::max<int64_t>(lda, 1), b, std::max<int64_t>(ldb, 1),
+                   beta, c, std::max<int64_t>(ldc, 1)) == dnnl_success)
+      return;
+  }
   cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
               transB ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
               static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
@@ -371,3 +424,13 @@ llvm::Error permutedMatMulKernel(const KernelContext &ctx) {
 }
 
 } // namespace shardc::rt::cpu
+
+namespace shardc::rt {
+
+void setCpuKernelThreads(int threads) {
+  threads = std::max(threads, 1);
+  cpu::kernelThreads.store(threads, std::memory_order_relaxed);
+  openblas_set_num_threads(threads);
+}
+
+} // namespace shardc::rt

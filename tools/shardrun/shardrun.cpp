@@ -41,7 +41,6 @@
 #include "llvm/Support/Process.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
-#include "llvm/Support/xxhash.h"
 
 #include <algorithm>
 #include <climits>
@@ -51,7 +50,6 @@
 #include <optional>
 #include <string>
 #include <thread>
-#include <unistd.h>
 #include <vector>
 
 using namespace shardc;
@@ -229,6 +227,13 @@ static cl::opt<int> nproc(
 /// enough that a hung job gives its allocation back within a fraction of a
 /// scheduler slot.
 static constexpr double kDefaultCollectiveTimeout = 600;
+static cl::opt<int> kernelThreads(
+    "cpu-threads",
+    cl::desc("Threads of each rank's CPU matrix products (default: the CPUs "
+             "a rank may run on, divided among the ranks of its host that "
+             "may run on them too; OMP_NUM_THREADS or OPENBLAS_NUM_THREADS "
+             "when set)"),
+    cl::init(0), cl::value_desc("N"), cl::cat(distCategory));
 static cl::opt<double> collectiveTimeout(
     "collective-timeout",
     cl::desc("End the job when a collective has waited this long for a rank "
@@ -783,9 +788,7 @@ static Error checkMemoryAvailable(rt::Communicator &comm, const plan::Plan &p) {
         if (!llvm::sys::fs::file_size(path, size))
           need += size;
       }
-  char host[256] = {0};
-  gethostname(host, sizeof host - 1);
-  int64_t mine[3] = {static_cast<int64_t>(llvm::xxh3_64bits(StringRef(host))),
+  int64_t mine[3] = {static_cast<int64_t>(rt::hostKey()),
                      static_cast<int64_t>(need),
                      static_cast<int64_t>(availableMemoryBytes())};
   int n = comm.worldSize();
@@ -891,15 +894,56 @@ static Error resolveAutoResume(rt::Communicator &comm) {
   return Error::success();
 }
 
-static Error runMain(rt::Communicator &hostComm) {
+/// Sets the threads of this rank's CPU matrix products: --cpu-threads, else
+/// OMP_NUM_THREADS or OPENBLAS_NUM_THREADS, else the CPUs the rank may run
+/// on shared among the ranks of its host that may run on the same CPUs (so
+/// that N unbound ranks on a host of C cores take C / N threads each, as
+/// torchrun's OMP_NUM_THREADS=1 default avoids oversubscription). Collective:
+/// every rank calls it. Returns the threads chosen.
+static Expected<int> setKernelThreads(rt::Communicator &comm) {
+  int threads = kernelThreads;
+  for (const char *name : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"}) {
+    const char *value = std::getenv(name);
+    int fromEnv = 0;
+    if (!threads && value && !StringRef(value).getAsInteger(10, fromEnv) &&
+        fromEnv > 0)
+      threads = fromEnv;
+  }
+  // Every rank takes part in the gather, whatever it chose.
+  rt::ProcessCpus cpus = rt::processCpus();
+  std::vector<uint64_t> keys(comm.worldSize(), cpus.key);
+  if (comm.worldSize() > 1)
+    if (Error err = comm.allGather(&cpus.key, keys.data(), 1, rt::DType::I64))
+      return std::move(err);
+  if (!threads)
+    threads = rt::defaultCpuThreads(cpus, keys);
+  rt::setCpuKernelThreads(threads);
+  return threads;
+}
+
+/// The flags that are wrong on every rank alike (checked before mpirun
+/// starts the ranks, and by each rank under a direct mpirun or srun).
+static Error checkRankFlags() {
   if (Error err = checkOutputPaths())
     return err;
   if (Error err = checkCheckpointFlags())
+    return err;
+  if (kernelThreads.getNumOccurrences() && kernelThreads < 1)
+    return makeError("--cpu-threads " + Twine(kernelThreads.getValue()) +
+                     ": a rank needs at least 1 thread");
+  return Error::success();
+}
+
+static Error runMain(rt::Communicator &hostComm) {
+  if (Error err = checkRankFlags())
     return err;
   if (tf32 && deviceKind == rt::DeviceKind::Cpu)
     return makeError("--tf32 is for GPUs: add --device cuda (or auto)");
   if (cudnn.getNumOccurrences() && deviceKind == rt::DeviceKind::Cpu)
     return makeError("--cudnn is for GPUs: add --device cuda (or auto)");
+  Expected<int> threads = setKernelThreads(hostComm);
+  if (!threads)
+    return threads.takeError();
   // The device first: a missing GPU is reported before any plan is read.
   std::string cpuBecause;
   int localRank = rt::localRankFromEnvironment(hostComm.rank());
@@ -1132,7 +1176,8 @@ static Error runMain(rt::Communicator &hostComm) {
     for (const rt::OpProfile &p : exec.profile())
       total += p.seconds;
     llvm::errs() << "per-op time (total " << llvm::format("%.3f", total * 1e3)
-                 << " ms):\n";
+                 << " ms; " << *threads
+                 << " thread(s) for the CPU matrix products):\n";
     for (size_t j = 0; j < exec.profile().size(); ++j) {
       const rt::OpProfile &p = exec.profile()[j];
       llvm::errs() << llvm::format("  %4zu %9.3f ms  ", j, p.seconds * 1e3)
@@ -1311,10 +1356,7 @@ int main(int argc, char **argv) {
   }
   if (ranks > 1) {
     // Flags that are wrong on every rank: said once, before mpirun starts.
-    Error err = checkOutputPaths();
-    if (!err)
-      err = checkCheckpointFlags();
-    if (err) {
+    if (Error err = checkRankFlags()) {
       llvm::WithColor::error(llvm::errs(), "shardrun")
           << toString(std::move(err)) << "\n";
       return 1;

@@ -37,8 +37,9 @@ bool next(std::vector<int64_t> &idx, const std::vector<int64_t> &shape) {
 // Gemm and MatMul
 //===----------------------------------------------------------------------===//
 
-TEST(GemmKernel, TransposeFlagsAlphaBetaAndBroadcastC) {
-  const int64_t m = 3, k = 5, n = 4;
+/// Gemm of m x k by k x n with every pair of transpose flags, alpha, beta
+/// and a C broadcast over the rows, against a loop in double.
+void checkGemm(int64_t m, int64_t k, int64_t n, double tolerance) {
   for (int ta = 0; ta < 2; ++ta) {
     for (int tb = 0; tb < 2; ++tb) {
       SCOPED_TRACE("transA=" + std::to_string(ta) +
@@ -69,9 +70,30 @@ TEST(GemmKernel, TransposeFlagsAlphaBetaAndBroadcastC) {
                  (tb ? bv[j * k + p] : bv[p * n + j]);
           want.push_back(alpha * s + beta * cv[j]);
         }
-      expectClose(y.values<float>(), want, 1e-5, 1e-5);
+      expectClose(y.values<float>(), want, tolerance, tolerance);
     }
   }
+}
+
+TEST(GemmKernel, TransposeFlagsAlphaBetaAndBroadcastC) {
+  checkGemm(3, 5, 4, 1e-5);
+}
+
+// Products of at least 128 in every size go to oneDNN, smaller ones to
+// OpenBLAS (runtime/cpu/MatMul.cpp): both, and both sides of the line.
+TEST(GemmKernel, LargeProductsOnEitherLibrary) {
+  checkGemm(128, 130, 144, 1e-4);
+  checkGemm(127, 130, 144, 1e-4);
+  checkGemm(150, 129, 128, 1e-4);
+}
+
+// The thread setting reaches the libraries; a product on more threads is
+// still the product (whatever order its sums take).
+TEST(GemmKernel, ThreadsSetting) {
+  setCpuKernelThreads(2);
+  checkGemm(160, 200, 136, 1e-4);
+  setCpuKernelThreads(0); // At least 1.
+  checkGemm(160, 200, 136, 1e-4);
 }
 
 TEST(GemmKernel, ColumnBiasAndNoBias) {
