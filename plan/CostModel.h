@@ -58,10 +58,12 @@
 namespace shardc::plan {
 
 /// What the cost model knows of the machine one rank runs on. The defaults
-/// are one rank of the CPU backend on one core of a 2-core AVX2 machine,
-/// bench/hardware/epyc-2core.hw (fitted by bench/simulate_bench.py from
-/// traces of the step-time GPT, MPI over shared memory), without its
-/// host-slots: a rank is assumed to have its core to itself. The tier's
+/// are one rank of the CPU backend on one core of a 2-core AMD EPYC,
+/// bench/hardware/epyc-2core.hw as bench/simulate_bench.py fitted it on
+/// 2026-11-25 from traces of the step-time GPT, MPI over shared memory
+/// (refitted since for faster products: flops 1.04e11 where 9.68e10 is
+/// here), without its host-slots: a rank is assumed to have its core to
+/// itself. The tier's
 /// rate is what bench/offload_bench.py measured for a tier file in the page
 /// cache.
 struct MachineModel {
