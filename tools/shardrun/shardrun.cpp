@@ -221,12 +221,8 @@ static cl::opt<int> nproc(
              "size); under an existing mpirun or srun launch each process is "
              "one rank"),
     cl::init(0), cl::cat(distCategory));
-/// Ten minutes: longer than any wait a healthy job has at a collective (a
-/// rank loading a large plan or writing an export while the others wait,
-/// skew between ranks), the default of PyTorch's NCCL watchdog, and short
-/// enough that a hung job gives its allocation back within a fraction of a
-/// scheduler slot.
-static constexpr double kDefaultCollectiveTimeout = 600;
+/// More threads than any host has cores: beyond it a typo, not a choice.
+static constexpr int kMaxCpuThreads = 4096;
 static cl::opt<int> kernelThreads(
     "cpu-threads",
     cl::desc("Threads of each rank's CPU matrix products (default: the CPUs "
@@ -234,6 +230,12 @@ static cl::opt<int> kernelThreads(
              "may run on them too; OMP_NUM_THREADS or OPENBLAS_NUM_THREADS "
              "when set)"),
     cl::init(0), cl::value_desc("N"), cl::cat(distCategory));
+/// Ten minutes: longer than any wait a healthy job has at a collective (a
+/// rank loading a large plan or writing an export while the others wait,
+/// skew between ranks), the default of PyTorch's NCCL watchdog, and short
+/// enough that a hung job gives its allocation back within a fraction of a
+/// scheduler slot.
+static constexpr double kDefaultCollectiveTimeout = 600;
 static cl::opt<double> collectiveTimeout(
     "collective-timeout",
     cl::desc("End the job when a collective has waited this long for a rank "
@@ -907,7 +909,7 @@ static Expected<int> setKernelThreads(rt::Communicator &comm) {
     int fromEnv = 0;
     if (!threads && value && !StringRef(value).getAsInteger(10, fromEnv) &&
         fromEnv > 0)
-      threads = fromEnv;
+      threads = std::min(fromEnv, kMaxCpuThreads);
   }
   // Every rank takes part in the gather, whatever it chose.
   rt::ProcessCpus cpus = rt::processCpus();
@@ -928,9 +930,11 @@ static Error checkRankFlags() {
     return err;
   if (Error err = checkCheckpointFlags())
     return err;
-  if (kernelThreads.getNumOccurrences() && kernelThreads < 1)
+  if (kernelThreads.getNumOccurrences() &&
+      (kernelThreads < 1 || kernelThreads > kMaxCpuThreads))
     return makeError("--cpu-threads " + Twine(kernelThreads.getValue()) +
-                     ": a rank needs at least 1 thread");
+                     ": a rank takes 1 to " + Twine(kMaxCpuThreads) +
+                     " threads");
   return Error::success();
 }
 
