@@ -12,6 +12,16 @@
 // polls for the launcher ($SHARD_LAUNCHER, runtime/comm/RankGuard.h) and for
 // its parent, so a rank ends within 0.2 s even if mpirun itself is gone.
 //
+// Messages. With the progress board (below) every way a rank ends is said
+// once, by the rank or by the launcher, so mpirun runs with --quiet: its
+// help banners ("MPI_ABORT was invoked", "Primary job terminated normally,
+// but 1 process returned a non-zero exit code", "mpirun noticed that process
+// rank 1 ... exited on signal 9") would repeat it in a dozen lines. What
+// --quiet also hides is mpirun's own failure to start ranks; when mpirun
+// fails and a rank never reached the board, the launcher says so and gives
+// the mpirun command to run for mpirun's message. Without a board mpirun
+// speaks as usual.
+//
 // Signals. SIGINT, SIGTERM and SIGHUP are blocked in the launcher and taken
 // with sigtimedwait in its wait loop (signals the launcher was started
 // ignoring stay ignored). The first one prints one line and is passed on to
@@ -196,6 +206,17 @@ public:
     }
   }
 
+  /// The ranks that never reached the board (mpirun did not start them, or
+  /// they failed before MPI was up).
+  std::vector<int> unstarted() const {
+    std::vector<int> ranks;
+    if (board)
+      for (int r = 0; r < board->ranks(); ++r)
+        if (board->rank(r).pid.load(std::memory_order_acquire) <= 0)
+          ranks.push_back(r);
+    return ranks;
+  }
+
   /// Where rank 0 is, for the launcher's own messages.
   std::string where() const {
     if (!board || board->rank(0).pid.load() <= 0)
@@ -215,6 +236,13 @@ private:
 const char *signalText(int sig) {
   static char buffer[16];
   return rt::signalName(sig, buffer);
+}
+
+/// "exit status 1" or "killed by SIGKILL", from waitpid's status.
+std::string describeStatus(int status) {
+  if (WIFSIGNALED(status))
+    return std::string("killed by ") + signalText(WTERMSIG(status));
+  return "exit status " + std::to_string(WEXITSTATUS(status));
 }
 
 } // namespace
@@ -266,6 +294,8 @@ int launchRanks(int ranks, int argc, char **argv) {
     llvm::WithColor::warning(llvm::errs(), "shardrun")
         << toString(created.takeError())
         << "; a rank killed by SIGKILL will not be named with its step\n";
+  if (board)
+    args.insert(args.begin() + 1, "--quiet");
   std::vector<std::string> env;
   for (char **e = environ; e && *e; ++e) {
     StringRef var(*e);
@@ -382,6 +412,22 @@ int launchRanks(int ranks, int argc, char **argv) {
     }
   }
   watch.report();
+  std::vector<int> unstarted = watch.unstarted();
+  if (!received && !unstarted.empty() &&
+      !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+    std::string list;
+    for (int r : unstarted)
+      list += (list.empty() ? "" : ", ") + std::to_string(r);
+    std::string command;
+    for (size_t i = 0; i < args.size(); ++i)
+      if (args[i] != "--quiet")
+        command += (command.empty() ? "" : " ") + args[i];
+    error() << "mpirun ended (" << describeStatus(status) << ") and rank(s) "
+            << list
+            << " never started; unless a rank said why above, run mpirun "
+               "yourself to see its message:\n  "
+            << command << "\n";
+  }
   board.reset();
   sigprocmask(SIG_SETMASK, &oldMask, nullptr);
   if (received) {
