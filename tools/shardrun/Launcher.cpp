@@ -62,6 +62,8 @@
 #include "runtime/comm/Progress.h"
 #include "runtime/comm/RankGuard.h"
 
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Program.h"
@@ -294,6 +296,18 @@ int launchRanks(int ranks, int argc, char **argv) {
     llvm::WithColor::warning(llvm::errs(), "shardrun")
         << toString(created.takeError())
         << "; a rank killed by SIGKILL will not be named with its step\n";
+  // The command as a user would type it, for when mpirun fails (below).
+  std::string command;
+  {
+    llvm::raw_string_ostream os(command);
+    for (const std::string &a : args) {
+      bool plain = !a.empty() && llvm::all_of(a, [](char c) {
+        return llvm::isAlnum(c) || StringRef("_./=:,+-@%").contains(c);
+      });
+      os << (command.empty() ? "" : " ");
+      llvm::sys::printArg(os, a, /*Quote=*/!plain);
+    }
+  }
   if (board)
     args.insert(args.begin() + 1, "--quiet");
   std::vector<std::string> env;
@@ -418,10 +432,6 @@ int launchRanks(int ranks, int argc, char **argv) {
     std::string list;
     for (int r : unstarted)
       list += (list.empty() ? "" : ", ") + std::to_string(r);
-    std::string command;
-    for (size_t i = 0; i < args.size(); ++i)
-      if (args[i] != "--quiet")
-        command += (command.empty() ? "" : " ") + args[i];
     error() << "mpirun ended (" << describeStatus(status) << ") and rank(s) "
             << list
             << " never started; unless a rank said why above, run mpirun "
