@@ -7,9 +7,10 @@
 // Why two libraries. On the step-time GPT's products (bench/step_time.py;
 // 512 x 256 x 1024 to 512 x 256 x 8192, single thread, AMD EPYC with
 // AVX-512) oneDNN's kernels ran 93-111 GFLOP/s where OpenBLAS's ran 86-102,
-// 4-13 % faster on most shapes and within 8 % slower on a few; a training
-// step of that GPT on 2 ranks took 196-214 ms with every product on oneDNN
-// against 211-224 ms on OpenBLAS (five runs each, alternating). Below 128
+// 4-13 % faster on most shapes and within 8 % slower on a few
+// (bench/gemm_libraries.c); a training step of that GPT on 2 ranks took
+// 196-214 ms with every product on oneDNN (bench/sgemm_on_onednn.c) against
+// 211-224 ms on OpenBLAS (five runs each, alternating). Below 128
 // in any size oneDNN's fixed cost per call shows: 64 x 64 x 64 ran 97
 // GFLOP/s against OpenBLAS's 112, 16 x 16 x 16 three times slower, a
 // 64 x 10 x 384 classifier head 2.4 times slower. Both pick their kernels
