@@ -56,8 +56,8 @@ int main(void) {
         for (int r = 0; r < reps; ++r) {
           if (lib == 0)
             cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
-                        tb ? CblasTrans : CblasNoTrans, m, n, k, 1.f, a, lda,
-                        b, ldb, 0.f, c, n);
+                        tb ? CblasTrans : CblasNoTrans, m, n, k, 1.f, a, lda, b,
+                        ldb, 0.f, c, n);
           else
             dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.f, a, lda, b,
                        ldb, 0.f, c, n);

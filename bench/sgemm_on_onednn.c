@@ -3,7 +3,8 @@
  * ran a step with every float32 product on oneDNN, before MatMul.cpp drew
  * its line at 128. Row-major calls only (all of Shard's).
  *
- *   cc -O2 -shared -fPIC bench/sgemm_on_onednn.c -o /tmp/libsgemm_on_onednn.so -ldnnl
+ *   cc -O2 -shared -fPIC bench/sgemm_on_onednn.c -o /tmp/libsgemm_on_onednn.so
+ * -ldnnl
  *   LD_PRELOAD=/tmp/libsgemm_on_onednn.so OMP_NUM_THREADS=1 \
  *     OPENBLAS_NUM_THREADS=1 shardrun P --data DIR --steps 25 --nproc 2 --log L
  *
