@@ -1,12 +1,13 @@
-//===- Recurrent.cpp - Import of ONNX LSTM and GRU ------------------------===//
+//===- Recurrent.cpp - Import of ONNX RNN, LSTM and GRU -------------------===//
 //
-// LSTM and GRU (nn.LSTM, nn.GRU) are unrolled over their static sequence
-// length into ops that have gradient rules: the input projection of every
-// step is one MatMul, and each step is a Gemm with the recurrent weight, a
-// Split into the gates, Sigmoid, Tanh, Mul and Add. Forward, reverse and
-// bidirectional, both layouts, LSTM peepholes and GRU's linear_before_reset.
-// The default activations only, without clip, input_forget or sequence
-// lengths shorter than the sequence. Tested by
+// RNN, LSTM and GRU (nn.RNN, nn.LSTM, nn.GRU) are unrolled over their static
+// sequence length into ops that have gradient rules: the input projection of
+// every step is one MatMul, and each step is a Gemm with the recurrent
+// weight, a Split into the gates, Sigmoid, Tanh, Mul and Add (RNN: Tanh or
+// Relu of the sum). Forward, reverse and bidirectional, both layouts, LSTM
+// peepholes and GRU's linear_before_reset. The default activations only
+// (RNN: Tanh or Relu, nn.RNN's two nonlinearities), without clip,
+// input_forget or sequence lengths shorter than the sequence. Tested by
 // test/lit/import/recurrent.onnxtxt.
 //
 //===----------------------------------------------------------------------===//
@@ -15,6 +16,7 @@
 #include "ir/ShardcDialect.h"
 
 #include "mlir/IR/Matchers.h"
+#include "llvm/ADT/StringExtras.h"
 
 using namespace mlir;
 
@@ -86,6 +88,7 @@ public:
   Value mul(Value x, Value y) { return b.create<MulOp>(loc, x, y); }
   Value sigmoid(Value x) { return b.create<SigmoidOp>(loc, x.getType(), x); }
   Value tanh(Value x) { return b.create<TanhOp>(loc, x.getType(), x); }
+  Value relu(Value x) { return b.create<ReluOp>(loc, x.getType(), x); }
   Value zeros(ArrayRef<int64_t> s) {
     auto t = type(s);
     return b.create<ConstantOp>(loc, t,
@@ -104,12 +107,17 @@ private:
 struct RnnSpec {
   int64_t seq = 0, batch = 0, hidden = 0, dirs = 1;
   bool reverse = false, batchFirst = false;
+  /// The `activations` attribute as given (empty: the defaults).
+  SmallVector<std::string> activations;
 };
 
 } // namespace
 
+/// `activations` are the op's defaults, one direction's worth; `alsoValid`,
+/// other functions a gate may take (RNN's Relu).
 static FailureOr<RnnSpec> readSpec(ImportContext &ctx, int gates,
-                                   ArrayRef<StringRef> activations) {
+                                   ArrayRef<StringRef> activations,
+                                   ArrayRef<StringRef> alsoValid = {}) {
   RnnSpec spec;
   auto xt = cast<RankedTensorType>(ctx.operand(0).getType());
   auto wt = cast<RankedTensorType>(ctx.operand(1).getType());
@@ -134,14 +142,53 @@ static FailureOr<RnnSpec> readSpec(ImportContext &ctx, int gates,
   if (ctx.hasAttr("hidden_size") &&
       ctx.intAttr("hidden_size", spec.hidden) != spec.hidden)
     return ctx.nodeError() << "hidden_size does not match W";
+  // The other operands' shapes follow from W's: R, B, the initial states
+  // (input 5, LSTM's 6) and LSTM's peepholes (7).
+  int64_t D = spec.dirs, G = gates, H = spec.hidden;
+  SmallVector<std::pair<int, SmallVector<int64_t>>> expected = {
+      {2, {D, G * H, H}}, {3, {D, 2 * G * H}}};
+  SmallVector<int64_t> state = {D, spec.batch, H};
+  if (spec.batchFirst)
+    state = {spec.batch, D, H};
+  expected.push_back({5, state});
+  if (gates == 4) {
+    expected.push_back({6, state});
+    expected.push_back({7, {D, 3 * H}});
+  }
+  static const char *names[] = {
+      "X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P"};
+  for (const auto &[index, shape] : expected) {
+    Value v = ctx.operand(index);
+    if (!v)
+      continue;
+    auto t = dyn_cast<RankedTensorType>(v.getType());
+    if (!t || t.getShape() != ArrayRef<int64_t>(shape)) {
+      auto diag = ctx.nodeError() << names[index] << " must have shape [";
+      llvm::interleaveComma(shape, diag);
+      return diag << "] for W " << wt << " and X " << xt << ", got "
+                  << v.getType();
+    }
+  }
   if (ctx.hasAttr("clip"))
     return ctx.nodeError() << "clip is not supported";
   if (const auto *a = ctx.attr("activations", onnx::AttributeProto::STRINGS)) {
-    for (int i = 0; i < a->strings_size(); ++i)
-      if (a->strings(i) != activations[i % activations.size()])
-        return ctx.nodeError()
-               << "only the default activations are supported, got '"
-               << a->strings(i) << "'";
+    if (a->strings_size() != int64_t(activations.size()) * spec.dirs)
+      return ctx.nodeError()
+             << "activations has " << a->strings_size() << " entries; "
+             << spec.dirs << " direction(s) need "
+             << activations.size() * spec.dirs;
+    for (int i = 0; i < a->strings_size(); ++i) {
+      StringRef act = a->strings(i);
+      if (act != activations[i % activations.size()] &&
+          !llvm::is_contained(alsoValid, act)) {
+        auto diag = ctx.nodeError()
+                    << "only the default activations are supported";
+        if (!alsoValid.empty())
+          diag << " (or " << llvm::join(alsoValid, ", ") << ")";
+        return diag << ", got '" << act << "'";
+      }
+      spec.activations.push_back(act.str());
+    }
   }
   // sequence_lens (input 4) may only say that every sequence is complete.
   if (ctx.operand(4)) {
@@ -351,7 +398,52 @@ static LogicalResult importGRU(ImportContext &ctx) {
   return success();
 }
 
+/// RNN: h' = f(Xi + h Ri^T + Wbi + Rbi), f Tanh (the default) or Relu per
+/// direction (nn.RNN's nonlinearity).
+static LogicalResult importRNN(ImportContext &ctx) {
+  if (failed(ctx.requireOperands(3, 6)))
+    return failure();
+  auto spec = readSpec(ctx, 1, {"Tanh"}, {"Relu"});
+  if (failed(spec))
+    return failure();
+  auto xt = cast<RankedTensorType>(ctx.operand(0).getType());
+  RnnBuilder r(ctx.builder(), ctx.loc(), xt.getElementType());
+  int64_t S = spec->seq, B = spec->batch, H = spec->hidden;
+  Value x = timeMajor(r, ctx.operand(0), *spec);
+  Value W = ctx.operand(1), R = ctx.operand(2), bias = ctx.operand(3);
+  Value h0 = ctx.operand(5);
+  if (spec->batchFirst && h0)
+    h0 = r.transpose(h0, {1, 0, 2});
+  SmallVector<SmallVector<Value>> hs;
+  SmallVector<Value> lastH;
+  for (int64_t d = 0; d < spec->dirs; ++d) {
+    bool relu = !spec->activations.empty() && spec->activations[d] == "Relu";
+    Value w = r.reshape(r.slice(W, 0, d, 1), {H, RnnBuilder::shape(W)[2]});
+    Value rw = r.reshape(r.slice(R, 0, d, 1), {H, H});
+    Value xw = r.linear(x, w); // (S, B, H)
+    if (bias) {
+      Value bd = r.reshape(r.slice(bias, 0, d, 1), {2 * H});
+      xw = r.add(xw, r.add(r.slice(bd, 0, 0, H), r.slice(bd, 0, H, H)));
+    }
+    Value h = initialState(r, h0, *spec, d);
+    bool backwards = spec->reverse || d == 1;
+    SmallVector<Value> steps(S);
+    for (int64_t k = 0; k < S; ++k) {
+      int64_t t = backwards ? S - 1 - k : k;
+      Value pre =
+          r.add(r.reshape(r.slice(xw, 0, t, 1), {B, H}), r.linear(h, rw));
+      h = relu ? r.relu(pre) : r.tanh(pre);
+      steps[t] = h;
+    }
+    hs.push_back(steps);
+    lastH.push_back(h);
+  }
+  defineOutputs(ctx, r, *spec, hs, lastH, {});
+  return success();
+}
+
 void registerRecurrentImporters(OpImporterTable &table) {
+  table.add("RNN", importRNN);
   table.add("LSTM", importLSTM);
   table.add("GRU", importGRU);
 }

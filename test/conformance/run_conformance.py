@@ -38,7 +38,7 @@ GlobalAveragePool Flatten Reshape Transpose Gather Unsqueeze Squeeze Concat
 Slice Split Shape Constant ConstantOfShape Cast Identity Where Expand
 ReduceMean ReduceSum Dropout SoftmaxCrossEntropyLoss NegativeLogLikelihoodLoss
 Equal Softplus HardSwish Trilu Abs ArgMax Range InstanceNormalization Resize
-Upsample ConvTranspose LSTM GRU CastLike Mod
+Upsample ConvTranspose RNN LSTM GRU CastLike Mod
 Greater Less GreaterOrEqual LessOrEqual Not And Or Xor Clip LeakyRelu Elu Selu
 Celu PRelu HardSigmoid Reciprocal Max Min ReduceMax ReduceMin ReduceL2
 ReduceLogSumExp Sign Floor Ceil Sin Cos Tile Pad
@@ -54,7 +54,7 @@ SHAPE_OPERANDS = {
     ("ConstantOfShape", 0), ("Dropout", 1), ("Dropout", 2), ("Trilu", 1),
     ("Range", 0), ("Range", 1), ("Range", 2),
     ("Resize", 1), ("Resize", 2), ("Resize", 3), ("Upsample", 1),
-    ("LSTM", 4), ("GRU", 4),
+    ("RNN", 4), ("LSTM", 4), ("GRU", 4),
     # Mod is computed at import, from constant operands only.
     ("Mod", 0), ("Mod", 1),
     ("Tile", 1), ("Pad", 1), ("Pad", 2), ("Pad", 3),

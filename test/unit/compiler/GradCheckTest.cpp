@@ -472,9 +472,15 @@ const Case kCases[] = {
      "  Y = Resize<mode=\"cubic\", cubic_coeff_a=-0.5, "
      "exclude_outside=1>(X, , S)",
      {1, 1, 6, 2}},
-    // LSTM and GRU unroll at import into Gemm/MatMul, Split, Sigmoid, Tanh,
-    // Mul and Add; every weight, bias, initial state and peephole gets its
-    // gradient through them.
+    // RNN, LSTM and GRU unroll at import into Gemm/MatMul, Split, Sigmoid,
+    // Tanh (RNN: or Relu), Mul and Add; every weight, bias, initial state and
+    // peephole gets its gradient through them.
+    {"rnn_bidirectional_relu_tanh_batch_first",
+     "float[2,3,2] X = @RAND(12), float[2,3,2] W = @RAND(12), float[2,3,3] Rw "
+     "= @RAND(18), float[2,6] B = @RAND(12), float[2,2,3] H0 = @RAND(12)",
+     "Y, Yh = RNN<hidden_size=3, direction=\"bidirectional\", layout=1, "
+     "activations=[\"Relu\", \"Tanh\"]>(X, W, Rw, B, , H0)",
+     {2, 3, 2, 3}},
     {"lstm_reverse_peepholes",
      "float[3,2,2] X = @RAND(12), float[1,8,2] W = @RAND(16), float[1,8,2] Rw "
      "= @RAND(16), float[1,16] B = @RAND(16), float[1,2,2] H0 = @RAND(4), "
