@@ -181,6 +181,15 @@ bool ImportContext::hasInferredShape(int i) const {
          it->second.tensor_type().has_shape();
 }
 
+bool ImportContext::hasStaticInferredShape(int i) const {
+  if (!hasInferredShape(i))
+    return false;
+  const auto &shape =
+      types.find(onnxNode.output(i))->second.tensor_type().shape();
+  return llvm::all_of(shape.dim(),
+                      [](const auto &d) { return d.has_dim_value(); });
+}
+
 LogicalResult ImportContext::finish(Operation *op, ArrayRef<int> outputIndex) {
   SmallVector<Value> results(op->getResults());
   SmallVector<Value> folded;

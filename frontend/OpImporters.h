@@ -13,14 +13,14 @@
 // the families mirror the tests in test/lit/import/:
 //
 //   ops/Elementwise.cpp   elementwise.onnxtxt, dropout.onnxtxt
-//   ops/Linalg.cpp        linalg.onnxtxt
+//   ops/Linalg.cpp        linalg.onnxtxt, einsum.onnxtxt
 //   ops/Normalization.cpp normalization.onnxtxt, batchnorm.onnxtxt
-//   ops/Reduce.cpp        reduce.onnxtxt
+//   ops/Reduce.cpp        reduce.onnxtxt, reduce-composed.onnxtxt
 //   ops/ConvPool.cpp      conv-pool.onnxtxt
 //   ops/DataMovement.cpp  data-movement.onnxtxt
 //   ops/Constants.cpp     constants.onnxtxt, mod.onnxtxt
 //   ops/Loss.cpp          loss.onnxtxt
-//   ops/Recurrent.cpp     recurrent.onnxtxt
+//   ops/Recurrent.cpp     recurrent.onnxtxt, rnn.onnxtxt
 //
 // (op-errors.test holds the errors of all of them that ONNX's own checks do
 // not catch first). Adding an operator touches one of these files, and its
@@ -115,6 +115,9 @@ public:
   /// Whether shape inference gave output `i` a tensor type with a shape
   /// (outType may still reject it, e.g. for a dynamic dimension).
   bool hasInferredShape(int i) const;
+  /// Whether that shape is also static (every dimension a size): then
+  /// outType(i) gives it without an error.
+  bool hasStaticInferredShape(int i) const;
   /// Maps the results of `op` to the node's outputs (result j to output
   /// `outputIndex[j]`, or to output j when `outputIndex` is empty), after
   /// folding `op` if all of its operands are constants.

@@ -8,7 +8,7 @@
 // peepholes and GRU's linear_before_reset. The default activations only
 // (RNN: Tanh or Relu, nn.RNN's two nonlinearities), without clip,
 // input_forget or sequence lengths shorter than the sequence. Tested by
-// test/lit/import/recurrent.onnxtxt.
+// test/lit/import/recurrent.onnxtxt and rnn.onnxtxt.
 //
 //===----------------------------------------------------------------------===//
 #include "frontend/OpImporters.h"

@@ -3,14 +3,21 @@
 // ReduceMean, ReduceSum, ReduceMax and ReduceMin, with their axes from the
 // attribute (before opset 18; ReduceSum's since 13) or from a constant
 // input: axes are made non-negative, sorted and deduplicated, no axes means
-// every axis, and noop_with_empty_axes turns the node into a copy; ReduceL2
-// and ReduceLogSumExp composed of those and elementwise ops; and ArgMax,
-// with its axis made non-negative. Tested by test/lit/import/reduce.onnxtxt.
+// every axis, and noop_with_empty_axes turns the node into a copy; ReduceL2,
+// ReduceLogSumExp, ReduceSumSquare, ReduceL1 and ReduceLogSum composed of
+// those and elementwise ops; ReduceProd computed at import from a constant
+// operand (the exporters' element counts: Shape -> Gather -> ReduceProd in
+// Tensor.var and Tensor.std); CumSum of floats as a MatMul with a triangle
+// of ones along its axis; and ArgMax, with its axis made non-negative.
+// Tested by test/lit/import/reduce.onnxtxt and reduce-composed.onnxtxt.
 //
 //===----------------------------------------------------------------------===//
 #include "frontend/OpImporters.h"
 
 #include "ir/ShardcDialect.h"
+#include "passes/FoldConstants.h"
+
+#include "mlir/IR/Matchers.h"
 
 #include <algorithm>
 
@@ -69,11 +76,12 @@ template <typename OpT> static LogicalResult importReduce(ImportContext &ctx) {
                                   ctx.intAttr("keepdims", 1) != 0));
 }
 
-/// ReduceL2 = sqrt(ReduceSum(x * x)) and ReduceLogSumExp =
-/// log(ReduceSum(exp(x - m))) + m with m = ReduceMax(x) (kept dims), so that
-/// large x does not overflow; both composed of ops with gradient rules.
-/// noop_with_empty_axes leaves the elementwise part (|x| as sqrt(x * x), and
-/// x itself for LogSumExp) as ONNX's reference does.
+/// ReduceL2 = sqrt(ReduceSum(x * x)), ReduceSumSquare = ReduceSum(x * x),
+/// ReduceL1 = ReduceSum(|x|), ReduceLogSum = log(ReduceSum(x)) and
+/// ReduceLogSumExp = log(ReduceSum(exp(x - m))) + m with m = ReduceMax(x)
+/// (kept dims), so that large x does not overflow; all composed of ops with
+/// gradient rules. noop_with_empty_axes leaves the elementwise part (|x| as
+/// sqrt(x * x) for L2, x itself for LogSumExp) as ONNX's reference does.
 static LogicalResult importComposedReduce(ImportContext &ctx) {
   if (failed(ctx.requireOperands(1, 2)))
     return failure();
@@ -90,19 +98,26 @@ static LogicalResult importComposedReduce(ImportContext &ctx) {
   auto axes = reduceAxes(ctx, noop);
   if (failed(axes))
     return failure();
-  bool l2 = ctx.node().op_type() == "ReduceL2";
+  StringRef op = ctx.node().op_type();
   SmallVector<int64_t> kept(xType.getShape());
   for (int64_t a : *axes)
     kept[a] = 1;
   auto keptType = RankedTensorType::get(kept, xType.getElementType());
+  auto sum = [&](Value v) -> Value {
+    if (noop)
+      return v;
+    return b.create<ReduceSumOp>(loc, keptType, v, *axes, true);
+  };
   Value y;
-  if (l2) {
-    Value sq = b.create<MulOp>(loc, x, x);
-    Value sum =
-        noop
-            ? sq
-            : b.create<ReduceSumOp>(loc, keptType, sq, *axes, true).getResult();
-    y = b.create<SqrtOp>(loc, sum.getType(), sum);
+  if (op == "ReduceL2" || op == "ReduceSumSquare") {
+    Value s = sum(b.create<MulOp>(loc, x, x));
+    y = op == "ReduceL2" ? b.create<SqrtOp>(loc, s.getType(), s).getResult()
+                         : s;
+  } else if (op == "ReduceL1") {
+    y = sum(b.create<AbsOp>(loc, xType, x));
+  } else if (op == "ReduceLogSum") {
+    Value s = sum(x);
+    y = b.create<LogOp>(loc, s.getType(), s);
   } else if (noop) {
     y = b.create<IdentityOp>(loc, xType, x);
   } else {
@@ -114,6 +129,166 @@ static LogicalResult importComposedReduce(ImportContext &ctx) {
   }
   if (y.getType() != *type)
     y = b.create<ReshapeOp>(loc, *type, y);
+  ctx.define(0, y);
+  return success();
+}
+
+/// ReduceProd of a constant, computed here (no kernel): the exporters
+/// multiply a tensor's dims this way for an element count (Tensor.var,
+/// Tensor.std, numel). The product of a computed tensor is an error.
+static LogicalResult importReduceProd(ImportContext &ctx) {
+  if (failed(ctx.requireOperands(1, 2)))
+    return failure();
+  auto type = ctx.outType(0);
+  if (failed(type))
+    return failure();
+  DenseElementsAttr x;
+  if (!matchPattern(ctx.operand(0), m_Constant(&x)))
+    return ctx.nodeError()
+           << "only a constant operand is supported (ReduceProd is computed "
+              "at import, for element counts such as Tensor.var's)";
+  bool noop = false;
+  auto axes = reduceAxes(ctx, noop);
+  if (failed(axes))
+    return failure();
+  Type elem = x.getElementType();
+  if (!isa<FloatType, IntegerType>(elem))
+    return ctx.nodeError() << "operands of type " << elem
+                           << " are not supported";
+  ArrayRef<int64_t> in = x.getType().getShape();
+  std::optional<int64_t> bytes = tensorBytes(*type);
+  if (!bytes || *bytes > ctx.foldLimit())
+    return ctx.nodeError() << "the result " << *type
+                           << " is larger than --fold-limit ("
+                           << ctx.foldLimit() << " bytes)";
+  // out[j] = product of the x[i] whose coordinates off the axes give j.
+  int64_t n = type->getNumElements();
+  auto outIndex = [&](int64_t flat) {
+    int64_t index = 0, stride = 1;
+    for (int64_t d = int64_t(in.size()) - 1; d >= 0; --d) {
+      int64_t coord = flat % in[d];
+      flat /= in[d];
+      if (noop || !llvm::is_contained(*axes, d)) {
+        index += coord * stride;
+        stride *= in[d];
+      }
+    }
+    return index;
+  };
+  SmallVector<Attribute> out;
+  if (isa<FloatType>(elem)) {
+    SmallVector<double> prod(n, 1.0);
+    for (auto [i, v] : llvm::enumerate(x.getValues<APFloat>()))
+      prod[outIndex(i)] *= v.convertToDouble();
+    for (double p : prod)
+      out.push_back(FloatAttr::get(elem, p));
+  } else {
+    SmallVector<APInt> prod(n, APInt(elem.getIntOrFloatBitWidth(), 1));
+    for (auto [i, v] : llvm::enumerate(x.getValues<APInt>()))
+      prod[outIndex(i)] *= v;
+    for (const APInt &p : prod)
+      out.push_back(IntegerAttr::get(elem, p));
+  }
+  auto value = DenseElementsAttr::get(*type, out);
+  ctx.define(0, ctx.builder().create<ConstantOp>(ctx.loc(), *type, value));
+  return success();
+}
+
+/// The largest axis CumSum composes: its L x L triangle of ones takes L^2
+/// floats (64 MiB at 4096).
+constexpr int64_t kMaxCumSumLength = 4096;
+
+/// CumSum (torch.cumsum) of a float tensor: the axis moved last, a MatMul
+/// with the L x L triangle T (T[i][j] = 1 where input i adds into output j:
+/// i <= j, i < j when exclusive, i >= j / i > j when reversed), moved back.
+/// Its gradient is the MatMul's. An integer tensor only when constant
+/// (position ids from a constant range): then the sums are computed here.
+static LogicalResult importCumSum(ImportContext &ctx) {
+  if (failed(ctx.requireOperands(2, 2)))
+    return failure();
+  auto type = ctx.outType(0);
+  if (failed(type))
+    return failure();
+  Value x = ctx.operand(0);
+  auto xType = cast<RankedTensorType>(x.getType());
+  int64_t rank = xType.getRank();
+  auto axisValues = ctx.constInts(1, "axis");
+  if (failed(axisValues))
+    return failure();
+  if (axisValues->size() != 1)
+    return ctx.nodeError() << "axis must be one value, got "
+                           << axisValues->size();
+  auto axis = ctx.normAxis((*axisValues)[0], rank);
+  if (failed(axis))
+    return failure();
+  bool exclusive = ctx.intAttr("exclusive", 0) != 0;
+  bool reverse = ctx.intAttr("reverse", 0) != 0;
+  int64_t L = xType.getDimSize(*axis);
+  auto adds = [&](int64_t i, int64_t j) {
+    if (reverse)
+      return exclusive ? i > j : i >= j;
+    return exclusive ? i < j : i <= j;
+  };
+  Type elem = xType.getElementType();
+  DenseElementsAttr constant;
+  if (!isa<FloatType>(elem)) {
+    if (!matchPattern(x, m_Constant(&constant)) || !isa<IntegerType>(elem))
+      return ctx.nodeError()
+             << "only float tensors, or constant integer ones, are "
+                "supported; got a computed "
+             << xType;
+    // out[..., j, ...] = sum of x[..., i, ...] over the i that add into j.
+    SmallVector<APInt> in(constant.getValues<APInt>());
+    int64_t inner = 1;
+    for (int64_t d = *axis + 1; d < rank; ++d)
+      inner *= xType.getDimSize(d);
+    SmallVector<Attribute> out;
+    for (int64_t flat = 0; flat < int64_t(in.size()); ++flat) {
+      int64_t j = (flat / inner) % L, base = flat - j * inner;
+      APInt sum(elem.getIntOrFloatBitWidth(), 0);
+      for (int64_t i = 0; i < L; ++i)
+        if (adds(i, j))
+          sum += in[base + i * inner];
+      out.push_back(IntegerAttr::get(elem, sum));
+    }
+    auto value = DenseElementsAttr::get(*type, out);
+    ctx.define(0, ctx.builder().create<ConstantOp>(ctx.loc(), *type, value));
+    return success();
+  }
+  if (L > kMaxCumSumLength)
+    return ctx.nodeError() << "the axis has " << L
+                           << " elements; CumSum composes a MatMul with an L x "
+                              "L triangle, supported up to L = "
+                           << kMaxCumSumLength;
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  SmallVector<int64_t> perm;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != *axis)
+      perm.push_back(d);
+  perm.push_back(*axis);
+  SmallVector<int64_t> moved;
+  for (int64_t p : perm)
+    moved.push_back(xType.getDimSize(p));
+  bool last = *axis == rank - 1;
+  Value v = last ? x
+                 : b.create<TransposeOp>(
+                        loc, RankedTensorType::get(moved, elem), x, perm)
+                       .getResult();
+  SmallVector<Attribute> tri;
+  for (int64_t i = 0; i < L; ++i)
+    for (int64_t j = 0; j < L; ++j)
+      tri.push_back(FloatAttr::get(elem, adds(i, j) ? 1.0 : 0.0));
+  auto triType = RankedTensorType::get({L, L}, elem);
+  Value t =
+      b.create<ConstantOp>(loc, triType, DenseElementsAttr::get(triType, tri));
+  Value y = b.create<MatMulOp>(loc, v.getType(), v, t);
+  if (!last) {
+    SmallVector<int64_t> back(rank);
+    for (int64_t d = 0; d < rank; ++d)
+      back[perm[d]] = d;
+    y = b.create<TransposeOp>(loc, xType, y, back);
+  }
   ctx.define(0, y);
   return success();
 }
@@ -144,6 +319,11 @@ void registerReduceImporters(OpImporterTable &table) {
   table.add("ReduceMin", importReduce<ReduceMinOp>);
   table.add("ReduceL2", importComposedReduce);
   table.add("ReduceLogSumExp", importComposedReduce);
+  table.add("ReduceSumSquare", importComposedReduce);
+  table.add("ReduceL1", importComposedReduce);
+  table.add("ReduceLogSum", importComposedReduce);
+  table.add("ReduceProd", importReduceProd);
+  table.add("CumSum", importCumSum);
 }
 
 } // namespace shardc

@@ -336,6 +336,35 @@ const Case kCases[] = {
      "  L = ReduceLogSumExp<axes=[1], keepdims=1>(A)\n  D = Div(A, N)\n"
      "  Y = Add(D, L)",
      {3, 4}},
+    // ReduceSumSquare, ReduceL1 and ReduceLogSum compose ReduceSum with Mul,
+    // Abs and Log (values away from Abs's kink, which the central
+    // difference's step would cross).
+    {"reducesumsquare_l1_logsum",
+     "float[3,4] A = {0.7, -0.2, 0.5, 0.1, -0.5, 0.3, 0.9, -0.8, 0.2, 0.6, "
+     "-0.1, 0.4}",
+     "S = ReduceSumSquare<axes=[1], keepdims=1>(A)\n"
+     "  L = ReduceL1<axes=[0], keepdims=1>(A)\n  Q = Mul(A, A)\n"
+     "  G = ReduceLogSum<axes=[1], keepdims=1>(Q)\n  M = Mul(A, L)\n"
+     "  N = Add(M, S)\n  Y = Add(N, G)",
+     {3, 4}},
+    // CumSum is a MatMul with a triangle of ones along its axis.
+    {"cumsum_exclusive_reverse",
+     "float[3,4] A = @RAND(12)",
+     "ax = Constant<value = int64 {0}>()\n  C = CumSum<exclusive=1, "
+     "reverse=1>(A, ax)\n  ax1 = Constant<value = int64 {-1}>()\n"
+     "  D = CumSum(A, ax1)\n  Y = Mul(C, D)",
+     {3, 4}},
+    // Einsum: labels summed out, batched MatMuls, broadcast Muls.
+    {"einsum_batched_and_ellipsis",
+     "float[2,3,4] A = @RAND(24), float[2,4,3] B = @RAND(24), float[2,3] V = "
+     "@RAND(6)",
+     "P = Einsum<equation=\"bij,bjk->bik\">(A, B)\n"
+     "  Q = Einsum<equation=\"...i,...j->...ij\">(V, V)\n"
+     "  W = Einsum<equation=\"bik,bkj,bj->bi\">(P, Q, V)\n"
+     "  S = Einsum<equation=\"bij->j\">(A)\n"
+     "  T = Einsum<equation=\"bi,j->bij\">(W, S)\n"
+     "  Y = Einsum<equation=\"bij,bij->ji\">(T, T)",
+     {4, 3}},
     // Tile's gradient sums the tiles; Pad's is the slice of the data (the
     // pad value, here a parameter-free constant, gets none).
     {"tile",
