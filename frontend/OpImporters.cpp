@@ -16,6 +16,7 @@
 #include "mlir/IR/Matchers.h"
 
 #include <cassert>
+#include <cmath>
 
 using namespace mlir;
 
@@ -136,9 +137,25 @@ FailureOr<SmallVector<int64_t>> ImportContext::constInts(int i,
     return diag;
   }
   SmallVector<int64_t> out;
-  for (APInt x : attr.getValues<APInt>())
-    out.push_back(x.getSExtValue());
-  return out;
+  if (isa<IntegerType>(attr.getElementType())) {
+    for (APInt x : attr.getValues<APInt>())
+      out.push_back(x.getSExtValue());
+    return out;
+  }
+  // Some operands may be of any numeric type (OneHot's depth): float values
+  // are taken when they are whole numbers.
+  if (isa<FloatType>(attr.getElementType())) {
+    for (APFloat x : attr.getValues<APFloat>()) {
+      double d = x.convertToDouble();
+      if (!(std::trunc(d) == d && std::fabs(d) < 9.0e18))
+        return nodeError() << what << " (input '" << onnxNode.input(i)
+                           << "') must hold whole numbers, got " << d;
+      out.push_back(static_cast<int64_t>(d));
+    }
+    return out;
+  }
+  return nodeError() << what << " (input '" << onnxNode.input(i)
+                     << "') must be integers, got " << attr.getType();
 }
 
 FailureOr<RankedTensorType> ImportContext::outType(int i) {

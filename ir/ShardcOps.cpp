@@ -833,6 +833,36 @@ LogicalResult GatherOp::verify() {
   return success();
 }
 
+/// GatherElements' operands: indices of data's rank (at most 8), no larger
+/// than data off the axis, and the result (or gradient) of the indices'
+/// shape.
+static LogicalResult verifyGatherElements(Operation *op, ArrayRef<int64_t> data,
+                                          ArrayRef<int64_t> idx,
+                                          ArrayRef<int64_t> result,
+                                          int64_t axis, StringRef resultName) {
+  if (data.empty() || data.size() > 8)
+    return op->emitOpError("data must have rank 1 to 8, got ") << data.size();
+  if (failed(verifyAxis(op, axis, data.size())))
+    return failure();
+  if (idx.size() != data.size())
+    return op->emitOpError("indices must have the data's rank ")
+           << data.size() << ", got " << idx.size();
+  for (size_t d = 0; d < data.size(); ++d)
+    if ((int64_t)d != axis && idx[d] > data[d])
+      return op->emitOpError("indices dimension ")
+             << d << " (" << idx[d] << ") exceeds the data's (" << data[d]
+             << ")";
+  if (result != idx)
+    return op->emitOpError()
+           << resultName << " must have the indices' shape " << fmt(idx);
+  return success();
+}
+
+LogicalResult GatherElementsOp::verify() {
+  return verifyGatherElements(*this, shapeOf(getData()), shapeOf(getIndices()),
+                              shapeOf(getOutput()), getAxis(), "result");
+}
+
 LogicalResult ConcatOp::verify() {
   if (getInputs().empty())
     return emitOpError("needs at least one input");
@@ -1144,6 +1174,12 @@ LogicalResult GatherGradOp::verify() {
   if (shapeOf(getGrad()) != ArrayRef<int64_t>(expected))
     return emitOpError("gradient must have shape ") << fmt(expected);
   return success();
+}
+
+LogicalResult GatherElementsGradOp::verify() {
+  return verifyGatherElements(*this, shapeOf(getDataGrad()),
+                              shapeOf(getIndices()), shapeOf(getGrad()),
+                              getAxis(), "gradient");
 }
 
 LogicalResult SliceGradOp::verify() {

@@ -1060,6 +1060,31 @@ def Shardc_GatherOp : Shardc_Op<"Gather", [Pure,
   }];
 }
 
+def Shardc_GatherElementsOp : Shardc_Op<"GatherElements", [Pure,
+    AllElementTypesMatch<["data", "output"]>]> {
+  let summary = "Gather elements along an axis by a same-rank index tensor";
+  let description = [{
+    `output[c] = data[c with c[axis] = indices[c]]` for every coordinate `c`
+    of `indices` (i32 or i64; negative indices count from the end, and an
+    out-of-range one is a run-time error). `indices` has `data`'s rank and no
+    larger a size than `data` on any other axis; the result has its shape and
+    `data`'s element type (any). At most 8 dimensions. Imports ONNX
+    GatherElements (`torch.gather`).
+
+    ```mlir
+    %y = shardc.GatherElements %logp, %picked {axis = 1 : i64}
+        : (tensor<4x10xf32>, tensor<4x1xi64>) -> tensor<4x1xf32>
+    ```
+  }];
+  let arguments = (ins Shardc_Tensor:$data, Shardc_IndexTensor:$indices,
+                   I64Attr:$axis);
+  let results = (outs Shardc_Tensor:$output);
+  let hasVerifier = 1;
+  let assemblyFormat = [{
+    $data `,` $indices attr-dict `:` functional-type(operands, results)
+  }];
+}
+
 def Shardc_ConcatOp : Shardc_Op<"Concat", [Pure]> {
   let summary = "Concatenation along an axis";
   let description = [{
@@ -1670,6 +1695,30 @@ def Shardc_NegativeLogLikelihoodLossGradOp
   let hasVerifier = 1;
   let assemblyFormat = [{
     $grad `,` $input `,` $target (`,` $weight^)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Shardc_GatherElementsGradOp : Shardc_Op<"GatherElementsGrad", [Pure,
+    AllElementTypesMatch<["grad", "data_grad"]>]> {
+  let summary = "Scatter-add of GatherElements' output gradient into its data";
+  let description = [{
+    The gradient of GatherElements with respect to its data: zeros of the
+    data's type, to which each element of `grad` is added at
+    `c with c[axis] = indices[c]` (repeated indices accumulate in the order
+    of the indices' elements, on every backend). `grad` has the indices'
+    shape. Emitted by `shardc-autodiff`.
+
+    ```mlir
+    %dlogp = shardc.GatherElementsGrad %dy, %picked {axis = 1 : i64}
+        : (tensor<4x1xf32>, tensor<4x1xi64>) -> tensor<4x10xf32>
+    ```
+  }];
+  let arguments = (ins Shardc_FloatTensor:$grad, Shardc_IndexTensor:$indices,
+                   I64Attr:$axis);
+  let results = (outs Shardc_FloatTensor:$data_grad);
+  let hasVerifier = 1;
+  let assemblyFormat = [{
+    $grad `,` $indices attr-dict `:` functional-type(operands, results)
   }];
 }
 

@@ -1,9 +1,10 @@
 //===- DataMovement.cpp - Import of ONNX data-movement operators ----------===//
 //
 // Flatten, Reshape, Squeeze and Unsqueeze (all shardc.Reshape with the
-// static result type), Transpose, Gather, Concat, Split, Slice and Expand;
-// Tile (Reshape, Expand, Reshape) and Pad (Concat with constant blocks, or a
-// Gather for edge and reflect) composed of them.
+// static result type), Transpose, Gather, GatherElements, Concat, Split,
+// Slice and Expand; Tile (Reshape, Expand, Reshape) and Pad (Concat with
+// constant blocks, or a Gather for edge and reflect) composed of them, and
+// OneHot (F.one_hot) as Where on Equal against a constant range.
 // Their shape, axes, split and slice-bound operands are compile-time
 // constants consumed at import; the attributes carry what the kernels need:
 // non-negative axes, Transpose's default perm (reversed dims), and Slice's
@@ -140,6 +141,112 @@ static LogicalResult importGather(ImportContext &ctx) {
     return failure();
   return ctx.finish(ctx.builder().create<GatherOp>(
       ctx.loc(), *type, ctx.operand(0), ctx.operand(1), *axis));
+}
+
+static LogicalResult importGatherElements(ImportContext &ctx) {
+  if (failed(ctx.requireOperands(2, 2)))
+    return failure();
+  auto data = cast<RankedTensorType>(ctx.operand(0).getType());
+  auto idx = cast<RankedTensorType>(ctx.operand(1).getType());
+  if (data.getRank() < 1 || data.getRank() > 8 ||
+      idx.getRank() != data.getRank())
+    return ctx.nodeError() << "data (" << data << ") must have rank 1 to 8 "
+                           << "and indices (" << idx << ") the same rank";
+  auto axis = ctx.normAxis(ctx.intAttr("axis", 0), data.getRank());
+  if (failed(axis))
+    return failure();
+  for (int64_t d = 0; d < data.getRank(); ++d)
+    if (d != *axis && idx.getDimSize(d) > data.getDimSize(d))
+      return ctx.nodeError()
+             << "indices " << idx << " are larger than data " << data
+             << " on axis " << d << " (only the gather axis may differ)";
+  auto type = RankedTensorType::get(idx.getShape(), data.getElementType());
+  return ctx.finish(ctx.builder().create<GatherElementsOp>(
+      ctx.loc(), type, ctx.operand(0), ctx.operand(1), *axis));
+}
+
+/// OneHot(indices, depth, values): Where(Equal(indices moved onto `axis`,
+/// range(depth)), on, off), negative indices counting from the end; an index
+/// outside [-depth, depth) gives an all-off row, as ONNX says.
+static LogicalResult importOneHot(ImportContext &ctx) {
+  if (failed(ctx.requireOperands(3, 3)))
+    return failure();
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  Value idx = ctx.operand(0);
+  auto idxType = cast<RankedTensorType>(idx.getType());
+  if (isa<FloatType>(idxType.getElementType())) {
+    // Float indices truncate toward zero, as ONNX's reference casts them.
+    idxType = RankedTensorType::get(idxType.getShape(), b.getI64Type());
+    idx = b.create<CastOp>(loc, idxType, idx);
+  }
+  auto idxElem = dyn_cast<IntegerType>(idxType.getElementType());
+  if (!idxElem || idxElem.getWidth() == 1)
+    return ctx.nodeError() << "indices must be numbers, got " << idxType;
+  auto depth = ctx.constInts(1, "depth");
+  if (failed(depth))
+    return failure();
+  if (depth->size() != 1 || (*depth)[0] < 1)
+    return ctx.nodeError() << "depth must be one positive value";
+  int64_t n = (*depth)[0];
+  auto axis = ctx.normAxis(ctx.intAttr("axis", -1), idxType.getRank() + 1);
+  if (failed(axis))
+    return failure();
+  // The result shape follows from the constant depth even where ONNX's
+  // inference left it symbolic; where it did not, the two agree.
+  SmallVector<int64_t> outShape(idxType.getShape());
+  outShape.insert(outShape.begin() + *axis, n);
+  auto valsElem =
+      cast<RankedTensorType>(ctx.operand(2).getType()).getElementType();
+  auto type = std::optional<RankedTensorType>(
+      RankedTensorType::get(outShape, valsElem));
+  if (ctx.hasStaticInferredShape(0)) {
+    auto inferred = ctx.outType(0);
+    if (failed(inferred))
+      return failure();
+    if (*inferred != *type)
+      return ctx.nodeError() << "shape inference gave " << *inferred
+                             << ", depth and axis " << *type;
+  }
+  // indices with a 1 inserted at `axis`, against range(depth) laid along it.
+  SmallVector<int64_t> moved(idxType.getShape()), line(type->getRank(), 1);
+  moved.insert(moved.begin() + *axis, 1);
+  line[*axis] = n;
+  auto intType = [&](ArrayRef<int64_t> s) {
+    return RankedTensorType::get(s, idxElem);
+  };
+  auto scalar = [&](int64_t v) -> Value {
+    auto t = intType({});
+    return b.create<ConstantOp>(
+        loc, t, DenseElementsAttr::get(t, b.getIntegerAttr(idxElem, v)));
+  };
+  Value neg = b.create<LessOp>(loc, idx, scalar(0));
+  Value wrapped = b.create<AddOp>(loc, idx, scalar(n));
+  Value norm = b.create<WhereOp>(loc, idxType, neg, wrapped, idx);
+  Value col = b.create<ReshapeOp>(loc, intType(moved), norm);
+  SmallVector<Attribute> values;
+  for (int64_t i = 0; i < n; ++i)
+    values.push_back(b.getIntegerAttr(idxElem, i));
+  auto lineType = intType(line);
+  Value range = b.create<ConstantOp>(loc, lineType,
+                                     DenseElementsAttr::get(lineType, values));
+  Value hit = b.create<EqualOp>(
+      loc, RankedTensorType::get(type->getShape(), b.getI1Type()), col, range);
+  // values = [off, on], of the output's element type.
+  Value vals = ctx.operand(2);
+  auto valsType = cast<RankedTensorType>(vals.getType());
+  if (valsType.getNumElements() != 2 ||
+      valsType.getElementType() != type->getElementType())
+    return ctx.nodeError() << "values must be [off, on] of the output's type "
+                           << type->getElementType() << ", got " << valsType;
+  auto one = RankedTensorType::get({1}, valsType.getElementType());
+  Value flat = b.create<ReshapeOp>(
+      loc, RankedTensorType::get({2}, valsType.getElementType()), vals);
+  Value off = b.create<SliceOp>(loc, one, flat, SmallVector<int64_t>{0},
+                                SmallVector<int64_t>{1});
+  Value on = b.create<SliceOp>(loc, one, flat, SmallVector<int64_t>{1},
+                               SmallVector<int64_t>{1});
+  return ctx.finish(b.create<WhereOp>(loc, *type, hit, on, off));
 }
 
 static LogicalResult importConcat(ImportContext &ctx) {
@@ -737,6 +844,8 @@ void registerDataMovementImporters(OpImporterTable &table) {
   table.add("Unsqueeze", importReshapeLike);
   table.add("Transpose", importTranspose);
   table.add("Gather", importGather);
+  table.add("GatherElements", importGatherElements);
+  table.add("OneHot", importOneHot);
   table.add("Concat", importConcat);
   table.add("Split", importSplit);
   table.add("Slice", importSlice);

@@ -69,6 +69,21 @@ struct GatherGradient
   }
 };
 
+/// Scatter-adds into the float data; the indices have no gradient.
+struct GatherElementsGradient
+    : DifferentiableOpInterface::ExternalModel<GatherElementsGradient,
+                                               GatherElementsOp> {
+  LogicalResult backprop(Operation *op, GradientEmitter &e) const {
+    auto g = cast<GatherElementsOp>(op);
+    Value dy = e.grad(g.getOutput());
+    if (isa<FloatType>(tensorTy(g.getData()).getElementType()))
+      e.accumulate(g.getData(),
+                   e.create<GatherElementsGradOp>(g.getData().getType(), dy,
+                                                  g.getIndices(), g.getAxis()));
+    return success();
+  }
+};
+
 /// Each active input gets its slice of the gradient.
 struct ConcatGradient
     : DifferentiableOpInterface::ExternalModel<ConcatGradient, ConcatOp> {
@@ -125,6 +140,7 @@ void registerDataMovementGradients(MLIRContext *ctx) {
   TransposeOp::attachInterface<TransposeGradient>(*ctx);
   TriluOp::attachInterface<TriluGradient>(*ctx);
   GatherOp::attachInterface<GatherGradient>(*ctx);
+  GatherElementsOp::attachInterface<GatherElementsGradient>(*ctx);
   ConcatOp::attachInterface<ConcatGradient>(*ctx);
   SplitOp::attachInterface<SplitGradient>(*ctx);
   SliceOp::attachInterface<SliceGradient>(*ctx);

@@ -371,6 +371,109 @@ llvm::Error gatherKernel(const KernelContext &ctx) {
   return llvm::Error::success();
 }
 
+/// The geometry of GatherElements: `indices` (and `gathered`, of their
+/// shape, named `gatheredName`) of `data`'s rank, no larger off the axis.
+static llvm::Error gatherElementsGeometry(const KernelContext &ctx,
+                                          const TensorView &data,
+                                          const TensorView &indices,
+                                          const TensorView &gathered,
+                                          llvm::StringRef gatheredName,
+                                          GatherElementsGeometry &g) {
+  int64_t rank = data.rank();
+  if (rank < 1 || rank > GatherElementsGeometry::kMaxRank ||
+      indices.rank() != rank)
+    return ctx.error("data and indices must have one rank, 1 to " +
+                     llvm::Twine(GatherElementsGeometry::kMaxRank) + ", got " +
+                     llvm::Twine(rank) + " and " + llvm::Twine(indices.rank()));
+  SHARDC_CPU_TRY(getAxis(ctx, rank, g.index.axis));
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != g.index.axis && indices.shape[d] > data.shape[d])
+      return ctx.error("indices dimension " + llvm::Twine(d) + " (" +
+                       llvm::Twine(indices.shape[d]) +
+                       ") exceeds the data's (" + llvm::Twine(data.shape[d]) +
+                       ")");
+  SHARDC_CPU_TRY(requireShape(ctx, gathered, indices.shape, gatheredName));
+  if (indices.dtype != DType::I64 && indices.dtype != DType::I32)
+    return unsupportedType(ctx, indices.dtype, "'indices'");
+  g.index.wideIndices = indices.dtype == DType::I64;
+  g.index.axisDim = data.shape[g.index.axis];
+  g.index.count = indices.numel();
+  g.rank = static_cast<int>(rank);
+  int64_t stride = 1;
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    g.shape[d] = indices.shape[d];
+    g.dataShape[d] = data.shape[d];
+    g.dataStride[d] = stride;
+    stride *= data.shape[d];
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error checkGatherElements(const KernelContext &ctx,
+                                GatherElementsGeometry &g) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "data"));
+  SHARDC_CPU_TRY(requireInput(ctx, 1, "indices"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "output"));
+  const TensorView &data = ctx.inputs[0];
+  const TensorView &y = ctx.outputs[0];
+  SHARDC_CPU_TRY(requireType(ctx, y, data.dtype, "output"));
+  return gatherElementsGeometry(ctx, data, ctx.inputs[1], y, "output", g);
+}
+
+llvm::Error checkGatherElementsGrad(const KernelContext &ctx,
+                                    GatherElementsGeometry &g) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "dY"));
+  SHARDC_CPU_TRY(requireInput(ctx, 1, "indices"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "dData"));
+  const TensorView &dy = ctx.inputs[0];
+  const TensorView &dData = ctx.outputs[0];
+  SHARDC_CPU_TRY(requireType(ctx, dData, dy.dtype, "dData"));
+  SHARDC_CPU_TRY(
+      gatherElementsGeometry(ctx, dData, ctx.inputs[1], dy, "dY", g));
+  return dispatchIn(FloatTypes{}, ctx, dy.dtype, "dY",
+                    [](auto) { return llvm::Error::success(); });
+}
+
+llvm::Error gatherElementsKernel(const KernelContext &ctx) {
+  GatherElementsGeometry g;
+  SHARDC_CPU_TRY(checkGatherElements(ctx, g));
+  llvm::SmallVector<int64_t, 16> idx;
+  SHARDC_CPU_TRY(normalizeIndices(ctx, ctx.inputs[1], g.index, idx));
+  return dispatchBySize(ctx, ctx.inputs[0].dtype, "'data'",
+                        [&](auto tag) -> llvm::Error {
+                          using T = typename decltype(tag)::type;
+                          const T *src = ctx.inputs[0].as<const T>();
+                          T *dst = ctx.outputs[0].as<T>();
+                          for (int64_t e = 0; e < g.index.count; ++e)
+                            dst[e] = src[g.offset(e, idx[e])];
+                          return llvm::Error::success();
+                        });
+}
+
+/// dData zero-filled, then each element of dY added at its index, in the
+/// indices' order (repeated indices accumulate in that order; the CUDA
+/// kernel adds in the same order).
+llvm::Error gatherElementsGradKernel(const KernelContext &ctx) {
+  GatherElementsGeometry g;
+  SHARDC_CPU_TRY(checkGatherElementsGrad(ctx, g));
+  llvm::SmallVector<int64_t, 16> idx;
+  SHARDC_CPU_TRY(normalizeIndices(ctx, ctx.inputs[1], g.index, idx));
+  const TensorView &dy = ctx.inputs[0];
+  const TensorView &dData = ctx.outputs[0];
+  return dispatchIn(FloatTypes{}, ctx, dy.dtype, "dY",
+                    [&](auto tag) -> llvm::Error {
+                      using T = typename decltype(tag)::type;
+                      const T *src = dy.as<T>();
+                      T *pd = dData.as<T>();
+                      std::fill(pd, pd + dData.numel(), T(0));
+                      for (int64_t e = 0; e < g.index.count; ++e) {
+                        T &dst = pd[g.offset(e, idx[e])];
+                        dst += src[e];
+                      }
+                      return llvm::Error::success();
+                    });
+}
+
 llvm::Error checkConcatParts(const KernelContext &ctx, const TensorView &whole,
                              llvm::ArrayRef<TensorView> parts,
                              llvm::StringRef partsName, int64_t &axis) {

@@ -305,6 +305,7 @@ llvm::Error transposeKernel(const KernelContext &ctx);
 llvm::Error triluKernel(const KernelContext &ctx);
 llvm::Error rangeKernel(const KernelContext &ctx);
 llvm::Error gatherKernel(const KernelContext &ctx);
+llvm::Error gatherElementsKernel(const KernelContext &ctx);
 llvm::Error concatKernel(const KernelContext &ctx);
 llvm::Error splitKernel(const KernelContext &ctx);
 llvm::Error sliceKernel(const KernelContext &ctx);
@@ -360,6 +361,33 @@ llvm::Error checkGather(const KernelContext &ctx, GatherGeometry &g);
 llvm::Error checkGatherGrad(const KernelContext &ctx, GatherGeometry &g);
 llvm::Error indexOutOfRange(const KernelContext &ctx, int64_t index,
                             const GatherGeometry &g);
+
+/// GatherElements (and its gradient): `index` (GatherGeometry's axis,
+/// axisDim, count = the indices' elements, wideIndices) plus the indices'
+/// shape and the data's strides, so that element e of the indices (and of
+/// the output) reads data at offset(e, its normalized index).
+struct GatherElementsGeometry {
+  static constexpr int kMaxRank = 8;
+  GatherGeometry index;
+  int rank = 0;
+  int64_t shape[kMaxRank] = {};
+  int64_t dataShape[kMaxRank] = {};
+  int64_t dataStride[kMaxRank] = {};
+  /// The data offset of indices element `e` whose index is `v`.
+  SHARDC_HOST_DEVICE int64_t offset(int64_t e, int64_t v) const {
+    int64_t off = 0;
+    for (int d = rank - 1; d >= 0; --d) {
+      int64_t c = e % shape[d];
+      e /= shape[d];
+      off += (d == index.axis ? v : c) * dataStride[d];
+    }
+    return off;
+  }
+};
+llvm::Error checkGatherElements(const KernelContext &ctx,
+                                GatherElementsGeometry &g);
+llvm::Error checkGatherElementsGrad(const KernelContext &ctx,
+                                    GatherElementsGeometry &g);
 
 // runtime/comm/ShardSlice.cpp (the rank-local part of sharding)
 llvm::Error shardSliceKernel(const KernelContext &ctx);
@@ -669,6 +697,7 @@ llvm::Error softmaxCrossEntropyLossWithGradKernel(const KernelContext &ctx);
 
 // DataMovement.cpp
 llvm::Error gatherGradKernel(const KernelContext &ctx);
+llvm::Error gatherElementsGradKernel(const KernelContext &ctx);
 llvm::Error sliceGradKernel(const KernelContext &ctx);
 
 // Optimizer.cpp

@@ -292,6 +292,8 @@ llvm::Error triluKernel(const KernelContext &ctx);
 llvm::Error rangeKernel(const KernelContext &ctx);
 llvm::Error gatherKernel(const KernelContext &ctx);
 llvm::Error gatherGradKernel(const KernelContext &ctx);
+llvm::Error gatherElementsKernel(const KernelContext &ctx);
+llvm::Error gatherElementsGradKernel(const KernelContext &ctx);
 llvm::Error shardSliceKernel(const KernelContext &ctx);
 
 // MatMul.cu

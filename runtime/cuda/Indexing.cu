@@ -1,10 +1,12 @@
-//===- Indexing.cu - Gather, GatherGrad, Trilu, Range, ShardSlice ---------===//
+//===- Indexing.cu - Gather(Elements), their gradients, Trilu, Range ------===//
 //
 // Ops that place elements by an index: one thread per output element for
-// Gather, Trilu and Range; one thread per (outer, inner) column for
-// GatherGrad, which walks the indices in order and so adds repeated rows in
-// the CPU kernel's order (no atomics: the embedding gradient does not depend
-// on scheduling). An index out of range is recorded by position and read
+// Gather, GatherElements, Trilu and Range; one thread per (outer, inner)
+// column for GatherGrad, which walks the indices in order and so adds
+// repeated rows in the CPU kernel's order (no atomics: the embedding
+// gradient does not depend on scheduling); one thread per data element for
+// GatherElementsGrad, which walks the indices along the axis in order and
+// adds those that point at it, again in the CPU kernel's order. An index out of range is recorded by position and read
 // back before the kernel returns (CudaKernels.h), giving the CPU kernel's
 // error. Range reads its three scalars back to check the element count the
 // output was planned with. Operand checks are the CPU kernels'.
@@ -60,6 +62,54 @@ __global__ void gatherGradColumns(const T *dy, const void *indices, T *dData,
       if (v >= 0)
         block[v * g.inner] += src[i * g.inner];
     }
+  }
+}
+
+template <typename T>
+__global__ void gatherElementsOut(const T *data, const void *indices, T *out,
+                                  cpu::GatherElementsGeometry g,
+                                  unsigned long long *badPosition) {
+  GRID_STRIDE_LOOP(e, g.index.count) {
+    int64_t v = normalizedIndex(indices, g.index, e, badPosition);
+    out[e] = v < 0 ? T(0) : data[g.offset(e, v)];
+  }
+}
+
+/// dData[f] = the dY elements whose index points at f, added in the order of
+/// the indices along the axis (the CPU kernel's order for f).
+template <typename T>
+__global__ void gatherElementsGradData(const T *dy, const void *indices,
+                                       T *dData, int64_t n,
+                                       cpu::GatherElementsGeometry g,
+                                       unsigned long long *badPosition) {
+  GRID_STRIDE_LOOP(f, n) {
+    int64_t coord[cpu::GatherElementsGeometry::kMaxRank];
+    bool covered = true;
+    for (int d = 0; d < g.rank; ++d) {
+      coord[d] = (f / g.dataStride[d]) % g.dataShape[d];
+      if (d != g.index.axis && coord[d] >= g.shape[d])
+        covered = false;
+    }
+    T acc = T(0);
+    if (covered) {
+      // Indices element of coord with coord[axis] = 0, and its step along
+      // the axis.
+      int64_t base = 0, step = 1, stride = 1;
+      for (int d = g.rank - 1; d >= 0; --d) {
+        if (d == g.index.axis)
+          step = stride;
+        else
+          base += coord[d] * stride;
+        stride *= g.shape[d];
+      }
+      int64_t target = coord[g.index.axis];
+      for (int64_t k = 0; k < g.shape[g.index.axis]; ++k) {
+        int64_t e = base + k * step;
+        if (normalizedIndex(indices, g.index, e, badPosition) == target)
+          acc += dy[e];
+      }
+    }
+    dData[f] = acc;
   }
 }
 
@@ -160,6 +210,47 @@ llvm::Error gatherGradKernel(const KernelContext &ctx) {
           return checkLaunch(ctx);
         }));
   return reportBadIndex(ctx, g, bad);
+}
+
+llvm::Error gatherElementsKernel(const KernelContext &ctx) {
+  cpu::GatherElementsGeometry g;
+  SHARDC_CPU_TRY(cpu::checkGatherElements(ctx, g));
+  unsigned long long *bad = nullptr;
+  SHARDC_CPU_TRY(badPositionWord(ctx, bad));
+  if (g.index.count > 0)
+    SHARDC_CPU_TRY(cpu::dispatchBySize(
+        ctx, ctx.inputs[0].dtype, "data", [&](auto tag) -> llvm::Error {
+          using T = typename decltype(tag)::type;
+          gatherElementsOut<<<blocksFor(g.index.count), kBlock, 0,
+                              cudaStreamOf(ctx)>>>(
+              ctx.inputs[0].as<T>(), ctx.inputs[1].data,
+              ctx.outputs[0].as<T>(), g, bad);
+          return checkLaunch(ctx);
+        }));
+  return reportBadIndex(ctx, g.index, bad);
+}
+
+llvm::Error gatherElementsGradKernel(const KernelContext &ctx) {
+  cpu::GatherElementsGeometry g;
+  SHARDC_CPU_TRY(cpu::checkGatherElementsGrad(ctx, g));
+  const TensorView &dData = ctx.outputs[0];
+  unsigned long long *bad = nullptr;
+  SHARDC_CPU_TRY(badPositionWord(ctx, bad));
+  int64_t n = dData.numel();
+  if (n == 0 && g.index.count > 0)
+    SHARDC_CPU_TRY(checkIndices(ctx, g.index, bad));
+  if (n > 0)
+    SHARDC_CPU_TRY(cpu::dispatchIn(
+        cpu::FloatTypes{}, ctx, dData.dtype, "dY",
+        [&](auto tag) -> llvm::Error {
+          using T = typename decltype(tag)::type;
+          gatherElementsGradData<<<blocksFor(n), kBlock, 0,
+                                   cudaStreamOf(ctx)>>>(
+              ctx.inputs[0].as<T>(), ctx.inputs[1].data, dData.as<T>(), n, g,
+              bad);
+          return checkLaunch(ctx);
+        }));
+  return reportBadIndex(ctx, g.index, bad);
 }
 
 llvm::Error triluKernel(const KernelContext &ctx) {

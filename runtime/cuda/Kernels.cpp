@@ -74,6 +74,7 @@ const std::vector<std::pair<llvm::StringRef, KernelFn>> &kernelTable() {
       {"Trilu", triluKernel},
       {"Range", rangeKernel},
       {"Gather", gatherKernel},
+      {"GatherElements", gatherElementsKernel},
       {"ShardSlice", shardSliceKernel},
       {"Reshape", copyKernel},
       // Training ops.
@@ -82,6 +83,7 @@ const std::vector<std::pair<llvm::StringRef, KernelFn>> &kernelTable() {
       {"TanhGrad", tanhGradKernel},
       {"SliceGrad", sliceGradKernel},
       {"GatherGrad", gatherGradKernel},
+      {"GatherElementsGrad", gatherElementsGradKernel},
       {"LayerNormGrad", layerNormGradKernel},
       {"BatchNormGrad", batchNormGradKernel},
       {"BatchNormGradStats", batchNormGradStatsKernel},

@@ -646,6 +646,38 @@ func.func @gather_index_type(%arg0: tensor<2x3xf32>, %arg1: tensor<4xf32>) -> te
 
 // -----
 
+func.func @gather_elements_rank(%arg0: tensor<2x3xf32>, %arg1: tensor<2xi64>) -> tensor<2xf32> {
+  // expected-error @+1 {{'shardc.GatherElements' op indices must have the data's rank 2, got 1}}
+  %0 = shardc.GatherElements %arg0, %arg1 {axis = 1 : i64} : (tensor<2x3xf32>, tensor<2xi64>) -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+func.func @gather_elements_larger(%arg0: tensor<2x3xf32>, %arg1: tensor<3x5xi64>) -> tensor<3x5xf32> {
+  // expected-error @+1 {{'shardc.GatherElements' op indices dimension 0 (3) exceeds the data's (2)}}
+  %0 = shardc.GatherElements %arg0, %arg1 {axis = 1 : i64} : (tensor<2x3xf32>, tensor<3x5xi64>) -> tensor<3x5xf32>
+  return %0 : tensor<3x5xf32>
+}
+
+// -----
+
+func.func @gather_elements_result(%arg0: tensor<2x3xf32>, %arg1: tensor<2x1xi64>) -> tensor<2xf32> {
+  // expected-error @+1 {{'shardc.GatherElements' op result must have the indices' shape [2, 1]}}
+  %0 = shardc.GatherElements %arg0, %arg1 {axis = 1 : i64} : (tensor<2x3xf32>, tensor<2x1xi64>) -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+func.func @gather_elements_grad_axis(%arg0: tensor<2x1xf32>, %arg1: tensor<2x1xi64>) -> tensor<2x3xf32> {
+  // expected-error @+1 {{'shardc.GatherElementsGrad' op axis 2 is out of range for rank 2}}
+  %0 = shardc.GatherElementsGrad %arg0, %arg1 {axis = 2 : i64} : (tensor<2x1xf32>, tensor<2x1xi64>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
 func.func @concat_empty() -> tensor<0xf32> {
   // expected-error @+1 {{'shardc.Concat' op needs at least one input}}
   %0 = shardc.Concat {axis = 0 : i64} : () -> tensor<0xf32>

@@ -533,6 +533,12 @@ const Case kCases[] = {
      "float[4,3] D = @RAND(12), int64[3] I = {3, -1, 0}",
      "Y = Gather<axis=0>(D, I)",
      {3, 3}},
+    // GatherElements (torch.gather) scatter-adds into its data; index 2 of
+    // row 0 is picked twice.
+    {"gather_elements",
+     "float[3,4] D = @RAND(12), int64[2,3] I = {2, -2, 0, 3, 1, 1}",
+     "Y = GatherElements<axis=1>(D, I)",
+     {2, 3}},
     {"concat_split",
      "float[2,2] A = @RAND(4), float[2,2] B = @RAND(4)",
      "C = Concat<axis=1>(A, B)\n  split = Constant<value = int64[2] {2, 2}>()\n"

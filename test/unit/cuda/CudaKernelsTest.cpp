@@ -716,6 +716,20 @@ TEST(CudaKernelsTest, IndexingMatchesCpu) {
                       Tolerance{}, intAttrs({{"axis", 1}}));
       expectSameAsCpu("GatherGrad", {{t, {2, 5, 4}}, middle}, {{t, {2, 3, 4}}},
                       Tolerance{}, intAttrs({{"axis", 1}}));
+      // GatherElements: indices of fewer rows than the data, many repeats
+      // (its gradient adds them in the CPU kernel's order).
+      Operand picks{it, {4, 9}};
+      picks.below = 3;
+      expectSameAsCpu("GatherElements", {{t, {6, 3}}, picks}, {{t, {4, 9}}},
+                      Tolerance{}, intAttrs({{"axis", 1}}));
+      expectSameAsCpu("GatherElementsGrad", {{t, {4, 9}}, picks},
+                      {{t, {6, 3}}}, Tolerance{}, intAttrs({{"axis", 1}}));
+      Operand rows3{it, {5, 2, 4}};
+      rows3.below = 7;
+      expectSameAsCpu("GatherElements", {{t, {7, 3, 4}}, rows3},
+                      {{t, {5, 2, 4}}}, Tolerance{}, intAttrs({{"axis", 0}}));
+      expectSameAsCpu("GatherElementsGrad", {{t, {5, 2, 4}}, rows3},
+                      {{t, {7, 3, 4}}}, Tolerance{}, intAttrs({{"axis", 0}}));
     }
     Operand start{t, {}}, limit{t, {}}, delta{t, {}};
     start.fill = -2.5;

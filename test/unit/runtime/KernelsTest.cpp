@@ -57,6 +57,7 @@ TEST(KernelTable, HasEveryOpOfTheContract) {
                        "GlobalAveragePool",
                        "Transpose",
                        "Gather",
+                       "GatherElements",
                        "Concat",
                        "Split",
                        "Slice",
@@ -752,6 +753,35 @@ TEST(ShapeKernel, GatherNegativeIndicesAndOutOfRange) {
   EXPECT_KERNEL_ERROR(
       run("Gather", attrs({{"axis", intv(1)}}), {&data, &bad2}, {&y}),
       "index -4");
+}
+
+TEST(ShapeKernel, GatherElementsAlongEitherAxis) {
+  // torch.gather(data, 1, idx): out[i][j] = data[i][idx[i][j]], indices of
+  // fewer rows than the data, a negative index counting from the end.
+  Buf data = f32({3, 4}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+  Buf idx = i64({2, 3}, {3, 0, -1, 1, 1, 2});
+  Buf y(DType::F32, {2, 3});
+  ASSERT_KERNEL_OK(
+      run("GatherElements", attrs({{"axis", intv(1)}}), {&data, &idx}, {&y}));
+  EXPECT_EQ(y.values<float>(), (std::vector<float>{4, 1, 4, 6, 6, 7}));
+
+  // Along axis 0 with int32 indices: out[i][j] = data[idx[i][j]][j].
+  Buf col = i32({1, 4}, {2, 0, 1, -3});
+  Buf y0(DType::F32, {1, 4});
+  ASSERT_KERNEL_OK(
+      run("GatherElements", attrs({{"axis", intv(0)}}), {&data, &col}, {&y0}));
+  EXPECT_EQ(y0.values<float>(), (std::vector<float>{9, 2, 7, 4}));
+
+  Buf bad = i64({2, 3}, {0, 4, 1, 1, 1, 1});
+  EXPECT_KERNEL_ERROR(
+      run("GatherElements", attrs({{"axis", intv(1)}}), {&data, &bad}, {&y}),
+      "index 4 out of range [-4, 4) on axis 1");
+  // Indices larger than the data off the axis.
+  Buf wide = i64({2, 5}, {0, 0, 0, 0, 0, 0, 0, 0, 0, 0});
+  Buf yw(DType::F32, {2, 5});
+  EXPECT_KERNEL_ERROR(
+      run("GatherElements", attrs({{"axis", intv(0)}}), {&data, &wide}, {&yw}),
+      "indices dimension 1 (5) exceeds the data's (4)");
 }
 
 TEST(ShapeKernel, Concat) {

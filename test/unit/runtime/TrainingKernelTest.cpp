@@ -127,6 +127,7 @@ TEST(TrainingKernelTable, HasEveryTrainingOp) {
                        "SoftmaxCrossEntropyLossWithGrad",
                        "NegativeLogLikelihoodLossGrad",
                        "GatherGrad",
+                       "GatherElementsGrad",
                        "SliceGrad",
                        "SGDUpdate",
                        "AdamUpdate",
@@ -1049,6 +1050,48 @@ TEST(ShapeGradKernel, GatherRejectsOutOfRangeIndices) {
   EXPECT_KERNEL_ERROR(
       run("GatherGrad", attrs({{"axis", intv(0)}}), {&dyI, &ok}, {&ddI}),
       "int64");
+}
+
+TEST(ShapeGradKernel, GatherElementsAccumulatesRepeatedAndNegativeIndices) {
+  struct Case {
+    std::vector<int64_t> data;
+    int64_t axis;
+    std::vector<int64_t> idxShape;
+    std::vector<int64_t> idx;
+    bool i32;
+  };
+  const Case cases[] = {
+      // Row 0 picks column 2 twice (as -2 and 2); two rows of three.
+      {{3, 4}, 1, {2, 3}, {2, -2, 0, 3, 1, 1}, false},
+      // Along axis 0 of a 3-d tensor, indices smaller on the other axes.
+      {{3, 2, 4}, 0, {4, 1, 3}, {0, 2, 2, -1, 1, 0, 2, 2, 0, 1, 1, 1}, true},
+  };
+  unsigned seed = 720;
+  for (const Case &c : cases) {
+    std::vector<double> x = randomValues(count(c.data), ++seed);
+    std::vector<double> r = randomValues(count(c.idxShape), ++seed);
+    AttrMap a = attrs({{"axis", intv(c.axis)}});
+    Buf ib = c.i32 ? i32(c.idxShape,
+                         std::vector<int32_t>(c.idx.begin(), c.idx.end()))
+                   : i64(c.idxShape, c.idx);
+    for (const Precision &p : kPrecisions) {
+      Buf rb = fromDoubles(p.dtype, c.idxShape, r);
+      Buf dd(p.dtype, c.data);
+      ASSERT_KERNEL_OK(run("GatherElementsGrad", a, {&rb, &ib}, {&dd}));
+      Forward f = [&](const std::vector<double> &v) {
+        Buf in = fromDoubles(p.dtype, c.data, v);
+        Buf out(p.dtype, c.idxShape);
+        return runOut("GatherElements", a, {&in, &ib}, {&out});
+      };
+      expectGradient(f, x, r, toDoubles(dd), p, "dData");
+    }
+  }
+  Buf dy = randomF32({2, 1}, 1);
+  Buf dd(DType::F32, {2, 3});
+  Buf high = i64({2, 1}, {0, 3});
+  EXPECT_KERNEL_ERROR(run("GatherElementsGrad", attrs({{"axis", intv(1)}}),
+                          {&dy, &high}, {&dd}),
+                      "index 3 out of range [-3, 3) on axis 1");
 }
 
 TEST(ShapeGradKernel, SliceMatchesFiniteDifferences) {
