@@ -128,6 +128,14 @@ public:
         .Case<MatMulOp>([&](MatMulOp op) { matmul(op); })
         .Case<GemmOp>([&](GemmOp op) { gemm(op); })
         .Case<GatherOp>([&](GatherOp op) { gather(op); })
+        .Case<GatherElementsOp>([&](GatherElementsOp op) {
+          // The output has the indices' layout when they carry the samples
+          // off the gather axis and the data carries them alike or not.
+          Pos d = posOf(op.getData()), i = posOf(op.getIndices());
+          if (i.axis >= 0 && i.axis != static_cast<int64_t>(op.getAxis()) &&
+              (d.axis == kNoBatchAxis || d == i))
+            pos[op.getOutput()] = i;
+        })
         .Case<ConcatOp>([&](ConcatOp op) {
           Pos p = broadcast(op.getInputs(), op.getOutput());
           if (p.axis != static_cast<int64_t>(op.getAxis()))
