@@ -18,7 +18,7 @@
 //   ops/Reduce.cpp        reduce.onnxtxt, reduce-composed.onnxtxt
 //   ops/ConvPool.cpp      conv-pool.onnxtxt
 //   ops/DataMovement.cpp  data-movement.onnxtxt
-//   ops/Constants.cpp     constants.onnxtxt, mod.onnxtxt
+//   ops/Constants.cpp     constants.onnxtxt, mod.onnxtxt, scatternd.onnxtxt
 //   ops/Loss.cpp          loss.onnxtxt
 //   ops/Recurrent.cpp     recurrent.onnxtxt, rnn.onnxtxt
 //

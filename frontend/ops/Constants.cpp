@@ -6,9 +6,11 @@
 // constants at import. Range (torch.arange) is one too when its operands are
 // constants, which is how models export it; otherwise its length comes from
 // shape inference and its kernel runs. Mod (what torch.onnx's TorchScript
-// exporter emits in the shape arithmetic of nn.MultiheadAttention) is
-// computed at import and takes constant operands only. Tested by
-// test/lit/import/constants.onnxtxt.
+// exporter emits in the shape arithmetic of nn.MultiheadAttention) and
+// ScatterND (its slice assignments, `mask[a:b, c:d] = v`, on tensors built
+// from shapes: Swin Transformer's attention mask) are computed at import and
+// take constant operands only. Tested by test/lit/import/constants.onnxtxt,
+// mod.onnxtxt and scatternd.onnxtxt.
 //
 //===----------------------------------------------------------------------===//
 #include "frontend/OpImporters.h"
@@ -215,8 +217,99 @@ static LogicalResult importMod(ImportContext &ctx) {
   return success();
 }
 
+/// ScatterND of constants, computed here (it has no kernel): a copy of
+/// `data` with each slice `data[indices[t]]` replaced by `updates[t]`
+/// (negative indices count from the end; a repeated index keeps the last
+/// update), or combined with it by `reduction` (add, mul, max, min).
+static LogicalResult importScatterND(ImportContext &ctx) {
+  if (failed(ctx.requireOperands(3, 3)))
+    return failure();
+  DenseElementsAttr data, indices, updates;
+  if (!matchPattern(ctx.operand(0), m_Constant(&data)) ||
+      !matchPattern(ctx.operand(1), m_Constant(&indices)) ||
+      !matchPattern(ctx.operand(2), m_Constant(&updates)))
+    return ctx.nodeError()
+           << "only constant operands are supported (ScatterND is computed at "
+              "import, for masks built from shapes)";
+  std::string reduction = ctx.stringAttr("reduction", "none");
+  if (!llvm::is_contained({"none", "add", "mul", "max", "min"}, reduction))
+    return ctx.nodeError() << "unknown reduction '" << reduction << "'";
+  auto type = cast<RankedTensorType>(data.getType());
+  ArrayRef<int64_t> shape = type.getShape();
+  ArrayRef<int64_t> idxShape = indices.getType().getShape();
+  if (idxShape.empty() || idxShape.back() < 1 ||
+      idxShape.back() > int64_t(shape.size()))
+    return ctx.nodeError() << "indices " << indices.getType()
+                           << " must end in a size from 1 to the data's rank "
+                           << shape.size();
+  int64_t k = idxShape.back();
+  SmallVector<int64_t> expected(idxShape.drop_back());
+  expected.append(shape.begin() + k, shape.end());
+  if (updates.getType().getShape() != ArrayRef<int64_t>(expected))
+    return ctx.nodeError() << "updates " << updates.getType()
+                           << " must have shape [" << expected << "]";
+  std::optional<int64_t> bytes = tensorBytes(type);
+  if (!bytes || *bytes > ctx.foldLimit())
+    return ctx.nodeError() << "the result " << type
+                           << " is larger than --fold-limit ("
+                           << ctx.foldLimit() << " bytes)";
+  SmallVector<int64_t> strides(shape.size(), 1);
+  for (int64_t d = int64_t(shape.size()) - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
+  int64_t slice = k < int64_t(shape.size()) ? strides[k - 1] : 1;
+  // An update replaces the element, or is added, multiplied or compared
+  // into it (reduction), in the indices' order.
+  auto combine = [&](Attribute old, Attribute u) -> Attribute {
+    if (reduction == "none")
+      return u;
+    if (auto f = dyn_cast<FloatAttr>(old)) {
+      APFloat a = f.getValue(), b = cast<FloatAttr>(u).getValue();
+      if (reduction == "add")
+        a.add(b, APFloat::rmNearestTiesToEven);
+      else if (reduction == "mul")
+        a.multiply(b, APFloat::rmNearestTiesToEven);
+      else
+        a = reduction == "max" ? llvm::maximum(a, b) : llvm::minimum(a, b);
+      return FloatAttr::get(f.getType(), a);
+    }
+    auto i = cast<IntegerAttr>(old);
+    APInt a = i.getValue(), b = cast<IntegerAttr>(u).getValue();
+    bool isUnsigned = i.getType().isUnsignedInteger();
+    if (reduction == "add")
+      a += b;
+    else if (reduction == "mul")
+      a *= b;
+    else if (reduction == "max")
+      a = (isUnsigned ? a.ult(b) : a.slt(b)) ? b : a;
+    else
+      a = (isUnsigned ? b.ult(a) : b.slt(a)) ? b : a;
+    return IntegerAttr::get(i.getType(), a);
+  };
+  SmallVector<Attribute> out(data.getValues<Attribute>());
+  SmallVector<Attribute> upd(updates.getValues<Attribute>());
+  SmallVector<int64_t> idx;
+  for (const APInt &v : indices.getValues<APInt>())
+    idx.push_back(v.getSExtValue());
+  for (int64_t t = 0; t < int64_t(idx.size()) / k; ++t) {
+    int64_t offset = 0;
+    for (int64_t d = 0; d < k; ++d) {
+      int64_t i = idx[t * k + d];
+      if (i < -shape[d] || i >= shape[d])
+        return ctx.nodeError() << "index " << i << " is out of range for "
+                               << "axis " << d << " of size " << shape[d];
+      offset += (i < 0 ? i + shape[d] : i) * strides[d];
+    }
+    for (int64_t j = 0; j < slice; ++j)
+      out[offset + j] = combine(out[offset + j], upd[t * slice + j]);
+  }
+  auto value = DenseElementsAttr::get(type, out);
+  ctx.define(0, ctx.builder().create<ConstantOp>(ctx.loc(), type, value));
+  return success();
+}
+
 void registerConstantsImporters(OpImporterTable &table) {
   table.add("Mod", importMod);
+  table.add("ScatterND", importScatterND);
   table.add("Range", importRange);
   table.add("Constant", importConstant);
   table.add("ConstantOfShape", importConstantOfShape);

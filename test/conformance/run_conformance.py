@@ -42,7 +42,7 @@ Upsample ConvTranspose RNN LSTM GRU CastLike Mod
 Greater Less GreaterOrEqual LessOrEqual Not And Or Xor Clip LeakyRelu Elu Selu
 Celu PRelu HardSigmoid Reciprocal Max Min ReduceMax ReduceMin ReduceL2
 ReduceLogSumExp Sign Floor Ceil Sin Cos Tile Pad Einsum ReduceSumSquare ReduceL1
-ReduceLogSum ReduceProd CumSum GatherElements OneHot
+ReduceLogSum ReduceProd CumSum GatherElements OneHot ScatterND
 """.split())
 
 # (op type, input position) pairs whose value fixes a shape or a constant
@@ -58,6 +58,8 @@ SHAPE_OPERANDS = {
     ("RNN", 4), ("LSTM", 4), ("GRU", 4), ("CumSum", 1),
     ("ReduceSumSquare", 1), ("ReduceL1", 1), ("ReduceLogSum", 1), ("ReduceProd", 1),
     ("OneHot", 1),
+    # ScatterND is computed at import, from constant operands only.
+    ("ScatterND", 0), ("ScatterND", 1), ("ScatterND", 2),
     # Mod is computed at import, from constant operands only.
     ("Mod", 0), ("Mod", 1),
     ("Tile", 1), ("Pad", 1), ("Pad", 2), ("Pad", 3),
