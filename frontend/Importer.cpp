@@ -319,6 +319,9 @@ private:
   int64_t foldLimit = kDefaultFoldLimit;
   /// Graph inputs frozen by --bind: constants, never parameters.
   llvm::StringSet<> boundNames;
+  /// The dynamo exporter's kind of each input and initializer
+  /// (torchInputKinds); empty for other exporters.
+  llvm::StringMap<std::string> torchKinds;
   unsigned nodeIndex = 0;
 };
 
@@ -370,14 +373,24 @@ LogicalResult Importer::prepareModel(const ImportOptions &options) {
   // the module's parameters and buffers; its graph optimizer (on by default)
   // adds initializers of its own: constants, and parameters it folded (a
   // transposed weight), or merged when their values were equal.
-  if (llvm::StringMap<std::string> kinds = torchInputKinds(model.graph());
-      !kinds.empty()) {
+  // Its buffers and constants are frozen (kBufferAttrName); initializers of
+  // no kind are the optimizer's, which Shard cannot tell from parameters.
+  // Some exporter versions (PyTorch 2.5 with onnxscript 0.1) record the
+  // kinds of the user inputs only: then nothing is known of the
+  // initializers.
+  torchKinds = torchInputKinds(model.graph());
+  if (llvm::none_of(model.graph().initializer(),
+                    [&](const onnx::TensorProto &init) {
+                      return torchKinds.contains(init.name());
+                    }))
+    torchKinds.clear();
+  if (!torchKinds.empty()) {
     SmallVector<std::string> others;
     for (const auto &init : model.graph().initializer()) {
       Type elem = elementTypeFromOnnxCode(&ctx, init.data_type());
-      std::string kind = kinds.lookup(init.name());
+      std::string kind = torchKinds.lookup(init.name());
       if (elem && isa<FloatType>(elem) && kind != "PARAMETER" &&
-          kind != "BUFFER")
+          kind != "BUFFER" && kind != "CONSTANT_TENSOR")
         others.push_back(init.name());
     }
     if (!others.empty()) {
@@ -797,8 +810,12 @@ LogicalResult Importer::buildFunction() {
     argTypes.push_back(RankedTensorType::get(
         SmallVector<int64_t>(init.dims().begin(), init.dims().end()), elem));
     argNames.push_back(init.name());
-    argDicts.push_back(b.getDictionaryAttr(
-        b.getNamedAttr(kParamAttrName, b.getStringAttr(init.name()))));
+    SmallVector<NamedAttribute> attrs = {
+        b.getNamedAttr(kParamAttrName, b.getStringAttr(init.name()))};
+    if (llvm::StringRef kind = torchKinds.lookup(init.name());
+        kind == "BUFFER" || kind == "CONSTANT_TENSOR")
+      attrs.push_back(b.getNamedAttr(kBufferAttrName, b.getUnitAttr()));
+    argDicts.push_back(b.getDictionaryAttr(attrs));
   }
 
   SmallVector<Type> resultTypes;

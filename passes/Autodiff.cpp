@@ -5,7 +5,9 @@
 // marked `shardc.grad_of = "<param>"`.
 //
 // Trainable parameters are the float `shardc.param` arguments, except the
-// running statistics of BatchNormalization (its mean/var operands). Only
+// running statistics of BatchNormalization (its mean/var operands), those
+// --freeze names or --trainable leaves out, and module buffers
+// (`shardc.buffer`, from PyTorch's dynamo exporter) no --trainable names. Only
 // values that depend on a trainable parameter get gradients (activity
 // analysis), so integer inputs, constants and shape-only subgraphs carry none.
 // A value used several times (a tied embedding and head) accumulates the
@@ -61,11 +63,14 @@ struct ParamSelection {
   }
 
   /// Whether `name` is left out of training; marks the patterns it matches.
-  bool isFrozen(StringRef name) {
-    bool inTrainable = trainable.empty();
+  /// A module buffer (`buffer`) is trained only when a --trainable pattern
+  /// names it.
+  bool isFrozen(StringRef name, bool buffer) {
+    bool named = false;
     for (Pattern &p : trainable)
       if (p.regex->match(name))
-        inTrainable = p.used = true;
+        named = p.used = true;
+    bool inTrainable = named || (trainable.empty() && !buffer);
     bool inFreeze = false;
     for (Pattern &p : freeze)
       if (p.regex->match(name))
@@ -200,7 +205,9 @@ LogicalResult Differentiator::run(StringRef lossName,
     if (!name)
       continue;
     paramNames.push_back(name.str());
-    bool frozen = selection.isFrozen(name.getValue());
+    bool frozen = selection.isFrozen(
+        name.getValue(),
+        func.getArgAttr(arg.getArgNumber(), kBufferAttrName) != nullptr);
     if (!isa<FloatType>(tensorTy(arg).getElementType())) {
       setRole(arg, ParamRole::NoGradient);
       continue;

@@ -150,7 +150,9 @@ def Autodiff : Pass<"shardc-autodiff", "mlir::ModuleOp"> {
     `shardc.grad_of = "<param>"`. Trainable parameters are the float
     `shardc.param` arguments that are not BatchNormalization running
     statistics and that `freeze`/`trainable` (regular expressions searched
-    in the parameter's name) leave in training. Every parameter gets its
+    in the parameter's name) leave in training; a module buffer the
+    exporter recorded as such (`shardc.buffer`) is trained only when a
+    `trainable` pattern names it. Every parameter gets its
     role, `shardc.role = #shardc.param_role<trained|frozen|no_gradient|
     statistic>`; a pattern that matches no parameter is an error. A
     parameter used twice (tied weights) accumulates both gradients. The
@@ -187,7 +189,8 @@ def Autodiff : Pass<"shardc-autodiff", "mlir::ModuleOp"> {
            "::llvm::cl::value_desc(\"REGEX\")">,
     ListOption<"trainable", "trainable", "std::string",
            "Train only the parameters whose names match REGEX (and no "
-           "--freeze; repeatable)",
+           "--freeze; repeatable); also trains a module buffer that PyTorch's "
+           "dynamo exporter marked as one, which is frozen otherwise",
            "::llvm::cl::value_desc(\"REGEX\")">,
   ];
   let dependentDialects = ["::shardc::ShardcDialect"];

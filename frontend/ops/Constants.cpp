@@ -1,8 +1,8 @@
 //===- Constants.cpp - Import of ONNX constant producers ------------------===//
 //
 // Constant (every value_* form Shard supports), ConstantOfShape (element
-// type from `value`, default float 0) and Shape (with opset-15 start/end,
-// normalized like Python slices). With static shapes all of them are
+// type from `value`, default float 0), Shape (with opset-15 start/end,
+// normalized like Python slices) and Size. With static shapes all of them are
 // constants at import. Range (torch.arange) is one too when its operands are
 // constants, which is how models export it; otherwise its length comes from
 // shape inference and its kernel runs. Mod (what torch.onnx's TorchScript
@@ -116,6 +116,18 @@ static LogicalResult importShape(ImportContext &ctx) {
       b.create<ShapeOp>(ctx.loc(), *type, ctx.operand(0),
                         b.getI64IntegerAttr(start), b.getI64IntegerAttr(end));
   return ctx.finish(op);
+}
+
+/// Size: the element count of the static input, an int64 scalar constant.
+static LogicalResult importSize(ImportContext &ctx) {
+  if (failed(ctx.requireOperands(1, 1)))
+    return failure();
+  OpBuilder &b = ctx.builder();
+  auto type = RankedTensorType::get({}, b.getI64Type());
+  int64_t n = cast<RankedTensorType>(ctx.operand(0).getType()).getNumElements();
+  auto value = DenseElementsAttr::get(type, b.getI64IntegerAttr(n));
+  ctx.define(0, b.create<ConstantOp>(ctx.loc(), type, value));
+  return success();
 }
 
 static LogicalResult importRange(ImportContext &ctx) {
@@ -314,6 +326,7 @@ void registerConstantsImporters(OpImporterTable &table) {
   table.add("Constant", importConstant);
   table.add("ConstantOfShape", importConstantOfShape);
   table.add("Shape", importShape);
+  table.add("Size", importSize);
 }
 
 } // namespace shardc

@@ -10,6 +10,10 @@ KIND:
   torch-kinds        Y = X * W + c, where W carries the input kind PARAMETER
                      that PyTorch's dynamo exporter records
                      (ValueInfoProto.metadata_props, IR 10) and c none
+  torch-buffers      loss = ReduceSum(X * W + t * k), W a PARAMETER, t a
+                     BUFFER (a registered table), k a CONSTANT_TENSOR
+  torch-user-inputs  the same with the kind recorded for X (USER_INPUT)
+                     only, as some exporter versions do
   nan-alpha          Y = LeakyRelu(X) with alpha = NaN
   type-field         Y = LeakyRelu(X) whose alpha is declared an int but
                      holds a float value
@@ -27,6 +31,18 @@ def model(nodes, inputs, outputs, opsets):
     graph = helper.make_graph(nodes, "g", inputs, outputs)
     return helper.make_model(
         graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets])
+
+
+def with_kind(name, shape, kind):
+    """A float ValueInfoProto of `name` with PyTorch's input kind in its
+    metadata_props (field 4, newer than Debian's onnx: appended raw)."""
+    entry = onnx.StringStringEntryProto(
+        key="pkg.torch.export.graph_signature.InputSpec.kind", value=kind)
+    payload = entry.SerializeToString()
+    vi = onnx.ValueInfoProto()
+    vi.ParseFromString(helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+                       .SerializeToString() + bytes([4 << 3 | 2, len(payload)]) + payload)
+    return vi
 
 
 def main():
@@ -51,14 +67,23 @@ def main():
         graph = helper.make_graph(
             [helper.make_node("Mul", ["X", "W"], ["t"]), helper.make_node("Add", ["t", "c"], ["Y"])],
             "g", [x], [y], [w, c])
-        # metadata_props (field 4) is newer than Debian's onnx: appended raw.
-        entry = onnx.StringStringEntryProto(
-            key="pkg.torch.export.graph_signature.InputSpec.kind", value="PARAMETER")
-        payload = entry.SerializeToString()
-        vi = onnx.ValueInfoProto()
-        vi.ParseFromString(helper.make_tensor_value_info("W", TensorProto.FLOAT, [2, 3])
-                           .SerializeToString() + bytes([4 << 3 | 2, len(payload)]) + payload)
-        graph.value_info.append(vi)
+        graph.value_info.append(with_kind("W", [2, 3], "PARAMETER"))
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    elif kind in ("torch-buffers", "torch-user-inputs"):
+        w = helper.make_tensor("W", TensorProto.FLOAT, [2, 3], [1.0] * 6)
+        t = helper.make_tensor("t", TensorProto.FLOAT, [3], [0.5] * 3)
+        k = helper.make_tensor("k", TensorProto.FLOAT, [3], [2.0] * 3)
+        loss = helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])
+        graph = helper.make_graph(
+            [helper.make_node("Mul", ["X", "W"], ["xw"]), helper.make_node("Mul", ["t", "k"], ["tk"]),
+             helper.make_node("Add", ["xw", "tk"], ["s"]),
+             helper.make_node("ReduceSum", ["s"], ["loss"], keepdims=0)],
+            "g", [x], [loss], [w, t, k])
+        if kind == "torch-buffers":
+            graph.value_info.extend([with_kind("W", [2, 3], "PARAMETER"),
+                                     with_kind("t", [3], "BUFFER"),
+                                     with_kind("k", [3], "CONSTANT_TENSOR")])
+        graph.input[0].CopyFrom(with_kind("X", [2, 3], "USER_INPUT"))
         m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
     elif kind in ("nan-alpha", "type-field", "no-type"):
         node = helper.make_node("LeakyRelu", ["X"], ["Y"], name="leaky",
