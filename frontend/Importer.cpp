@@ -322,6 +322,12 @@ private:
   /// The dynamo exporter's kind of each input and initializer
   /// (torchInputKinds); empty for other exporters.
   llvm::StringMap<std::string> torchKinds;
+  /// Whether a float initializer is a constant, not a parameter: bound by
+  /// --bind, or a constant the dynamo exporter lifted out of forward.
+  bool isConstantInitializer(const onnx::TensorProto &init) const {
+    return boundNames.count(init.name()) ||
+           torchKinds.lookup(init.name()) == "CONSTANT_TENSOR";
+  }
   unsigned nodeIndex = 0;
 };
 
@@ -373,8 +379,9 @@ LogicalResult Importer::prepareModel(const ImportOptions &options) {
   // the module's parameters and buffers; its graph optimizer (on by default)
   // adds initializers of its own: constants, and parameters it folded (a
   // transposed weight), or merged when their values were equal.
-  // Its buffers and constants are frozen (kBufferAttrName); initializers of
-  // no kind are the optimizer's, which Shard cannot tell from parameters.
+  // Its buffers are frozen parameters (kBufferAttrName) and its lifted
+  // constants constants (isConstantInitializer); initializers of no kind are
+  // the optimizer's, which Shard cannot tell from parameters.
   // Some exporter versions (PyTorch 2.5 with onnxscript 0.1) record the
   // kinds of the user inputs only: then nothing is known of the
   // initializers.
@@ -568,7 +575,7 @@ LogicalResult Importer::prepareModel(const ImportOptions &options) {
     inputNames.insert(in.name());
   for (const auto &init : graph->initializer()) {
     Type elem = elementTypeFromOnnxCode(&ctx, init.data_type());
-    if (!elem || !isa<FloatType>(elem) || boundNames.count(init.name())) {
+    if (!elem || !isa<FloatType>(elem) || isConstantInitializer(init)) {
       *shapes->add_initializer() = init;
       continue;
     }
@@ -803,7 +810,7 @@ LogicalResult Importer::buildFunction() {
       return emitError(fileLoc)
              << "initializer '" << init.name()
              << "' has unsupported element type code " << init.data_type();
-    if (!isa<FloatType>(elem) || boundNames.count(init.name())) {
+    if (!isa<FloatType>(elem) || isConstantInitializer(init)) {
       constInits.push_back(&init);
       continue;
     }
@@ -812,8 +819,7 @@ LogicalResult Importer::buildFunction() {
     argNames.push_back(init.name());
     SmallVector<NamedAttribute> attrs = {
         b.getNamedAttr(kParamAttrName, b.getStringAttr(init.name()))};
-    if (llvm::StringRef kind = torchKinds.lookup(init.name());
-        kind == "BUFFER" || kind == "CONSTANT_TENSOR")
+    if (torchKinds.lookup(init.name()) == "BUFFER")
       attrs.push_back(b.getNamedAttr(kBufferAttrName, b.getUnitAttr()));
     argDicts.push_back(b.getDictionaryAttr(attrs));
   }

@@ -49,9 +49,9 @@ mlir::Type elementTypeFromOnnxCode(mlir::MLIRContext *ctx, int64_t code);
 constexpr llvm::StringLiteral kInputAttrName = "shardc.input";
 constexpr llvm::StringLiteral kParamAttrName = "shardc.param";
 /// Unit argument attribute beside `shardc.param`: the exporter recorded the
-/// initializer as a module buffer or a constant, not a parameter (PyTorch's
-/// dynamo exporter: a registered rotary table, a causal mask). Autodiff
-/// freezes it unless a --trainable pattern names it.
+/// initializer as a module buffer, not a parameter (PyTorch's dynamo
+/// exporter: a registered rotary table, a causal mask). Autodiff freezes it
+/// unless a --trainable pattern names it.
 constexpr llvm::StringLiteral kBufferAttrName = "shardc.buffer";
 /// Function attribute: an array of the graph output names.
 constexpr llvm::StringLiteral kOutputNamesAttrName = "shardc.output_names";

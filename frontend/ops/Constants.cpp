@@ -21,6 +21,7 @@
 #include "mlir/IR/Matchers.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 using namespace mlir;
@@ -236,13 +237,23 @@ static LogicalResult importMod(ImportContext &ctx) {
 static LogicalResult importScatterND(ImportContext &ctx) {
   if (failed(ctx.requireOperands(3, 3)))
     return failure();
-  DenseElementsAttr data, indices, updates;
-  if (!matchPattern(ctx.operand(0), m_Constant(&data)) ||
-      !matchPattern(ctx.operand(1), m_Constant(&indices)) ||
-      !matchPattern(ctx.operand(2), m_Constant(&updates)))
-    return ctx.nodeError()
-           << "only constant operands are supported (ScatterND is computed at "
-              "import, for masks built from shapes)";
+  DenseElementsAttr operands[3];
+  for (int i = 0; i < 3; ++i)
+    if (!matchPattern(ctx.operand(i), m_Constant(&operands[i]))) {
+      auto diag = ctx.nodeError()
+                  << "only constant operands are supported (ScatterND is "
+                     "computed at import, for masks built from shapes); "
+                  << std::array<const char *, 3>{"data", "indices",
+                                                 "updates"}[i]
+                  << " ('" << ctx.node().input(i) << "') is computed";
+      if (Operation *def = ctx.operand(i).getDefiningOp())
+        diag << " by " << def->getName();
+      else
+        diag << " from a graph input";
+      return diag;
+    }
+  DenseElementsAttr data = operands[0], indices = operands[1],
+                    updates = operands[2];
   std::string reduction = ctx.stringAttr("reduction", "none");
   if (!llvm::is_contained({"none", "add", "mul", "max", "min"}, reduction))
     return ctx.nodeError() << "unknown reduction '" << reduction << "'";

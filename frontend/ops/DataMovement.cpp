@@ -3,8 +3,10 @@
 // Flatten, Reshape, Squeeze and Unsqueeze (all shardc.Reshape with the
 // static result type), Transpose, Gather, GatherElements, Concat, Split,
 // Slice and Expand; Tile (Reshape, Expand, Reshape) and Pad (Concat with
-// constant blocks, or a Gather for edge and reflect) composed of them, and
-// OneHot (F.one_hot) as Where on Equal against a constant range.
+// constant blocks, or a Gather for edge and reflect) composed of them,
+// OneHot (F.one_hot) as Where on Equal against a constant range, and
+// GatherND with constant indices as a Gather along the indexed axes
+// flattened.
 // Their shape, axes, split and slice-bound operands are compile-time
 // constants consumed at import; the attributes carry what the kernels need:
 // non-negative axes, Transpose's default perm (reversed dims), and Slice's
@@ -247,6 +249,64 @@ static LogicalResult importOneHot(ImportContext &ctx) {
   Value on = b.create<SliceOp>(loc, one, flat, SmallVector<int64_t>{1},
                                SmallVector<int64_t>{1});
   return ctx.finish(b.create<WhereOp>(loc, *type, hit, on, off));
+}
+
+/// GatherND with constant indices (an index buffer, as Swin Transformer's
+/// relative position bias reads its table): the indexed leading axes of
+/// `data` flattened into one, and a Gather along it at the linear indices,
+/// computed and checked here. batch_dims 0 only.
+static LogicalResult importGatherND(ImportContext &ctx) {
+  if (failed(ctx.requireOperands(2, 2)))
+    return failure();
+  if (ctx.intAttr("batch_dims", 0) != 0)
+    return ctx.nodeError() << "batch_dims other than 0 is not supported";
+  Value data = ctx.operand(0);
+  auto dataType = cast<RankedTensorType>(data.getType());
+  DenseElementsAttr indices;
+  if (!matchPattern(ctx.operand(1), m_Constant(&indices)))
+    return ctx.nodeError() << "only constant indices are supported";
+  ArrayRef<int64_t> shape = dataType.getShape();
+  ArrayRef<int64_t> idxShape = indices.getType().getShape();
+  if (idxShape.empty() || idxShape.back() < 1 ||
+      idxShape.back() > int64_t(shape.size()))
+    return ctx.nodeError() << "indices " << indices.getType()
+                           << " must end in a size from 1 to the data's rank "
+                           << shape.size();
+  int64_t k = idxShape.back(), rows = 1;
+  for (int64_t d = 0; d < k; ++d)
+    rows *= shape[d];
+  SmallVector<int64_t> linear;
+  SmallVector<int64_t> idx;
+  for (const APInt &v : indices.getValues<APInt>())
+    idx.push_back(v.getSExtValue());
+  for (size_t t = 0; t < idx.size(); t += k) {
+    int64_t at = 0;
+    for (int64_t d = 0; d < k; ++d) {
+      int64_t i = idx[t + d];
+      if (i < -shape[d] || i >= shape[d])
+        return ctx.nodeError() << "index " << i << " is out of range for "
+                               << "axis " << d << " of size " << shape[d];
+      at = at * shape[d] + (i < 0 ? i + shape[d] : i);
+    }
+    linear.push_back(at);
+  }
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  SmallVector<int64_t> flatShape = {rows};
+  flatShape.append(shape.begin() + k, shape.end());
+  Value flat = data;
+  if (k != 1)
+    flat = b.create<ReshapeOp>(
+        loc, RankedTensorType::get(flatShape, dataType.getElementType()), data);
+  SmallVector<int64_t> linShape(idxShape.drop_back());
+  auto linType = RankedTensorType::get(linShape, b.getI64Type());
+  Value lin = b.create<ConstantOp>(
+      loc, linType, DenseElementsAttr::get(linType, ArrayRef<int64_t>(linear)));
+  SmallVector<int64_t> outShape(linShape);
+  outShape.append(shape.begin() + k, shape.end());
+  return ctx.finish(b.create<GatherOp>(
+      loc, RankedTensorType::get(outShape, dataType.getElementType()), flat,
+      lin, 0));
 }
 
 static LogicalResult importConcat(ImportContext &ctx) {
@@ -845,6 +905,7 @@ void registerDataMovementImporters(OpImporterTable &table) {
   table.add("Transpose", importTranspose);
   table.add("Gather", importGather);
   table.add("GatherElements", importGatherElements);
+  table.add("GatherND", importGatherND);
   table.add("OneHot", importOneHot);
   table.add("Concat", importConcat);
   table.add("Split", importSplit);

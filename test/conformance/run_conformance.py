@@ -42,7 +42,7 @@ Upsample ConvTranspose RNN LSTM GRU CastLike Mod
 Greater Less GreaterOrEqual LessOrEqual Not And Or Xor Clip LeakyRelu Elu Selu
 Celu PRelu HardSigmoid Reciprocal Max Min ReduceMax ReduceMin ReduceL2
 ReduceLogSumExp Sign Floor Ceil Sin Cos Tile Pad Einsum ReduceSumSquare ReduceL1
-ReduceLogSum ReduceProd CumSum GatherElements OneHot ScatterND
+ReduceLogSum ReduceProd CumSum GatherElements OneHot ScatterND GatherND Size
 """.split())
 
 # (op type, input position) pairs whose value fixes a shape or a constant
@@ -60,6 +60,8 @@ SHAPE_OPERANDS = {
     ("OneHot", 1),
     # ScatterND is computed at import, from constant operands only.
     ("ScatterND", 0), ("ScatterND", 1), ("ScatterND", 2),
+    # GatherND takes constant indices.
+    ("GatherND", 1),
     # Mod is computed at import, from constant operands only.
     ("Mod", 0), ("Mod", 1),
     ("Tile", 1), ("Pad", 1), ("Pad", 2), ("Pad", 3),

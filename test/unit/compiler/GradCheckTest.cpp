@@ -539,6 +539,13 @@ const Case kCases[] = {
      "float[3,4] D = @RAND(12), int64[2,3] I = {2, -2, 0, 3, 1, 1}",
      "Y = GatherElements<axis=1>(D, I)",
      {2, 3}},
+    // GatherND with constant indices is a Gather of the flattened data;
+    // element (1, 2) is read twice.
+    {"gather_nd",
+     "float[3,4] D = @RAND(12)",
+     "I = Constant<value = int64[3, 2] {1, 2, -1, 0, 1, -2}>()\n"
+     "  Y = GatherND(D, I)",
+     {3}},
     {"concat_split",
      "float[2,2] A = @RAND(4), float[2,2] B = @RAND(4)",
      "C = Concat<axis=1>(A, B)\n  split = Constant<value = int64[2] {2, 2}>()\n"
