@@ -751,12 +751,20 @@ void Importer::refineTypes() {
   }
   // A node that shape inference finds inconsistent now (a Reshape to two
   // -1s) is reported by its importer, which names the node; so is a value
-  // that still has no shape.
-  if (llvm::Error err = onnxbridge::inferShapes(m, /*strict=*/false)) {
+  // that still has no shape. The folded constants are initializers here,
+  // so inference without data propagation still learns from them, where
+  // libonnx's data propagation throws (an empty shape constant).
+  onnx::ModelProto inferred = m;
+  if (llvm::Error err = onnxbridge::inferShapes(inferred, /*strict=*/false)) {
     llvm::consumeError(std::move(err));
-    return;
+    inferred = m;
+    if (llvm::Error again = onnxbridge::inferShapes(inferred, /*strict=*/false,
+                                                    /*dataProp=*/false)) {
+      llvm::consumeError(std::move(again));
+      return;
+    }
   }
-  recordInferredTypes(*graph);
+  recordInferredTypes(inferred.graph());
 }
 
 bool Importer::hasStaticType(llvm::StringRef name) const {

@@ -178,8 +178,10 @@ guardInference(const std::string &name,
 /// (each found by test/fuzz's importer fuzzer):
 ///  - convPoolShapeInference and convTransposeShapeInference take the
 ///    weight's dims 2.. as the kernel shape when there is no kernel_shape
-///    attribute: a weight of another rank than the input makes them read
-///    and write past the end of their per-axis vectors;
+///    attribute, and ConvTranspose its output channels from the weight's
+///    dim 1 even with one: a weight of another rank than the input makes
+///    them read and write past the end of their per-axis vectors (so the
+///    ranks are checked whenever both are known);
 ///  - maxUnpoolShapeInference takes the output's channels from dim 1 of the
 ///    indices (input 1) without looking at their shape: indices without a
 ///    shape, or of rank < 2, make it copy from past the end of the dims;
@@ -196,8 +198,7 @@ static void guardIndexingInference() {
         constexpr int input = 0; // X
         if (ctx.getNumInputs() > static_cast<size_t>(weight) &&
             onnx::hasInputShape(ctx, input) &&
-            onnx::hasInputShape(ctx, weight) &&
-            !ctx.getAttribute("kernel_shape")) {
+            onnx::hasInputShape(ctx, weight)) {
           int x = ctx.getInputType(input)->tensor_type().shape().dim_size();
           int w = ctx.getInputType(weight)->tensor_type().shape().dim_size();
           if (x != w)
@@ -238,12 +239,12 @@ static void guardIndexingInference() {
   (void)done;
 }
 
-llvm::Error inferShapes(onnx::ModelProto &model, bool strict) {
+llvm::Error inferShapes(onnx::ModelProto &model, bool strict, bool dataProp) {
   try {
     guardShapeDataPropagation();
     guardIndexingInference();
     onnx::ShapeInferenceOptions options(/*check_type=*/true, strict ? 1 : 0,
-                                        /*data_prop=*/true);
+                                        dataProp);
     onnx::shape_inference::InferShapes(
         model, onnx::OpSchemaRegistry::Instance(), options);
   } catch (const std::exception &e) {

@@ -42,8 +42,11 @@ llvm::Error convertVersion(onnx::ModelProto &model, int targetVersion);
 /// propagation of Shape (opset 15) reads its input's type without checking
 /// that inference gave it one, and crashes when a node before it failed;
 /// the first call wraps that function in the check (ONNX 1.15 has it,
-/// onnx/onnx#5219).
-llvm::Error inferShapes(onnx::ModelProto &model, bool strict);
+/// onnx/onnx#5219). `dataProp` false runs inference without data
+/// propagation, whose Concat of an empty constant with another throws in
+/// libonnx 1.12 ("axis must be in [-rank, rank-1]").
+llvm::Error inferShapes(onnx::ModelProto &model, bool strict,
+                        bool dataProp = true);
 
 /// The IR version libonnx knows (8 for 1.12): its checker refuses newer ones.
 int knownIrVersion();

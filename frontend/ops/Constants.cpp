@@ -75,11 +75,11 @@ static LogicalResult importConstant(ImportContext &ctx) {
   return success();
 }
 
+/// ConstantOfShape: the shape operand is a constant here (folded shape
+/// arithmetic), so the result type comes from it, also where ONNX's
+/// inference left it symbolic (a shape computed through Neg).
 static LogicalResult importConstantOfShape(ImportContext &ctx) {
   if (failed(ctx.requireOperands(1, 1)))
-    return failure();
-  auto type = ctx.outType(0);
-  if (failed(type))
     return failure();
   OpBuilder &b = ctx.builder();
   Attribute elem;
@@ -93,7 +93,21 @@ static LogicalResult importConstantOfShape(ImportContext &ctx) {
   } else {
     elem = b.getF32FloatAttr(0.0f);
   }
-  ctx.define(0, ctx.splat(*type, elem));
+  if (ctx.hasStaticInferredShape(0)) {
+    auto type = ctx.outType(0);
+    if (failed(type))
+      return failure();
+    ctx.define(0, ctx.splat(*type, elem));
+    return success();
+  }
+  auto dims = ctx.constInts(0, "input");
+  if (failed(dims))
+    return failure();
+  for (int64_t d : *dims)
+    if (d < 0)
+      return ctx.nodeError() << "the shape has a negative dimension " << d;
+  auto type = RankedTensorType::get(*dims, cast<TypedAttr>(elem).getType());
+  ctx.define(0, ctx.splat(type, elem));
   return success();
 }
 
