@@ -6,10 +6,11 @@
 // repeated rows in the CPU kernel's order (no atomics: the embedding
 // gradient does not depend on scheduling); one thread per data element for
 // GatherElementsGrad, which walks the indices along the axis in order and
-// adds those that point at it, again in the CPU kernel's order. An index out of range is recorded by position and read
-// back before the kernel returns (CudaKernels.h), giving the CPU kernel's
-// error. Range reads its three scalars back to check the element count the
-// output was planned with. Operand checks are the CPU kernels'.
+// adds those that point at it, again in the CPU kernel's order. An index out of
+// range is recorded by position and read back before the kernel returns
+// (CudaKernels.h), giving the CPU kernel's error. Range reads its three scalars
+// back to check the element count the output was planned with. Operand checks
+// are the CPU kernels'.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/CudaKernels.h"
@@ -223,8 +224,8 @@ llvm::Error gatherElementsKernel(const KernelContext &ctx) {
           using T = typename decltype(tag)::type;
           gatherElementsOut<<<blocksFor(g.index.count), kBlock, 0,
                               cudaStreamOf(ctx)>>>(
-              ctx.inputs[0].as<T>(), ctx.inputs[1].data,
-              ctx.outputs[0].as<T>(), g, bad);
+              ctx.inputs[0].as<T>(), ctx.inputs[1].data, ctx.outputs[0].as<T>(),
+              g, bad);
           return checkLaunch(ctx);
         }));
   return reportBadIndex(ctx, g.index, bad);
@@ -240,16 +241,16 @@ llvm::Error gatherElementsGradKernel(const KernelContext &ctx) {
   if (n == 0 && g.index.count > 0)
     SHARDC_CPU_TRY(checkIndices(ctx, g.index, bad));
   if (n > 0)
-    SHARDC_CPU_TRY(cpu::dispatchIn(
-        cpu::FloatTypes{}, ctx, dData.dtype, "dY",
-        [&](auto tag) -> llvm::Error {
-          using T = typename decltype(tag)::type;
-          gatherElementsGradData<<<blocksFor(n), kBlock, 0,
-                                   cudaStreamOf(ctx)>>>(
-              ctx.inputs[0].as<T>(), ctx.inputs[1].data, dData.as<T>(), n, g,
-              bad);
-          return checkLaunch(ctx);
-        }));
+    SHARDC_CPU_TRY(
+        cpu::dispatchIn(cpu::FloatTypes{}, ctx, dData.dtype, "dY",
+                        [&](auto tag) -> llvm::Error {
+                          using T = typename decltype(tag)::type;
+                          gatherElementsGradData<<<blocksFor(n), kBlock, 0,
+                                                   cudaStreamOf(ctx)>>>(
+                              ctx.inputs[0].as<T>(), ctx.inputs[1].data,
+                              dData.as<T>(), n, g, bad);
+                          return checkLaunch(ctx);
+                        }));
   return reportBadIndex(ctx, g.index, bad);
 }
 

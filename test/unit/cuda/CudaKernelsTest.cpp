@@ -722,8 +722,8 @@ TEST(CudaKernelsTest, IndexingMatchesCpu) {
       picks.below = 3;
       expectSameAsCpu("GatherElements", {{t, {6, 3}}, picks}, {{t, {4, 9}}},
                       Tolerance{}, intAttrs({{"axis", 1}}));
-      expectSameAsCpu("GatherElementsGrad", {{t, {4, 9}}, picks},
-                      {{t, {6, 3}}}, Tolerance{}, intAttrs({{"axis", 1}}));
+      expectSameAsCpu("GatherElementsGrad", {{t, {4, 9}}, picks}, {{t, {6, 3}}},
+                      Tolerance{}, intAttrs({{"axis", 1}}));
       Operand rows3{it, {5, 2, 4}};
       rows3.below = 7;
       expectSameAsCpu("GatherElements", {{t, {7, 3, 4}}, rows3},
