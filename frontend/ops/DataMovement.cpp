@@ -6,7 +6,7 @@
 // constant blocks, or a Gather for edge and reflect) composed of them,
 // OneHot (F.one_hot) as Where on Equal against a constant range, and
 // GatherND with constant indices as a Gather along the indexed axes
-// flattened.
+// flattened, and DepthToSpace/SpaceToDepth as Reshape, Transpose, Reshape.
 // Their shape, axes, split and slice-bound operands are compile-time
 // constants consumed at import; the attributes carry what the kernels need:
 // non-negative axes, Transpose's default perm (reversed dims), and Slice's
@@ -307,6 +307,53 @@ static LogicalResult importGatherND(ImportContext &ctx) {
   return ctx.finish(b.create<GatherOp>(
       loc, RankedTensorType::get(outShape, dataType.getElementType()), flat,
       lin, 0));
+}
+
+/// DepthToSpace (nn.PixelShuffle: mode CRD) and SpaceToDepth
+/// (nn.PixelUnshuffle exports it as Reshape and Transpose already): a
+/// Reshape into blocks, a Transpose, a Reshape back.
+static LogicalResult importDepthSpace(ImportContext &ctx) {
+  if (failed(ctx.requireOperands(1, 1)))
+    return failure();
+  Value x = ctx.operand(0);
+  auto t = cast<RankedTensorType>(x.getType());
+  int64_t b = ctx.intAttr("blocksize", 0);
+  if (t.getRank() != 4)
+    return ctx.nodeError() << "input must be 4-d (N, C, H, W), got " << t;
+  int64_t N = t.getDimSize(0), C = t.getDimSize(1), H = t.getDimSize(2),
+          W = t.getDimSize(3);
+  bool toSpace = ctx.node().op_type() == "DepthToSpace";
+  if (b < 1 || (toSpace && C % (b * b) != 0) ||
+      (!toSpace && (H % b != 0 || W % b != 0)))
+    return ctx.nodeError() << "blocksize " << b << " does not divide " << t;
+  std::string mode = ctx.stringAttr("mode", "DCR");
+  if (toSpace && mode != "DCR" && mode != "CRD")
+    return ctx.nodeError() << "unknown mode '" << mode << "'";
+  SmallVector<int64_t> blocks, perm, out;
+  if (!toSpace) {
+    blocks = {N, C, H / b, b, W / b, b};
+    perm = {0, 3, 5, 1, 2, 4};
+    out = {N, C * b * b, H / b, W / b};
+  } else if (mode == "DCR") {
+    blocks = {N, b, b, C / (b * b), H, W};
+    perm = {0, 3, 4, 1, 5, 2};
+    out = {N, C / (b * b), H * b, W * b};
+  } else {
+    blocks = {N, C / (b * b), b, b, H, W};
+    perm = {0, 1, 4, 2, 5, 3};
+    out = {N, C / (b * b), H * b, W * b};
+  }
+  OpBuilder &bld = ctx.builder();
+  Location loc = ctx.loc();
+  Type elem = t.getElementType();
+  Value v = bld.create<ReshapeOp>(loc, RankedTensorType::get(blocks, elem), x);
+  SmallVector<int64_t> moved;
+  for (int64_t p : perm)
+    moved.push_back(blocks[p]);
+  v = bld.create<TransposeOp>(loc, RankedTensorType::get(moved, elem), v, perm);
+  ctx.define(0,
+             bld.create<ReshapeOp>(loc, RankedTensorType::get(out, elem), v));
+  return success();
 }
 
 static LogicalResult importConcat(ImportContext &ctx) {
@@ -906,6 +953,8 @@ void registerDataMovementImporters(OpImporterTable &table) {
   table.add("Gather", importGather);
   table.add("GatherElements", importGatherElements);
   table.add("GatherND", importGatherND);
+  table.add("DepthToSpace", importDepthSpace);
+  table.add("SpaceToDepth", importDepthSpace);
   table.add("OneHot", importOneHot);
   table.add("Concat", importConcat);
   table.add("Split", importSplit);

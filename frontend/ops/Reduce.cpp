@@ -8,7 +8,8 @@
 // those and elementwise ops; ReduceProd computed at import from a constant
 // operand (the exporters' element counts: Shape -> Gather -> ReduceProd in
 // Tensor.var and Tensor.std); CumSum of floats as a MatMul with a triangle
-// of ones along its axis; and ArgMax, with its axis made non-negative.
+// of ones along its axis; GlobalMaxPool as a ReduceMax over the spatial
+// axes; and ArgMax, with its axis made non-negative.
 // Tested by test/lit/import/reduce.onnxtxt and reduce-composed.onnxtxt.
 //
 //===----------------------------------------------------------------------===//
@@ -293,6 +294,25 @@ static LogicalResult importCumSum(ImportContext &ctx) {
   return success();
 }
 
+/// GlobalMaxPool (nn.AdaptiveMaxPool2d(1)): ReduceMax over the spatial axes,
+/// kept.
+static LogicalResult importGlobalMaxPool(ImportContext &ctx) {
+  if (failed(ctx.requireOperands(1, 1)))
+    return failure();
+  Value x = ctx.operand(0);
+  auto t = cast<RankedTensorType>(x.getType());
+  if (t.getRank() < 3)
+    return ctx.nodeError() << "input must be (N, C, spatial...), got " << t;
+  SmallVector<int64_t> axes, shape(t.getShape());
+  for (int64_t d = 2; d < t.getRank(); ++d) {
+    axes.push_back(d);
+    shape[d] = 1;
+  }
+  return ctx.finish(ctx.builder().create<ReduceMaxOp>(
+      ctx.loc(), RankedTensorType::get(shape, t.getElementType()), x, axes,
+      true));
+}
+
 static LogicalResult importArgMax(ImportContext &ctx) {
   if (failed(ctx.requireOperands(1, 1)))
     return failure();
@@ -324,6 +344,7 @@ void registerReduceImporters(OpImporterTable &table) {
   table.add("ReduceLogSum", importComposedReduce);
   table.add("ReduceProd", importReduceProd);
   table.add("CumSum", importCumSum);
+  table.add("GlobalMaxPool", importGlobalMaxPool);
 }
 
 } // namespace shardc
