@@ -158,6 +158,33 @@ FailureOr<SmallVector<int64_t>> ImportContext::constInts(int i,
                      << "') must be integers, got " << attr.getType();
 }
 
+FailureOr<SmallVector<int64_t>> linearNdIndices(ImportContext &ctx,
+                                                DenseElementsAttr indices,
+                                                ArrayRef<int64_t> shape) {
+  ArrayRef<int64_t> idxShape = indices.getType().getShape();
+  if (idxShape.empty() || idxShape.back() < 1 ||
+      idxShape.back() > int64_t(shape.size()))
+    return ctx.nodeError() << "indices " << indices.getType()
+                           << " must end in a size from 1 to the data's rank "
+                           << shape.size();
+  int64_t k = idxShape.back();
+  SmallVector<int64_t> idx, linear;
+  for (const APInt &v : indices.getValues<APInt>())
+    idx.push_back(v.getSExtValue());
+  for (size_t t = 0; t < idx.size(); t += k) {
+    int64_t at = 0;
+    for (int64_t d = 0; d < k; ++d) {
+      int64_t i = idx[t + d];
+      if (i < -shape[d] || i >= shape[d])
+        return ctx.nodeError() << "index " << i << " is out of range for "
+                               << "axis " << d << " of size " << shape[d];
+      at = at * shape[d] + (i < 0 ? i + shape[d] : i);
+    }
+    linear.push_back(at);
+  }
+  return linear;
+}
+
 FailureOr<RankedTensorType> ImportContext::outType(int i) {
   if (i >= onnxNode.output_size() || onnxNode.output(i).empty())
     return nodeError() << "output " << i << " is missing";

@@ -174,6 +174,14 @@ private:
   bool attrErrors = false;
 };
 
+/// The tuples of an ND index tensor (GatherND's, ScatterND's: shape [...,
+/// k], k from 1 to the rank of `shape`) as linear indices into the first k
+/// axes of a tensor of `shape` flattened, negative entries counting from the
+/// end; an error at the node for a bad last size or an entry out of range.
+mlir::FailureOr<llvm::SmallVector<int64_t>>
+linearNdIndices(ImportContext &ctx, mlir::DenseElementsAttr indices,
+                llvm::ArrayRef<int64_t> shape);
+
 /// Imports the node of an ImportContext.
 using OpImporter = mlir::LogicalResult (*)(ImportContext &);
 

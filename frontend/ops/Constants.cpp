@@ -273,12 +273,10 @@ static LogicalResult importScatterND(ImportContext &ctx) {
     return ctx.nodeError() << "unknown reduction '" << reduction << "'";
   auto type = cast<RankedTensorType>(data.getType());
   ArrayRef<int64_t> shape = type.getShape();
+  auto rows = linearNdIndices(ctx, indices, shape);
+  if (failed(rows))
+    return failure();
   ArrayRef<int64_t> idxShape = indices.getType().getShape();
-  if (idxShape.empty() || idxShape.back() < 1 ||
-      idxShape.back() > int64_t(shape.size()))
-    return ctx.nodeError() << "indices " << indices.getType()
-                           << " must end in a size from 1 to the data's rank "
-                           << shape.size();
   int64_t k = idxShape.back();
   SmallVector<int64_t> expected(idxShape.drop_back());
   expected.append(shape.begin() + k, shape.end());
@@ -324,21 +322,9 @@ static LogicalResult importScatterND(ImportContext &ctx) {
   };
   SmallVector<Attribute> out(data.getValues<Attribute>());
   SmallVector<Attribute> upd(updates.getValues<Attribute>());
-  SmallVector<int64_t> idx;
-  for (const APInt &v : indices.getValues<APInt>())
-    idx.push_back(v.getSExtValue());
-  for (int64_t t = 0; t < int64_t(idx.size()) / k; ++t) {
-    int64_t offset = 0;
-    for (int64_t d = 0; d < k; ++d) {
-      int64_t i = idx[t * k + d];
-      if (i < -shape[d] || i >= shape[d])
-        return ctx.nodeError() << "index " << i << " is out of range for "
-                               << "axis " << d << " of size " << shape[d];
-      offset += (i < 0 ? i + shape[d] : i) * strides[d];
-    }
+  for (auto [t, row] : llvm::enumerate(*rows))
     for (int64_t j = 0; j < slice; ++j)
-      out[offset + j] = combine(out[offset + j], upd[t * slice + j]);
-  }
+      out[row * slice + j] = combine(out[row * slice + j], upd[t * slice + j]);
   auto value = DenseElementsAttr::get(type, out);
   ctx.define(0, ctx.builder().create<ConstantOp>(ctx.loc(), type, value));
   return success();

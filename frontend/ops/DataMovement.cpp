@@ -266,30 +266,13 @@ static LogicalResult importGatherND(ImportContext &ctx) {
   if (!matchPattern(ctx.operand(1), m_Constant(&indices)))
     return ctx.nodeError() << "only constant indices are supported";
   ArrayRef<int64_t> shape = dataType.getShape();
+  auto linear = linearNdIndices(ctx, indices, shape);
+  if (failed(linear))
+    return failure();
   ArrayRef<int64_t> idxShape = indices.getType().getShape();
-  if (idxShape.empty() || idxShape.back() < 1 ||
-      idxShape.back() > int64_t(shape.size()))
-    return ctx.nodeError() << "indices " << indices.getType()
-                           << " must end in a size from 1 to the data's rank "
-                           << shape.size();
   int64_t k = idxShape.back(), rows = 1;
   for (int64_t d = 0; d < k; ++d)
     rows *= shape[d];
-  SmallVector<int64_t> linear;
-  SmallVector<int64_t> idx;
-  for (const APInt &v : indices.getValues<APInt>())
-    idx.push_back(v.getSExtValue());
-  for (size_t t = 0; t < idx.size(); t += k) {
-    int64_t at = 0;
-    for (int64_t d = 0; d < k; ++d) {
-      int64_t i = idx[t + d];
-      if (i < -shape[d] || i >= shape[d])
-        return ctx.nodeError() << "index " << i << " is out of range for "
-                               << "axis " << d << " of size " << shape[d];
-      at = at * shape[d] + (i < 0 ? i + shape[d] : i);
-    }
-    linear.push_back(at);
-  }
   OpBuilder &b = ctx.builder();
   Location loc = ctx.loc();
   SmallVector<int64_t> flatShape = {rows};
@@ -301,7 +284,8 @@ static LogicalResult importGatherND(ImportContext &ctx) {
   SmallVector<int64_t> linShape(idxShape.drop_back());
   auto linType = RankedTensorType::get(linShape, b.getI64Type());
   Value lin = b.create<ConstantOp>(
-      loc, linType, DenseElementsAttr::get(linType, ArrayRef<int64_t>(linear)));
+      loc, linType,
+      DenseElementsAttr::get(linType, ArrayRef<int64_t>(*linear)));
   SmallVector<int64_t> outShape(linShape);
   outShape.append(shape.begin() + k, shape.end());
   return ctx.finish(b.create<GatherOp>(
