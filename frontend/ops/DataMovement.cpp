@@ -191,6 +191,11 @@ static LogicalResult importOneHot(ImportContext &ctx) {
   if (depth->size() != 1 || (*depth)[0] < 1)
     return ctx.nodeError() << "depth must be one positive value";
   int64_t n = (*depth)[0];
+  // The range it is compared with is a constant of `depth` indices.
+  if (n > ctx.foldLimit() / 8)
+    return ctx.nodeError() << "depth " << n << " needs a range constant larger "
+                           << "than --fold-limit (" << ctx.foldLimit()
+                           << " bytes)";
   auto axis = ctx.normAxis(ctx.intAttr("axis", -1), idxType.getRank() + 1);
   if (failed(axis))
     return failure();
