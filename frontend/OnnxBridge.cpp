@@ -187,7 +187,14 @@ guardInference(const std::string &name,
 ///    shape, or of rank < 2, make it copy from past the end of the dims;
 ///  - Einsum's inference of an implicit output (no "->") crashes when a
 ///    label is an upper-case letter (equation "i,G"): there only the element
-///    type is inferred.
+///    type is inferred;
+///  - LayerNormalization's inference writes the statistics' dims from its
+///    axis on without checking that the axis is in [-rank, rank): an axis
+///    below -rank, or any axis on a scalar input, wrote before their start;
+///  - GatherND's inference takes a negative batch_dims as a count of
+///    leading dimensions to copy (found by test/fuzz's importer fuzzer and
+///    a scan of every operator's inference with out-of-range attributes and
+///    scalar inputs).
 static void guardIndexingInference() {
   static const bool done = [] {
     for (auto [op, weight] : {std::pair<const char *, int>{"Conv", 1},
@@ -232,6 +239,28 @@ static void guardIndexingInference() {
         fail_shape_inference("the indices (input 1) have rank ", rank,
                              "; MaxUnpool's indices have the shape of its "
                              "input X (N, C, spatial...)");
+      return true;
+    });
+    guardInference("LayerNormalization", [](onnx::InferenceContext &ctx) {
+      if (ctx.getNumInputs() == 0 || !onnx::hasInputShape(ctx, 0))
+        return true;
+      int64_t rank = ctx.getInputType(0)->tensor_type().shape().dim_size();
+      int64_t axis = -1;
+      if (const onnx::AttributeProto *a = ctx.getAttribute("axis"))
+        axis = a->i();
+      if (axis < -rank || axis >= rank)
+        fail_shape_inference("axis ", axis, " is out of range for an input ",
+                             "of rank ", rank, "; LayerNormalization ",
+                             "normalizes over the axes from axis, which is ",
+                             "in [-rank, rank) (default -1, the last)");
+      return true;
+    });
+    guardInference("GatherND", [](onnx::InferenceContext &ctx) {
+      const onnx::AttributeProto *b = ctx.getAttribute("batch_dims");
+      if (b && b->i() < 0)
+        fail_shape_inference("batch_dims is ", b->i(), "; it counts the ",
+                             "leading dimensions that the data and the ",
+                             "indices share, 0 or more");
       return true;
     });
     return true;
