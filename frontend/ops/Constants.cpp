@@ -8,9 +8,11 @@
 // shape inference and its kernel runs. Mod (what torch.onnx's TorchScript
 // exporter emits in the shape arithmetic of nn.MultiheadAttention) and
 // ScatterND (its slice assignments, `mask[a:b, c:d] = v`, on tensors built
-// from shapes: Swin Transformer's attention mask) are computed at import and
-// take constant operands only. Tested by test/lit/import/constants.onnxtxt,
-// mod.onnxtxt and scatternd.onnxtxt.
+// from shapes: Swin Transformer's attention mask) are computed at import when
+// their operands are constants; ScatterND with constant indices into computed
+// tensors (`x[:, 0] = v` in a forward) is composed of Concat and Gather (or
+// GatherGrad and Add). Tested by test/lit/import/constants.onnxtxt,
+// mod.onnxtxt, scatternd.onnxtxt and scatternd-computed.onnxtxt.
 //
 //===----------------------------------------------------------------------===//
 #include "frontend/OpImporters.h"
@@ -244,33 +246,120 @@ static LogicalResult importMod(ImportContext &ctx) {
   return success();
 }
 
-/// ScatterND of constants, computed here (it has no kernel): a copy of
-/// `data` with each slice `data[indices[t]]` replaced by `updates[t]`
-/// (negative indices count from the end; a repeated index keeps the last
-/// update), or combined with it by `reduction` (add, mul, max, min).
+/// ScatterND with constant indices into a computed tensor or with computed
+/// updates (slice and index assignment, `x[:, 0] = v`, `index_put_`),
+/// composed of ops that have gradients: `data` flattened over the indexed
+/// axes to rows [R, rest...] and the updates to [U, rest...]; reduction none
+/// is a Gather from their Concat that takes, per row, its update or else the
+/// row of data (a written element passes no gradient to data; computed
+/// updates must write each row once, constant ones may repeat, the last
+/// winning); add adds the updates' scatter-add (GatherGrad) to the data.
+static LogicalResult composeScatterND(ImportContext &ctx,
+                                      DenseElementsAttr indices,
+                                      StringRef reduction) {
+  Value data = ctx.operand(0), updates = ctx.operand(2);
+  auto type = cast<RankedTensorType>(data.getType());
+  auto updType = cast<RankedTensorType>(updates.getType());
+  Type elem = type.getElementType();
+  if (reduction != "none" && reduction != "add")
+    return ctx.nodeError() << "reduction '" << reduction
+                           << "' needs constant data and updates (it is "
+                              "computed at import); 'none' and 'add' take "
+                              "computed ones";
+  if (reduction == "add" && !isa<FloatType>(elem))
+    return ctx.nodeError() << "reduction 'add' into a computed " << type
+                           << " needs a float tensor";
+  ArrayRef<int64_t> shape = type.getShape();
+  auto rows = linearNdIndices(ctx, indices, shape);
+  if (failed(rows))
+    return failure();
+  ArrayRef<int64_t> idxShape = indices.getType().getShape();
+  int64_t k = idxShape.back(), numRows = 1;
+  for (int64_t d = 0; d < k; ++d)
+    numRows *= shape[d];
+  SmallVector<int64_t> expected(idxShape.drop_back());
+  expected.append(shape.begin() + k, shape.end());
+  if (updType.getShape() != ArrayRef<int64_t>(expected) ||
+      updType.getElementType() != elem)
+    return ctx.nodeError() << "updates " << updType << " must be a tensor<"
+                           << llvm::make_range(expected.begin(), expected.end())
+                           << "x" << elem << "> for data " << type;
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  auto rowsOf = [&](int64_t n) {
+    SmallVector<int64_t> s = {n};
+    s.append(shape.begin() + k, shape.end());
+    return RankedTensorType::get(s, elem);
+  };
+  auto reshape = [&](Value v, RankedTensorType to) -> Value {
+    if (cast<RankedTensorType>(v.getType()) == to)
+      return v;
+    return b.create<ReshapeOp>(loc, to, v);
+  };
+  auto indexConstant = [&](ArrayRef<int64_t> values) -> Value {
+    auto t = RankedTensorType::get({int64_t(values.size())}, b.getI64Type());
+    return b.create<ConstantOp>(loc, t, DenseElementsAttr::get(t, values));
+  };
+  int64_t numUpdates = rows->size();
+  Value flatData = reshape(data, rowsOf(numRows));
+  Value flatUpdates = reshape(updates, rowsOf(numUpdates));
+  Value out;
+  if (reduction == "none") {
+    SmallVector<int64_t> pick(numRows);
+    for (int64_t r = 0; r < numRows; ++r)
+      pick[r] = r;
+    bool constantUpdates = matchPattern(updates, m_Constant());
+    for (auto [t, row] : llvm::enumerate(*rows)) {
+      if (pick[row] >= numRows && !constantUpdates)
+        return ctx.nodeError()
+               << "updates " << pick[row] - numRows << " and " << t
+               << " write the same index (row " << row
+               << " of the flattened data): ONNX leaves the order of "
+                  "repeated writes undefined, and PyTorch gives each "
+                  "repeated update the gradient of the element, which no "
+                  "single write order has; write each element once";
+      pick[row] = numRows + int64_t(t);
+    }
+    Value both = b.create<ConcatOp>(loc, rowsOf(numRows + numUpdates),
+                                    ValueRange{flatData, flatUpdates}, 0);
+    out =
+        b.create<GatherOp>(loc, rowsOf(numRows), both, indexConstant(pick), 0);
+  } else {
+    Value added = b.create<GatherGradOp>(loc, rowsOf(numRows), flatUpdates,
+                                         indexConstant(*rows), 0);
+    out = b.create<AddOp>(loc, rowsOf(numRows), flatData, added);
+  }
+  ctx.define(0, reshape(out, type));
+  return success();
+}
+
+/// ScatterND of constants, computed here: a copy of `data` with each slice
+/// `data[indices[t]]` replaced by `updates[t]` (negative indices count from
+/// the end; a repeated index keeps the last update), or combined with it by
+/// `reduction` (add, mul, max, min). With constant indices and computed data
+/// or updates, composeScatterND.
 static LogicalResult importScatterND(ImportContext &ctx) {
   if (failed(ctx.requireOperands(3, 3)))
     return failure();
-  DenseElementsAttr operands[3];
-  for (int i = 0; i < 3; ++i)
-    if (!matchPattern(ctx.operand(i), m_Constant(&operands[i]))) {
-      auto diag = ctx.nodeError()
-                  << "only constant operands are supported (ScatterND is "
-                     "computed at import, for masks built from shapes); "
-                  << std::array<const char *, 3>{"data", "indices",
-                                                 "updates"}[i]
-                  << " ('" << ctx.node().input(i) << "') is computed";
-      if (Operation *def = ctx.operand(i).getDefiningOp())
-        diag << " by " << def->getName();
-      else
-        diag << " from a graph input";
-      return diag;
-    }
-  DenseElementsAttr data = operands[0], indices = operands[1],
-                    updates = operands[2];
   std::string reduction = ctx.stringAttr("reduction", "none");
   if (!llvm::is_contained({"none", "add", "mul", "max", "min"}, reduction))
     return ctx.nodeError() << "unknown reduction '" << reduction << "'";
+  DenseElementsAttr operands[3];
+  if (!matchPattern(ctx.operand(1), m_Constant(&operands[1]))) {
+    auto diag = ctx.nodeError()
+                << "only constant indices are supported; indices ('"
+                << ctx.node().input(1) << "') are computed";
+    if (Operation *def = ctx.operand(1).getDefiningOp())
+      diag << " by " << def->getName();
+    else
+      diag << " from a graph input";
+    return diag;
+  }
+  for (int i : {0, 2})
+    if (!matchPattern(ctx.operand(i), m_Constant(&operands[i])))
+      return composeScatterND(ctx, operands[1], reduction);
+  DenseElementsAttr data = operands[0], indices = operands[1],
+                    updates = operands[2];
   auto type = cast<RankedTensorType>(data.getType());
   ArrayRef<int64_t> shape = type.getShape();
   auto rows = linearNdIndices(ctx, indices, shape);

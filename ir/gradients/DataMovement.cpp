@@ -69,6 +69,21 @@ struct GatherGradient
   }
 };
 
+/// GatherGrad in a forward (ScatterND with reduction 'add' into a computed
+/// tensor): each slice of `grad` gets the slice of the output gradient it
+/// was added to, a Gather at the same indices.
+struct GatherGradGradient
+    : DifferentiableOpInterface::ExternalModel<GatherGradGradient,
+                                               GatherGradOp> {
+  LogicalResult backprop(Operation *op, GradientEmitter &e) const {
+    auto g = cast<GatherGradOp>(op);
+    Value dy = e.grad(g.getDataGrad());
+    e.accumulate(g.getGrad(), e.create<GatherOp>(g.getGrad().getType(), dy,
+                                                 g.getIndices(), g.getAxis()));
+    return success();
+  }
+};
+
 /// Scatter-adds into the float data; the indices have no gradient.
 struct GatherElementsGradient
     : DifferentiableOpInterface::ExternalModel<GatherElementsGradient,
@@ -140,6 +155,7 @@ void registerDataMovementGradients(MLIRContext *ctx) {
   TransposeOp::attachInterface<TransposeGradient>(*ctx);
   TriluOp::attachInterface<TriluGradient>(*ctx);
   GatherOp::attachInterface<GatherGradient>(*ctx);
+  GatherGradOp::attachInterface<GatherGradGradient>(*ctx);
   GatherElementsOp::attachInterface<GatherElementsGradient>(*ctx);
   ConcatOp::attachInterface<ConcatGradient>(*ctx);
   SplitOp::attachInterface<SplitGradient>(*ctx);

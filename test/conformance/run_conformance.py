@@ -59,8 +59,9 @@ SHAPE_OPERANDS = {
     ("RNN", 4), ("LSTM", 4), ("GRU", 4), ("CumSum", 1),
     ("ReduceSumSquare", 1), ("ReduceL1", 1), ("ReduceLogSum", 1), ("ReduceProd", 1),
     ("OneHot", 1),
-    # ScatterND is computed at import, from constant operands only.
-    ("ScatterND", 0), ("ScatterND", 1), ("ScatterND", 2),
+    # ScatterND takes constant indices (and, with reduction mul, max or min,
+    # constant data and updates: scatter_operand_bound).
+    ("ScatterND", 1),
     # GatherND takes constant indices.
     ("GatherND", 1),
     # Mod is computed at import, from constant operands only.
@@ -69,6 +70,15 @@ SHAPE_OPERANDS = {
 }
 
 RTOL, ATOL = 1e-4, 1e-5
+
+
+def scatter_operand_bound(node, pos):
+    """ScatterND's data and updates are computed at import with a reduction
+    other than none and add; with those two they run."""
+    if node.op_type != "ScatterND" or pos not in (0, 2):
+        return False
+    reduction = next((a.s.decode() for a in node.attribute if a.name == "reduction"), "none")
+    return reduction not in ("none", "add")
 
 
 def model_ops(model):
@@ -146,7 +156,8 @@ def run_test(test, root, shardc, shardrun, workdir):
     shape_inputs = set()
     for node in model.graph.node:
         for pos, name in enumerate(node.input):
-            if (node.op_type, pos) in SHAPE_OPERANDS and name in inputs:
+            if ((node.op_type, pos) in SHAPE_OPERANDS or scatter_operand_bound(node, pos)) \
+                    and name in inputs:
                 shape_inputs.add(name)
 
     sets = sorted(d for d in os.listdir(tdir) if d.startswith("test_data_set"))

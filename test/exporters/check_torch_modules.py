@@ -15,7 +15,7 @@ tables and SwiGLU), convolutions (1-d, 2-d grouped and dilated, 3-d,
 transposed) with every norm (BatchNorm, GroupNorm, InstanceNorm,
 LayerNorm), pooling, upsampling, padding and pixel shuffle, and the
 activation, loss and indexing functions (torch.gather, F.one_hot, cumsum,
-var/std, F.normalize).
+var/std, F.normalize, slice and index assignment).
 
 Each model takes a fixed random data set and is trained with SGD (lr 0.05)
 for 4 steps:
@@ -288,6 +288,26 @@ class Picks(nn.Module):
 
 
 
+class Assign(nn.Module):
+    """Slice and index assignment in a forward (ScatterND into computed
+    tensors): a column set from a parameter, a block copied, columns picked
+    by an index tensor written."""
+
+    def __init__(self):
+        super().__init__()
+        self.l = nn.Linear(20, 16)
+        self.scale = nn.Parameter(torch.tensor([0.5, -0.25]))
+        self.head = nn.Linear(16, 5)
+
+    def forward(self, x):
+        h = torch.tanh(self.l(x))
+        y = h.clone()
+        y[:, 0] = self.scale[0] * h[:, 1]
+        y[:, 4:8] = h[:, 8:12] * self.scale[1]
+        y[:, torch.tensor([2, 12, 9])] = h[:, 13:16] + 1
+        return self.head(y)
+
+
 def seq_x(n):
     return np.random.default_rng(1).integers(0, 50, (n, 12)).astype(np.int64)
 
@@ -384,6 +404,7 @@ MODELS = {
     "var_std_norm": (VarNorm, normal(20), cls_y, F.cross_entropy, True, []),
     "cumsum_logsumexp": (Cum, normal(20), cls_y, F.cross_entropy, True, []),
     "gather_one_hot_normalize": (Picks, normal(20), cls_y, F.cross_entropy, False, []),
+    "slice_index_assignment": (Assign, normal(20), cls_y, F.cross_entropy, False, []),
 }
 
 

@@ -546,6 +546,19 @@ const Case kCases[] = {
      "I = Constant<value = int64[3, 2] {1, 2, -1, 0, 1, -2}>()\n"
      "  Y = GatherND(D, I)",
      {3}},
+    // ScatterND into a computed tensor: rows 2 (as -1) and 0 are written,
+    // row 1 keeps the data's.
+    {"scatter_nd",
+     "float[3,4] D = @RAND(12), float[2,4] U = @RAND(8)",
+     "I = Constant<value = int64[2, 1] {-1, 0}>()\n"
+     "  Y = ScatterND(D, I, U)",
+     {3, 4}},
+    // With reduction 'add' element (0, 1) gets two updates.
+    {"scatter_nd_add",
+     "float[2,3] D = @RAND(6), float[3] U = @RAND(3)",
+     "I = Constant<value = int64[3, 2] {0, 1, 1, 2, 0, 1}>()\n"
+     "  Y = ScatterND<reduction = \"add\">(D, I, U)",
+     {2, 3}},
     {"concat_split",
      "float[2,2] A = @RAND(4), float[2,2] B = @RAND(4)",
      "C = Concat<axis=1>(A, B)\n  split = Constant<value = int64[2] {2, 2}>()\n"
