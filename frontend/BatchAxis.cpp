@@ -136,6 +136,21 @@ public:
               (d.axis == kNoBatchAxis || d == i))
             pos[op.getOutput()] = i;
         })
+        .Case<ScatterElementsOp>([&](ScatterElementsOp op) {
+          // The output has the data's layout, or the indices' and updates'
+          // when they carry the samples off the scatter axis and the data
+          // (zeros of a static shape, for a one-hot) carries none.
+          Pos d = posOf(op.getData()), i = posOf(op.getIndices()),
+              u = posOf(op.getUpdates());
+          auto axis = static_cast<int64_t>(op.getAxis());
+          if (d.axis >= 0 && d.axis != axis &&
+              (i.axis == kNoBatchAxis || i == d) &&
+              (u.axis == kNoBatchAxis || u == d))
+            pos[op.getOutput()] = d;
+          else if (d.axis == kNoBatchAxis && i.axis >= 0 && i.axis != axis &&
+                   (u.axis == kNoBatchAxis || u == i))
+            pos[op.getOutput()] = i;
+        })
         .Case<ConcatOp>([&](ConcatOp op) {
           Pos p = broadcast(op.getInputs(), op.getOutput());
           if (p.axis != static_cast<int64_t>(op.getAxis()))

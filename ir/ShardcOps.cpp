@@ -863,6 +863,17 @@ LogicalResult GatherElementsOp::verify() {
                               shapeOf(getOutput()), getAxis(), "result");
 }
 
+LogicalResult ScatterElementsOp::verify() {
+  if (failed(verifyGatherElements(*this, shapeOf(getData()),
+                                  shapeOf(getIndices()), shapeOf(getUpdates()),
+                                  getAxis(), "updates")))
+    return failure();
+  if (shapeOf(getOutput()) != shapeOf(getData()))
+    return emitOpError("result must have the data's shape ")
+           << fmt(shapeOf(getData()));
+  return success();
+}
+
 LogicalResult ConcatOp::verify() {
   if (getInputs().empty())
     return emitOpError("needs at least one input");

@@ -1085,6 +1085,34 @@ def Shardc_GatherElementsOp : Shardc_Op<"GatherElements", [Pure,
   }];
 }
 
+def Shardc_ScatterElementsOp : Shardc_Op<"ScatterElements", [Pure,
+    AllElementTypesMatch<["data", "updates", "output"]>]> {
+  let summary = "Write elements along an axis by a same-rank index tensor";
+  let description = [{
+    A copy of `data` with `output[c with c[axis] = indices[c]] = updates[c]`
+    for every coordinate `c` of `indices` (i32 or i64; negative indices count
+    from the end, and an out-of-range one is a run-time error), in the order
+    of the indices' elements: of repeated indices the last wins, on every
+    backend. `indices` has `data`'s rank and no larger a size than `data` on
+    any other axis; `updates` has the indices' shape, the result the data's.
+    At most 8 dimensions. Imports ONNX ScatterElements (and Scatter) without
+    a reduction (`Tensor.scatter_`); with `add` the importer adds a
+    GatherElementsGrad of the updates to the data instead.
+
+    ```mlir
+    %y = shardc.ScatterElements %zeros, %labels, %ones {axis = 1 : i64}
+        : (tensor<4x10xf32>, tensor<4x1xi64>, tensor<4x1xf32>) -> tensor<4x10xf32>
+    ```
+  }];
+  let arguments = (ins Shardc_Tensor:$data, Shardc_IndexTensor:$indices,
+                   Shardc_Tensor:$updates, I64Attr:$axis);
+  let results = (outs Shardc_Tensor:$output);
+  let hasVerifier = 1;
+  let assemblyFormat = [{
+    $data `,` $indices `,` $updates attr-dict `:` functional-type(operands, results)
+  }];
+}
+
 def Shardc_ConcatOp : Shardc_Op<"Concat", [Pure]> {
   let summary = "Concatenation along an axis";
   let description = [{

@@ -1,10 +1,11 @@
 //===- DataMovement.cpp - Import of ONNX data-movement operators ----------===//
 //
 // Flatten, Reshape, Squeeze and Unsqueeze (all shardc.Reshape with the
-// static result type), Transpose, Gather, GatherElements, Concat, Split,
-// Slice and Expand; Tile (Reshape, Expand, Reshape) and Pad (Concat with
-// constant blocks, or a Gather for edge and reflect) composed of them,
-// OneHot (F.one_hot) as Where on Equal against a constant range, and
+// static result type), Transpose, Gather, GatherElements, ScatterElements
+// (and Scatter; with reduction add a GatherElementsGrad added to the data),
+// Concat, Split, Slice and Expand; Tile (Reshape, Expand, Reshape) and Pad
+// (Concat with constant blocks, or a Gather for edge and reflect) composed of
+// them, OneHot (F.one_hot) as Where on Equal against a constant range, and
 // GatherND with constant indices as a Gather along the indexed axes
 // flattened, and DepthToSpace/SpaceToDepth as Reshape, Transpose, Reshape.
 // Their shape, axes, split and slice-bound operands are compile-time
@@ -145,11 +146,12 @@ static LogicalResult importGather(ImportContext &ctx) {
       ctx.loc(), *type, ctx.operand(0), ctx.operand(1), *axis));
 }
 
-static LogicalResult importGatherElements(ImportContext &ctx) {
-  if (failed(ctx.requireOperands(2, 2)))
-    return failure();
-  auto data = cast<RankedTensorType>(ctx.operand(0).getType());
-  auto idx = cast<RankedTensorType>(ctx.operand(1).getType());
+/// The axis of GatherElements and ScatterElements (`what`: gather, scatter),
+/// normalized, after checking that data and indices have one rank (1 to 8)
+/// and the indices are no larger than the data off the axis.
+static FailureOr<int64_t> elementsAxis(ImportContext &ctx,
+                                       RankedTensorType data,
+                                       RankedTensorType idx, StringRef what) {
   if (data.getRank() < 1 || data.getRank() > 8 ||
       idx.getRank() != data.getRank())
     return ctx.nodeError() << "data (" << data << ") must have rank 1 to 8 "
@@ -159,12 +161,61 @@ static LogicalResult importGatherElements(ImportContext &ctx) {
     return failure();
   for (int64_t d = 0; d < data.getRank(); ++d)
     if (d != *axis && idx.getDimSize(d) > data.getDimSize(d))
-      return ctx.nodeError()
-             << "indices " << idx << " are larger than data " << data
-             << " on axis " << d << " (only the gather axis may differ)";
+      return ctx.nodeError() << "indices " << idx << " are larger than data "
+                             << data << " on axis " << d << " (only the "
+                             << what << " axis may differ)";
+  return *axis;
+}
+
+static LogicalResult importGatherElements(ImportContext &ctx) {
+  if (failed(ctx.requireOperands(2, 2)))
+    return failure();
+  auto data = cast<RankedTensorType>(ctx.operand(0).getType());
+  auto idx = cast<RankedTensorType>(ctx.operand(1).getType());
+  auto axis = elementsAxis(ctx, data, idx, "gather");
+  if (failed(axis))
+    return failure();
   auto type = RankedTensorType::get(idx.getShape(), data.getElementType());
   return ctx.finish(ctx.builder().create<GatherElementsOp>(
       ctx.loc(), type, ctx.operand(0), ctx.operand(1), *axis));
+}
+
+/// ScatterElements (Scatter before opset 11; `Tensor.scatter_`,
+/// `scatter_add_`): without a reduction the ScatterElements op (of repeated
+/// indices the last update wins); with `add` the updates' scatter-add
+/// (GatherElementsGrad, into zeros) added to the data. The indices may be
+/// computed (a batch's labels).
+static LogicalResult importScatterElements(ImportContext &ctx) {
+  if (failed(ctx.requireOperands(3, 3)))
+    return failure();
+  Value data = ctx.operand(0), updates = ctx.operand(2);
+  auto dataType = cast<RankedTensorType>(data.getType());
+  auto idx = cast<RankedTensorType>(ctx.operand(1).getType());
+  auto updType = cast<RankedTensorType>(updates.getType());
+  auto axis = elementsAxis(ctx, dataType, idx, "scatter");
+  if (failed(axis))
+    return failure();
+  if (updType.getShape() != idx.getShape() ||
+      updType.getElementType() != dataType.getElementType())
+    return ctx.nodeError() << "updates (" << updType
+                           << ") must have the indices' shape and the data's "
+                              "element type (data "
+                           << dataType << ", indices " << idx << ")";
+  std::string reduction = ctx.stringAttr("reduction", "none");
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  if (reduction == "none")
+    return ctx.finish(b.create<ScatterElementsOp>(
+        loc, dataType, data, ctx.operand(1), updates, *axis));
+  if (reduction != "add")
+    return ctx.nodeError() << "reduction '" << reduction
+                           << "' is not supported (none and add are)";
+  if (!isa<FloatType>(dataType.getElementType()))
+    return ctx.nodeError() << "reduction 'add' needs float data, got "
+                           << dataType;
+  Value added = b.create<GatherElementsGradOp>(loc, dataType, updates,
+                                               ctx.operand(1), *axis);
+  return ctx.finish(b.create<AddOp>(loc, dataType, data, added));
 }
 
 /// OneHot(indices, depth, values): Where(Equal(indices moved onto `axis`,
@@ -941,6 +992,8 @@ void registerDataMovementImporters(OpImporterTable &table) {
   table.add("Transpose", importTranspose);
   table.add("Gather", importGather);
   table.add("GatherElements", importGatherElements);
+  table.add("ScatterElements", importScatterElements);
+  table.add("Scatter", importScatterElements);
   table.add("GatherND", importGatherND);
   table.add("DepthToSpace", importDepthSpace);
   table.add("SpaceToDepth", importDepthSpace);

@@ -84,6 +84,48 @@ struct GatherGradGradient
   }
 };
 
+/// GatherElementsGrad in a forward (ScatterElements with reduction 'add'
+/// into a computed tensor): each element of `grad` gets the output gradient
+/// where it was added.
+struct GatherElementsGradGradient
+    : DifferentiableOpInterface::ExternalModel<GatherElementsGradGradient,
+                                               GatherElementsGradOp> {
+  LogicalResult backprop(Operation *op, GradientEmitter &e) const {
+    auto g = cast<GatherElementsGradOp>(op);
+    Value dy = e.grad(g.getDataGrad());
+    e.accumulate(g.getGrad(),
+                 e.create<GatherElementsOp>(g.getGrad().getType(), dy,
+                                            g.getIndices(), g.getAxis()));
+    return success();
+  }
+};
+
+/// ScatterElements: the data gets the output gradient with the written
+/// elements zeroed (a ScatterElements of zeros), and every update the
+/// gradient of the element it was written to (a GatherElements; repeated
+/// indices each get it, as PyTorch's scatter does). Float operands only; the
+/// indices have no gradient.
+struct ScatterElementsGradient
+    : DifferentiableOpInterface::ExternalModel<ScatterElementsGradient,
+                                               ScatterElementsOp> {
+  LogicalResult backprop(Operation *op, GradientEmitter &e) const {
+    auto s = cast<ScatterElementsOp>(op);
+    if (!isa<FloatType>(tensorTy(s.getData()).getElementType()))
+      return success();
+    Value dy = e.grad(s.getOutput());
+    if (e.isActive(s.getData()))
+      e.accumulate(s.getData(),
+                   e.create<ScatterElementsOp>(
+                       s.getData().getType(), dy, s.getIndices(),
+                       e.zerosLike(tensorTy(s.getUpdates())), s.getAxis()));
+    if (e.isActive(s.getUpdates()))
+      e.accumulate(s.getUpdates(),
+                   e.create<GatherElementsOp>(s.getUpdates().getType(), dy,
+                                              s.getIndices(), s.getAxis()));
+    return success();
+  }
+};
+
 /// Scatter-adds into the float data; the indices have no gradient.
 struct GatherElementsGradient
     : DifferentiableOpInterface::ExternalModel<GatherElementsGradient,
@@ -157,6 +199,8 @@ void registerDataMovementGradients(MLIRContext *ctx) {
   GatherOp::attachInterface<GatherGradient>(*ctx);
   GatherGradOp::attachInterface<GatherGradGradient>(*ctx);
   GatherElementsOp::attachInterface<GatherElementsGradient>(*ctx);
+  GatherElementsGradOp::attachInterface<GatherElementsGradGradient>(*ctx);
+  ScatterElementsOp::attachInterface<ScatterElementsGradient>(*ctx);
   ConcatOp::attachInterface<ConcatGradient>(*ctx);
   SplitOp::attachInterface<SplitGradient>(*ctx);
   SliceOp::attachInterface<SliceGradient>(*ctx);

@@ -474,6 +474,43 @@ llvm::Error gatherElementsGradKernel(const KernelContext &ctx) {
                     });
 }
 
+llvm::Error checkScatterElements(const KernelContext &ctx,
+                                 GatherElementsGeometry &g) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "data"));
+  SHARDC_CPU_TRY(requireInput(ctx, 1, "indices"));
+  SHARDC_CPU_TRY(requireInput(ctx, 2, "updates"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "output"));
+  const TensorView &data = ctx.inputs[0];
+  const TensorView &y = ctx.outputs[0];
+  SHARDC_CPU_TRY(requireType(ctx, ctx.inputs[2], data.dtype, "updates"));
+  SHARDC_CPU_TRY(requireType(ctx, y, data.dtype, "output"));
+  SHARDC_CPU_TRY(requireShape(ctx, y, data.shape, "output"));
+  return gatherElementsGeometry(ctx, data, ctx.inputs[1], ctx.inputs[2],
+                                "updates", g);
+}
+
+/// A copy of data, then each update written at its index in the indices'
+/// order (of repeated indices the last wins; the CUDA kernel picks the same).
+llvm::Error scatterElementsKernel(const KernelContext &ctx) {
+  GatherElementsGeometry g;
+  SHARDC_CPU_TRY(checkScatterElements(ctx, g));
+  llvm::SmallVector<int64_t, 16> idx;
+  SHARDC_CPU_TRY(normalizeIndices(ctx, ctx.inputs[1], g.index, idx));
+  const TensorView &data = ctx.inputs[0];
+  return dispatchBySize(ctx, data.dtype, "'data'",
+                        [&](auto tag) -> llvm::Error {
+                          using T = typename decltype(tag)::type;
+                          const T *src = data.as<const T>();
+                          const T *upd = ctx.inputs[2].as<const T>();
+                          T *dst = ctx.outputs[0].as<T>();
+                          if (dst != src)
+                            std::copy(src, src + data.numel(), dst);
+                          for (int64_t e = 0; e < g.index.count; ++e)
+                            dst[g.offset(e, idx[e])] = upd[e];
+                          return llvm::Error::success();
+                        });
+}
+
 llvm::Error checkConcatParts(const KernelContext &ctx, const TensorView &whole,
                              llvm::ArrayRef<TensorView> parts,
                              llvm::StringRef partsName, int64_t &axis) {

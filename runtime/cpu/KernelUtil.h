@@ -306,6 +306,7 @@ llvm::Error triluKernel(const KernelContext &ctx);
 llvm::Error rangeKernel(const KernelContext &ctx);
 llvm::Error gatherKernel(const KernelContext &ctx);
 llvm::Error gatherElementsKernel(const KernelContext &ctx);
+llvm::Error scatterElementsKernel(const KernelContext &ctx);
 llvm::Error concatKernel(const KernelContext &ctx);
 llvm::Error splitKernel(const KernelContext &ctx);
 llvm::Error sliceKernel(const KernelContext &ctx);
@@ -388,6 +389,9 @@ llvm::Error checkGatherElements(const KernelContext &ctx,
                                 GatherElementsGeometry &g);
 llvm::Error checkGatherElementsGrad(const KernelContext &ctx,
                                     GatherElementsGeometry &g);
+/// ScatterElements: the geometry of its indices and updates in the data.
+llvm::Error checkScatterElements(const KernelContext &ctx,
+                                 GatherElementsGeometry &g);
 
 // runtime/comm/ShardSlice.cpp (the rank-local part of sharding)
 llvm::Error shardSliceKernel(const KernelContext &ctx);

@@ -60,6 +60,7 @@ const std::vector<std::pair<llvm::StringRef, KernelFn>> &kernelTable() {
       {"Range", rangeKernel},
       {"Gather", gatherKernel},
       {"GatherElements", gatherElementsKernel},
+      {"ScatterElements", scatterElementsKernel},
       {"Concat", concatKernel},
       {"Split", splitKernel},
       {"Slice", sliceKernel},

@@ -293,6 +293,7 @@ llvm::Error rangeKernel(const KernelContext &ctx);
 llvm::Error gatherKernel(const KernelContext &ctx);
 llvm::Error gatherGradKernel(const KernelContext &ctx);
 llvm::Error gatherElementsKernel(const KernelContext &ctx);
+llvm::Error scatterElementsKernel(const KernelContext &ctx);
 llvm::Error gatherElementsGradKernel(const KernelContext &ctx);
 llvm::Error shardSliceKernel(const KernelContext &ctx);
 

@@ -1,16 +1,16 @@
-//===- Indexing.cu - Gather(Elements), their gradients, Trilu, Range ------===//
+//===- Indexing.cu - Gather(Elements), ScatterElements, Trilu, Range ------===//
 //
 // Ops that place elements by an index: one thread per output element for
 // Gather, GatherElements, Trilu and Range; one thread per (outer, inner)
 // column for GatherGrad, which walks the indices in order and so adds
 // repeated rows in the CPU kernel's order (no atomics: the embedding
 // gradient does not depend on scheduling); one thread per data element for
-// GatherElementsGrad, which walks the indices along the axis in order and
-// adds those that point at it, again in the CPU kernel's order. An index out of
-// range is recorded by position and read back before the kernel returns
-// (CudaKernels.h), giving the CPU kernel's error. Range reads its three scalars
-// back to check the element count the output was planned with. Operand checks
-// are the CPU kernels'.
+// GatherElementsGrad and ScatterElements, which walk the indices along the
+// axis in order and add those that point at it (or keep the last), again in
+// the CPU kernel's order. An index out of range is recorded by position and
+// read back before the kernel returns (CudaKernels.h), giving the CPU
+// kernel's error. Range reads its three scalars back to check the element
+// count the output was planned with. Operand checks are the CPU kernels'.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/CudaKernels.h"
@@ -76,6 +76,32 @@ __global__ void gatherElementsOut(const T *data, const void *indices, T *out,
   }
 }
 
+/// The line of indices elements that may point at data element `f`: false
+/// when the indices do not reach f's coordinates off the axis; else the
+/// indices element at f's coordinates with axis coordinate 0 (`base`), the
+/// step along the axis, and f's own axis coordinate (`target`).
+__device__ bool indicesLineOf(const cpu::GatherElementsGeometry &g, int64_t f,
+                              int64_t &base, int64_t &step, int64_t &target) {
+  int64_t coord[cpu::GatherElementsGeometry::kMaxRank];
+  for (int d = 0; d < g.rank; ++d) {
+    coord[d] = (f / g.dataStride[d]) % g.dataShape[d];
+    if (d != g.index.axis && coord[d] >= g.shape[d])
+      return false;
+  }
+  base = 0;
+  step = 1;
+  int64_t stride = 1;
+  for (int d = g.rank - 1; d >= 0; --d) {
+    if (d == g.index.axis)
+      step = stride;
+    else
+      base += coord[d] * stride;
+    stride *= g.shape[d];
+  }
+  target = coord[g.index.axis];
+  return true;
+}
+
 /// dData[f] = the dY elements whose index points at f, added in the order of
 /// the indices along the axis (the CPU kernel's order for f).
 template <typename T>
@@ -84,33 +110,35 @@ __global__ void gatherElementsGradData(const T *dy, const void *indices,
                                        cpu::GatherElementsGeometry g,
                                        unsigned long long *badPosition) {
   GRID_STRIDE_LOOP(f, n) {
-    int64_t coord[cpu::GatherElementsGeometry::kMaxRank];
-    bool covered = true;
-    for (int d = 0; d < g.rank; ++d) {
-      coord[d] = (f / g.dataStride[d]) % g.dataShape[d];
-      if (d != g.index.axis && coord[d] >= g.shape[d])
-        covered = false;
-    }
     T acc = T(0);
-    if (covered) {
-      // Indices element of coord with coord[axis] = 0, and its step along
-      // the axis.
-      int64_t base = 0, step = 1, stride = 1;
-      for (int d = g.rank - 1; d >= 0; --d) {
-        if (d == g.index.axis)
-          step = stride;
-        else
-          base += coord[d] * stride;
-        stride *= g.shape[d];
-      }
-      int64_t target = coord[g.index.axis];
+    int64_t base, step, target;
+    if (indicesLineOf(g, f, base, step, target))
       for (int64_t k = 0; k < g.shape[g.index.axis]; ++k) {
         int64_t e = base + k * step;
         if (normalizedIndex(indices, g.index, e, badPosition) == target)
           acc += dy[e];
       }
-    }
     dData[f] = acc;
+  }
+}
+
+/// out[f] = the last update (in the indices' order along the axis, the CPU
+/// kernel's order) whose index points at f, else data[f].
+template <typename T>
+__global__ void scatterElementsOut(const T *data, const void *indices,
+                                   const T *updates, T *out, int64_t n,
+                                   cpu::GatherElementsGeometry g,
+                                   unsigned long long *badPosition) {
+  GRID_STRIDE_LOOP(f, n) {
+    T v = data[f];
+    int64_t base, step, target;
+    if (indicesLineOf(g, f, base, step, target))
+      for (int64_t k = 0; k < g.shape[g.index.axis]; ++k) {
+        int64_t e = base + k * step;
+        if (normalizedIndex(indices, g.index, e, badPosition) == target)
+          v = updates[e];
+      }
+    out[f] = v;
   }
 }
 
@@ -251,6 +279,27 @@ llvm::Error gatherElementsGradKernel(const KernelContext &ctx) {
                               dData.as<T>(), n, g, bad);
                           return checkLaunch(ctx);
                         }));
+  return reportBadIndex(ctx, g.index, bad);
+}
+
+llvm::Error scatterElementsKernel(const KernelContext &ctx) {
+  cpu::GatherElementsGeometry g;
+  SHARDC_CPU_TRY(cpu::checkScatterElements(ctx, g));
+  const TensorView &out = ctx.outputs[0];
+  unsigned long long *bad = nullptr;
+  SHARDC_CPU_TRY(badPositionWord(ctx, bad));
+  int64_t n = out.numel();
+  if (n == 0 && g.index.count > 0)
+    SHARDC_CPU_TRY(checkIndices(ctx, g.index, bad));
+  if (n > 0)
+    SHARDC_CPU_TRY(cpu::dispatchBySize(
+        ctx, out.dtype, "data", [&](auto tag) -> llvm::Error {
+          using T = typename decltype(tag)::type;
+          scatterElementsOut<<<blocksFor(n), kBlock, 0, cudaStreamOf(ctx)>>>(
+              ctx.inputs[0].as<T>(), ctx.inputs[1].data, ctx.inputs[2].as<T>(),
+              out.as<T>(), n, g, bad);
+          return checkLaunch(ctx);
+        }));
   return reportBadIndex(ctx, g.index, bad);
 }
 

@@ -75,6 +75,7 @@ const std::vector<std::pair<llvm::StringRef, KernelFn>> &kernelTable() {
       {"Range", rangeKernel},
       {"Gather", gatherKernel},
       {"GatherElements", gatherElementsKernel},
+      {"ScatterElements", scatterElementsKernel},
       {"ShardSlice", shardSliceKernel},
       {"Reshape", copyKernel},
       // Training ops.

@@ -43,7 +43,7 @@ Greater Less GreaterOrEqual LessOrEqual Not And Or Xor Clip LeakyRelu Elu Selu
 Celu PRelu HardSigmoid Reciprocal Max Min ReduceMax ReduceMin ReduceL2
 ReduceLogSumExp Sign Floor Ceil Sin Cos Tile Pad Einsum ReduceSumSquare ReduceL1
 ReduceLogSum ReduceProd CumSum GatherElements OneHot ScatterND GatherND Size
-DepthToSpace SpaceToDepth GlobalMaxPool
+DepthToSpace SpaceToDepth GlobalMaxPool ScatterElements Scatter
 """.split())
 
 # (op type, input position) pairs whose value fixes a shape or a constant

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Exports models built from PyTorch's own modules and functions with
-Debian's PyTorch 1.13 (TorchScript exporter, training mode, opset 14),
+Debian's PyTorch 1.13 (TorchScript exporter, training mode, opset 14; 16
+where OPSETS says),
 trains each with shardc + shardrun and compares with PyTorch, one line per
 model.
 
@@ -15,7 +16,7 @@ tables and SwiGLU), convolutions (1-d, 2-d grouped and dilated, 3-d,
 transposed) with every norm (BatchNorm, GroupNorm, InstanceNorm,
 LayerNorm), pooling, upsampling, padding and pixel shuffle, and the
 activation, loss and indexing functions (torch.gather, F.one_hot, cumsum,
-var/std, F.normalize, slice and index assignment).
+var/std, F.normalize, slice and index assignment, scatter, scatter_add).
 
 Each model takes a fixed random data set and is trained with SGD (lr 0.05)
 for 4 steps:
@@ -308,6 +309,28 @@ class Assign(nn.Module):
         return self.head(y)
 
 
+class Scatters(nn.Module):
+    """torch.scatter and scatter_add (ScatterElements): a one-hot at the
+    argmax, the picked logit written into zeros and a column cleared in the
+    computed logits, and columns summed into buckets (repeated indices)."""
+
+    def __init__(self):
+        super().__init__()
+        self.l = nn.Linear(20, 6)
+        self.head = nn.Linear(6, 5)
+        self.buckets = nn.Linear(3, 5)
+
+    def forward(self, x):
+        z = self.l(x)
+        idx = z.argmax(dim=1, keepdim=True)
+        hot = torch.zeros_like(z).scatter(1, idx, 1.0)
+        picked = torch.zeros_like(z).scatter(1, idx, z.gather(1, idx))
+        cleared = z.scatter(1, torch.zeros_like(idx), 0.0)
+        cols = torch.tensor([[0, 1, 2, 0, 1, 2]]).expand(z.shape[0], 6)
+        sums = torch.zeros(z.shape[0], 3).scatter_add(1, cols, z)
+        return self.head(z * hot + picked + cleared) + self.buckets(sums)
+
+
 def seq_x(n):
     return np.random.default_rng(1).integers(0, 50, (n, 12)).astype(np.int64)
 
@@ -405,7 +428,15 @@ MODELS = {
     "cumsum_logsumexp": (Cum, normal(20), cls_y, F.cross_entropy, True, []),
     "gather_one_hot_normalize": (Picks, normal(20), cls_y, F.cross_entropy, False, []),
     "slice_index_assignment": (Assign, normal(20), cls_y, F.cross_entropy, False, []),
+    "scatter_scatter_add": (Scatters, normal(20), cls_y, F.cross_entropy, False, []),
 }
+
+
+# Models exported at another opset than 14: PyTorch 1.13 exports scatter_add
+# before opset 16 as a ScatterElements into zeros plus an Add, which keeps only
+# the last of repeated indices (ONNX's rule); from 16 on it is ScatterElements
+# with reduction "add".
+OPSETS = {"scatter_scatter_add": 16}
 
 
 class WithLoss(nn.Module):
@@ -464,7 +495,8 @@ def check(args, name, out):
     model.train()
     torch.onnx.export(WithLoss(model, loss), (torch.from_numpy(x[:BATCH]), torch.from_numpy(y[:BATCH])),
                       os.path.join(out, "model.onnx"), input_names=["x", "y"],
-                      output_names=["out", "loss"], opset_version=14, do_constant_folding=False,
+                      output_names=["out", "loss"], opset_version=OPSETS.get(name, 14),
+                      do_constant_folding=False,
                       training=torch.onnx.TrainingMode.TRAINING)
     rel = lambda a, b: max(abs(p - q) / max(abs(q), 1e-12) for p, q in zip(a, b))
     one = rel(shard_losses(args, out, 1, 0, flags), torch_losses(make, loss, x, y, 1))

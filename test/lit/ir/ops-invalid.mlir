@@ -670,6 +670,30 @@ func.func @gather_elements_result(%arg0: tensor<2x3xf32>, %arg1: tensor<2x1xi64>
 
 // -----
 
+func.func @scatter_elements_updates(%arg0: tensor<2x3xf32>, %arg1: tensor<2x1xi64>, %arg2: tensor<2x2xf32>) -> tensor<2x3xf32> {
+  // expected-error @+1 {{'shardc.ScatterElements' op updates must have the indices' shape [2, 1]}}
+  %0 = shardc.ScatterElements %arg0, %arg1, %arg2 {axis = 1 : i64} : (tensor<2x3xf32>, tensor<2x1xi64>, tensor<2x2xf32>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+func.func @scatter_elements_result(%arg0: tensor<2x3xf32>, %arg1: tensor<2x1xi64>, %arg2: tensor<2x1xf32>) -> tensor<2x1xf32> {
+  // expected-error @+1 {{'shardc.ScatterElements' op result must have the data's shape [2, 3]}}
+  %0 = shardc.ScatterElements %arg0, %arg1, %arg2 {axis = 1 : i64} : (tensor<2x3xf32>, tensor<2x1xi64>, tensor<2x1xf32>) -> tensor<2x1xf32>
+  return %0 : tensor<2x1xf32>
+}
+
+// -----
+
+func.func @scatter_elements_larger(%arg0: tensor<2x3xf32>, %arg1: tensor<3x1xi64>, %arg2: tensor<3x1xf32>) -> tensor<2x3xf32> {
+  // expected-error @+1 {{'shardc.ScatterElements' op indices dimension 0 (3) exceeds the data's (2)}}
+  %0 = shardc.ScatterElements %arg0, %arg1, %arg2 {axis = 1 : i64} : (tensor<2x3xf32>, tensor<3x1xi64>, tensor<3x1xf32>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
 func.func @gather_elements_grad_axis(%arg0: tensor<2x1xf32>, %arg1: tensor<2x1xi64>) -> tensor<2x3xf32> {
   // expected-error @+1 {{'shardc.GatherElementsGrad' op axis 2 is out of range for rank 2}}
   %0 = shardc.GatherElementsGrad %arg0, %arg1 {axis = 2 : i64} : (tensor<2x1xf32>, tensor<2x1xi64>) -> tensor<2x3xf32>

@@ -559,6 +559,19 @@ const Case kCases[] = {
      "I = Constant<value = int64[3, 2] {0, 1, 1, 2, 0, 1}>()\n"
      "  Y = ScatterND<reduction = \"add\">(D, I, U)",
      {2, 3}},
+    // ScatterElements (Tensor.scatter_): each row writes two distinct
+    // columns, one as a negative index.
+    {"scatter_elements",
+     "float[3,4] D = @RAND(12), float[3,2] U = @RAND(6), "
+     "int64[3,2] I = {1, -1, 0, 2, 3, 1}",
+     "Y = ScatterElements<axis=1>(D, I, U)",
+     {3, 4}},
+    // With reduction 'add' (scatter_add_), row 0 gets column 2 twice.
+    {"scatter_elements_add",
+     "float[3,4] D = @RAND(12), float[2,3] U = @RAND(6), "
+     "int64[2,3] I = {2, -2, 0, 3, 1, 1}",
+     "Y = ScatterElements<axis=1, reduction=\"add\">(D, I, U)",
+     {3, 4}},
     {"concat_split",
      "float[2,2] A = @RAND(4), float[2,2] B = @RAND(4)",
      "C = Concat<axis=1>(A, B)\n  split = Constant<value = int64[2] {2, 2}>()\n"

@@ -730,6 +730,12 @@ TEST(CudaKernelsTest, IndexingMatchesCpu) {
                       {{t, {5, 2, 4}}}, Tolerance{}, intAttrs({{"axis", 0}}));
       expectSameAsCpu("GatherElementsGrad", {{t, {5, 2, 4}}, rows3},
                       {{t, {7, 3, 4}}}, Tolerance{}, intAttrs({{"axis", 0}}));
+      // ScatterElements: repeated indices, the last write kept.
+      expectSameAsCpu("ScatterElements", {{t, {6, 3}}, picks, {t, {4, 9}}},
+                      {{t, {6, 3}}}, Tolerance{}, intAttrs({{"axis", 1}}));
+      expectSameAsCpu("ScatterElements",
+                      {{t, {7, 3, 4}}, rows3, {t, {5, 2, 4}}}, {{t, {7, 3, 4}}},
+                      Tolerance{}, intAttrs({{"axis", 0}}));
     }
     Operand start{t, {}}, limit{t, {}}, delta{t, {}};
     start.fill = -2.5;

@@ -58,6 +58,7 @@ TEST(KernelTable, HasEveryOpOfTheContract) {
                        "Transpose",
                        "Gather",
                        "GatherElements",
+                       "ScatterElements",
                        "Concat",
                        "Split",
                        "Slice",
@@ -782,6 +783,38 @@ TEST(ShapeKernel, GatherElementsAlongEitherAxis) {
   EXPECT_KERNEL_ERROR(
       run("GatherElements", attrs({{"axis", intv(0)}}), {&data, &wide}, {&yw}),
       "indices dimension 1 (5) exceeds the data's (4)");
+}
+
+TEST(ShapeKernel, ScatterElementsLastWriteWins) {
+  // data.scatter_(1, idx, upd): out[i][idx[i][j]] = upd[i][j]; row 0 writes
+  // column 3 twice (as 3, then -1: the later update stays), row 2 is not
+  // reached by the indices' two rows.
+  Buf data = f32({3, 4}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+  Buf idx = i64({2, 2}, {3, -1, 0, 2});
+  Buf upd = f32({2, 2}, {-1, -2, -3, -4});
+  Buf y(DType::F32, {3, 4});
+  ASSERT_KERNEL_OK(run("ScatterElements", attrs({{"axis", intv(1)}}),
+                       {&data, &idx, &upd}, {&y}));
+  EXPECT_EQ(y.values<float>(),
+            (std::vector<float>{1, 2, 3, -2, -3, 6, -4, 8, 9, 10, 11, 12}));
+
+  // Along axis 0 with int32 indices, into int64 data.
+  Buf ints = i64({2, 3}, {1, 2, 3, 4, 5, 6});
+  Buf rows = i32({1, 3}, {1, 0, -1});
+  Buf vals = i64({1, 3}, {70, 80, 90});
+  Buf y0(DType::I64, {2, 3});
+  ASSERT_KERNEL_OK(run("ScatterElements", attrs({{"axis", intv(0)}}),
+                       {&ints, &rows, &vals}, {&y0}));
+  EXPECT_EQ(y0.values<int64_t>(), (std::vector<int64_t>{1, 80, 3, 70, 5, 90}));
+
+  Buf bad = i64({2, 2}, {0, 4, 1, 1});
+  EXPECT_KERNEL_ERROR(run("ScatterElements", attrs({{"axis", intv(1)}}),
+                          {&data, &bad, &upd}, {&y}),
+                      "index 4 out of range [-4, 4) on axis 1");
+  Buf wrong = f32({2, 3}, {0, 0, 0, 0, 0, 0});
+  EXPECT_KERNEL_ERROR(run("ScatterElements", attrs({{"axis", intv(1)}}),
+                          {&data, &idx, &wrong}, {&y}),
+                      "updates");
 }
 
 TEST(ShapeKernel, Concat) {
