@@ -259,48 +259,55 @@ llvm::Error gatherElementsKernel(const KernelContext &ctx) {
   return reportBadIndex(ctx, g.index, bad);
 }
 
+/// Runs `launch(badPosition)`, one thread per data element of a
+/// GatherElementsGrad or ScatterElements, when there are `n` > 0 of them
+/// (else only checks the indices), and reports an index out of range.
+template <typename Launch>
+static llvm::Error perDataElement(const KernelContext &ctx,
+                                  const cpu::GatherElementsGeometry &g,
+                                  int64_t n, Launch launch) {
+  unsigned long long *bad = nullptr;
+  SHARDC_CPU_TRY(badPositionWord(ctx, bad));
+  if (n == 0 && g.index.count > 0)
+    SHARDC_CPU_TRY(checkIndices(ctx, g.index, bad));
+  if (n > 0)
+    SHARDC_CPU_TRY(launch(bad));
+  return reportBadIndex(ctx, g.index, bad);
+}
+
 llvm::Error gatherElementsGradKernel(const KernelContext &ctx) {
   cpu::GatherElementsGeometry g;
   SHARDC_CPU_TRY(cpu::checkGatherElementsGrad(ctx, g));
   const TensorView &dData = ctx.outputs[0];
-  unsigned long long *bad = nullptr;
-  SHARDC_CPU_TRY(badPositionWord(ctx, bad));
   int64_t n = dData.numel();
-  if (n == 0 && g.index.count > 0)
-    SHARDC_CPU_TRY(checkIndices(ctx, g.index, bad));
-  if (n > 0)
-    SHARDC_CPU_TRY(
-        cpu::dispatchIn(cpu::FloatTypes{}, ctx, dData.dtype, "dY",
-                        [&](auto tag) -> llvm::Error {
-                          using T = typename decltype(tag)::type;
-                          gatherElementsGradData<<<blocksFor(n), kBlock, 0,
-                                                   cudaStreamOf(ctx)>>>(
-                              ctx.inputs[0].as<T>(), ctx.inputs[1].data,
-                              dData.as<T>(), n, g, bad);
-                          return checkLaunch(ctx);
-                        }));
-  return reportBadIndex(ctx, g.index, bad);
+  return perDataElement(ctx, g, n, [&](unsigned long long *bad) {
+    return cpu::dispatchIn(cpu::FloatTypes{}, ctx, dData.dtype, "dY",
+                           [&](auto tag) -> llvm::Error {
+                             using T = typename decltype(tag)::type;
+                             gatherElementsGradData<<<blocksFor(n), kBlock, 0,
+                                                      cudaStreamOf(ctx)>>>(
+                                 ctx.inputs[0].as<T>(), ctx.inputs[1].data,
+                                 dData.as<T>(), n, g, bad);
+                             return checkLaunch(ctx);
+                           });
+  });
 }
 
 llvm::Error scatterElementsKernel(const KernelContext &ctx) {
   cpu::GatherElementsGeometry g;
   SHARDC_CPU_TRY(cpu::checkScatterElements(ctx, g));
   const TensorView &out = ctx.outputs[0];
-  unsigned long long *bad = nullptr;
-  SHARDC_CPU_TRY(badPositionWord(ctx, bad));
   int64_t n = out.numel();
-  if (n == 0 && g.index.count > 0)
-    SHARDC_CPU_TRY(checkIndices(ctx, g.index, bad));
-  if (n > 0)
-    SHARDC_CPU_TRY(cpu::dispatchBySize(
+  return perDataElement(ctx, g, n, [&](unsigned long long *bad) {
+    return cpu::dispatchBySize(
         ctx, out.dtype, "data", [&](auto tag) -> llvm::Error {
           using T = typename decltype(tag)::type;
           scatterElementsOut<<<blocksFor(n), kBlock, 0, cudaStreamOf(ctx)>>>(
               ctx.inputs[0].as<T>(), ctx.inputs[1].data, ctx.inputs[2].as<T>(),
               out.as<T>(), n, g, bad);
           return checkLaunch(ctx);
-        }));
-  return reportBadIndex(ctx, g.index, bad);
+        });
+  });
 }
 
 llvm::Error triluKernel(const KernelContext &ctx) {
