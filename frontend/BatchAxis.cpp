@@ -96,7 +96,9 @@ public:
         })
         .Case<SqrtOp, ExpOp, LogOp, ErfOp, TanhOp, SigmoidOp, SoftplusOp, NegOp,
               AbsOp, ReluOp, IdentityOp, CastOp, SoftmaxOp, LogSoftmaxOp,
-              TriluOp, DropoutOp, NotOp, SignOp, FloorOp, CeilOp, SinOp, CosOp>(
+              TriluOp, DropoutOp, NotOp, SignOp, FloorOp, CeilOp, SinOp, CosOp,
+              TanOp, AsinOp, AcosOp, AtanOp, SinhOp, CoshOp, AsinhOp, AcoshOp,
+              AtanhOp>(
             [&](Operation *op) { setAll(op, posOf(op->getOperand(0))); })
         .Case<LayerNormalizationOp, BatchNormalizationOp>([&](Operation *op) {
           // The normalized result has the input's layout; the statistics

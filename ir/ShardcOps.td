@@ -535,6 +535,105 @@ def Shardc_CosOp : Shardc_UnaryOp<"Cos", Shardc_FloatTensor> {
     ```
   }];
 }
+def Shardc_TanOp : Shardc_UnaryOp<"Tan", Shardc_FloatTensor> {
+  let summary = "Elementwise tangent";
+  let description = [{
+    The elementwise tangent (radians) of a float tensor; the result has the
+    input's type. Imports ONNX Tan. Its gradient is `grad * (1 + y * y)` (y the output).
+
+    ```mlir
+    %y = shardc.Tan %x : tensor<2x3xf32>
+    ```
+  }];
+}
+def Shardc_AsinOp : Shardc_UnaryOp<"Asin", Shardc_FloatTensor> {
+  let summary = "Elementwise arcsine";
+  let description = [{
+    The elementwise arcsine (NaN outside [-1, 1]) of a float tensor; the result has the
+    input's type. Imports ONNX Asin. Its gradient is `grad / sqrt(1 - x * x)`.
+
+    ```mlir
+    %y = shardc.Asin %x : tensor<2x3xf32>
+    ```
+  }];
+}
+def Shardc_AcosOp : Shardc_UnaryOp<"Acos", Shardc_FloatTensor> {
+  let summary = "Elementwise arccosine";
+  let description = [{
+    The elementwise arccosine (NaN outside [-1, 1]) of a float tensor; the result has the
+    input's type. Imports ONNX Acos. Its gradient is `-grad / sqrt(1 - x * x)`.
+
+    ```mlir
+    %y = shardc.Acos %x : tensor<2x3xf32>
+    ```
+  }];
+}
+def Shardc_AtanOp : Shardc_UnaryOp<"Atan", Shardc_FloatTensor> {
+  let summary = "Elementwise arctangent";
+  let description = [{
+    The elementwise arctangent of a float tensor; the result has the
+    input's type. Imports ONNX Atan. Its gradient is `grad / (1 + x * x)`.
+
+    ```mlir
+    %y = shardc.Atan %x : tensor<2x3xf32>
+    ```
+  }];
+}
+def Shardc_SinhOp : Shardc_UnaryOp<"Sinh", Shardc_FloatTensor> {
+  let summary = "Elementwise hyperbolic sine";
+  let description = [{
+    The elementwise hyperbolic sine of a float tensor; the result has the
+    input's type. Imports ONNX Sinh. Its gradient is `grad * cosh(x)`.
+
+    ```mlir
+    %y = shardc.Sinh %x : tensor<2x3xf32>
+    ```
+  }];
+}
+def Shardc_CoshOp : Shardc_UnaryOp<"Cosh", Shardc_FloatTensor> {
+  let summary = "Elementwise hyperbolic cosine";
+  let description = [{
+    The elementwise hyperbolic cosine of a float tensor; the result has the
+    input's type. Imports ONNX Cosh. Its gradient is `grad * sinh(x)`.
+
+    ```mlir
+    %y = shardc.Cosh %x : tensor<2x3xf32>
+    ```
+  }];
+}
+def Shardc_AsinhOp : Shardc_UnaryOp<"Asinh", Shardc_FloatTensor> {
+  let summary = "Elementwise inverse hyperbolic sine";
+  let description = [{
+    The elementwise inverse hyperbolic sine of a float tensor; the result has the
+    input's type. Imports ONNX Asinh. Its gradient is `grad / sqrt(x * x + 1)`.
+
+    ```mlir
+    %y = shardc.Asinh %x : tensor<2x3xf32>
+    ```
+  }];
+}
+def Shardc_AcoshOp : Shardc_UnaryOp<"Acosh", Shardc_FloatTensor> {
+  let summary = "Elementwise inverse hyperbolic cosine";
+  let description = [{
+    The elementwise inverse hyperbolic cosine (NaN below 1) of a float tensor; the result has the
+    input's type. Imports ONNX Acosh. Its gradient is `grad / sqrt(x * x - 1)`.
+
+    ```mlir
+    %y = shardc.Acosh %x : tensor<2x3xf32>
+    ```
+  }];
+}
+def Shardc_AtanhOp : Shardc_UnaryOp<"Atanh", Shardc_FloatTensor> {
+  let summary = "Elementwise inverse hyperbolic tangent";
+  let description = [{
+    The elementwise inverse hyperbolic tangent (NaN outside [-1, 1]) of a float tensor; the result has the
+    input's type. Imports ONNX Atanh. Its gradient is `grad / (1 - x * x)`.
+
+    ```mlir
+    %y = shardc.Atanh %x : tensor<2x3xf32>
+    ```
+  }];
+}
 def Shardc_IdentityOp : Shardc_UnaryOp<"Identity"> {
   let summary = "A copy of the input";
   let description = [{

@@ -1,8 +1,9 @@
 //===- Elementwise.cpp - Import of elementwise ONNX operators -------------===//
 //
 // Add, Sub, Mul, Div, Pow, the comparisons and boolean logic (numpy
-// broadcasting: the result type comes from shape inference), Max and Min
-// (chains of the binary op), Where, the unary operators (which keep their
+// broadcasting: the result type comes from shape inference), Max, Min and
+// Sum (chains of the binary op) and Mean (their Sum divided by their
+// count), Where, the unary operators (which keep their
 // operand's type), Cast and CastLike (the result type is the target, or the
 // second operand's element type) and Dropout, which in
 // inference is a copy of its input with an all-true mask and in training a
@@ -278,10 +279,11 @@ static LogicalResult importReciprocal(ImportContext &ctx) {
   return success();
 }
 
-/// Max and Min (variadic, broadcasting): a left-to-right chain of the
-/// binary op; one input is a copy.
+/// The operands of a variadic operator (Max, Min, Sum, Mean; broadcasting)
+/// combined by a left-to-right chain of the binary op, of the output's type
+/// (one input: a copy).
 template <typename OpT>
-static LogicalResult importVariadic(ImportContext &ctx) {
+static FailureOr<Value> chainVariadic(ImportContext &ctx) {
   int n = ctx.node().input_size();
   if (n < 1)
     return ctx.nodeError() << "needs at least one input";
@@ -298,10 +300,37 @@ static LogicalResult importVariadic(ImportContext &ctx) {
         elem)
       return ctx.nodeError() << "operands have different element types";
   if (n == 1)
-    return ctx.finish(b.create<IdentityOp>(ctx.loc(), acc.getType(), acc));
+    return Value(b.create<IdentityOp>(ctx.loc(), acc.getType(), acc));
   for (int i = 1; i < n - 1; ++i)
     acc = b.create<OpT>(ctx.loc(), acc, ctx.operand(i));
-  return ctx.finish(b.create<OpT>(ctx.loc(), *type, acc, ctx.operand(n - 1)));
+  return Value(b.create<OpT>(ctx.loc(), *type, acc, ctx.operand(n - 1)));
+}
+
+/// Max, Min and Sum: the chain of the binary op.
+template <typename OpT>
+static LogicalResult importVariadic(ImportContext &ctx) {
+  FailureOr<Value> v = chainVariadic<OpT>(ctx);
+  if (failed(v))
+    return failure();
+  ctx.define(0, *v);
+  return success();
+}
+
+/// Mean: the Sum chain divided by the number of inputs (float operands).
+static LogicalResult importMean(ImportContext &ctx) {
+  FailureOr<Value> sum = chainVariadic<AddOp>(ctx);
+  if (failed(sum))
+    return failure();
+  auto type = cast<RankedTensorType>(sum->getType());
+  if (!isa<FloatType>(type.getElementType()))
+    return ctx.nodeError() << "needs float operands, got " << type;
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  ctx.define(0,
+             b.create<DivOp>(loc, type, *sum,
+                             scalarConstant(b, loc, type.getElementType(),
+                                            double(ctx.node().input_size()))));
+  return success();
 }
 
 static LogicalResult importWhere(ImportContext &ctx) {
@@ -434,11 +463,22 @@ void registerElementwiseImporters(OpImporterTable &table) {
   table.add("Not", importUnary<NotOp>);
   table.add("Max", importVariadic<MaxOp>);
   table.add("Min", importVariadic<MinOp>);
+  table.add("Sum", importVariadic<AddOp>);
+  table.add("Mean", importMean);
   table.add("Sign", importUnary<SignOp>);
   table.add("Floor", importUnary<FloorOp>);
   table.add("Ceil", importUnary<CeilOp>);
   table.add("Sin", importUnary<SinOp>);
   table.add("Cos", importUnary<CosOp>);
+  table.add("Tan", importUnary<TanOp>);
+  table.add("Asin", importUnary<AsinOp>);
+  table.add("Acos", importUnary<AcosOp>);
+  table.add("Atan", importUnary<AtanOp>);
+  table.add("Sinh", importUnary<SinhOp>);
+  table.add("Cosh", importUnary<CoshOp>);
+  table.add("Asinh", importUnary<AsinhOp>);
+  table.add("Acosh", importUnary<AcoshOp>);
+  table.add("Atanh", importUnary<AtanhOp>);
   table.add("Clip", importClip);
   table.add("LeakyRelu", importLeakyRelu);
   table.add("PRelu", importPRelu);

@@ -280,6 +280,75 @@ struct ReluGradient
   }
 };
 
+/// Tan: `grad * (1 + y * y)`, from the output.
+struct TanGradient
+    : DifferentiableOpInterface::ExternalModel<TanGradient, TanOp> {
+  LogicalResult backprop(Operation *op, GradientEmitter &e) const {
+    auto t = cast<TanOp>(op);
+    Value y = t.getOutput();
+    Type elem = tensorTy(y).getElementType();
+    Value slope =
+        e.create<AddOp>(y.getType(), e.mul(y, y), e.constant(elem, 1.0));
+    e.accumulate(t.getInput(), e.mul(e.grad(y), slope));
+    return success();
+  }
+};
+
+/// Sinh and Cosh: `grad` times the other one of x.
+template <typename OpTy, typename OtherTy>
+struct HyperbolicGradient : DifferentiableOpInterface::ExternalModel<
+                                HyperbolicGradient<OpTy, OtherTy>, OpTy> {
+  LogicalResult backprop(Operation *op, GradientEmitter &e) const {
+    Value x = op->getOperand(0);
+    e.accumulate(
+        x, e.mul(e.grad(op->getResult(0)), e.create<OtherTy>(x.getType(), x)));
+    return success();
+  }
+};
+
+/// The inverse trigonometric and hyperbolic functions: `grad / q` (negated
+/// for Acos) with `q = square * x * x + constant`, or its square root.
+template <typename OpTy, typename Rule>
+struct InverseFunctionGradient
+    : DifferentiableOpInterface::ExternalModel<
+          InverseFunctionGradient<OpTy, Rule>, OpTy> {
+  LogicalResult backprop(Operation *op, GradientEmitter &e) const {
+    Value x = op->getOperand(0);
+    Type elem = tensorTy(x).getElementType();
+    Value q = e.create<AddOp>(x.getType(), e.scale(e.mul(x, x), Rule::square),
+                              e.constant(elem, Rule::constant));
+    if (Rule::root)
+      q = e.create<SqrtOp>(x.getType(), q);
+    Value g = e.div(e.grad(op->getResult(0)), q);
+    e.accumulate(x, Rule::negate ? e.neg(g) : g);
+    return success();
+  }
+};
+struct AsinRule {
+  static constexpr double square = -1, constant = 1;
+  static constexpr bool root = true, negate = false;
+};
+struct AcosRule {
+  static constexpr double square = -1, constant = 1;
+  static constexpr bool root = true, negate = true;
+};
+struct AtanRule {
+  static constexpr double square = 1, constant = 1;
+  static constexpr bool root = false, negate = false;
+};
+struct AsinhRule {
+  static constexpr double square = 1, constant = 1;
+  static constexpr bool root = true, negate = false;
+};
+struct AcoshRule {
+  static constexpr double square = 1, constant = -1;
+  static constexpr bool root = true, negate = false;
+};
+struct AtanhRule {
+  static constexpr double square = -1, constant = 1;
+  static constexpr bool root = false, negate = false;
+};
+
 struct TanhGradient
     : DifferentiableOpInterface::ExternalModel<TanhGradient, TanhOp> {
   LogicalResult backprop(Operation *op, GradientEmitter &e) const {
@@ -349,6 +418,15 @@ void registerElementwiseGradients(MLIRContext *ctx) {
   MaxOp::attachInterface<ExtremeGradient<MaxOp, LessOp>>(*ctx);
   MinOp::attachInterface<ExtremeGradient<MinOp, GreaterOp>>(*ctx);
   SinOp::attachInterface<SinGradient>(*ctx);
+  TanOp::attachInterface<TanGradient>(*ctx);
+  SinhOp::attachInterface<HyperbolicGradient<SinhOp, CoshOp>>(*ctx);
+  CoshOp::attachInterface<HyperbolicGradient<CoshOp, SinhOp>>(*ctx);
+  AsinOp::attachInterface<InverseFunctionGradient<AsinOp, AsinRule>>(*ctx);
+  AcosOp::attachInterface<InverseFunctionGradient<AcosOp, AcosRule>>(*ctx);
+  AtanOp::attachInterface<InverseFunctionGradient<AtanOp, AtanRule>>(*ctx);
+  AsinhOp::attachInterface<InverseFunctionGradient<AsinhOp, AsinhRule>>(*ctx);
+  AcoshOp::attachInterface<InverseFunctionGradient<AcoshOp, AcoshRule>>(*ctx);
+  AtanhOp::attachInterface<InverseFunctionGradient<AtanhOp, AtanhRule>>(*ctx);
   CosOp::attachInterface<CosGradient>(*ctx);
   SignOp::attachInterface<ZeroGradient<SignOp>>(*ctx);
   FloorOp::attachInterface<ZeroGradient<FloorOp>>(*ctx);

@@ -331,6 +331,33 @@ llvm::Error sinKernel(const KernelContext &ctx) {
 llvm::Error cosKernel(const KernelContext &ctx) {
   return unaryKernel(ctx, FloatTypes{}, CosOp{});
 }
+llvm::Error tanKernel(const KernelContext &ctx) {
+  return unaryKernel(ctx, FloatTypes{}, ops::TanOp{});
+}
+llvm::Error asinKernel(const KernelContext &ctx) {
+  return unaryKernel(ctx, FloatTypes{}, ops::AsinOp{});
+}
+llvm::Error acosKernel(const KernelContext &ctx) {
+  return unaryKernel(ctx, FloatTypes{}, ops::AcosOp{});
+}
+llvm::Error atanKernel(const KernelContext &ctx) {
+  return unaryKernel(ctx, FloatTypes{}, ops::AtanOp{});
+}
+llvm::Error sinhKernel(const KernelContext &ctx) {
+  return unaryKernel(ctx, FloatTypes{}, ops::SinhOp{});
+}
+llvm::Error coshKernel(const KernelContext &ctx) {
+  return unaryKernel(ctx, FloatTypes{}, ops::CoshOp{});
+}
+llvm::Error asinhKernel(const KernelContext &ctx) {
+  return unaryKernel(ctx, FloatTypes{}, ops::AsinhOp{});
+}
+llvm::Error acoshKernel(const KernelContext &ctx) {
+  return unaryKernel(ctx, FloatTypes{}, ops::AcoshOp{});
+}
+llvm::Error atanhKernel(const KernelContext &ctx) {
+  return unaryKernel(ctx, FloatTypes{}, ops::AtanhOp{});
+}
 llvm::Error notKernel(const KernelContext &ctx) {
   return unaryKernel(ctx, BoolTypes{}, NotOp{});
 }

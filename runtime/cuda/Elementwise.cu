@@ -399,6 +399,33 @@ llvm::Error sinKernel(const KernelContext &ctx) {
 llvm::Error cosKernel(const KernelContext &ctx) {
   return unaryKernel(ctx, cpu::FloatTypes{}, ops::CosOp{});
 }
+llvm::Error tanKernel(const KernelContext &ctx) {
+  return unaryKernel(ctx, cpu::FloatTypes{}, ops::TanOp{});
+}
+llvm::Error asinKernel(const KernelContext &ctx) {
+  return unaryKernel(ctx, cpu::FloatTypes{}, ops::AsinOp{});
+}
+llvm::Error acosKernel(const KernelContext &ctx) {
+  return unaryKernel(ctx, cpu::FloatTypes{}, ops::AcosOp{});
+}
+llvm::Error atanKernel(const KernelContext &ctx) {
+  return unaryKernel(ctx, cpu::FloatTypes{}, ops::AtanOp{});
+}
+llvm::Error sinhKernel(const KernelContext &ctx) {
+  return unaryKernel(ctx, cpu::FloatTypes{}, ops::SinhOp{});
+}
+llvm::Error coshKernel(const KernelContext &ctx) {
+  return unaryKernel(ctx, cpu::FloatTypes{}, ops::CoshOp{});
+}
+llvm::Error asinhKernel(const KernelContext &ctx) {
+  return unaryKernel(ctx, cpu::FloatTypes{}, ops::AsinhOp{});
+}
+llvm::Error acoshKernel(const KernelContext &ctx) {
+  return unaryKernel(ctx, cpu::FloatTypes{}, ops::AcoshOp{});
+}
+llvm::Error atanhKernel(const KernelContext &ctx) {
+  return unaryKernel(ctx, cpu::FloatTypes{}, ops::AtanhOp{});
+}
 llvm::Error notKernel(const KernelContext &ctx) {
   return unaryKernel(ctx, BoolTypes{}, ops::NotOp{});
 }

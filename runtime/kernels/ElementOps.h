@@ -220,6 +220,51 @@ struct CosOp {
     return std::cos(x);
   }
 };
+struct TanOp {
+  template <typename T> SHARDC_HOST_DEVICE T operator()(T x) const {
+    return std::tan(x);
+  }
+};
+struct AsinOp {
+  template <typename T> SHARDC_HOST_DEVICE T operator()(T x) const {
+    return std::asin(x);
+  }
+};
+struct AcosOp {
+  template <typename T> SHARDC_HOST_DEVICE T operator()(T x) const {
+    return std::acos(x);
+  }
+};
+struct AtanOp {
+  template <typename T> SHARDC_HOST_DEVICE T operator()(T x) const {
+    return std::atan(x);
+  }
+};
+struct SinhOp {
+  template <typename T> SHARDC_HOST_DEVICE T operator()(T x) const {
+    return std::sinh(x);
+  }
+};
+struct CoshOp {
+  template <typename T> SHARDC_HOST_DEVICE T operator()(T x) const {
+    return std::cosh(x);
+  }
+};
+struct AsinhOp {
+  template <typename T> SHARDC_HOST_DEVICE T operator()(T x) const {
+    return std::asinh(x);
+  }
+};
+struct AcoshOp {
+  template <typename T> SHARDC_HOST_DEVICE T operator()(T x) const {
+    return std::acosh(x);
+  }
+};
+struct AtanhOp {
+  template <typename T> SHARDC_HOST_DEVICE T operator()(T x) const {
+    return std::atanh(x);
+  }
+};
 struct NotOp {
   template <typename T> SHARDC_HOST_DEVICE T operator()(T x) const {
     return !x;

@@ -16,7 +16,8 @@ tables and SwiGLU), convolutions (1-d, 2-d grouped and dilated, 3-d,
 transposed) with every norm (BatchNorm, GroupNorm, InstanceNorm,
 LayerNorm), pooling, upsampling, padding and pixel shuffle, and the
 activation, loss and indexing functions (torch.gather, F.one_hot, cumsum,
-var/std, F.normalize, slice and index assignment, scatter, scatter_add).
+var/std, F.normalize, slice and index assignment, scatter, scatter_add,
+tan, asin, acos, atan).
 
 Each model takes a fixed random data set and is trained with SGD (lr 0.05)
 for 4 steps:
@@ -331,6 +332,21 @@ class Scatters(nn.Module):
         return self.head(z * hot + picked + cleared) + self.buckets(sums)
 
 
+class Trig(nn.Module):
+    """The trigonometric functions and inverses that PyTorch 1.13 exports
+    (not the hyperbolic ones), inside their domains."""
+
+    def __init__(self):
+        super().__init__()
+        self.l = nn.Linear(20, 8)
+        self.head = nn.Linear(8, 5)
+
+    def forward(self, x):
+        t = torch.tanh(self.l(x)) * 0.9
+        h = torch.asin(t) * torch.acos(t) + torch.atan(t) + torch.tan(t)
+        return self.head(h)
+
+
 def seq_x(n):
     return np.random.default_rng(1).integers(0, 50, (n, 12)).astype(np.int64)
 
@@ -429,6 +445,7 @@ MODELS = {
     "gather_one_hot_normalize": (Picks, normal(20), cls_y, F.cross_entropy, False, []),
     "slice_index_assignment": (Assign, normal(20), cls_y, F.cross_entropy, False, []),
     "scatter_scatter_add": (Scatters, normal(20), cls_y, F.cross_entropy, False, []),
+    "trig_inverse": (Trig, normal(20), cls_y, F.cross_entropy, False, []),
 }
 
 

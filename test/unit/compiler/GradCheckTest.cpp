@@ -311,6 +311,17 @@ const Case kCases[] = {
      "float[2,3] A = @RAND(6)",
      "S = Sin(A)\n  C = Cos(A)\n  Y = Mul(S, C)",
      {2, 3}},
+    // The inverse trigonometric and hyperbolic functions, Tan, Sinh and Cosh,
+    // inside their domains (Acosh's input shifted above 1); products, so
+    // that Asin + Acos (a constant) does not cancel.
+    {"trig_hyperbolic",
+     "float[2,3] A = {0.3, -0.5, 0.1, 0.7, -0.2, 0.45}",
+     "S = Asin(A)\n  C = Acos(A)\n  P = Mul(S, C)\n  T = Atan(A)\n"
+     "  H = Atanh(A)\n  Q = Mul(T, H)\n  N = Tan(A)\n  Sh = Sinh(A)\n"
+     "  K = Mul(N, Sh)\n  Ch = Cosh(A)\n  Ah = Asinh(A)\n  U = Mul(Ch, Ah)\n"
+     "  two = Constant<value = float {2.0}>()\n  B = Add(A, two)\n"
+     "  V = Acosh(B)\n  M = Mean(P, Q)\n  Y = Sum(M, K, U, V)",
+     {2, 3}},
     // Floor, Ceil and Sign have zero gradient: only the outer Mul's
     // operand A gets one (no element is within h of a step).
     {"floor_ceil_sign",

@@ -70,7 +70,8 @@ TEST(CudaKernelsTest, UnaryMatchesCpu) {
     for (DType t : kFloat)
       expectSameAsCpu(op, {{t, {1000}}}, {{t, {1000}}});
   for (const char *op :
-       {"Exp", "Log", "Erf", "Tanh", "Sigmoid", "Softplus", "Sin", "Cos"})
+       {"Exp", "Log", "Erf", "Tanh", "Sigmoid", "Softplus", "Sin", "Cos", "Tan",
+        "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh"})
     for (DType t : kFloat)
       expectSameAsCpu(op, {{t, {1000}}}, {{t, {1000}}}, Tolerance{4});
   expectSameAsCpu("Not", {{DType::Bool, {1000}}}, {{DType::Bool, {1000}}});

@@ -489,6 +489,21 @@ TEST(ElementwiseKernel, SignFloorCeilSinCos) {
   EXPECT_FLOAT_EQ(y.values<float>()[0], std::sin(-2.5f));
   ASSERT_KERNEL_OK(run("Cos", attrs({}), {&x}, {&y}));
   EXPECT_FLOAT_EQ(y.values<float>()[4], std::cos(3.0f));
+  Buf u = f32({3}, {-0.75f, 0.0f, 0.5f});
+  Buf v(DType::F32, {3});
+  const std::pair<const char *, float (*)(float)> trig[] = {
+      {"Tan", std::tan},     {"Asin", std::asin},  {"Acos", std::acos},
+      {"Atan", std::atan},   {"Sinh", std::sinh},  {"Cosh", std::cosh},
+      {"Asinh", std::asinh}, {"Atanh", std::atanh}};
+  for (auto [op, fn] : trig) {
+    ASSERT_KERNEL_OK(run(op, attrs({}), {&u}, {&v}));
+    for (int k = 0; k < 3; ++k)
+      EXPECT_FLOAT_EQ(v.values<float>()[k], fn(u.values<float>()[k])) << op;
+  }
+  Buf w = f32({2}, {1.0f, 2.5f});
+  Buf z(DType::F32, {2});
+  ASSERT_KERNEL_OK(run("Acosh", attrs({}), {&w}, {&z}));
+  EXPECT_EQ(z.values<float>(), (std::vector<float>{0.0f, std::acosh(2.5f)}));
 
   Buf i = i32({3}, {-4, 0, 9});
   Buf j(DType::I32, {3});
