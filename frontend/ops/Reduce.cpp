@@ -9,7 +9,8 @@
 // operand (the exporters' element counts: Shape -> Gather -> ReduceProd in
 // Tensor.var and Tensor.std); CumSum of floats as a MatMul with a triangle
 // of ones along its axis; GlobalMaxPool as a ReduceMax over the spatial
-// axes; and ArgMax, with its axis made non-negative.
+// axes; and ArgMax, with its axis made non-negative, and ArgMin as the
+// ArgMax of its input negated (floats) or subtracted from all ones (ints).
 // Tested by test/lit/import/reduce.onnxtxt and reduce-composed.onnxtxt.
 //
 //===----------------------------------------------------------------------===//
@@ -313,6 +314,10 @@ static LogicalResult importGlobalMaxPool(ImportContext &ctx) {
       true));
 }
 
+/// ArgMax, and ArgMin as the ArgMax of its input in reversed order: the
+/// negation for floats (exact; a NaN stays the pick, the first one, as in
+/// numpy's argmin) and all-ones minus x for integers (`~x`: exact, no
+/// overflow at the type's minimum, ties kept).
 static LogicalResult importArgMax(ImportContext &ctx) {
   if (failed(ctx.requireOperands(1, 1)))
     return failure();
@@ -320,7 +325,26 @@ static LogicalResult importArgMax(ImportContext &ctx) {
   if (failed(type))
     return failure();
   Value in = ctx.operand(0);
-  int64_t rank = cast<RankedTensorType>(in.getType()).getRank();
+  auto inType = cast<RankedTensorType>(in.getType());
+  if (ctx.node().op_type() == "ArgMin") {
+    OpBuilder &b = ctx.builder();
+    Type elem = inType.getElementType();
+    auto intElem = dyn_cast<IntegerType>(elem);
+    if (isa<FloatType>(elem)) {
+      in = b.create<NegOp>(ctx.loc(), inType, in);
+    } else if (intElem && intElem.getWidth() > 1) {
+      auto scalar = RankedTensorType::get({}, elem);
+      Value ones = b.create<ConstantOp>(
+          ctx.loc(), scalar,
+          DenseElementsAttr::get(scalar,
+                                 APInt::getAllOnes(intElem.getWidth())));
+      in = b.create<SubOp>(ctx.loc(), inType, ones, in);
+    } else {
+      return ctx.nodeError()
+             << "input must be float or integer, got " << inType;
+    }
+  }
+  int64_t rank = inType.getRank();
   if (rank == 0)
     return ctx.nodeError() << "input must have rank >= 1";
   auto axis = ctx.normAxis(ctx.intAttr("axis", 0), rank);
@@ -333,6 +357,7 @@ static LogicalResult importArgMax(ImportContext &ctx) {
 
 void registerReduceImporters(OpImporterTable &table) {
   table.add("ArgMax", importArgMax);
+  table.add("ArgMin", importArgMax);
   table.add("ReduceMean", importReduce<ReduceMeanOp>);
   table.add("ReduceSum", importReduce<ReduceSumOp>);
   table.add("ReduceMax", importReduce<ReduceMaxOp>);

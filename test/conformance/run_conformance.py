@@ -44,7 +44,7 @@ Celu PRelu HardSigmoid Reciprocal Max Min ReduceMax ReduceMin ReduceL2
 ReduceLogSumExp Sign Floor Ceil Sin Cos Tile Pad Einsum ReduceSumSquare ReduceL1
 ReduceLogSum ReduceProd CumSum GatherElements OneHot ScatterND GatherND Size
 DepthToSpace SpaceToDepth GlobalMaxPool ScatterElements Scatter
-Tan Asin Acos Atan Sinh Cosh Asinh Acosh Atanh Sum Mean
+Tan Asin Acos Atan Sinh Cosh Asinh Acosh Atanh Sum Mean ArgMin
 """.split())
 
 # (op type, input position) pairs whose value fixes a shape or a constant

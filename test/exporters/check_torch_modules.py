@@ -312,8 +312,9 @@ class Assign(nn.Module):
 
 class Scatters(nn.Module):
     """torch.scatter and scatter_add (ScatterElements): a one-hot at the
-    argmax, the picked logit written into zeros and a column cleared in the
-    computed logits, and columns summed into buckets (repeated indices)."""
+    argmax, the picked logit written into zeros, the argmin's column cleared
+    in the computed logits, and columns summed into buckets (repeated
+    indices)."""
 
     def __init__(self):
         super().__init__()
@@ -326,7 +327,7 @@ class Scatters(nn.Module):
         idx = z.argmax(dim=1, keepdim=True)
         hot = torch.zeros_like(z).scatter(1, idx, 1.0)
         picked = torch.zeros_like(z).scatter(1, idx, z.gather(1, idx))
-        cleared = z.scatter(1, torch.zeros_like(idx), 0.0)
+        cleared = z.scatter(1, z.argmin(dim=1, keepdim=True), 0.0)
         cols = torch.tensor([[0, 1, 2, 0, 1, 2]]).expand(z.shape[0], 6)
         sums = torch.zeros(z.shape[0], 3).scatter_add(1, cols, z)
         return self.head(z * hot + picked + cleared) + self.buckets(sums)
