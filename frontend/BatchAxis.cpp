@@ -185,6 +185,13 @@ public:
           pos[op.getOutput()] =
               reduce(posOf(op.getInput()), {static_cast<int64_t>(op.getAxis())},
                      op.getKeepdims());
+        })
+        .Case<TopKIndicesOp>([&](TopKIndicesOp op) {
+          // The k best along another axis than the samples' keep their
+          // layout.
+          Pos p = posOf(op.getInput());
+          if (p.axis != static_cast<int64_t>(op.getAxis()))
+            pos[op.getOutput()] = p;
         });
   }
 

@@ -1008,6 +1008,23 @@ LogicalResult ArgMaxOp::verify() {
   return success();
 }
 
+LogicalResult TopKIndicesOp::verify() {
+  auto in = shapeOf(getInput());
+  int64_t axis = getAxis(), k = getK();
+  if (in.empty())
+    return emitOpError("input must have rank >= 1");
+  if (failed(verifyAxis(*this, axis, in.size())))
+    return failure();
+  if (k < 0 || k > in[axis])
+    return emitOpError("k ")
+           << k << " is out of range [0, " << in[axis] << "] for axis " << axis;
+  SmallVector<int64_t> expected(in.begin(), in.end());
+  expected[axis] = k;
+  if (shapeOf(getOutput()) != ArrayRef<int64_t>(expected))
+    return emitOpError("result must have shape ") << fmt(expected);
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Losses
 //===----------------------------------------------------------------------===//

@@ -1387,6 +1387,31 @@ def Shardc_ArgMaxOp : Shardc_Op<"ArgMax", [Pure]> {
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($output)";
 }
 
+def Shardc_TopKIndicesOp : Shardc_Op<"TopKIndices", [Pure]> {
+  let summary = "Indices of the k largest (or smallest) elements along an axis";
+  let description = [{
+    The indices along `axis` of the `k` largest elements of each line (the
+    `k` smallest without `largest`), as i64, best first; of equal values the
+    lower index comes first, and a NaN counts as larger than every number
+    (so it leads with `largest` and trails without). The result has the
+    input's shape with `k` on the axis; the verifier requires
+    `0 <= axis < rank` and `0 <= k <=` the axis' size. Imports ONNX TopK
+    (`torch.topk`, `torch.sort` with k the whole axis), whose values are a
+    GatherElements of the input at these indices: they carry the gradient,
+    these do not.
+
+    ```mlir
+    %i = shardc.TopKIndices %router {axis = 1 : i64, k = 2 : i64, largest = true}
+        : tensor<16x8xf32> -> tensor<16x2xi64>
+    ```
+  }];
+  let arguments = (ins Shardc_Tensor:$input, I64Attr:$axis, I64Attr:$k,
+                   BoolAttr:$largest);
+  let results = (outs StaticShapeTensorOf<[I64]>:$output);
+  let hasVerifier = 1;
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($output)";
+}
+
 //===----------------------------------------------------------------------===//
 // Losses
 //===----------------------------------------------------------------------===//

@@ -10,7 +10,8 @@
 // Tensor.var and Tensor.std); CumSum of floats as a MatMul with a triangle
 // of ones along its axis; GlobalMaxPool as a ReduceMax over the spatial
 // axes; and ArgMax, with its axis made non-negative, and ArgMin as the
-// ArgMax of its input negated (floats) or subtracted from all ones (ints).
+// ArgMax of its input negated (floats) or subtracted from all ones (ints),
+// and TopK as TopKIndices and a GatherElements of the values.
 // Tested by test/lit/import/reduce.onnxtxt and reduce-composed.onnxtxt.
 //
 //===----------------------------------------------------------------------===//
@@ -355,9 +356,60 @@ static LogicalResult importArgMax(ImportContext &ctx) {
       ctx.intAttr("select_last_index", 0) != 0));
 }
 
+/// TopK (`torch.topk`; `torch.sort` is TopK over the whole axis): its
+/// Indices a TopKIndices (sorted best first whatever `sorted` says, ties to
+/// the lower index), its Values a GatherElements of the input at them, which
+/// carries the gradient. K is a constant (an input from opset 10, before it
+/// the attribute `k`).
+static LogicalResult importTopK(ImportContext &ctx) {
+  int opset = ctx.opset();
+  if (failed(ctx.requireOperands(opset >= 10 ? 2 : 1, opset >= 10 ? 2 : 1)))
+    return failure();
+  Value in = ctx.operand(0);
+  auto inType = cast<RankedTensorType>(in.getType());
+  int64_t rank = inType.getRank();
+  if (rank == 0)
+    return ctx.nodeError() << "input must have rank >= 1";
+  auto axis = ctx.normAxis(ctx.intAttr("axis", -1), rank);
+  if (failed(axis))
+    return failure();
+  int64_t k = ctx.intAttr("k", -1);
+  if (opset >= 10) {
+    auto ks = ctx.constInts(1, "K");
+    if (failed(ks))
+      return failure();
+    if (ks->size() != 1)
+      return ctx.nodeError() << "K must hold one value, got " << ks->size();
+    k = (*ks)[0];
+  }
+  int64_t len = inType.getDimSize(*axis);
+  if (k < 0 || k > len)
+    return ctx.nodeError() << "K " << k << " is out of range [0, " << len
+                           << "] for axis " << *axis << " of " << inType;
+  if (!isa<FloatType>(inType.getElementType()) &&
+      !inType.getElementType().isSignlessInteger(64) &&
+      !inType.getElementType().isSignlessInteger(32))
+    return ctx.nodeError() << "input must be f32, f64, i64 or i32, got "
+                           << inType;
+  SmallVector<int64_t> shape(inType.getShape());
+  shape[*axis] = k;
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  auto idxType = RankedTensorType::get(shape, b.getI64Type());
+  Value idx = b.create<TopKIndicesOp>(loc, idxType, in, *axis, k,
+                                      ctx.intAttr("largest", 1) != 0);
+  Value values = b.create<GatherElementsOp>(
+      loc, RankedTensorType::get(shape, inType.getElementType()), in, idx,
+      *axis);
+  ctx.define(0, values);
+  ctx.define(1, idx);
+  return success();
+}
+
 void registerReduceImporters(OpImporterTable &table) {
   table.add("ArgMax", importArgMax);
   table.add("ArgMin", importArgMax);
+  table.add("TopK", importTopK);
   table.add("ReduceMean", importReduce<ReduceMeanOp>);
   table.add("ReduceSum", importReduce<ReduceSumOp>);
   table.add("ReduceMax", importReduce<ReduceMaxOp>);

@@ -61,11 +61,15 @@ struct ExtremeReduceGradient
   }
 };
 
-/// ArgMax is not differentiable: its i64 result never carries a gradient,
-/// so the rule has nothing to do. Having one states that on purpose, so that
-/// an accuracy output beside the loss never stops autodiff.
-struct ArgMaxGradient
-    : DifferentiableOpInterface::ExternalModel<ArgMaxGradient, ArgMaxOp> {
+/// ArgMax and TopKIndices are not differentiable: their i64 results never
+/// carry a gradient, so the rule has nothing to do. Having one states that
+/// on purpose, so that an accuracy output beside the loss (or a router's
+/// picks, whose values TopK's GatherElements differentiates) never stops
+/// autodiff.
+template <typename OpTy>
+struct IndexResultGradient
+    : DifferentiableOpInterface::ExternalModel<IndexResultGradient<OpTy>,
+                                               OpTy> {
   LogicalResult backprop(Operation *op, GradientEmitter &e) const {
     return success();
   }
@@ -78,7 +82,8 @@ void registerReductionGradients(MLIRContext *ctx) {
   ReduceMeanOp::attachInterface<ReduceGradient<ReduceMeanOp>>(*ctx);
   ReduceMaxOp::attachInterface<ExtremeReduceGradient<ReduceMaxOp>>(*ctx);
   ReduceMinOp::attachInterface<ExtremeReduceGradient<ReduceMinOp>>(*ctx);
-  ArgMaxOp::attachInterface<ArgMaxGradient>(*ctx);
+  ArgMaxOp::attachInterface<IndexResultGradient<ArgMaxOp>>(*ctx);
+  TopKIndicesOp::attachInterface<IndexResultGradient<TopKIndicesOp>>(*ctx);
 }
 
 } // namespace shardc

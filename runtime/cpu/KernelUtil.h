@@ -576,6 +576,15 @@ struct ArgMaxGeometry {
   bool last = false;
 };
 llvm::Error checkArgMax(const KernelContext &ctx, ArgMaxGeometry &g);
+/// TopKIndices: lines of `len` elements `inner` apart, `outer` blocks of
+/// them; the k best of each by ops::topKBefore.
+struct TopKGeometry {
+  int64_t outer = 0, len = 0, inner = 0, k = 0;
+  bool largest = true;
+};
+using TopKTypes = DTypeList<DType::F32, DType::F64, DType::I64, DType::I32>;
+llvm::Error checkTopKIndices(const KernelContext &ctx, TopKGeometry &g);
+llvm::Error topKIndicesKernel(const KernelContext &ctx);
 llvm::Error reduceMeanKernel(const KernelContext &ctx);
 llvm::Error reduceSumKernel(const KernelContext &ctx);
 llvm::Error reduceMaxKernel(const KernelContext &ctx);

@@ -80,6 +80,7 @@ const std::vector<std::pair<llvm::StringRef, KernelFn>> &kernelTable() {
       {"ReduceMax", reduceMaxKernel},
       {"ReduceMin", reduceMinKernel},
       {"ArgMax", argMaxKernel},
+      {"TopKIndices", topKIndicesKernel},
       {"SoftmaxCrossEntropyLoss", softmaxCrossEntropyLossKernel},
       {"NegativeLogLikelihoodLoss", negativeLogLikelihoodLossKernel},
       // Training ops.

@@ -204,6 +204,64 @@ llvm::Error argMaxKernel(const KernelContext &ctx) {
       });
 }
 
+llvm::Error checkTopKIndices(const KernelContext &ctx, TopKGeometry &g) {
+  SHARDC_CPU_TRY(requireInput(ctx, 0, "data"));
+  SHARDC_CPU_TRY(requireOutput(ctx, 0, "indices"));
+  const TensorView &x = ctx.inputs[0];
+  const TensorView &y = ctx.outputs[0];
+  SHARDC_CPU_TRY(requireType(ctx, y, DType::I64, "indices"));
+  int64_t rank = x.rank();
+  int64_t axis = ctx.attrs.getInt("axis", -1);
+  if (axis < 0)
+    axis += rank;
+  if (axis < 0 || axis >= rank)
+    return ctx.error("axis " + llvm::Twine(ctx.attrs.getInt("axis", -1)) +
+                     " is out of range for rank " + llvm::Twine(rank));
+  g.k = ctx.attrs.getInt("k", 0);
+  if (g.k < 0 || g.k > x.shape[axis])
+    return ctx.error("k " + llvm::Twine(g.k) + " is out of range [0, " +
+                     llvm::Twine(x.shape[axis]) + "]");
+  g.largest = ctx.attrs.getInt("largest", 1) != 0;
+  llvm::SmallVector<int64_t, 6> expected(x.shape.begin(), x.shape.end());
+  expected[axis] = g.k;
+  SHARDC_CPU_TRY(requireShape(ctx, y, expected, "indices"));
+  g.outer = product(x.shape, 0, axis);
+  g.len = x.shape[axis];
+  g.inner = product(x.shape, axis + 1, rank);
+  return llvm::Error::success();
+}
+
+/// Per line, the indices sorted by topKBefore and the first k kept (the
+/// CUDA kernel ranks each element by the same order).
+llvm::Error topKIndicesKernel(const KernelContext &ctx) {
+  TopKGeometry g;
+  SHARDC_CPU_TRY(checkTopKIndices(ctx, g));
+  const TensorView &x = ctx.inputs[0];
+  const TensorView &y = ctx.outputs[0];
+  return dispatchIn(
+      TopKTypes{}, ctx, x.dtype, "data", [&](auto tag) -> llvm::Error {
+        using T = typename decltype(tag)::type;
+        const T *px = x.as<T>();
+        int64_t *py = y.as<int64_t>();
+        std::vector<int64_t> order(g.len);
+        for (int64_t o = 0; o < g.outer; ++o)
+          for (int64_t i = 0; i < g.inner; ++i) {
+            const T *line = px + o * g.len * g.inner + i;
+            for (int64_t e = 0; e < g.len; ++e)
+              order[e] = e;
+            std::partial_sort(order.begin(), order.begin() + g.k, order.end(),
+                              [&](int64_t a, int64_t b) {
+                                return ops::topKBefore(line[a * g.inner], a,
+                                                       line[b * g.inner], b,
+                                                       g.largest);
+                              });
+            for (int64_t r = 0; r < g.k; ++r)
+              py[(o * g.k + r) * g.inner + i] = order[r];
+          }
+        return llvm::Error::success();
+      });
+}
+
 llvm::Error checkReduce(const KernelContext &ctx, ReduceGeometry &g) {
   SHARDC_CPU_TRY(requireInput(ctx, 0, "data"));
   SHARDC_CPU_TRY(requireOutput(ctx, 0, "reduced"));

@@ -317,6 +317,7 @@ llvm::Error reduceMeanKernel(const KernelContext &ctx);
 llvm::Error reduceMaxKernel(const KernelContext &ctx);
 llvm::Error reduceMinKernel(const KernelContext &ctx);
 llvm::Error argMaxKernel(const KernelContext &ctx);
+llvm::Error topKIndicesKernel(const KernelContext &ctx);
 
 // Softmax.cu
 llvm::Error softmaxKernel(const KernelContext &ctx);

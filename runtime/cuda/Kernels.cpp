@@ -74,6 +74,7 @@ const std::vector<std::pair<llvm::StringRef, KernelFn>> &kernelTable() {
       {"ReduceMax", reduceMaxKernel},
       {"ReduceMin", reduceMinKernel},
       {"ArgMax", argMaxKernel},
+      {"TopKIndices", topKIndicesKernel},
       {"Identity", copyKernel},
       {"Transpose", transposeKernel},
       {"Expand", expandKernel},

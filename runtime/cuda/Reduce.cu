@@ -108,6 +108,28 @@ __global__ void argMaxLines(const T *x, int64_t *y, int64_t outer, int64_t len,
   }
 }
 
+/// One thread per element: its rank in its line by topKBefore (the number
+/// of elements before it, a strict total order, so ranks are distinct);
+/// ranks below k write its index there. O(len) per element: for the short
+/// lines TopK sees in training (a router's experts, a few classes).
+template <typename T>
+__global__ void topKRanks(const T *x, int64_t *y, cpu::TopKGeometry g) {
+  int64_t n = g.outer * g.len * g.inner;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
+       e += int64_t(blockDim.x) * gridDim.x) {
+    int64_t o = e / (g.len * g.inner), a = (e / g.inner) % g.len,
+            i = e % g.inner;
+    const T *line = x + o * g.len * g.inner + i;
+    int64_t rank = 0;
+    for (int64_t b = 0; b < g.len && rank < g.k; ++b)
+      if (ops::topKBefore(line[b * g.inner], b, line[a * g.inner], a,
+                          g.largest))
+        ++rank;
+    if (rank < g.k)
+      y[(o * g.k + rank) * g.inner + i] = a;
+  }
+}
+
 llvm::Error reduceImpl(const KernelContext &ctx, Reduction kind) {
   cpu::ReduceGeometry g;
   SHARDC_CPU_TRY(cpu::checkReduce(ctx, g));
@@ -195,6 +217,22 @@ llvm::Error argMaxKernel(const KernelContext &ctx) {
         using T = typename decltype(tag)::type;
         argMaxLines<<<blocksFor(n), kBlock, 0, cudaStreamOf(ctx)>>>(
             x.as<T>(), y.as<int64_t>(), g.outer, g.len, g.inner, g.last);
+        return checkLaunch(ctx);
+      });
+}
+
+llvm::Error topKIndicesKernel(const KernelContext &ctx) {
+  cpu::TopKGeometry g;
+  SHARDC_CPU_TRY(cpu::checkTopKIndices(ctx, g));
+  const TensorView &x = ctx.inputs[0];
+  int64_t n = x.numel();
+  if (n == 0 || g.k == 0)
+    return llvm::Error::success();
+  return cpu::dispatchIn(
+      cpu::TopKTypes{}, ctx, x.dtype, "data", [&](auto tag) -> llvm::Error {
+        using T = typename decltype(tag)::type;
+        topKRanks<<<blocksFor(n), kBlock, 0, cudaStreamOf(ctx)>>>(
+            x.as<T>(), ctx.outputs[0].as<int64_t>(), g);
         return checkLaunch(ctx);
       });
 }

@@ -289,6 +289,26 @@ SHARDC_HOST_DEVICE bool argMaxBetter(T a, T b, bool last) {
   return last ? a >= b : a > b;
 }
 
+/// TopK's order: whether element (`a`, index `ia`) comes before (`b`,
+/// `ib`): the larger value with `largest` (else the smaller), a NaN counting
+/// as larger than every number, and of equal values (or two NaNs) the lower
+/// index. A strict total order on a line.
+template <typename T>
+SHARDC_HOST_DEVICE bool topKBefore(T a, int64_t ia, T b, int64_t ib,
+                                   bool largest) {
+  bool greater = a > b, less = a < b;
+  if constexpr (std::is_floating_point_v<T>) {
+    bool na = a != a, nb = b != b;
+    greater = na ? !nb : (!nb && a > b);
+    less = nb ? !na : (!na && a < b);
+  }
+  if (largest ? greater : less)
+    return true;
+  if (largest ? less : greater)
+    return false;
+  return ia < ib;
+}
+
 /// ReduceMax / ReduceMin: the running extreme `acc` after seeing `v`; NaN
 /// wins once seen.
 template <typename T> SHARDC_HOST_DEVICE T extremeStep(T acc, T v, bool max) {

@@ -44,7 +44,7 @@ Celu PRelu HardSigmoid Reciprocal Max Min ReduceMax ReduceMin ReduceL2
 ReduceLogSumExp Sign Floor Ceil Sin Cos Tile Pad Einsum ReduceSumSquare ReduceL1
 ReduceLogSum ReduceProd CumSum GatherElements OneHot ScatterND GatherND Size
 DepthToSpace SpaceToDepth GlobalMaxPool ScatterElements Scatter
-Tan Asin Acos Atan Sinh Cosh Asinh Acosh Atanh Sum Mean ArgMin
+Tan Asin Acos Atan Sinh Cosh Asinh Acosh Atanh Sum Mean ArgMin TopK
 """.split())
 
 # (op type, input position) pairs whose value fixes a shape or a constant
@@ -59,7 +59,7 @@ SHAPE_OPERANDS = {
     ("Resize", 1), ("Resize", 2), ("Resize", 3), ("Upsample", 1),
     ("RNN", 4), ("LSTM", 4), ("GRU", 4), ("CumSum", 1),
     ("ReduceSumSquare", 1), ("ReduceL1", 1), ("ReduceLogSum", 1), ("ReduceProd", 1),
-    ("OneHot", 1),
+    ("OneHot", 1), ("TopK", 1),
     # ScatterND takes constant indices (and, with reduction mul, max or min,
     # constant data and updates: scatter_operand_bound).
     ("ScatterND", 1),

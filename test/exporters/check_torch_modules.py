@@ -17,7 +17,7 @@ transposed) with every norm (BatchNorm, GroupNorm, InstanceNorm,
 LayerNorm), pooling, upsampling, padding and pixel shuffle, and the
 activation, loss and indexing functions (torch.gather, F.one_hot, cumsum,
 var/std, F.normalize, slice and index assignment, scatter, scatter_add,
-tan, asin, acos, atan).
+tan, asin, acos, atan, topk, sort).
 
 Each model takes a fixed random data set and is trained with SGD (lr 0.05)
 for 4 steps:
@@ -348,6 +348,26 @@ class Trig(nn.Module):
         return self.head(h)
 
 
+class TopKRouter(nn.Module):
+    """A mixture-of-experts router (torch.topk over the experts' scores,
+    softmax over the two picked, the experts' outputs gathered at them) and
+    torch.sort of the features."""
+
+    def __init__(self):
+        super().__init__()
+        self.router = nn.Linear(20, 6)
+        self.experts = nn.Linear(20, 6 * 5)
+        self.head = nn.Linear(20, 5)
+
+    def forward(self, x):
+        scores, picked = torch.topk(self.router(x), 2, dim=1)
+        weights = torch.softmax(scores, dim=1)
+        out = self.experts(x).view(-1, 6, 5)
+        chosen = torch.gather(out, 1, picked.unsqueeze(2).expand(-1, 2, 5))
+        ranked, _ = torch.sort(x, dim=1, descending=True)
+        return (weights.unsqueeze(2) * chosen).sum(1) + self.head(ranked)
+
+
 def seq_x(n):
     return np.random.default_rng(1).integers(0, 50, (n, 12)).astype(np.int64)
 
@@ -447,6 +467,7 @@ MODELS = {
     "slice_index_assignment": (Assign, normal(20), cls_y, F.cross_entropy, False, []),
     "scatter_scatter_add": (Scatters, normal(20), cls_y, F.cross_entropy, False, []),
     "trig_inverse": (Trig, normal(20), cls_y, F.cross_entropy, False, []),
+    "topk_router_sort": (TopKRouter, normal(20), cls_y, F.cross_entropy, False, []),
 }
 
 

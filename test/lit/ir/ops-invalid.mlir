@@ -670,6 +670,22 @@ func.func @gather_elements_result(%arg0: tensor<2x3xf32>, %arg1: tensor<2x1xi64>
 
 // -----
 
+func.func @topk_k(%arg0: tensor<2x3xf32>) -> tensor<2x4xi64> {
+  // expected-error @+1 {{'shardc.TopKIndices' op k 4 is out of range [0, 3] for axis 1}}
+  %0 = shardc.TopKIndices %arg0 {axis = 1 : i64, k = 4 : i64, largest = true} : tensor<2x3xf32> -> tensor<2x4xi64>
+  return %0 : tensor<2x4xi64>
+}
+
+// -----
+
+func.func @topk_result(%arg0: tensor<2x3xf32>) -> tensor<2x3xi64> {
+  // expected-error @+1 {{'shardc.TopKIndices' op result must have shape [2, 2]}}
+  %0 = shardc.TopKIndices %arg0 {axis = 1 : i64, k = 2 : i64, largest = true} : tensor<2x3xf32> -> tensor<2x3xi64>
+  return %0 : tensor<2x3xi64>
+}
+
+// -----
+
 func.func @scatter_elements_updates(%arg0: tensor<2x3xf32>, %arg1: tensor<2x1xi64>, %arg2: tensor<2x2xf32>) -> tensor<2x3xf32> {
   // expected-error @+1 {{'shardc.ScatterElements' op updates must have the indices' shape [2, 1]}}
   %0 = shardc.ScatterElements %arg0, %arg1, %arg2 {axis = 1 : i64} : (tensor<2x3xf32>, tensor<2x1xi64>, tensor<2x2xf32>) -> tensor<2x3xf32>

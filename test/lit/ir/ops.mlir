@@ -130,6 +130,8 @@ func.func @data_movement(%x: tensor<2x3x4xf32>, %i: tensor<5xi32>, %e: tensor<3x
   %geg = shardc.GatherElementsGrad %ge, %j {axis = 2 : i64} : (tensor<2x2x1xf32>, tensor<2x2x1xi64>) -> tensor<2x3x4xf32>
   // CHECK: shardc.ScatterElements %[[X]], %[[J]], %{{.*}} {axis = 2 : i64} : (tensor<2x3x4xf32>, tensor<2x2x1xi64>, tensor<2x2x1xf32>) -> tensor<2x3x4xf32>
   %se = shardc.ScatterElements %x, %j, %ge {axis = 2 : i64} : (tensor<2x3x4xf32>, tensor<2x2x1xi64>, tensor<2x2x1xf32>) -> tensor<2x3x4xf32>
+  // CHECK: shardc.TopKIndices %[[X]] {axis = 2 : i64, k = 2 : i64, largest = false} : tensor<2x3x4xf32> -> tensor<2x3x2xi64>
+  %tk = shardc.TopKIndices %x {axis = 2 : i64, k = 2 : i64, largest = false} : tensor<2x3x4xf32> -> tensor<2x3x2xi64>
   // CHECK: shardc.ReduceMean %[[X]] {axes = array<i64: 0, 2>, keepdims = true} : tensor<2x3x4xf32> -> tensor<1x3x1xf32>
   %7 = shardc.ReduceMean %x {axes = array<i64: 0, 2>, keepdims = true} : tensor<2x3x4xf32> -> tensor<1x3x1xf32>
   // CHECK: shardc.ReduceSum %[[X]] {axes = array<i64: 0, 1, 2>, keepdims = false} : tensor<2x3x4xf32> -> tensor<f32>

@@ -583,6 +583,15 @@ const Case kCases[] = {
      "int64[2,3] I = {2, -2, 0, 3, 1, 1}",
      "Y = ScatterElements<axis=1, reduction=\"add\">(D, I, U)",
      {3, 4}},
+    // TopK's values are a GatherElements of the input at its indices: the
+    // two largest of each row get the gradient, the others none (the values
+    // are apart by more than the difference step, so no pick changes).
+    {"topk",
+     "float[3,4] A = {0.9, -0.3, 0.5, 0.1, -0.7, 0.2, 0.8, -0.1, 0.4, 0.6, "
+     "-0.5, 0.0}",
+     "K = Constant<value = int64[1] {2}>()\n"
+     "  V, I = TopK<axis=1>(A, K)\n  Y = Mul(V, V)",
+     {3, 2}},
     {"concat_split",
      "float[2,2] A = @RAND(4), float[2,2] B = @RAND(4)",
      "C = Concat<axis=1>(A, B)\n  split = Constant<value = int64[2] {2, 2}>()\n"

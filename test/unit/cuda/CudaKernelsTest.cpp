@@ -731,6 +731,17 @@ TEST(CudaKernelsTest, IndexingMatchesCpu) {
                       {{t, {5, 2, 4}}}, Tolerance{}, intAttrs({{"axis", 0}}));
       expectSameAsCpu("GatherElementsGrad", {{t, {5, 2, 4}}, rows3},
                       {{t, {7, 3, 4}}}, Tolerance{}, intAttrs({{"axis", 0}}));
+      // TopKIndices along the last and a middle axis, largest and
+      // smallest.
+      for (int64_t largest : {0, 1}) {
+        expectSameAsCpu(
+            "TopKIndices", {{t, {4, 9}}}, {{DType::I64, {4, 3}}}, Tolerance{},
+            intAttrs({{"axis", 1}, {"k", 3}, {"largest", largest}}));
+        expectSameAsCpu(
+            "TopKIndices", {{t, {2, 7, 3}}}, {{DType::I64, {2, 7, 3}}},
+            Tolerance{},
+            intAttrs({{"axis", 1}, {"k", 7}, {"largest", largest}}));
+      }
       // ScatterElements: repeated indices, the last write kept.
       expectSameAsCpu("ScatterElements", {{t, {6, 3}}, picks, {t, {4, 9}}},
                       {{t, {6, 3}}}, Tolerance{}, intAttrs({{"axis", 1}}));

@@ -59,6 +59,7 @@ TEST(KernelTable, HasEveryOpOfTheContract) {
                        "Gather",
                        "GatherElements",
                        "ScatterElements",
+                       "TopKIndices",
                        "Concat",
                        "Split",
                        "Slice",
@@ -830,6 +831,39 @@ TEST(ShapeKernel, ScatterElementsLastWriteWins) {
   EXPECT_KERNEL_ERROR(run("ScatterElements", attrs({{"axis", intv(1)}}),
                           {&data, &idx, &wrong}, {&y}),
                       "updates");
+}
+
+TEST(ShapeKernel, TopKIndicesOrdersTiesAndNaN) {
+  // Along axis 1: ties go to the lower index, a NaN is larger than every
+  // number (first when largest, last when smallest).
+  float nan = std::numeric_limits<float>::quiet_NaN();
+  Buf x = f32({2, 5}, {3, 1, 3, nan, 2, -1, 4, 4, 0, -2});
+  Buf y(DType::I64, {2, 3});
+  ASSERT_KERNEL_OK(
+      run("TopKIndices",
+          attrs({{"axis", intv(1)}, {"k", intv(3)}, {"largest", intv(1)}}),
+          {&x}, {&y}));
+  EXPECT_EQ(y.values<int64_t>(), (std::vector<int64_t>{3, 0, 2, 1, 2, 3}));
+  ASSERT_KERNEL_OK(
+      run("TopKIndices",
+          attrs({{"axis", intv(1)}, {"k", intv(3)}, {"largest", intv(0)}}),
+          {&x}, {&y}));
+  EXPECT_EQ(y.values<int64_t>(), (std::vector<int64_t>{1, 4, 0, 4, 0, 3}));
+
+  // Along axis 0 of int32 data, the whole axis (a sort).
+  Buf xi = i32({3, 2}, {5, -1, 7, -1, 5, 9});
+  Buf yi(DType::I64, {3, 2});
+  ASSERT_KERNEL_OK(
+      run("TopKIndices",
+          attrs({{"axis", intv(0)}, {"k", intv(3)}, {"largest", intv(1)}}),
+          {&xi}, {&yi}));
+  EXPECT_EQ(yi.values<int64_t>(), (std::vector<int64_t>{1, 2, 0, 0, 2, 1}));
+
+  EXPECT_KERNEL_ERROR(
+      run("TopKIndices",
+          attrs({{"axis", intv(1)}, {"k", intv(6)}, {"largest", intv(1)}}),
+          {&x}, {&y}),
+      "k 6 is out of range [0, 5]");
 }
 
 TEST(ShapeKernel, Concat) {
