@@ -488,17 +488,19 @@ class KinkRecorder:
     def jumps(self, loss, params):
         """name -> |jump| summed over the near-kink inputs of the last
         forward (None when there are none); keeps the graph for backward."""
-        near = [(x, out) for x, out in self.inputs if x.requires_grad and bool(
-            (x.detach().abs() < KINK_RTOL * x.detach().pow(2).mean().sqrt()).any())]
-        if not near:
-            return None
-        ups = torch.autograd.grad(loss, [out for _, out in near], retain_graph=True)
-        names, tensors = list(params), list(params.values())
-        total = {k: torch.zeros_like(p) for k, p in params.items()}
-        for (x, _), u in zip(near, ups):
+        near = []  # (input, output, flat indices of its near-kink elements)
+        for x, out in self.inputs:
             flat = x.detach().abs().flatten()
             idx = torch.nonzero(flat < KINK_RTOL * flat.pow(2).mean().sqrt()).flatten()
-            for j in idx[:KINK_LIMIT].tolist():
+            if x.requires_grad and len(idx):
+                near.append((x, out, idx[:KINK_LIMIT].tolist()))
+        if not near:
+            return None
+        ups = torch.autograd.grad(loss, [out for _, out, _ in near], retain_graph=True)
+        names, tensors = list(params), list(params.values())
+        total = {k: torch.zeros_like(p) for k, p in params.items()}
+        for (x, _, idx), u in zip(near, ups):
+            for j in idx:
                 jump = torch.autograd.grad(x.flatten()[j] * u.flatten()[j], tensors,
                                            retain_graph=True, allow_unused=True)
                 for k, g in zip(names, jump):

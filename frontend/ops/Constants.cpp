@@ -281,9 +281,9 @@ static LogicalResult composeScatterND(ImportContext &ctx,
   expected.append(shape.begin() + k, shape.end());
   if (updType.getShape() != ArrayRef<int64_t>(expected) ||
       updType.getElementType() != elem)
-    return ctx.nodeError() << "updates " << updType << " must be a tensor<"
-                           << llvm::make_range(expected.begin(), expected.end())
-                           << "x" << elem << "> for data " << type;
+    return ctx.nodeError() << "updates " << updType << " must be "
+                           << RankedTensorType::get(expected, elem)
+                           << " for data " << type;
   OpBuilder &b = ctx.builder();
   Location loc = ctx.loc();
   auto rowsOf = [&](int64_t n) {

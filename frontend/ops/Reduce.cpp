@@ -386,9 +386,9 @@ static LogicalResult importTopK(ImportContext &ctx) {
   if (k < 0 || k > len)
     return ctx.nodeError() << "K " << k << " is out of range [0, " << len
                            << "] for axis " << *axis << " of " << inType;
-  if (!isa<FloatType>(inType.getElementType()) &&
-      !inType.getElementType().isSignlessInteger(64) &&
-      !inType.getElementType().isSignlessInteger(32))
+  Type elem = inType.getElementType();
+  if (!elem.isF32() && !elem.isF64() && !elem.isSignlessInteger(64) &&
+      !elem.isSignlessInteger(32))
     return ctx.nodeError() << "input must be f32, f64, i64 or i32, got "
                            << inType;
   SmallVector<int64_t> shape(inType.getShape());
@@ -399,8 +399,7 @@ static LogicalResult importTopK(ImportContext &ctx) {
   Value idx = b.create<TopKIndicesOp>(loc, idxType, in, *axis, k,
                                       ctx.intAttr("largest", 1) != 0);
   Value values = b.create<GatherElementsOp>(
-      loc, RankedTensorType::get(shape, inType.getElementType()), in, idx,
-      *axis);
+      loc, RankedTensorType::get(shape, elem), in, idx, *axis);
   ctx.define(0, values);
   ctx.define(1, idx);
   return success();

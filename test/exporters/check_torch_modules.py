@@ -35,18 +35,16 @@ initializers are buffers; left trained, pos_weight moved the losses by
 1.5e-3 within 3 steps. Exit code 1 if any model fails.
 """
 import argparse
-import json
 import os
-import subprocess
 import sys
-import tempfile
 
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import harness  # this directory's shared part
+
 BATCH, STEPS, LR = 8, 4, 0.05
 LOSS_RTOL = 1e-5
 
@@ -488,13 +486,6 @@ class WithLoss(nn.Module):
         return out, self.loss(out, y)
 
 
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
-    if r.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}):\n"
-                           f"{r.stdout[-2000:]}{r.stderr[-3000:]}")
-
-
 def torch_losses(make, loss, x, y, ranks):
     torch.manual_seed(0)
     model = make()
@@ -512,14 +503,8 @@ def torch_losses(make, loss, x, y, ranks):
 
 
 def shard_losses(args, out, ranks, stage, flags):
-    plan, log = os.path.join(out, f"plan{ranks}_{stage}"), os.path.join(out, f"log{ranks}_{stage}")
-    world = ["--world-size", str(ranks), "--zero-stage", str(stage)] if ranks > 1 else []
-    run([args.shardc, os.path.join(out, "model.onnx"), "-o", plan, "--optimizer", "sgd", "--lr",
-         str(LR)] + world + flags)
-    run([args.shardrun, plan, "--data", os.path.join(out, "data"), "--steps", str(STEPS), "--log",
-         log, "--progress", "off"])
-    with open(log) as f:
-        return [json.loads(line)["loss"] for line in f]
+    return harness.shard_losses(args, os.path.join(out, "model.onnx"), os.path.join(out, "data"),
+                                out, ranks, stage, STEPS, LR, flags)
 
 
 def check(args, name, out):
@@ -552,21 +537,10 @@ def check(args, name, out):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
-    ap.add_argument("--shardc", default=os.path.join(ROOT, "build/bin/shardc"))
-    ap.add_argument("--shardrun", default=os.path.join(ROOT, "build/bin/shardrun"))
+    harness.add_tool_args(ap)
     args = ap.parse_args()
-    failed = []
-    for name in args.models:
-        with tempfile.TemporaryDirectory(prefix=f"shard-modules-{name}-") as out:
-            try:
-                if not check(args, name, out):
-                    failed.append(name)
-            except Exception as e:  # an export or a run failing is a result too
-                print(f"{name}: FAILED: {str(e)[:3000]}", flush=True)
-                failed.append(name)
-    print(f"{len(args.models) - len(failed)} of {len(args.models)} models ok"
-          + (f"; failed: {', '.join(failed)}" if failed else ""))
-    return 1 if failed else 0
+    return harness.check_models(args.models, lambda name, out: check(args, name, out),
+                                "shard-modules")
 
 
 if __name__ == "__main__":

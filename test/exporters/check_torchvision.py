@@ -31,11 +31,8 @@ run can be repeated) gets a fixed random data set of 2 x 3 micro-batches of
 Exit code 1 when a model fails any of these, 0 otherwise.
 """
 import argparse
-import json
 import os
-import subprocess
 import sys
-import tempfile
 
 import numpy as np
 import torch
@@ -43,7 +40,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 import torchvision.models as tvm
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import harness  # this directory's shared part
+
 BATCH, STEPS, LR = 8, 3, 1e-3
 LOSS_RTOL = 1e-4
 
@@ -82,13 +80,6 @@ class WithLoss(nn.Module):
         return logits, F.cross_entropy(logits, y)
 
 
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
-    if r.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}):\n"
-                           f"{r.stdout[-2000:]}{r.stderr[-3000:]}")
-
-
 def torch_losses(make, x, y, dtype, noise_seed=None):
     if noise_seed is not None:
         x = x.astype(np.float64)
@@ -110,13 +101,7 @@ def torch_losses(make, x, y, dtype, noise_seed=None):
 
 
 def shard_losses(args, onnx_path, data, out, ranks, stage):
-    plan, log = os.path.join(out, f"plan{ranks}_{stage}"), os.path.join(out, f"log{ranks}_{stage}")
-    flags = ["--world-size", str(ranks), "--zero-stage", str(stage)] if ranks > 1 else []
-    run([args.shardc, onnx_path, "-o", plan, "--optimizer", "sgd", "--lr", str(LR)] + flags)
-    run([args.shardrun, plan, "--data", data, "--steps", str(STEPS), "--log", log,
-         "--progress", "off"])
-    with open(log) as f:
-        return [json.loads(line)["loss"] for line in f]
+    return harness.shard_losses(args, onnx_path, data, out, ranks, stage, STEPS, LR)
 
 
 def check(args, name, out):
@@ -165,21 +150,9 @@ def main():
     ap.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     ap.add_argument("--dynamo", action="store_true",
                     help="export with dynamo=True, optimize=False instead of TorchScript")
-    ap.add_argument("--shardc", default=os.path.join(ROOT, "build/bin/shardc"))
-    ap.add_argument("--shardrun", default=os.path.join(ROOT, "build/bin/shardrun"))
+    harness.add_tool_args(ap)
     args = ap.parse_args()
-    failed = []
-    for name in args.models:
-        with tempfile.TemporaryDirectory(prefix=f"shard-tv-{name}-") as out:
-            try:
-                if not check(args, name, out):
-                    failed.append(name)
-            except Exception as e:  # an export or a run failing is a result too
-                print(f"{name}: FAILED: {str(e)[:3000]}", flush=True)
-                failed.append(name)
-    print(f"{len(args.models) - len(failed)} of {len(args.models)} models ok"
-          + (f"; failed: {', '.join(failed)}" if failed else ""))
-    return 1 if failed else 0
+    return harness.check_models(args.models, lambda name, out: check(args, name, out), "shard-tv")
 
 
 if __name__ == "__main__":
