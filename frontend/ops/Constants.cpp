@@ -300,6 +300,12 @@ static LogicalResult composeScatterND(ImportContext &ctx,
     auto t = RankedTensorType::get({int64_t(values.size())}, b.getI64Type());
     return b.create<ConstantOp>(loc, t, DenseElementsAttr::get(t, values));
   };
+  // Without a reduction, a constant picks each of the data's rows.
+  if (reduction == "none" && numRows > ctx.foldLimit() / 8)
+    return ctx.nodeError() << "data " << type << " has " << numRows
+                           << " rows to pick from, an index constant larger "
+                              "than --fold-limit ("
+                           << ctx.foldLimit() << " bytes)";
   int64_t numUpdates = rows->size();
   Value flatData = reshape(data, rowsOf(numRows));
   Value flatUpdates = reshape(updates, rowsOf(numUpdates));

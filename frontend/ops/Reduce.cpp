@@ -240,20 +240,26 @@ static LogicalResult importCumSum(ImportContext &ctx) {
              << "only float tensors, or constant integer ones, are "
                 "supported; got a computed "
              << xType;
-    // out[..., j, ...] = sum of x[..., i, ...] over the i that add into j.
+    // A running sum along each line of the axis (reversed: from its end),
+    // stored before the element is added when exclusive.
     SmallVector<APInt> in(constant.getValues<APInt>());
     int64_t inner = 1;
     for (int64_t d = *axis + 1; d < rank; ++d)
       inner *= xType.getDimSize(d);
-    SmallVector<Attribute> out;
-    for (int64_t flat = 0; flat < int64_t(in.size()); ++flat) {
-      int64_t j = (flat / inner) % L, base = flat - j * inner;
-      APInt sum(elem.getIntOrFloatBitWidth(), 0);
-      for (int64_t i = 0; i < L; ++i)
-        if (adds(i, j))
-          sum += in[base + i * inner];
-      out.push_back(IntegerAttr::get(elem, sum));
-    }
+    unsigned width = elem.getIntOrFloatBitWidth();
+    SmallVector<APInt> out(in.size(), APInt(width, 0));
+    for (int64_t base = 0; base < int64_t(in.size()); base += L * inner)
+      for (int64_t lane = 0; lane < inner; ++lane) {
+        APInt sum(width, 0);
+        for (int64_t step = 0; step < L; ++step) {
+          int64_t at = base + lane + (reverse ? L - 1 - step : step) * inner;
+          if (!exclusive)
+            sum += in[at];
+          out[at] = sum;
+          if (exclusive)
+            sum += in[at];
+        }
+      }
     auto value = DenseElementsAttr::get(*type, out);
     ctx.define(0, ctx.builder().create<ConstantOp>(ctx.loc(), *type, value));
     return success();
