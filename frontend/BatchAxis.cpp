@@ -17,6 +17,7 @@
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 
@@ -240,14 +241,17 @@ private:
     if (samples <= 0)
       return kUnknown;
     int64_t outerElems = product(in.take_front(p.axis)) * p.outer;
+    // An empty tensor has no layout to follow.
+    if (outerElems <= 0)
+      return kUnknown;
     Pos found = kUnknown;
     int64_t prefix = 1;
     for (int64_t k = 0; k < static_cast<int64_t>(out.size()); ++k) {
-      if (prefix > outerElems)
+      if (prefix <= 0 || prefix > outerElems)
         break;
       if (outerElems % prefix == 0) {
-        int64_t outer = outerElems / prefix;
-        if (out[k] % (outer * samples) == 0) {
+        int64_t outer = outerElems / prefix, block;
+        if (!llvm::MulOverflow(outer, samples, block) && out[k] % block == 0) {
           if (found.axis >= 0)
             return kAmbiguous;
           found = {k, outer};

@@ -55,6 +55,9 @@ static bool isDefaultDomain(const std::string &domain) {
   return domain.empty() || domain == "ai.onnx";
 }
 
+/// The most nodes the inlined graph may have.
+constexpr size_t kMaxInlinedNodes = size_t(1) << 18;
+
 class Inliner {
 public:
   Inliner(onnx::ModelProto &model, NodeDiagnostic nodeError)
@@ -67,10 +70,14 @@ private:
   LogicalResult emit(const onnx::NodeProto &node);
   LogicalResult inlineCall(const onnx::NodeProto &call, const Function &fn);
   InFlightDiagnostic error() { return nodeError(*root, rootIndex); }
+  /// `base`, or `base_N` for the first N that no value has taken (probing
+  /// on from the last N given for `base`: many calls of one unnamed
+  /// function share a base).
   std::string fresh(const std::string &base) {
     std::string name = base;
-    for (unsigned i = 1; names.count(name); ++i)
-      name = base + "_" + std::to_string(i);
+    unsigned &last = lastSuffix[base];
+    while (names.count(name))
+      name = base + "_" + std::to_string(++last);
     names.insert(name);
     return name;
   }
@@ -80,6 +87,7 @@ private:
   int modelOpset = 0;
   std::map<std::string, Function> functions;
   llvm::StringSet<> names;
+  llvm::StringMap<unsigned> lastSuffix;
   std::vector<onnx::NodeProto> out;
   /// The functions being inlined, outermost first.
   llvm::SmallVector<const Function *> stack;
@@ -210,6 +218,11 @@ LogicalResult Inliner::emit(const onnx::NodeProto &node) {
     if (it != functions.end())
       return inlineCall(node, it->second);
   }
+  // Functions that call others several times multiply: a chain of twenty,
+  // each calling the next four times, is 4^20 nodes.
+  if (out.size() >= kMaxInlinedNodes)
+    return error() << "inlining the model's functions gives more than "
+                   << kMaxInlinedNodes << " nodes";
   out.push_back(node);
   return success();
 }

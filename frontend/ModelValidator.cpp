@@ -27,13 +27,20 @@ std::optional<int64_t> checkedElementCount(llvm::ArrayRef<int64_t> dims) {
   for (int64_t d : dims)
     if (d < 0 || d > kMaxTensorElements)
       return std::nullopt;
-  // A zero dimension makes the count 0 however large the others are.
-  if (llvm::is_contained(dims, 0))
-    return 0;
+  // The product of the non-zero dimensions is bounded, then a zero makes
+  // the count 0.
   for (int64_t d : dims)
-    if (llvm::MulOverflow(count, d, count) || count > kMaxTensorElements)
+    if (d && (llvm::MulOverflow(count, d, count) || count > kMaxTensorElements))
       return std::nullopt;
-  return count;
+  return llvm::is_contained(dims, 0) ? 0 : count;
+}
+
+std::string countLimitText(llvm::ArrayRef<int64_t> dims) {
+  return llvm::is_contained(dims, 0)
+             ? "empty, but its other dimensions multiply to more than 2^46; "
+               "Shard's limit for them is 2^46"
+             : "more than 2^46 elements; Shard's limit for one tensor is "
+               "2^46 (256 TiB of float32)";
 }
 
 std::optional<int64_t> checkedByteCount(int64_t count, int64_t elementBytes) {
@@ -224,12 +231,14 @@ static LogicalResult checkAttributeValues(const onnx::NodeProto &node,
                << " and at most 2^46";
     return success();
   };
-  auto checkScalar = [&](llvm::StringRef name, int64_t lo) -> LogicalResult {
+  // Int attribute `name` within [lo, 2^log2Hi].
+  auto checkScalar = [&](llvm::StringRef name, int64_t lo,
+                         int log2Hi = 46) -> LogicalResult {
     const auto *a = intAttr(name);
-    if (a && (a->i() < lo || a->i() > kMaxTensorElements))
+    if (a && (a->i() < lo || a->i() > (int64_t(1) << log2Hi)))
       return nodeError(node, index)
              << name << " is " << a->i() << "; it must be >= " << lo
-             << " and at most 2^46";
+             << " and at most 2^" << log2Hi;
     return success();
   };
 
@@ -260,8 +269,9 @@ static LogicalResult checkAttributeValues(const onnx::NodeProto &node,
   if (op == "RNN" || op == "LSTM" || op == "GRU")
     if (failed(checkScalar("hidden_size", 1)))
       return failure();
+  // blocksize^2 divides the channels (shape inference divides by it).
   if (op == "DepthToSpace" || op == "SpaceToDepth")
-    if (failed(checkScalar("blocksize", 1)))
+    if (failed(checkScalar("blocksize", 1, 23)))
       return failure();
   // A NaN parameter (Gemm's alpha, an epsilon) makes every result NaN;
   // only a Constant's own values may be NaN.
@@ -478,9 +488,8 @@ static LogicalResult checkShape(llvm::ArrayRef<int64_t> dims,
       return emitError(loc) << what << " has dimension " << i << " of size "
                             << d << "; sizes must be >= 0";
   if (!checkedElementCount(dims))
-    return emitError(loc) << what << " has shape " << shapeText(dims)
-                          << ", more than 2^46 elements; Shard's limit "
-                             "for one tensor is 2^46 (256 TiB of float32)";
+    return emitError(loc) << what << " has shape " << shapeText(dims) << ", "
+                          << countLimitText(dims);
   return success();
 }
 

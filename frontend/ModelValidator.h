@@ -30,6 +30,7 @@
 #include "llvm/ADT/STLFunctionalExtras.h"
 
 #include <optional>
+#include <string>
 
 namespace shardc {
 
@@ -51,8 +52,15 @@ constexpr int64_t kMaxTensorElements = int64_t(1) << 46;
 
 /// The element count of a tensor of shape `dims`, computed without
 /// overflow; none when a dimension is negative or the count exceeds
-/// kMaxTensorElements.
+/// kMaxTensorElements. An empty tensor (a dimension 0) counts 0 only when its
+/// other dimensions also multiply to at most kMaxTensorElements: then no
+/// product of a tensor's dimensions (the rows of a flattening, the strides
+/// of a loop) overflows, empty or not.
 std::optional<int64_t> checkedElementCount(llvm::ArrayRef<int64_t> dims);
+
+/// Why checkedElementCount refused `dims` (of sizes >= 0), for an error
+/// message after "has shape [...], ".
+std::string countLimitText(llvm::ArrayRef<int64_t> dims);
 
 /// The byte count of `count` elements of `elementBytes` bytes each; none on
 /// overflow of int64.

@@ -69,8 +69,7 @@ FailureOr<RankedTensorType> tensorTypeFromOnnx(MLIRContext *ctx,
     for (auto [i, d] : llvm::enumerate(dims))
       shape += (i ? ", " : "") + std::to_string(d);
     return emitError(loc) << "value '" << name << "' has shape [" << shape
-                          << "], more than 2^46 elements; Shard's limit for "
-                             "one tensor is 2^46 (256 TiB of float32)";
+                          << "], " << countLimitText(dims);
   }
   return RankedTensorType::get(dims, elem);
 }
@@ -260,6 +259,29 @@ Value ImportContext::splat(RankedTensorType type, Attribute elem) {
       nodeLoc, scalarType,
       cast<ElementsAttr>(DenseElementsAttr::get(scalarType, elem)));
   return b.create<ExpandOp>(nodeLoc, type, scalar);
+}
+
+LogicalResult ImportContext::checkIndexTable(int64_t count,
+                                             llvm::StringRef what) {
+  if (count >= 0 && count <= foldLimitBytes / 8)
+    return success();
+  return nodeError() << what << " needs an index constant of " << count
+                     << " entries of 8 bytes, more than --fold-limit ("
+                     << foldLimitBytes
+                     << " bytes) allows; raise --fold-limit "
+                        "to compile it";
+}
+
+FailureOr<RankedTensorType> ImportContext::checkedType(ArrayRef<int64_t> shape,
+                                                       Type elem) {
+  if ((int64_t)shape.size() <= kMaxRank && checkedElementCount(shape))
+    return RankedTensorType::get(shape, elem);
+  std::string dims;
+  for (auto [i, d] : llvm::enumerate(shape))
+    dims += (i ? ", " : "") + std::to_string(d);
+  return nodeError() << "the result's shape [" << dims
+                     << "] has a negative dimension, more than " << kMaxRank
+                     << " dimensions or more than 2^46 elements";
 }
 
 bool ImportContext::hasAttr(llvm::StringRef name) const {

@@ -131,6 +131,15 @@ public:
   mlir::Value splat(mlir::RankedTensorType type, mlir::Attribute elem);
   /// The fold budget in bytes per tensor (ImportOptions::foldLimit).
   int64_t foldLimit() const { return foldLimitBytes; }
+  /// Checks, before it is built, that a constant an importer derives from a
+  /// declared shape (an index table of `count` int64 entries: a Gather's
+  /// taps, a row pick) fits the fold budget; else an error naming `what`.
+  mlir::LogicalResult checkIndexTable(int64_t count, llvm::StringRef what);
+  /// The type `shape` x `elem` of a result whose shape the importer
+  /// computes itself (from sizes, scales, a depth), after the element-count
+  /// check every inferred type passes (checkedElementCount); else an error.
+  mlir::FailureOr<mlir::RankedTensorType>
+  checkedType(llvm::ArrayRef<int64_t> shape, mlir::Type elem);
 
   //===--------------------------------------------------------------------===//
   // Attributes

@@ -142,6 +142,10 @@ public:
   /// exporters emit for axes and sizes (torchlib reshapes a Constant).
   std::optional<llvm::SmallVector<double>> valueOf(const std::string &name,
                                                    unsigned depth = 0);
+  /// The work left to one valueOf (calls and values appended, 2^16 at
+  /// most): a Concat of Concats of ... each taking one input many times
+  /// would grow exponentially with the depth.
+  int64_t valueWorkLeft = 0;
   /// Records the value of a Constant node among `constants`.
   void recordConstant(const onnx::NodeProto &node);
   /// The type shape inference gives `name` over the nodes rewritten so far.
@@ -413,6 +417,10 @@ void Downgrader::recordConstant(const onnx::NodeProto &node) {
 
 std::optional<llvm::SmallVector<double>>
 Downgrader::valueOf(const std::string &name, unsigned depth) {
+  if (depth == 0)
+    valueWorkLeft = int64_t(1) << 16;
+  if (--valueWorkLeft < 0)
+    return std::nullopt;
   if (const onnx::TensorProto *t = constants.lookup(name))
     return tensorValues(*t);
   if (depth > 16)
@@ -451,7 +459,8 @@ Downgrader::valueOf(const std::string &name, unsigned depth) {
     llvm::SmallVector<double> out;
     for (const std::string &in : producer->input()) {
       auto values = valueOf(in, depth + 1);
-      if (!values)
+      valueWorkLeft -= values ? int64_t(values->size()) : 0;
+      if (!values || valueWorkLeft < 0)
         return std::nullopt;
       out.append(values->begin(), values->end());
     }
@@ -817,6 +826,19 @@ static LogicalResult decomposeGroupNorm(NodeRewrite &r) {
   int64_t groups = groupsAttr->i();
   if (groups <= 0)
     return r.error() << "num_groups must be positive, got " << groups;
+  // The groups split the channels (dim 1) evenly; the rewrite builds one
+  // scale per group.
+  auto xShape = r.inputShape(0, "num_groups");
+  if (failed(xShape))
+    return failure();
+  if (xShape->size() < 2 || (*xShape)[1] < 0)
+    return r.error() << "num_groups needs the channel count (dim 1) of input "
+                        "'"
+                     << r.node.input(0)
+                     << "', which ONNX shape inference does not know";
+  if ((*xShape)[1] % groups != 0)
+    return r.error() << "num_groups " << groups << " does not divide the "
+                     << (*xShape)[1] << " channels";
   if (r.intAttr("stash_type", 1) != 1)
     return r.error() << "stash_type " << r.intAttr("stash_type", 1)
                      << " (statistics in another type than float32) has no "

@@ -33,10 +33,17 @@ std::optional<int64_t> tensorBytes(RankedTensorType type) {
   return bytes;
 }
 
-/// Whether a tensor of `type` fits the fold budget.
+/// Whether a tensor of `type` fits the fold budget. An empty tensor is
+/// measured by its other dimensions: the kernels loop over them (2^40 x 0
+/// has no data and 2^40 iterations).
 static bool fitsBudget(Type type, int64_t limitBytes) {
   auto t = dyn_cast<RankedTensorType>(type);
-  std::optional<int64_t> bytes = t ? tensorBytes(t) : std::nullopt;
+  if (!t)
+    return false;
+  SmallVector<int64_t> loops(t.getShape());
+  for (int64_t &d : loops)
+    d = d == 0 ? 1 : d;
+  std::optional<int64_t> bytes = tensorBytes(t.clone(loops));
   return bytes && *bytes <= limitBytes;
 }
 
@@ -85,6 +92,24 @@ LogicalResult foldWithKernels(Operation *op,
   }
   if (!allConstant)
     return failure();
+  // Empty results need no kernel, however large their operands.
+  auto empty = [](Type t) {
+    return cast<RankedTensorType>(t).getNumElements() == 0;
+  };
+  if (llvm::all_of(op->getResultTypes(), empty)) {
+    OpBuilder b(op);
+    SmallVector<Value> repl;
+    for (Value r : op->getResults()) {
+      auto t = cast<RankedTensorType>(r.getType());
+      repl.push_back(b.create<ConstantOp>(
+          op->getLoc(), t, DenseElementsAttr::get(t, ArrayRef<Attribute>())));
+    }
+    op->replaceAllUsesWith(repl);
+    op->erase();
+    replacements.assign(repl.begin(), repl.end());
+    return success();
+  }
+
   // Evaluating materializes every operand and result (a splat operand
   // too): each must fit the budget, or the op runs at execution time.
   auto fits = [&](Type t) { return fitsBudget(t, limitBytes); };

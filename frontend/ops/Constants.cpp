@@ -105,11 +105,10 @@ static LogicalResult importConstantOfShape(ImportContext &ctx) {
   auto dims = ctx.constInts(0, "input");
   if (failed(dims))
     return failure();
-  for (int64_t d : *dims)
-    if (d < 0)
-      return ctx.nodeError() << "the shape has a negative dimension " << d;
-  auto type = RankedTensorType::get(*dims, cast<TypedAttr>(elem).getType());
-  ctx.define(0, ctx.splat(type, elem));
+  auto type = ctx.checkedType(*dims, cast<TypedAttr>(elem).getType());
+  if (failed(type))
+    return failure();
+  ctx.define(0, ctx.splat(*type, elem));
   return success();
 }
 
@@ -301,11 +300,9 @@ static LogicalResult composeScatterND(ImportContext &ctx,
     return b.create<ConstantOp>(loc, t, DenseElementsAttr::get(t, values));
   };
   // Without a reduction, a constant picks each of the data's rows.
-  if (reduction == "none" && numRows > ctx.foldLimit() / 8)
-    return ctx.nodeError() << "data " << type << " has " << numRows
-                           << " rows to pick from, an index constant larger "
-                              "than --fold-limit ("
-                           << ctx.foldLimit() << " bytes)";
+  if (reduction == "none" &&
+      failed(ctx.checkIndexTable(numRows, "picking the data's rows")))
+    return failure();
   int64_t numUpdates = rows->size();
   Value flatData = reshape(data, rowsOf(numRows));
   Value flatUpdates = reshape(updates, rowsOf(numUpdates));

@@ -22,6 +22,7 @@
 // test/lit/import/resize.onnxtxt.
 //
 //===----------------------------------------------------------------------===//
+#include "frontend/ModelValidator.h"
 #include "frontend/OpImporters.h"
 
 #include "ir/ShardcDialect.h"
@@ -256,8 +257,9 @@ static LogicalResult importOneHot(ImportContext &ctx) {
   outShape.insert(outShape.begin() + *axis, n);
   auto valsElem =
       cast<RankedTensorType>(ctx.operand(2).getType()).getElementType();
-  auto type = std::optional<RankedTensorType>(
-      RankedTensorType::get(outShape, valsElem));
+  auto type = ctx.checkedType(outShape, valsElem);
+  if (failed(type))
+    return failure();
   if (ctx.hasStaticInferredShape(0)) {
     auto inferred = ctx.outType(0);
     if (failed(inferred))
@@ -777,6 +779,9 @@ static LogicalResult importPad(ImportContext &ctx) {
     int64_t before = pads[k], after = pads[k + axes.size()];
     if (before < 0 || after < 0)
       return ctx.nodeError() << "negative pads (cropping) are not supported";
+    if (before > kMaxTensorElements || after > kMaxTensorElements)
+      return ctx.nodeError() << "pads " << before << " and " << after
+                             << " exceed 2^46 elements";
     if (before == 0 && after == 0)
       continue;
     auto cur = cast<RankedTensorType>(v.getType());
@@ -787,6 +792,10 @@ static LogicalResult importPad(ImportContext &ctx) {
       if (n == 0 || (mode == "reflect" && (n < 2 || before >= n || after >= n)))
         return ctx.nodeError() << "cannot " << mode << "-pad an axis of size "
                                << n << " by " << before << " and " << after;
+      if (failed(ctx.checkIndexTable(n + before + after,
+                                     mode + "-padding axis " +
+                                         std::to_string(axis))))
+        return failure();
       SmallVector<int64_t> index;
       for (int64_t i = -before; i < n + after; ++i) {
         int64_t j = i;
@@ -891,10 +900,16 @@ static LogicalResult importResize(ImportContext &ctx) {
     if (failed(s))
       return failure();
     scales = *s;
-    for (auto [d, sc] : llvm::enumerate(scales))
-      if (d < (size_t)rank)
-        outShape.push_back(static_cast<int64_t>(std::floor(
-            static_cast<float>(xt.getDimSize(d)) * static_cast<float>(sc))));
+    for (auto [d, sc] : llvm::enumerate(scales)) {
+      if (d >= (size_t)rank)
+        break;
+      double n = std::floor(static_cast<float>(xt.getDimSize(d)) *
+                            static_cast<float>(sc));
+      if (!(n >= 0 && n <= double(kMaxTensorElements)))
+        return ctx.nodeError() << "scale " << sc << " of axis " << d
+                               << " gives " << n << " elements";
+      outShape.push_back(static_cast<int64_t>(n));
+    }
   } else {
     auto s = ctx.constInts(3, "sizes");
     if (failed(s))
@@ -906,7 +921,10 @@ static LogicalResult importResize(ImportContext &ctx) {
   if ((int64_t)scales.size() != rank)
     return ctx.nodeError() << (haveScales ? "scales" : "sizes") << " must have "
                            << rank << " entries";
-  auto type = RankedTensorType::get(outShape, elem);
+  auto checked = ctx.checkedType(outShape, elem);
+  if (failed(checked))
+    return failure();
+  RankedTensorType type = *checked;
   SmallVector<double> roi;
   if (attrs.coordMode == "tf_crop_and_resize") {
     auto r = ctx.operand(1) ? constFloats(ctx, 1, "roi")
@@ -933,6 +951,9 @@ static LogicalResult importResize(ImportContext &ctx) {
     if (a.out == 0 || a.in == 0 || a.scale <= 0)
       return ctx.nodeError() << "cannot resize axis " << d << " from " << a.in
                              << " to " << a.out << " elements";
+    if (failed(ctx.checkIndexTable(a.out, "resizing axis " + std::to_string(d) +
+                                              " to " + std::to_string(a.out))))
+      return failure();
     SmallVector<bool> outside;
     SmallVector<Tap> taps = resizeTaps(a, outside);
     if (isIdentity(a, taps, outside))

@@ -104,6 +104,10 @@ private:
 
 /// What LSTM and GRU share: shapes, directions and the checks of the
 /// attributes and inputs this import does not support.
+/// The longest sequence unrolled: each step is about ten ops per
+/// direction, so this bounds one node at a few hundred thousand ops.
+constexpr int64_t kMaxUnrolledSteps = 16384;
+
 struct RnnSpec {
   int64_t seq = 0, batch = 0, hidden = 0, dirs = 1;
   bool reverse = false, batchFirst = false;
@@ -135,6 +139,12 @@ static FailureOr<RnnSpec> readSpec(ImportContext &ctx, int gates,
   spec.batchFirst = ctx.intAttr("layout", 0) != 0;
   spec.seq = xt.getDimSize(spec.batchFirst ? 1 : 0);
   spec.batch = xt.getDimSize(spec.batchFirst ? 0 : 1);
+  if (spec.seq > kMaxUnrolledSteps)
+    return ctx.nodeError() << "the sequence has " << spec.seq
+                           << " steps; recurrent layers are unrolled, up to "
+                           << kMaxUnrolledSteps
+                           << " steps: feed shorter sequences (truncated "
+                              "backpropagation through time)";
   spec.hidden = wt.getDimSize(1) / gates;
   if (wt.getDimSize(0) != spec.dirs || wt.getDimSize(1) != gates * spec.hidden)
     return ctx.nodeError() << "W " << wt << " does not fit " << spec.dirs

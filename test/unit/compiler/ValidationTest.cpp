@@ -35,6 +35,12 @@ TEST(ValidationTest, ElementCountsNeverWrap) {
   // Every dimension is bounded, even beside a zero one.
   EXPECT_EQ(checkedElementCount({0, int64_t(1) << 40}), 0);
   EXPECT_FALSE(checkedElementCount({0, int64_t(1) << 62}));
+  // And so is the product of the others: no flattening of an empty tensor
+  // wraps (2^46 * (2^18 - 1) wrapped to a negative row count).
+  EXPECT_EQ(checkedElementCount({int64_t(1) << 23, 0, int64_t(1) << 23}), 0);
+  EXPECT_FALSE(
+      checkedElementCount({int64_t(1) << 46, (int64_t(1) << 18) - 1, 0}));
+  EXPECT_FALSE(checkedElementCount({int64_t(1) << 32, int64_t(1) << 32, 0}));
 }
 
 TEST(ValidationTest, ByteCountsNeverWrap) {
