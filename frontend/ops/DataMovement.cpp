@@ -71,8 +71,12 @@ static LogicalResult importReshapeLike(ImportContext &ctx) {
         inferred = i;
       } else if (d < 0) {
         return ctx.nodeError() << "shape entry " << d << " is invalid";
-      } else {
-        product *= d;
+      } else if (d > kMaxTensorElements) {
+        return ctx.nodeError() << "shape entry " << d << " exceeds 2^46";
+      } else if (d && llvm::MulOverflow(product, d, product)) {
+        return ctx.nodeError() << "the shape's entries multiply past 2^63";
+      } else if (!d) {
+        product = 0;
       }
     }
     if (inferred >= 0) {
@@ -80,7 +84,10 @@ static LogicalResult importReshapeLike(ImportContext &ctx) {
         return ctx.nodeError() << "cannot infer the -1 entry of the shape";
       dims[inferred] = in.getNumElements() / product;
     }
-    auto type = RankedTensorType::get(dims, in.getElementType());
+    auto checked = ctx.checkedType(dims, in.getElementType());
+    if (failed(checked))
+      return failure();
+    RankedTensorType type = *checked;
     if (type.getNumElements() != in.getNumElements())
       return ctx.nodeError() << "cannot reshape " << in << " to " << type;
     if (typeKnown) {
