@@ -45,6 +45,17 @@ llvm::Error requireShape(const KernelContext &ctx, const TensorView &view,
                    ", expected " + shapeToString(shape));
 }
 
+llvm::Error readAxis(const KernelContext &ctx, int64_t rank, int64_t def,
+                     int64_t &axis) {
+  axis = ctx.attrs.getInt("axis", def);
+  if (axis < 0)
+    axis += rank;
+  if (axis < 0 || axis >= rank)
+    return ctx.error("axis " + llvm::Twine(ctx.attrs.getInt("axis", def)) +
+                     " is out of range for rank " + llvm::Twine(rank));
+  return llvm::Error::success();
+}
+
 llvm::Error requireNumel(const KernelContext &ctx, const TensorView &view,
                          int64_t n, llvm::StringRef name) {
   if (view.numel() == n)

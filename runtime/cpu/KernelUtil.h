@@ -129,6 +129,11 @@ llvm::Error requireShape(const KernelContext &ctx, const TensorView &view,
 llvm::Error requireNumel(const KernelContext &ctx, const TensorView &view,
                          int64_t n, llvm::StringRef name);
 
+/// Reads attribute `axis` (default `def`; negative counts from the end) of
+/// a tensor of rank `rank` into `axis`, in [0, rank).
+llvm::Error readAxis(const KernelContext &ctx, int64_t rank, int64_t def,
+                     int64_t &axis);
+
 /// The operand checks of the kernel families, shared by the CPU and CUDA
 /// kernels (one message for one mistake on every backend):
 /// input 0 (`xName`) and output 0 (`yName`) of one type and element count;

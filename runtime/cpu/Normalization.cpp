@@ -126,12 +126,8 @@ llvm::Error checkLayerNorm(const KernelContext &ctx, LayerNormGeometry &g) {
   SHARDC_CPU_TRY(requireType(ctx, y, x.dtype, "Y"));
   SHARDC_CPU_TRY(requireShape(ctx, y, x.shape, "Y"));
   int64_t rank = x.rank();
-  int64_t axis = ctx.attrs.getInt("axis", -1);
-  if (axis < 0)
-    axis += rank;
-  if (axis < 0 || axis >= rank)
-    return ctx.error("axis " + llvm::Twine(ctx.attrs.getInt("axis", -1)) +
-                     " out of range for rank " + llvm::Twine(rank));
+  int64_t axis;
+  SHARDC_CPU_TRY(readAxis(ctx, rank, -1, axis));
   g.epsilon = ctx.attrs.getFloat("epsilon", 1e-5);
   g.rows = product(x.shape, 0, axis);
   g.cols = product(x.shape, axis, rank);
@@ -365,18 +361,6 @@ llvm::Error batchNormalizationKernel(const KernelContext &ctx) {
 //===----------------------------------------------------------------------===//
 
 namespace {
-
-/// Reads `axis` (negative counts from the end) for a tensor of rank `rank`.
-llvm::Error readAxis(const KernelContext &ctx, int64_t rank, int64_t def,
-                     int64_t &axis) {
-  axis = ctx.attrs.getInt("axis", def);
-  if (axis < 0)
-    axis += rank;
-  if (axis < 0 || axis >= rank)
-    return ctx.error("axis " + llvm::Twine(ctx.attrs.getInt("axis", def)) +
-                     " out of range for rank " + llvm::Twine(rank));
-  return llvm::Error::success();
-}
 
 /// Element `i` of an f32 or f64 statistics input.
 double loadStat(const TensorView &t, int64_t i) {
@@ -809,12 +793,8 @@ llvm::Error checkSoftmax(const KernelContext &ctx, LineGeometry &g) {
   SHARDC_CPU_TRY(requireType(ctx, y, x.dtype, "output"));
   SHARDC_CPU_TRY(requireShape(ctx, y, x.shape, "output"));
   int64_t rank = x.rank();
-  int64_t axis = ctx.attrs.getInt("axis", -1);
-  if (axis < 0)
-    axis += rank;
-  if (axis < 0 || axis >= rank)
-    return ctx.error("axis " + llvm::Twine(ctx.attrs.getInt("axis", -1)) +
-                     " out of range for rank " + llvm::Twine(rank));
+  int64_t axis;
+  SHARDC_CPU_TRY(readAxis(ctx, rank, -1, axis));
   g.outer = product(x.shape, 0, axis);
   g.n = x.shape[axis];
   g.inner = product(x.shape, axis + 1, rank);

@@ -154,12 +154,8 @@ llvm::Error checkArgMax(const KernelContext &ctx, ArgMaxGeometry &g) {
   const TensorView &y = ctx.outputs[0];
   SHARDC_CPU_TRY(requireType(ctx, y, DType::I64, "reduced"));
   int64_t rank = x.rank();
-  int64_t axis = ctx.attrs.getInt("axis", 0);
-  if (axis < 0)
-    axis += rank;
-  if (axis < 0 || axis >= rank)
-    return ctx.error("axis " + llvm::Twine(ctx.attrs.getInt("axis", 0)) +
-                     " is out of range for rank " + llvm::Twine(rank));
+  int64_t axis;
+  SHARDC_CPU_TRY(readAxis(ctx, rank, 0, axis));
   bool keepDims = ctx.attrs.getInt("keepdims", 1) != 0;
   g.last = ctx.attrs.getInt("select_last_index", 0) != 0;
   llvm::SmallVector<int64_t, 6> expected(x.shape.begin(), x.shape.end());
@@ -211,12 +207,8 @@ llvm::Error checkTopKIndices(const KernelContext &ctx, TopKGeometry &g) {
   const TensorView &y = ctx.outputs[0];
   SHARDC_CPU_TRY(requireType(ctx, y, DType::I64, "indices"));
   int64_t rank = x.rank();
-  int64_t axis = ctx.attrs.getInt("axis", -1);
-  if (axis < 0)
-    axis += rank;
-  if (axis < 0 || axis >= rank)
-    return ctx.error("axis " + llvm::Twine(ctx.attrs.getInt("axis", -1)) +
-                     " is out of range for rank " + llvm::Twine(rank));
+  int64_t axis;
+  SHARDC_CPU_TRY(readAxis(ctx, rank, -1, axis));
   g.k = ctx.attrs.getInt("k", 0);
   if (g.k < 0 || g.k > x.shape[axis])
     return ctx.error("k " + llvm::Twine(g.k) + " is out of range [0, " +
