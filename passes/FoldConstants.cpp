@@ -47,6 +47,29 @@ static bool fitsBudget(Type type, int64_t limitBytes) {
   return bytes && *bytes <= limitBytes;
 }
 
+/// The work of evaluating `op` beyond reading and writing its tensors: a
+/// matrix product's or convolution's flops, a pooling op's window elements
+/// times its largest tensor's elements (saturating at 2^64 - 1); 0 for the
+/// others, whose work their bytes bound.
+static uint64_t foldWork(Operation *op) {
+  if (auto cost = dyn_cast<ComputeCost>(op))
+    return cost.getFlops();
+  auto kernel = op->getAttrOfType<DenseI64ArrayAttr>("kernel_shape");
+  if (!kernel)
+    return 0;
+  uint64_t work = 1;
+  for (int64_t k : kernel.asArrayRef())
+    work = llvm::SaturatingMultiply(work, uint64_t(std::max<int64_t>(k, 1)));
+  uint64_t largest = 0;
+  auto measure = [&](Type t) {
+    largest = std::max<uint64_t>(
+        largest, uint64_t(cast<RankedTensorType>(t).getNumElements()));
+  };
+  llvm::for_each(op->getOperandTypes(), measure);
+  llvm::for_each(op->getResultTypes(), measure);
+  return llvm::SaturatingMultiply(work, largest);
+}
+
 LogicalResult foldWithKernels(Operation *op,
                               SmallVectorImpl<Value> &replacements,
                               int64_t limitBytes) {
@@ -115,6 +138,10 @@ LogicalResult foldWithKernels(Operation *op,
   auto fits = [&](Type t) { return fitsBudget(t, limitBytes); };
   if (!llvm::all_of(op->getOperandTypes(), fits) ||
       !llvm::all_of(op->getResultTypes(), fits))
+    return failure();
+  // Small tensors can still take long: a 2048 x 2048 image convolved with a
+  // 1024 x 1024 kernel is 2 * 10^12 flops (and a 4 TB im2col).
+  if (foldWork(op) > 16 * uint64_t(limitBytes))
     return failure();
 
   FailureOr<OpDesc> desc = describeOp(op);

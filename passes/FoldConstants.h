@@ -28,8 +28,10 @@ constexpr int64_t kDefaultFoldLimit = int64_t(16) << 20;
 std::optional<int64_t> tensorBytes(mlir::RankedTensorType type);
 
 /// If every operand of `op` is a constant and its operands and results each
-/// hold at most `limitBytes` bytes, evaluates `op` (with its own folder,
-/// else with the CPU kernels), replaces its uses by the folded values,
+/// hold at most `limitBytes` bytes, and its work (a product's or
+/// convolution's flops, a pooling's window elements) is at most 16 per byte
+/// of that budget, evaluates `op` (with its own folder, else with the CPU
+/// kernels), replaces its uses by the folded values,
 /// erases it, and returns those values in `replacements`. Fails, leaving
 /// `op` alone to run at execution time, when it cannot fold.
 mlir::LogicalResult
