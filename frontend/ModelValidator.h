@@ -19,6 +19,7 @@
 #define SHARDC_FRONTEND_MODELVALIDATOR_H
 
 #include "frontend/OpsetDowngrade.h"
+#include "runtime/Tensor.h"
 
 #include "onnx/onnx_pb.h"
 
@@ -44,11 +45,10 @@ constexpr int kOldestOpset = 1;
 /// Largest rank of a tensor: no model needs more, and it bounds the work
 /// per dimension of shape inference and of the kernels.
 constexpr int64_t kMaxRank = 64;
-/// Largest element count of a tensor, and so of any of its dimensions: 2^46
-/// (256 TiB of float32), beyond any one machine's memory, so that byte
-/// counts (up to 8 bytes an element) and their sums over a plan's buffers
-/// stay far inside 64 bits.
-constexpr int64_t kMaxTensorElements = int64_t(1) << 46;
+/// Largest element count of a tensor, and so of any of its dimensions: the
+/// runtime's bound (rt::kMaxElements, 2^46), which the plan reader checks
+/// again.
+constexpr int64_t kMaxTensorElements = rt::kMaxElements;
 
 /// The element count of a tensor of shape `dims`, computed without
 /// overflow; none when a dimension is negative or the count exceeds

@@ -104,17 +104,23 @@ bool hasData(const Buffer &b) {
 }
 
 /// Byte size of a dense tensor of `dtype` and `shape`, or an error when a
-/// dimension is negative or the size does not fit in 63 bits.
+/// dimension is negative or its dimensions other than zeros multiply past
+/// rt::kMaxElements (an empty tensor's too: the kernels loop over them).
 Expected<uint64_t> denseBytes(rt::DType dtype, llvm::ArrayRef<int64_t> shape) {
   int64_t n = 1;
   for (size_t d = 0; d < shape.size(); ++d) {
     if (shape[d] < 0)
       return makeError("dimension " + Twine(d) + " of shape " +
                        rt::shapeToString(shape) + " is negative");
-    if (llvm::MulOverflow(n, shape[d], n))
+    if (shape[d] && (llvm::MulOverflow(n, shape[d], n) || n > rt::kMaxElements))
       return makeError("shape " + rt::shapeToString(shape) +
-                       " has more elements than fit in 64 bits");
+                       (llvm::is_contained(shape, 0)
+                            ? " is empty, but its other dimensions multiply "
+                              "past 2^46"
+                            : " has more than 2^46 elements"));
   }
+  if (llvm::is_contained(shape, 0))
+    n = 0;
   int64_t bytes = 0;
   if (llvm::MulOverflow(n, static_cast<int64_t>(rt::dtypeSize(dtype)), bytes))
     return makeError("shape " + rt::shapeToString(shape) + " of " +

@@ -40,6 +40,12 @@ llvm::StringRef dtypeName(DType t);
 /// The DType for an ONNX TensorProto.DataType code, if the runtime knows it.
 std::optional<DType> dtypeFromCode(int64_t code);
 
+/// Largest element count of a tensor, 2^46 (256 TiB of float32: beyond any
+/// one machine), so that byte counts and their sums stay far inside 64
+/// bits. An empty tensor's other dimensions are bounded by it too: kernels
+/// loop over them, and products of them (rows, strides) must not wrap.
+constexpr int64_t kMaxElements = int64_t(1) << 46;
+
 /// Number of elements of a shape (1 for rank 0).
 int64_t numElements(llvm::ArrayRef<int64_t> shape);
 /// "[2, 3, 4]".

@@ -72,6 +72,9 @@ void transposeCopy(const T *px, T *py, llvm::ArrayRef<int64_t> shape,
   }
   int64_t rank = static_cast<int64_t>(dims.size());
   int64_t total = numElements(dims);
+  // An empty tensor: the tiled loop below would still write its first tile.
+  if (total == 0)
+    return;
   if (rank == 0) {
     if (total == 1)
       py[0] = px[0];

@@ -107,6 +107,10 @@ llvm::Error broadcastTo(const KernelContext &ctx, const TensorView &in,
                    " does not broadcast to " + shapeToString(out));
 }
 
+/// The largest kernel size, stride, dilation or padding: window arithmetic
+/// (dilation * (kernel - 1) + 1, input + pads) then stays inside 64 bits.
+constexpr int64_t kMaxWindowAttr = int64_t(1) << 31;
+
 llvm::Error readWindowAttrs(const KernelContext &ctx, int64_t numSpatial,
                             llvm::ArrayRef<int64_t> weightKernel,
                             bool useWeightKernel, WindowAttrs &w) {
@@ -136,16 +140,17 @@ llvm::Error readWindowAttrs(const KernelContext &ctx, int64_t numSpatial,
       return ctx.error(name + " " + shapeToString(v) + " must have " +
                        llvm::Twine(count) + " entries");
     for (int64_t x : v)
-      if (x < minValue)
+      if (x < minValue || x > kMaxWindowAttr)
         return ctx.error(name + " " + shapeToString(v) +
-                         " has an entry below " + llvm::Twine(minValue));
+                         " has an entry outside [" + llvm::Twine(minValue) +
+                         ", 2^31]");
     out.assign(v.begin(), v.end());
     return llvm::Error::success();
   };
   for (int64_t k : w.kernel)
-    if (k < 1)
+    if (k < 1 || k > kMaxWindowAttr)
       return ctx.error("kernel_shape " + shapeToString(w.kernel) +
-                       " has an entry below 1");
+                       " has an entry outside [1, 2^31]");
   SHARDC_CPU_TRY(readList("strides", n, 1, 1, w.strides));
   SHARDC_CPU_TRY(readList("dilations", n, 1, 1, w.dilations));
   llvm::SmallVector<int64_t, 6> pads;

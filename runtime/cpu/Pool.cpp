@@ -98,10 +98,21 @@ llvm::Error checkPoolWindows(const KernelContext &ctx, const TensorView &x,
   p.outSize = numElements(p.outShape);
   for (int64_t d = 0; d < ns; ++d) {
     int64_t span = p.w.dilations[d] * (p.w.kernel[d] - 1) + 1;
-    if (span > p.inShape[d] + p.w.padBegin[d] + p.w.padEnd[d])
+    int64_t padded = p.inShape[d] + p.w.padBegin[d] + p.w.padEnd[d];
+    if (span > padded)
       return ctx.error("kernel " + shapeToString(p.w.kernel) +
                        " is larger than the padded input on spatial axis " +
                        llvm::Twine(d));
+    // The windows that fit (floor), or one more that reaches into the end
+    // padding (ceil_mode).
+    int64_t fit = (padded - span) / p.w.strides[d] + 1;
+    if (p.outShape[d] < fit || p.outShape[d] > fit + 1)
+      return ctx.error("'Y' of shape " + shapeToString(y.shape) + " has " +
+                       llvm::Twine(p.outShape[d]) +
+                       " windows on spatial axis " + llvm::Twine(d) +
+                       "; the input, kernel, strides and pads give " +
+                       llvm::Twine(fit) + " (or " + llvm::Twine(fit + 1) +
+                       " with ceil_mode)");
   }
   return llvm::Error::success();
 }

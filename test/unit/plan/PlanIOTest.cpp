@@ -461,15 +461,25 @@ TEST(PlanIOTest, RejectsShapeOverflow) {
         b->set_shape(0, int64_t(1) << 40);
         b->set_shape(1, int64_t(1) << 40);
       },
-      {"buffer 4 'y'", "64 bits"});
-  // The element count fits but the byte count does not.
+      {"buffer 4 'y'", "more than 2^46 elements"});
+  // Past 2^46 elements, whether or not the byte count would fit 64 bits.
   expectRejected(
       [](Plan &p) {
         Buffer *b = p.mutable_buffers(4);
         b->set_shape(0, int64_t(1) << 31);
         b->set_shape(1, int64_t(1) << 31);
       },
-      {"buffer 4 'y'", "bytes"});
+      {"buffer 4 'y'", "more than 2^46 elements"});
+  // An empty buffer's other dimensions are bounded too: the kernels loop
+  // over them.
+  expectRejected(
+      [](Plan &p) {
+        Buffer *b = p.mutable_buffers(4);
+        b->set_shape(0, 0);
+        b->set_shape(1, int64_t(1) << 50);
+      },
+      {"buffer 4 'y'", "is empty, but its other dimensions multiply past "
+                       "2^46"});
 }
 
 TEST(PlanIOTest, RejectsInitialValueOutsideState) {

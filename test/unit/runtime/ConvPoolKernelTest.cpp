@@ -667,10 +667,24 @@ TEST(PoolKernel, BadAttributesAreErrors) {
           {&y}),
       "pads");
   Buf xi(DType::I64, {1, 1, 4, 4});
-  Buf yi(DType::I64, {1, 1, 2, 2});
+  Buf yi(DType::I64, {1, 1, 3, 3});
   EXPECT_KERNEL_ERROR(
       run("AveragePool", attrs({{"kernel_shape", ints({2, 2})}}), {&xi}, {&yi}),
       "int64");
+  // Y has the windows the attributes give: 3 per axis here (4 with
+  // ceil_mode), not 2 (a plan could otherwise ask for any number).
+  EXPECT_KERNEL_ERROR(
+      run("MaxPool", attrs({{"kernel_shape", ints({2, 2})}}), {&x}, {&y}),
+      "has 2 windows on spatial axis 0; the input, kernel, strides and pads "
+      "give 3 (or 4 with ceil_mode)");
+  // Window attributes stay below 2^31, so their arithmetic cannot wrap.
+  Buf y1(DType::F32, {1, 1, 1, 1});
+  EXPECT_KERNEL_ERROR(run("MaxPool",
+                          attrs({{"kernel_shape", ints({4, 4})},
+                                 {"strides", ints({int64_t(1) << 40, 1})}}),
+                          {&x}, {&y1}),
+                      "strides [1099511627776, 1] has an entry outside [1, "
+                      "2^31]");
 }
 
 TEST(PoolKernel, MaxPool2DMatchesTheGenericWindowLoop) {

@@ -690,6 +690,16 @@ TEST(ShapeKernel, Transpose) {
       for (int k = 0; k < 4; ++k)
         EXPECT_EQ(yv[(j * 4 + k) * 2 + i], xv[(i * 3 + j) * 4 + k]);
 
+  // An empty tensor: nothing is read or written. The tiled copy (the
+  // innermost output axis strided in X) wrote its first tile, 15 elements,
+  // past the empty output (here into a guard of poisoned bytes).
+  Buf e(DType::F32, {0, 3, 5}), et(DType::F32, {0, 5, 3});
+  e.bytes.assign(64, 0x11);
+  et.bytes.assign(64, 0xA5);
+  ASSERT_KERNEL_OK(
+      run("Transpose", attrs({{"perm", ints({0, 2, 1})}}), {&e}, {&et}));
+  EXPECT_EQ(et.bytes, std::vector<uint8_t>(64, 0xA5));
+
   // Default perm reverses the dimensions; any element type (int8 here).
   Buf b = makeBuf<int8_t>(DType::I8, {2, 3}, {1, 2, 3, 4, 5, 6});
   Buf bt(DType::I8, {3, 2});
