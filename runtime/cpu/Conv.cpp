@@ -17,27 +17,49 @@ namespace shardc::rt::cpu {
 
 namespace {
 
-/// Fills `col` (rows = channels * prod(kernel), columns = prod(outShape))
-/// from `x` (channels x prod(inShape)); out-of-range taps read zero.
-template <typename T>
-void im2col(const T *x, int64_t channels, llvm::ArrayRef<int64_t> inShape,
-            llvm::ArrayRef<int64_t> outShape, const WindowAttrs &w, T *col) {
+/// The most elements of one block of the im2col matrix: output positions
+/// are taken in blocks of columns so that the matrix (channels * prod(kernel)
+/// rows) never holds more, whatever the image and kernel (a 1024 x 1024
+/// image and a 64 x 64 kernel would need 3.8 * 10^9 at once).
+constexpr int64_t kColBlockElements = int64_t(1) << 22;
+
+/// The output columns of one im2col block for `rows` rows.
+int64_t colBlock(int64_t rows, int64_t outSize) {
+  return std::clamp<int64_t>(kColBlockElements / std::max<int64_t>(rows, 1), 1,
+                             std::max<int64_t>(outSize, 1));
+}
+
+/// Walks the block of output columns [c0, c1) (flat output positions) of
+/// the im2col matrix (rows = channels * prod(kernel)): for each row and each
+/// output row segment of the block, calls
+/// `seg(row, at, ja, jb, base, innerOff, lo, hi, valid)`, where the segment
+/// is columns [ja, jb) of an output row whose column 0 is block column `at`,
+/// column j reads input element base + j * stride + innerOff of the channel
+/// (those in [lo, hi) are inside the input row, the rest padding), and
+/// `valid` is false when the outer coordinates fall in padding.
+template <typename Seg>
+void walkColumns(int64_t channels, llvm::ArrayRef<int64_t> inShape,
+                 llvm::ArrayRef<int64_t> outShape, const WindowAttrs &w,
+                 int64_t c0, int64_t c1, Seg &&seg) {
   size_t ns = inShape.size();
   int64_t inSize = numElements(inShape);
-  int64_t outSize = numElements(outShape);
   int64_t kprod = numElements(w.kernel);
   llvm::SmallVector<int64_t, 6> inStrides = rowMajorStrides(inShape);
   int64_t innerOut = outShape[ns - 1];
   int64_t innerIn = inShape[ns - 1];
   int64_t innerStride = w.strides[ns - 1];
-  int64_t outerCount = outSize / std::max<int64_t>(innerOut, 1);
-
-  llvm::SmallVector<int64_t, 6> k(ns, 0), o(ns, 0);
+  if (innerOut == 0 || c0 >= c1)
+    return;
+  int64_t firstRow = c0 / innerOut;
+  llvm::SmallVector<int64_t, 6> k(ns, 0), o(ns, 0), o0(ns, 0);
+  for (int64_t d = static_cast<int64_t>(ns) - 2, t = firstRow; d >= 0; --d) {
+    o0[d] = t % outShape[d];
+    t /= outShape[d];
+  }
   for (int64_t c = 0; c < channels; ++c) {
-    const T *src = x + c * inSize;
     std::fill(k.begin(), k.end(), 0);
     for (int64_t kk = 0; kk < kprod; ++kk) {
-      T *dst = col + (c * kprod + kk) * outSize;
+      int64_t row = c * kprod + kk;
       int64_t innerOff = k[ns - 1] * w.dilations[ns - 1] - w.padBegin[ns - 1];
       int64_t lo =
           innerOff >= 0 ? 0 : (-innerOff + innerStride - 1) / innerStride;
@@ -46,10 +68,13 @@ void im2col(const T *x, int64_t channels, llvm::ArrayRef<int64_t> inShape,
                        : (innerIn - innerOff + innerStride - 1) / innerStride;
       lo = std::min(lo, innerOut);
       hi = std::max(lo, std::min(hi, innerOut));
-      std::fill(o.begin(), o.end(), 0);
-      for (int64_t oo = 0; oo < outerCount; ++oo, dst += innerOut) {
+      o = o0;
+      for (int64_t oo = firstRow; oo * innerOut < c1; ++oo) {
+        int64_t rowStart = oo * innerOut;
+        int64_t ja = std::max<int64_t>(c0 - rowStart, 0);
+        int64_t jb = std::min<int64_t>(c1 - rowStart, innerOut);
         // Input offset of the outer (all but innermost) coordinates.
-        int64_t base = 0;
+        int64_t base = c * inSize;
         bool valid = true;
         for (size_t d = 0; d + 1 < ns; ++d) {
           int64_t i =
@@ -60,23 +85,7 @@ void im2col(const T *x, int64_t channels, llvm::ArrayRef<int64_t> inShape,
           }
           base += i * inStrides[d];
         }
-        if (!valid) {
-          std::fill(dst, dst + innerOut, T(0));
-        } else {
-          // Output columns j read input j * stride + innerOff; those in
-          // [lo, hi) fall inside the row, the rest read padding.
-          const T *row = src + base;
-          std::fill(dst, dst + lo, T(0));
-          if (hi == lo) {
-            // The whole row reads padding.
-          } else if (innerStride == 1) {
-            std::copy(row + innerOff + lo, row + innerOff + hi, dst + lo);
-          } else {
-            for (int64_t j = lo; j < hi; ++j)
-              dst[j] = row[j * innerStride + innerOff];
-          }
-          std::fill(dst + hi, dst + innerOut, T(0));
-        }
+        seg(row, rowStart - c0, ja, jb, base, innerOff, lo, hi, valid);
         for (int64_t d = static_cast<int64_t>(ns) - 2; d >= 0; --d) {
           if (++o[d] < outShape[d])
             break;
@@ -92,75 +101,57 @@ void im2col(const T *x, int64_t channels, llvm::ArrayRef<int64_t> inShape,
   }
 }
 
-/// The adjoint of im2col: adds every entry of `col` (rows = channels *
-/// prod(kernel), columns = prod(outShape)) into the element of `x` (channels
+/// Fills `col`, the block of output columns [c0, c1) of the im2col matrix
+/// (rows = channels * prod(kernel), row-major with c1 - c0 columns), from
+/// `x` (channels x prod(inShape)); out-of-range taps read zero.
+template <typename T>
+void im2col(const T *x, int64_t channels, llvm::ArrayRef<int64_t> inShape,
+            llvm::ArrayRef<int64_t> outShape, const WindowAttrs &w, int64_t c0,
+            int64_t c1, T *col) {
+  int64_t ld = c1 - c0;
+  int64_t stride = w.strides.back();
+  walkColumns(channels, inShape, outShape, w, c0, c1,
+              [&](int64_t row, int64_t at, int64_t ja, int64_t jb, int64_t base,
+                  int64_t innerOff, int64_t lo, int64_t hi, bool valid) {
+                T *dst = col + row * ld + at;
+                if (!valid) {
+                  std::fill(dst + ja, dst + jb, T(0));
+                  return;
+                }
+                // Columns [l, h) of the segment read the input row.
+                int64_t l = std::clamp(lo, ja, jb), h = std::clamp(hi, l, jb);
+                const T *src = x + base + innerOff;
+                std::fill(dst + ja, dst + l, T(0));
+                if (stride == 1)
+                  std::copy(src + l, src + h, dst + l);
+                else
+                  for (int64_t j = l; j < h; ++j)
+                    dst[j] = src[j * stride];
+                std::fill(dst + h, dst + jb, T(0));
+              });
+}
+
+/// The adjoint of im2col: adds every entry of `col` (the block of output
+/// columns [c0, c1), as im2col fills it) into the element of `x` (channels
 /// x prod(inShape)) it was read from; taps on padding are dropped. `x` must
 /// be initialized by the caller.
 template <typename T>
 void col2im(const T *col, int64_t channels, llvm::ArrayRef<int64_t> inShape,
-            llvm::ArrayRef<int64_t> outShape, const WindowAttrs &w, T *x) {
-  size_t ns = inShape.size();
-  int64_t inSize = numElements(inShape);
-  int64_t outSize = numElements(outShape);
-  int64_t kprod = numElements(w.kernel);
-  llvm::SmallVector<int64_t, 6> inStrides = rowMajorStrides(inShape);
-  int64_t innerOut = outShape[ns - 1];
-  int64_t innerIn = inShape[ns - 1];
-  int64_t innerStride = w.strides[ns - 1];
-  int64_t outerCount = outSize / std::max<int64_t>(innerOut, 1);
-
-  llvm::SmallVector<int64_t, 6> k(ns, 0), o(ns, 0);
-  for (int64_t c = 0; c < channels; ++c) {
-    T *dst = x + c * inSize;
-    std::fill(k.begin(), k.end(), 0);
-    for (int64_t kk = 0; kk < kprod; ++kk) {
-      const T *src = col + (c * kprod + kk) * outSize;
-      int64_t innerOff = k[ns - 1] * w.dilations[ns - 1] - w.padBegin[ns - 1];
-      // Columns [lo, hi) of a row land inside the input row (see im2col).
-      int64_t lo =
-          innerOff >= 0 ? 0 : (-innerOff + innerStride - 1) / innerStride;
-      int64_t hi = innerIn - innerOff <= 0
-                       ? 0
-                       : (innerIn - innerOff + innerStride - 1) / innerStride;
-      lo = std::min(lo, innerOut);
-      hi = std::max(lo, std::min(hi, innerOut));
-      std::fill(o.begin(), o.end(), 0);
-      for (int64_t oo = 0; oo < outerCount; ++oo, src += innerOut) {
-        int64_t base = 0;
-        bool valid = true;
-        for (size_t d = 0; d + 1 < ns; ++d) {
-          int64_t i =
-              o[d] * w.strides[d] - w.padBegin[d] + k[d] * w.dilations[d];
-          if (i < 0 || i >= inShape[d]) {
-            valid = false;
-            break;
-          }
-          base += i * inStrides[d];
-        }
-        if (valid) {
-          // Column j lands on input element j * stride + innerOff.
-          T *row = dst + base;
-          if (innerStride == 1) {
-            for (int64_t j = lo; j < hi; ++j)
-              row[j + innerOff] += src[j];
-          } else {
-            for (int64_t j = lo; j < hi; ++j)
-              row[j * innerStride + innerOff] += src[j];
-          }
-        }
-        for (int64_t d = static_cast<int64_t>(ns) - 2; d >= 0; --d) {
-          if (++o[d] < outShape[d])
-            break;
-          o[d] = 0;
-        }
-      }
-      for (int64_t d = static_cast<int64_t>(ns) - 1; d >= 0; --d) {
-        if (++k[d] < w.kernel[d])
-          break;
-        k[d] = 0;
-      }
-    }
-  }
+            llvm::ArrayRef<int64_t> outShape, const WindowAttrs &w, int64_t c0,
+            int64_t c1, T *x) {
+  int64_t ld = c1 - c0;
+  int64_t stride = w.strides.back();
+  walkColumns(channels, inShape, outShape, w, c0, c1,
+              [&](int64_t row, int64_t at, int64_t ja, int64_t jb, int64_t base,
+                  int64_t innerOff, int64_t lo, int64_t hi, bool valid) {
+                if (!valid)
+                  return;
+                const T *src = col + row * ld + at;
+                T *dst = x + base + innerOff;
+                int64_t l = std::clamp(lo, ja, jb), h = std::clamp(hi, l, jb);
+                for (int64_t j = l; j < h; ++j)
+                  dst[j * stride] += src[j];
+              });
 }
 
 llvm::Error convGeometry(const KernelContext &ctx,
@@ -302,23 +293,29 @@ llvm::Error convKernel(const KernelContext &ctx) {
         int64_t outSize = numElements(g.outShape);
         int64_t rows = g.cg * numElements(g.w.kernel);
         int64_t mg = g.m / g.group;
+        int64_t block = colBlock(rows, outSize);
         std::vector<T> col;
         if (!g.direct)
-          col.resize(static_cast<size_t>(rows * outSize));
+          col.resize(static_cast<size_t>(rows * block));
         const T *px = x.as<T>();
         const T *pw = wt.as<T>();
         T *py = y.as<T>();
         for (int64_t n = 0; n < g.batch; ++n) {
           for (int64_t gi = 0; gi < g.group; ++gi) {
             const T *xg = px + (n * g.channels + gi * g.cg) * inSize;
-            const T *colp = xg;
-            if (!g.direct) {
-              im2col(xg, g.cg, g.inShape, g.outShape, g.w, col.data());
-              colp = col.data();
+            const T *wg = pw + gi * mg * rows;
+            T *yg = py + (n * g.m + gi * mg) * outSize;
+            if (g.direct) {
+              gemm(false, false, mg, outSize, rows, T(1), wg, rows, xg, outSize,
+                   T(0), yg, outSize);
+              continue;
             }
-            gemm(false, false, mg, outSize, rows, T(1), pw + gi * mg * rows,
-                 rows, colp, outSize, T(0), py + (n * g.m + gi * mg) * outSize,
-                 outSize);
+            for (int64_t c0 = 0; c0 < outSize; c0 += block) {
+              int64_t c1 = std::min(outSize, c0 + block);
+              im2col(xg, g.cg, g.inShape, g.outShape, g.w, c0, c1, col.data());
+              gemm(false, false, mg, c1 - c0, rows, T(1), wg, rows, col.data(),
+                   c1 - c0, T(0), yg + c0, outSize);
+            }
           }
         }
         if (g.hasBias) {
@@ -335,7 +332,8 @@ llvm::Error convKernel(const KernelContext &ctx) {
       });
 }
 
-/// dX = col2im(W_g^T * dY_g) per image and group (a transposed convolution).
+/// dX = col2im(W_g^T * dY_g) per image and group (a transposed convolution),
+/// a block of output columns at a time.
 llvm::Error convGradInputKernel(const KernelContext &ctx) {
   ConvGeometry g;
   SHARDC_CPU_TRY(checkConvGradInput(ctx, g));
@@ -349,9 +347,10 @@ llvm::Error convGradInputKernel(const KernelContext &ctx) {
         int64_t outSize = numElements(g.outShape);
         int64_t rows = g.cg * numElements(g.w.kernel);
         int64_t mg = g.m / g.group;
+        int64_t block = colBlock(rows, outSize);
         std::vector<T> col;
         if (!g.direct)
-          col.resize(static_cast<size_t>(rows * outSize));
+          col.resize(static_cast<size_t>(rows * block));
         const T *pdy = dy.as<T>();
         const T *pw = wt.as<T>();
         T *pdx = dx.as<T>();
@@ -360,20 +359,28 @@ llvm::Error convGradInputKernel(const KernelContext &ctx) {
         for (int64_t n = 0; n < g.batch; ++n) {
           for (int64_t gi = 0; gi < g.group; ++gi) {
             const T *dyg = pdy + (n * g.m + gi * mg) * outSize;
+            const T *wg = pw + gi * mg * rows;
             T *dxg = pdx + (n * g.channels + gi * g.cg) * inSize;
-            // (rows x mg) * (mg x outSize); direct writes dX itself.
-            T *colp = g.direct ? dxg : col.data();
-            gemm(true, false, rows, outSize, mg, T(1), pw + gi * mg * rows,
-                 rows, dyg, outSize, T(0), colp, outSize);
-            if (!g.direct)
-              col2im(col.data(), g.cg, g.inShape, g.outShape, g.w, dxg);
+            // (rows x mg) * (mg x columns); direct writes dX itself.
+            if (g.direct) {
+              gemm(true, false, rows, outSize, mg, T(1), wg, rows, dyg, outSize,
+                   T(0), dxg, outSize);
+              continue;
+            }
+            for (int64_t c0 = 0; c0 < outSize; c0 += block) {
+              int64_t c1 = std::min(outSize, c0 + block);
+              gemm(true, false, rows, c1 - c0, mg, T(1), wg, rows, dyg + c0,
+                   outSize, T(0), col.data(), c1 - c0);
+              col2im(col.data(), g.cg, g.inShape, g.outShape, g.w, c0, c1, dxg);
+            }
           }
         }
         return llvm::Error::success();
       });
 }
 
-/// dW_g = sum over images of dY_g * im2col(X_g)^T.
+/// dW_g = sum over images and blocks of output columns of
+/// dY_g[:, block] * im2col(X_g)[:, block]^T.
 llvm::Error convGradWeightKernel(const KernelContext &ctx) {
   ConvGeometry g;
   SHARDC_CPU_TRY(checkConvGradWeight(ctx, g));
@@ -387,26 +394,34 @@ llvm::Error convGradWeightKernel(const KernelContext &ctx) {
         int64_t outSize = numElements(g.outShape);
         int64_t rows = g.cg * numElements(g.w.kernel);
         int64_t mg = g.m / g.group;
+        int64_t block =
+            g.direct ? std::max<int64_t>(outSize, 1) : colBlock(rows, outSize);
         std::vector<T> col;
         if (!g.direct)
-          col.resize(static_cast<size_t>(rows * outSize));
+          col.resize(static_cast<size_t>(rows * block));
         const T *pdy = dy.as<T>();
         const T *px = x.as<T>();
         T *pdw = dw.as<T>();
-        if (g.batch == 0)
+        // No image or no output position: nothing accumulates.
+        if (g.batch == 0 || outSize == 0)
           std::fill(pdw, pdw + dw.numel(), T(0));
         for (int64_t n = 0; n < g.batch; ++n) {
           for (int64_t gi = 0; gi < g.group; ++gi) {
             const T *xg = px + (n * g.channels + gi * g.cg) * inSize;
-            const T *colp = xg;
-            if (!g.direct) {
-              im2col(xg, g.cg, g.inShape, g.outShape, g.w, col.data());
-              colp = col.data();
+            const T *dyg = pdy + (n * g.m + gi * mg) * outSize;
+            T *dwg = pdw + gi * mg * rows;
+            for (int64_t c0 = 0; c0 < outSize; c0 += block) {
+              int64_t c1 = std::min(outSize, c0 + block);
+              const T *colp = xg;
+              if (!g.direct) {
+                im2col(xg, g.cg, g.inShape, g.outShape, g.w, c0, c1,
+                       col.data());
+                colp = col.data();
+              }
+              // (mg x columns) * (columns x rows), accumulated.
+              gemm(false, true, mg, rows, c1 - c0, T(1), dyg + c0, outSize,
+                   colp, c1 - c0, n == 0 && c0 == 0 ? T(0) : T(1), dwg, rows);
             }
-            // (mg x outSize) * (outSize x rows), accumulated over images.
-            gemm(false, true, mg, rows, outSize, T(1),
-                 pdy + (n * g.m + gi * mg) * outSize, outSize, colp, outSize,
-                 n == 0 ? T(0) : T(1), pdw + gi * mg * rows, rows);
           }
         }
         return llvm::Error::success();

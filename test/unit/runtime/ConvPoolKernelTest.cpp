@@ -461,6 +461,49 @@ TEST(ConvKernel, InconsistentShapesAreErrors) {
                       "int64");
 }
 
+/// sum(a * b) in double.
+double dot(const std::vector<float> &a, const std::vector<float> &b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    s += double(a[i]) * b[i];
+  return s;
+}
+
+TEST(ConvKernel, LargeImagesGoInColumnBlocks) {
+  // The im2col matrix is built a block of output columns at a time, at most
+  // 2^22 elements: here 36 rows x 131,584 columns take two blocks, and the
+  // block ends inside an output row; the 1-d case splits its one output
+  // row into four. Conv matches the definition; its gradients are its
+  // adjoints: <ConvGradInput(r), x> = <r, Conv(x)> = <ConvGradWeight(r, x),
+  // w>.
+  struct Case {
+    std::vector<int64_t> xs, ws;
+    ConvParams p;
+  };
+  for (const Case &c :
+       {Case{{1, 4, 258, 1030},
+             {2, 4, 3, 3},
+             {{2, 1}, {1, 0}, {0, 1}, {2, 1}, 1}},
+        Case{{1, 64, 70000}, {2, 64, 3}, {{1}, {1}, {1}, {1}, 1}}}) {
+    SCOPED_TRACE(shapeToString(c.xs));
+    checkConv(c.xs, c.ws, c.p, /*withBias=*/false, 700);
+    Buf x = randomF32(c.xs, 701), w = randomF32(c.ws, 702);
+    std::vector<int64_t> ys = convOutShape(c.xs, c.ws, c.p);
+    Buf r = randomF32(ys, 703), y(DType::F32, ys);
+    std::vector<int64_t> kernel(c.ws.begin() + 2, c.ws.end());
+    AttrMap a = convAttrs(kernel, c.p);
+    ASSERT_KERNEL_OK(run("Conv", a, {&x, &w}, {&y}));
+    Buf dx(DType::F32, c.xs), dw(DType::F32, c.ws);
+    ASSERT_KERNEL_OK(run("ConvGradInput", a, {&r, &w}, {&dx}));
+    ASSERT_KERNEL_OK(run("ConvGradWeight", a, {&r, &x}, {&dw}));
+    double ry = dot(r.values<float>(), y.values<float>());
+    EXPECT_NEAR(dot(dx.values<float>(), x.values<float>()), ry,
+                1e-4 * std::abs(ry) + 1e-2);
+    EXPECT_NEAR(dot(dw.values<float>(), w.values<float>()), ry,
+                1e-4 * std::abs(ry) + 1e-2);
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Pools
 //===----------------------------------------------------------------------===//
