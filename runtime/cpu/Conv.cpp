@@ -29,14 +29,19 @@ int64_t colBlock(int64_t rows, int64_t outSize) {
                              std::max<int64_t>(outSize, 1));
 }
 
+/// One output row's share of an im2col block, for one row of the matrix
+/// (channel, kernel tap): columns [ja, jb) of an output row whose column 0 is
+/// block column `at`. Column j reads element `base + j * stride` of the
+/// input; those in [l, h) fall inside the input row, the others on padding,
+/// and none do when `valid` is false (the outer coordinates are padding).
+struct ColumnSegment {
+  int64_t row, at, ja, jb, base, l, h;
+  bool valid;
+};
+
 /// Walks the block of output columns [c0, c1) (flat output positions) of
-/// the im2col matrix (rows = channels * prod(kernel)): for each row and each
-/// output row segment of the block, calls
-/// `seg(row, at, ja, jb, base, innerOff, lo, hi, valid)`, where the segment
-/// is columns [ja, jb) of an output row whose column 0 is block column `at`,
-/// column j reads input element base + j * stride + innerOff of the channel
-/// (those in [lo, hi) are inside the input row, the rest padding), and
-/// `valid` is false when the outer coordinates fall in padding.
+/// the im2col matrix (rows = channels * prod(kernel)), calling `seg` with
+/// each ColumnSegment.
 template <typename Seg>
 void walkColumns(int64_t channels, llvm::ArrayRef<int64_t> inShape,
                  llvm::ArrayRef<int64_t> outShape, const WindowAttrs &w,
@@ -85,7 +90,9 @@ void walkColumns(int64_t channels, llvm::ArrayRef<int64_t> inShape,
           }
           base += i * inStrides[d];
         }
-        seg(row, rowStart - c0, ja, jb, base, innerOff, lo, hi, valid);
+        int64_t l = std::clamp(lo, ja, jb);
+        seg(ColumnSegment{row, rowStart - c0, ja, jb, base + innerOff, l,
+                          std::clamp(hi, l, jb), valid});
         for (int64_t d = static_cast<int64_t>(ns) - 2; d >= 0; --d) {
           if (++o[d] < outShape[d])
             break;
@@ -111,23 +118,20 @@ void im2col(const T *x, int64_t channels, llvm::ArrayRef<int64_t> inShape,
   int64_t ld = c1 - c0;
   int64_t stride = w.strides.back();
   walkColumns(channels, inShape, outShape, w, c0, c1,
-              [&](int64_t row, int64_t at, int64_t ja, int64_t jb, int64_t base,
-                  int64_t innerOff, int64_t lo, int64_t hi, bool valid) {
-                T *dst = col + row * ld + at;
-                if (!valid) {
-                  std::fill(dst + ja, dst + jb, T(0));
+              [&](const ColumnSegment &g) {
+                T *dst = col + g.row * ld + g.at;
+                if (!g.valid) {
+                  std::fill(dst + g.ja, dst + g.jb, T(0));
                   return;
                 }
-                // Columns [l, h) of the segment read the input row.
-                int64_t l = std::clamp(lo, ja, jb), h = std::clamp(hi, l, jb);
-                const T *src = x + base + innerOff;
-                std::fill(dst + ja, dst + l, T(0));
+                const T *src = x + g.base;
+                std::fill(dst + g.ja, dst + g.l, T(0));
                 if (stride == 1)
-                  std::copy(src + l, src + h, dst + l);
+                  std::copy(src + g.l, src + g.h, dst + g.l);
                 else
-                  for (int64_t j = l; j < h; ++j)
+                  for (int64_t j = g.l; j < g.h; ++j)
                     dst[j] = src[j * stride];
-                std::fill(dst + h, dst + jb, T(0));
+                std::fill(dst + g.h, dst + g.jb, T(0));
               });
 }
 
@@ -142,14 +146,12 @@ void col2im(const T *col, int64_t channels, llvm::ArrayRef<int64_t> inShape,
   int64_t ld = c1 - c0;
   int64_t stride = w.strides.back();
   walkColumns(channels, inShape, outShape, w, c0, c1,
-              [&](int64_t row, int64_t at, int64_t ja, int64_t jb, int64_t base,
-                  int64_t innerOff, int64_t lo, int64_t hi, bool valid) {
-                if (!valid)
+              [&](const ColumnSegment &g) {
+                if (!g.valid)
                   return;
-                const T *src = col + row * ld + at;
-                T *dst = x + base + innerOff;
-                int64_t l = std::clamp(lo, ja, jb), h = std::clamp(hi, l, jb);
-                for (int64_t j = l; j < h; ++j)
+                const T *src = col + g.row * ld + g.at;
+                T *dst = x + g.base;
+                for (int64_t j = g.l; j < g.h; ++j)
                   dst[j * stride] += src[j];
               });
 }
