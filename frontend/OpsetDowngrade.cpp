@@ -69,6 +69,14 @@ public:
   bool hasInput(int i) const {
     return i < node.input_size() && !node.input(i).empty();
   }
+  /// An error unless the node has input 0 and output 0 (an elementwise
+  /// op's X and Y).
+  LogicalResult requireInputAndOutput() {
+    if (hasInput(0) && node.output_size() > 0 && !node.output(0).empty())
+      return success();
+    return error() << "needs an input and an output, got " << node.input_size()
+                   << " and " << node.output_size();
+  }
 
   /// The values of constant integer input `i` (an initializer or a Constant
   /// node); `what` names it in the error.
@@ -826,6 +834,13 @@ static LogicalResult decomposeGroupNorm(NodeRewrite &r) {
   int64_t groups = groupsAttr->i();
   if (groups <= 0)
     return r.error() << "num_groups must be positive, got " << groups;
+  if (r.intAttr("stash_type", 1) != 1)
+    return r.error() << "stash_type " << r.intAttr("stash_type", 1)
+                     << " (statistics in another type than float32) has no "
+                        "opset-"
+                     << kImportOpset << " form";
+  if (!r.hasInput(1) || !r.hasInput(2))
+    return r.error() << "needs its scale and bias inputs";
   // The groups split the channels (dim 1) evenly; the rewrite builds one
   // scale per group.
   auto xShape = r.inputShape(0, "num_groups");
@@ -839,13 +854,6 @@ static LogicalResult decomposeGroupNorm(NodeRewrite &r) {
   if ((*xShape)[1] % groups != 0)
     return r.error() << "num_groups " << groups << " does not divide the "
                      << (*xShape)[1] << " channels";
-  if (r.intAttr("stash_type", 1) != 1)
-    return r.error() << "stash_type " << r.intAttr("stash_type", 1)
-                     << " (statistics in another type than float32) has no "
-                        "opset-"
-                     << kImportOpset << " form";
-  if (!r.hasInput(1) || !r.hasInput(2))
-    return r.error() << "needs its scale and bias inputs";
   const std::string &x = r.node.input(0), &scale = r.node.input(1),
                     &bias = r.node.input(2), &y = r.node.output(0);
   float eps = 1e-5f;
@@ -1007,6 +1015,10 @@ LogicalResult Downgrader::run() {
              << " has no rewrite into its opset-" << kImportOpset << " form";
     }
     NodeRewrite r(*this, node, index, version);
+    // Every op rewritten into other nodes reads its input 0 and defines its
+    // output 0 (the ones kept unchanged are checked by ONNX afterwards).
+    if (change->rewrite != unchanged && failed(r.requireInputAndOutput()))
+      return failure();
     if (failed(change->rewrite(r)) || r.attributeErrors())
       return failure();
   }
