@@ -174,25 +174,37 @@ llvm::Expected<std::vector<uint8_t>> readTensorBytes(const onnx::TensorProto &t,
         b = b != 0;
     return out;
   }
-  std::vector<uint8_t> out(expected);
-  auto countError = [&](size_t have) {
-    return makeError("tensor '" + t.name() + "' has " + llvm::Twine(have) +
-                     " values; its shape needs " + llvm::Twine(n));
-  };
+  // The typed fields hold what they hold: their count is checked before
+  // the shape's bytes are allocated (a declared shape costs nothing).
+  size_t have = 0;
   switch (*dtype) {
   case rt::DType::F32:
-    if ((uint64_t)t.float_data_size() != n)
-      return countError(t.float_data_size());
+    have = t.float_data_size();
+    break;
+  case rt::DType::F64:
+    have = t.double_data_size();
+    break;
+  case rt::DType::I64:
+    have = t.int64_data_size();
+    break;
+  case rt::DType::Undefined:
+    break;
+  default: // I32, I8, U8, Bool, F16, BF16
+    have = t.int32_data_size();
+    break;
+  }
+  if (have != n)
+    return makeError("tensor '" + t.name() + "' has " + llvm::Twine(have) +
+                     " values; its shape needs " + llvm::Twine(n));
+  std::vector<uint8_t> out(expected);
+  switch (*dtype) {
+  case rt::DType::F32:
     std::memcpy(out.data(), t.float_data().data(), expected);
     break;
   case rt::DType::F64:
-    if ((uint64_t)t.double_data_size() != n)
-      return countError(t.double_data_size());
     std::memcpy(out.data(), t.double_data().data(), expected);
     break;
   case rt::DType::I64:
-    if ((uint64_t)t.int64_data_size() != n)
-      return countError(t.int64_data_size());
     std::memcpy(out.data(), t.int64_data().data(), expected);
     break;
   case rt::DType::I32:
@@ -201,8 +213,6 @@ llvm::Expected<std::vector<uint8_t>> readTensorBytes(const onnx::TensorProto &t,
   case rt::DType::Bool:
   case rt::DType::F16:
   case rt::DType::BF16:
-    if ((uint64_t)t.int32_data_size() != n)
-      return countError(t.int32_data_size());
     for (uint64_t i = 0; i < n; ++i) {
       int32_t v = t.int32_data(i);
       if (*dtype == rt::DType::Bool)

@@ -18,6 +18,9 @@ KIND:
   type-field         Y = LeakyRelu(X) whose alpha is declared an int but
                      holds a float value
   no-type            Y = LeakyRelu(X) whose alpha has no type
+  short-initializer  Y = X + ReduceSum(W), W an initializer declared [2^34] holding
+                     two values (its bytes were allocated before the count
+                     was checked: 64 GiB)
 
 Uses only Debian's python3-onnx.
 """
@@ -93,6 +96,16 @@ def main():
         elif kind == "no-type":
             node.attribute[0].ClearField("type")
         m = model([node], [x], [y], [("", 13)])
+    elif kind == "short-initializer":
+        w = helper.make_tensor("W", TensorProto.FLOAT, [2, 3], [1.0] * 6)
+        del w.dims[:]
+        w.dims.append(1 << 34)
+        del w.float_data[:]
+        w.float_data.extend([1.0, 2.0])
+        m = model([helper.make_node("ReduceSum", ["W"], ["s"], keepdims=0),
+                   helper.make_node("Add", ["X", "s"], ["Y"], name="add")],
+                  [x], [y], [("", 13)])
+        m.graph.initializer.append(w)
     else:
         sys.exit("unknown kind " + kind)
     with open(out, "wb") as f:
